@@ -1,0 +1,71 @@
+"""rmsnorm: RMSNorm in Triton, verified before it is accelerated.
+
+The package every lesson imports. Importing it first chooses where kernels
+run (a CUDA GPU, or Triton's interpreter on the CPU), then defines them.
+
+Public API (the original article's names):
+
+- :func:`rmsnorm_reference`, :func:`manual_backward` — the PyTorch oracle.
+- :func:`check_contract`, :class:`ContractError` — the input contract.
+- :func:`forward_op` → (y, rstd); :func:`backward_rows` → (dx, partial);
+  :func:`reduce_gamma_gradient` → dgamma — the kernels' launchers.
+- :class:`RMSNormFunction`, :func:`rmsnorm`, :data:`CALLS` — autograd.
+- :class:`RMSNorm` — the module (``weight``; state_dict-compatible with
+  ``torch.nn.RMSNorm``).
+
+Source: notebooks/01_formula.ipynb … 08_n_vs_block_exercise.ipynb.
+"""
+
+from . import device as _device
+
+BACKEND = _device.select_backend()  # before any @triton.jit below
+
+from .autograd import CALLS, CallCounter, RMSNormFunction, rmsnorm  # noqa: E402
+from .backward import backward_rows, rmsnorm_dx_kernel  # noqa: E402
+from .contract import (  # noqa: E402
+    MAX_N,
+    MAX_SCRATCH_BYTES,
+    ContractError,
+    check_contract,
+    interpreter_active,
+    scratch_bytes,
+)
+from .device import InterpreterUnavailableError, default_device  # noqa: E402
+from .forward import forward_op, rmsnorm_forward_kernel  # noqa: E402
+from .module import RMSNorm  # noqa: E402
+from .reduction import reduce_gamma_gradient, rmsnorm_dgamma_kernel  # noqa: E402
+from .reference import manual_backward, rmsnorm_reference  # noqa: E402
+
+_device.check_backend(rmsnorm_forward_kernel)
+
+
+def describe_backend() -> str:
+    """One line saying where the kernels run: ``'GPU: NVIDIA H200'`` or the interpreter."""
+    return _device.describe(rmsnorm_forward_kernel)
+
+
+__all__ = [
+    "BACKEND",
+    "CALLS",
+    "CallCounter",
+    "ContractError",
+    "InterpreterUnavailableError",
+    "MAX_N",
+    "MAX_SCRATCH_BYTES",
+    "RMSNorm",
+    "RMSNormFunction",
+    "backward_rows",
+    "check_contract",
+    "default_device",
+    "describe_backend",
+    "forward_op",
+    "interpreter_active",
+    "manual_backward",
+    "reduce_gamma_gradient",
+    "rmsnorm",
+    "rmsnorm_dgamma_kernel",
+    "rmsnorm_dx_kernel",
+    "rmsnorm_forward_kernel",
+    "rmsnorm_reference",
+    "scratch_bytes",
+]

@@ -1,0 +1,44 @@
+"""``python -m rmsnorm.check_env``: prove the kernels can run here, then say where.
+
+On a GPU: CUDA is initialised and one forward is computed and compared with
+the reference. Without a GPU: the interpreter canary (a row of 257 ones must
+give 0.9999995 everywhere). Exit status 0 only when the check passed.
+
+Source: the original article's ``check_environment.py`` step ("seeing a card
+is not proof that it can be used"); README.md, "Troubleshooting".
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import triton
+
+from . import describe_backend, forward_op, rmsnorm_reference
+from .device import default_device
+from .testing import assert_close, make_inputs
+
+
+def main() -> int:
+    """Run the check; print one line per step; return the exit status."""
+    device = default_device()
+    print(f"python {sys.version.split()[0]} | torch {torch.__version__} | triton {triton.__version__}")
+    print(f"kernels run on: {describe_backend()}")
+    ones = torch.ones(1, 257, device=device)
+    y, _ = forward_op(ones, torch.ones(257, device=device))
+    canary = abs(y - 0.9999995).max().item()
+    x, gamma, _ = make_inputs(17, 257, device=device)
+    y_kernel, _ = forward_op(x, gamma)
+    try:
+        assert canary <= 1e-7, f"canary: a row of 257 ones gave {y.flatten()[:3].tolist()}, expected 0.9999995"
+        assert_close(y_kernel, rmsnorm_reference(x.double(), gamma.double()))
+    except AssertionError as err:
+        print(f"FAILED: {err}")
+        return 1
+    print("OK: canary (257 ones -> 0.9999995) and a 17x257 forward match the reference")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""Where the kernels run: a CUDA GPU, or Triton's interpreter on the CPU.
+
+Importing :mod:`rmsnorm` calls :func:`select_backend` before any kernel is
+defined. On a machine without CUDA it switches Triton to its interpreter
+(``TRITON_INTERPRET=1``), so that the very same ``@triton.jit`` kernels run on
+CPU tensors, one program after another, in NumPy. Nothing is copied or
+re-typed for the CPU: the interpreter executes the kernel source itself.
+
+Source: notebooks/03_forward_kernel.ipynb; Triton's interpreter is documented
+in the Triton FAQ/debugging guide (``TRITON_INTERPRET=1``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+INTERPRET_ENV = "TRITON_INTERPRET"
+
+
+class InterpreterUnavailableError(RuntimeError):
+    """No CUDA device, and Triton's interpreter could not be switched on."""
+
+
+def select_backend() -> str:
+    """Choose where kernels run and, without CUDA, switch on the interpreter.
+
+    Must run before any ``@triton.jit`` kernel is defined (Triton decides at
+    decoration time whether a kernel is compiled or interpreted).
+
+    Returns:
+        ``"cuda"`` when a CUDA device is usable, else ``"interpreter"``.
+        An explicit ``TRITON_INTERPRET=0`` in the environment is respected and
+        never overridden; :func:`check_backend` then reports the problem.
+    """
+    if torch.cuda.is_available():
+        return "cuda"
+    os.environ.setdefault(INTERPRET_ENV, "1")
+    return "interpreter"
+
+
+def is_interpreted(kernel) -> bool:
+    """True when ``kernel`` (a ``@triton.jit`` object) runs in the interpreter."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernel, InterpretedFunction)
+
+
+def check_backend(kernel) -> None:
+    """Fail early, with the fix, when kernels can run nowhere.
+
+    Args:
+        kernel: any kernel of the package, already defined.
+
+    Raises:
+        InterpreterUnavailableError: no CUDA device and ``kernel`` is compiled,
+            not interpreted (``TRITON_INTERPRET=0`` was set, or Triton was
+            imported and configured before :mod:`rmsnorm` without the
+            interpreter).
+    """
+    if torch.cuda.is_available() or is_interpreted(kernel):
+        return
+    seen = os.environ.get(INTERPRET_ENV, "<unset>")
+    raise InterpreterUnavailableError(
+        "rmsnorm: no CUDA device, and Triton's interpreter is off "
+        f"({INTERPRET_ENV}={seen}; or triton was configured before rmsnorm was imported). "
+        "The kernels cannot run. Restart Python (in Jupyter: restart the kernel), "
+        f"set {INTERPRET_ENV}=1 in the environment or import rmsnorm before triton, and try again."
+    )
+
+
+def describe(kernel) -> str:
+    """One line saying where the kernels run, e.g. ``'GPU: NVIDIA H200'``.
+
+    Args:
+        kernel: any kernel of the package.
+
+    Returns:
+        ``"CPU, Triton interpreter"`` when interpreted, else ``"GPU: <name>"``.
+    """
+    if is_interpreted(kernel):
+        return "CPU, Triton interpreter (TRITON_INTERPRET=1)"
+    return f"GPU: {torch.cuda.get_device_name(0)}"
+
+
+#: When True, :func:`new_output` fills every new output with NaN (tests turn it on).
+POISON_OUTPUTS = False
+
+
+def new_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Allocate a kernel output: the single place the launchers allocate.
+
+    Normally ``torch.empty`` (the kernel must write every element). While
+    :data:`POISON_OUTPUTS` is set (see :func:`rmsnorm.testing.poisoned_outputs`)
+    the tensor is filled with NaN, so an element the kernel forgets to write
+    cannot pass a comparison.
+    """
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if POISON_OUTPUTS:
+        out.fill_(float("nan"))
+    return out
+
+
+def default_device() -> torch.device:
+    """``cuda`` when a GPU is usable, else ``cpu`` (interpreter)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

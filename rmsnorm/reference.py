@@ -1,0 +1,68 @@
+"""The readable PyTorch reference: the oracle every kernel is checked against.
+
+Two functions, written as in the original article, one line per formula:
+
+    r  = 1 / sqrt(mean(x²) + eps)            (code: ``rstd``)
+    y  = x · r · gamma
+    u  = dy · gamma
+    dx = r · u − x · r³ · mean(u · x)         (mean over the N columns of a row)
+    dgamma = Σ_rows dy · x · r                 (sum over the M rows)
+
+Source: notebooks/01_formula.ipynb and notebooks/02_reference.ipynb; the
+RMSNorm paper (Zhang & Sennrich, 2019, arXiv:1910.07467).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
+    """RMSNorm over the last dimension, in PyTorch.
+
+    Dtype policy: float64 input is computed in float64; anything else
+    (float32, float16, bfloat16) is computed in float32; the output is cast
+    back to ``x.dtype``.
+
+    Args:
+        x: (..., N) activations, any floating dtype, any layout.
+        gamma: (N,) weight, one per column.
+        epsilon: added to mean(x²) before the square root (dimensionless).
+
+    Returns:
+        y: same shape and dtype as ``x``.
+
+    Source: notebooks/02_reference.ipynb.
+    """
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf = x.to(dtype)
+    gf = gamma.to(dtype)
+    r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + epsilon)  # (..., 1)
+    return (xf * r * gf).to(x.dtype)
+
+
+def manual_backward(
+    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, epsilon: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The article's backward formulas, in the dtype of the arguments.
+
+    No up-cast happens here: pass float64 tensors for an oracle.
+
+    Args:
+        x: (..., N) activations.
+        gamma: (N,) weight.
+        dy: gradient of the loss with respect to y, same shape as ``x``.
+        epsilon: as in the forward.
+
+    Returns:
+        (dx, dgamma): dx has the shape of ``x``; dgamma is (N,), the sum over
+        every leading (row) index.
+
+    Source: notebooks/04_backward_derivation.ipynb (derivation of the r³ term)
+    and notebooks/05_gamma_reduction.ipynb (sum, not mean).
+    """
+    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + epsilon)  # (..., 1)
+    u = dy * gamma  # (..., N)
+    dx = r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True)  # (..., N)
+    dgamma = (dy * x * r).reshape(-1, x.shape[-1]).sum(0)  # (N,)
+    return dx, dgamma

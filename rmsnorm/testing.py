@@ -1,0 +1,128 @@
+"""Testing helpers: the tolerance table, the oracle, input makers and the campaigns.
+
+One tolerance table keyed by dtype, declared before any comparison and never
+widened after a failure (the article's values). Every comparison goes through
+``torch.testing.assert_close`` with it.
+
+The oracle: the reference formulas (:func:`rmsnorm_reference`,
+:func:`manual_backward`) evaluated in float64 on exactly the inputs the
+kernel saw (float16 inputs are up-cast, not re-drawn).
+
+Source: notebooks/03_forward_kernel.ipynb (forward check),
+notebooks/04_backward_derivation.ipynb (dx), notebooks/05_gamma_reduction.ipynb
+(dgamma); the tolerances are the original article's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from . import device as _device
+from .device import default_device
+from .reference import manual_backward, rmsnorm_reference
+
+#: Declared tolerances (atol, rtol) per dtype: |actual − oracle| ≤ atol + rtol·|oracle|.
+TOLERANCES: dict[torch.dtype, dict[str, float]] = {
+    torch.float32: {"atol": 1e-5, "rtol": 1e-4},
+    torch.float16: {"atol": 3e-3, "rtol": 3e-3},
+}
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, *, dtype: torch.dtype | None = None, msg: str | None = None) -> None:
+    """Compare with the declared tolerance of ``dtype`` (default: ``actual.dtype``).
+
+    Both tensors are compared in float64, on the CPU, so that a float16 result
+    can be compared with a float64 oracle. NaN never passes.
+
+    Raises:
+        AssertionError: from torch.testing.assert_close, with its mismatch report.
+        KeyError: for a dtype without a declared tolerance.
+    """
+    tol = TOLERANCES[dtype or actual.dtype]
+    torch.testing.assert_close(
+        actual.detach().to("cpu", torch.float64),
+        expected.detach().to("cpu", torch.float64),
+        **tol, equal_nan=False, msg=msg,
+    )
+
+
+def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0):
+    """Seeded random inputs (never zeros): x (M, N), gamma (N,), dy (M, N).
+
+    Drawn in float32 on the CPU with a seeded generator, then cast and moved,
+    so the same seed gives the same values on every device.
+
+    Returns:
+        (x, gamma, dy) in ``dtype`` on ``device`` (default: CUDA if available).
+    """
+    g = torch.Generator().manual_seed(seed)
+    device = default_device() if device is None else torch.device(device)
+    x = torch.randn(M, N, generator=g)
+    gamma = 1.0 + 0.5 * torch.randn(N, generator=g)
+    dy = torch.randn(M, N, generator=g)
+    return tuple(t.to(device=device, dtype=dtype) for t in (x, gamma, dy))
+
+
+def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None, epsilon: float = 1e-6):
+    """The stated oracle: the reference formulas in float64 on the same inputs.
+
+    Returns:
+        y64 when ``dy`` is None, else (y64, dx64, dgamma64), all float64 on the CPU.
+    """
+    x64, g64 = x.detach().cpu().double(), gamma.detach().cpu().double()
+    y64 = rmsnorm_reference(x64, g64, epsilon)
+    if dy is None:
+        return y64
+    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().cpu().double(), epsilon)
+    return y64, dx64, dgamma64
+
+
+@contextlib.contextmanager
+def poisoned_outputs():
+    """Within this block every kernel output starts as NaN (see ``device.new_output``).
+
+    An element a kernel forgets to write then stays NaN, and NaN never passes
+    :func:`assert_close`.
+    """
+    previous = _device.POISON_OUTPUTS
+    _device.POISON_OUTPUTS = True
+    try:
+        yield
+    finally:
+        _device.POISON_OUTPUTS = previous
+
+
+def nan_filled(*shape, dtype=torch.float32, device=None) -> torch.Tensor:
+    """A tensor filled with NaN: an element the kernel forgets to write cannot pass."""
+    device = default_device() if device is None else device
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One campaign case: an (M, N) shape in a dtype."""
+
+    M: int
+    N: int
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return f"{self.M}x{self.N}-{str(self.dtype).removeprefix('torch.')}"
+
+
+#: 36 shapes: M = 1 and irregular M; N small, not powers of two, 256/257, up to 4096.
+CAMPAIGN_SHAPES: tuple[tuple[int, int], ...] = (
+    (1, 1), (1, 7), (1, 256), (1, 257), (1, 4096), (2, 3),
+    (3, 4096), (4, 31), (5, 4095), (7, 33), (8, 64), (9, 100),
+    (16, 255), (17, 256), (17, 257), (17, 1), (19, 1000), (23, 129),
+    (31, 511), (32, 512), (33, 513), (37, 2048), (41, 2049), (64, 17),
+    (64, 1023), (65, 1025), (100, 768), (127, 96), (128, 257), (129, 3000),
+    (200, 50), (255, 130), (256, 256), (300, 81), (333, 2), (413, 781),
+)
+#: The 72 cases of each campaign (forward y, dx, dgamma): every shape in fp32 and fp16.
+CAMPAIGN: tuple[Case, ...] = tuple(
+    Case(M, N, dtype) for dtype in (torch.float32, torch.float16) for M, N in CAMPAIGN_SHAPES
+)

@@ -1,0 +1,51 @@
+"""The CPU path: the interpreter is switched on at import, and refused loudly when it can't be."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import rmsnorm
+from rmsnorm import device
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter path is for machines without CUDA")
+
+
+@no_cuda
+def test_import_switches_the_interpreter_on_and_kernels_are_the_package_source():
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    assert rmsnorm.interpreter_active()
+    for kernel in (rmsnorm.rmsnorm_forward_kernel, rmsnorm.rmsnorm_dx_kernel, rmsnorm.rmsnorm_dgamma_kernel):
+        assert device.is_interpreted(kernel)
+        assert kernel.fn.__module__.startswith("rmsnorm.")  # the same code, not a CPU copy
+    assert "interpreter" in rmsnorm.describe_backend()
+
+
+def _python(code, **env):
+    full_env = {**os.environ, **env}
+    full_env.pop("TRITON_INTERPRET", None) if "TRITON_INTERPRET" not in env else None
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120)
+
+
+@no_cuda
+def test_explicit_interpret_off_is_refused_with_the_fix():
+    done = _python("import rmsnorm", TRITON_INTERPRET="0")
+    assert done.returncode != 0
+    assert "InterpreterUnavailableError" in done.stderr and "TRITON_INTERPRET=1" in done.stderr
+
+
+@no_cuda
+def test_triton_configured_before_rmsnorm_is_refused_with_the_fix():
+    code = "import triton\ntriton.knobs.runtime.interpret = False\nimport rmsnorm"
+    done = _python(code)
+    assert done.returncode != 0
+    assert "restart" in done.stderr.lower() and "TRITON_INTERPRET=1" in done.stderr
+
+
+@no_cuda
+def test_fresh_process_without_the_variable_runs_the_canary():
+    done = _python("import rmsnorm, torch\ny, _ = rmsnorm.forward_op(torch.ones(1, 257), torch.ones(257))\nprint(round(y[0, 0].item(), 7))")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0.9999995"
