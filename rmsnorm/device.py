@@ -13,6 +13,7 @@ in the Triton FAQ/debugging guide (``TRITON_INTERPRET=1``).
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -36,7 +37,12 @@ def select_backend() -> str:
     """
     if torch.cuda.is_available():
         return "cuda"
-    os.environ.setdefault(INTERPRET_ENV, "1")
+    if INTERPRET_ENV not in os.environ and "triton" not in sys.modules:
+        os.environ[INTERPRET_ENV] = "1"
+    # Triton imported earlier without the variable: its own @jit helpers
+    # (tl.sum, ...) were compiled-mode objects, so switching on now would give
+    # kernels that fail inside the interpreter. Leave it off: check_backend
+    # then stops the import with the fix.
     return "interpreter"
 
 
@@ -56,17 +62,18 @@ def check_backend(kernel) -> None:
     Raises:
         InterpreterUnavailableError: no CUDA device and ``kernel`` is compiled,
             not interpreted (``TRITON_INTERPRET=0`` was set, or Triton was
-            imported and configured before :mod:`rmsnorm` without the
-            interpreter).
+            imported before :mod:`rmsnorm` without the variable: the
+            interpreter must be on before ``triton`` is first imported).
     """
     if torch.cuda.is_available() or is_interpreted(kernel):
         return
     seen = os.environ.get(INTERPRET_ENV, "<unset>")
     raise InterpreterUnavailableError(
         "rmsnorm: no CUDA device, and Triton's interpreter is off "
-        f"({INTERPRET_ENV}={seen}; or triton was configured before rmsnorm was imported). "
-        "The kernels cannot run. Restart Python (in Jupyter: restart the kernel), "
-        f"set {INTERPRET_ENV}=1 in the environment or import rmsnorm before triton, and try again."
+        f"({INTERPRET_ENV}={seen}). It can only be switched on before triton is imported, "
+        "and triton was imported first (or the variable was set to 0). The kernels cannot run. "
+        "Restart Python (in Jupyter: restart the kernel), then import rmsnorm before triton, "
+        f"or set {INTERPRET_ENV}=1 in the environment before starting Python."
     )
 
 
