@@ -1,0 +1,149 @@
+"""Run the whole benchmark on a CUDA GPU and write results/<card>/ (CSV + environment.json).
+
+    python3 scripts/benchmark.py --out results/h200
+
+1. Correctness first: every timed callable (Triton kernels through
+   ``forward_op`` and autograd, the PyTorch reference, Liger-Kernel when it
+   imports) is compared with the float64 oracle through
+   ``rmsnorm.testing.assert_close``; a shape that fails is not timed, and the
+   script exits with status 1 after writing what it has.
+2. The article's protocol at 128×257 float32 (20 warm-up calls excluded,
+   median of 50 samples of 20 calls), ``--repeats`` times, interleaved.
+3. The sweep: whole-call, graph-replay and device-kernel time per shape,
+   with GB/s from the bytes moved.
+4. The device's copy ceiling (1 GiB device-to-device copy).
+
+Benchmarks never assert a speed-up: this script reports, it does not judge.
+
+Source: notebooks/07_benchmark.ipynb; rmsnorm/bench.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
+
+import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from rmsnorm import bench  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run everything, write the files; return the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=bench.RESULTS_DIR, help="folder for the CSV files and environment.json")
+    parser.add_argument("--repeats", type=int, default=3, help="full protocol runs at 128x257 (their spread is the noise)")
+    parser.add_argument("--no-liger", action="store_true", help="leave Liger-Kernel out even if it imports")
+    args = parser.parse_args(argv)
+    try:
+        bench.require_cuda()
+    except bench.BenchmarkUnavailableError as err:
+        print(err)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    include_liger = not args.no_liger
+    liger_reason = bench.liger_status() if include_liger else "--no-liger given"
+    print(f"kernels run on: {rmsnorm.describe_backend()}")
+    print("liger: " + ("timed as a third column" if liger_reason is None else f"not timed ({liger_reason})"))
+    started = time.perf_counter()
+    failures: list[str] = []
+
+    M, N = bench.DEFAULT_SHAPE
+    try:
+        samples = bench.run_protocol(M, N, torch.float32, repeats=args.repeats, include_liger=include_liger)
+    except Exception as err:  # Liger may import yet fail to run with this torch/triton: go on without it
+        if not include_liger or isinstance(err, bench.BenchmarkUnavailableError):
+            raise
+        traceback.print_exc()
+        include_liger, liger_reason = False, f"failed at run time: {type(err).__name__}: {err}"
+        print(f"liger: not timed ({liger_reason})")
+        samples = bench.run_protocol(M, N, torch.float32, repeats=args.repeats, include_liger=False)
+    summary = bench.summarize(samples)
+    differences = bench.difference_table(summary, keys=("path", "repeat", "M", "N", "dtype"))
+    print(f"protocol {M}x{N}: {len(samples)} samples in {time.perf_counter() - started:.1f} s")
+
+    allowed, skipped = bench.sweep_shapes()
+    sweep_parts, kernel_parts, checked = [], [], []
+    for M_, N_ in allowed:
+        try:
+            try:
+                rows, kernels = bench.measure_shape(M_, N_, torch.float32, include_liger=include_liger)
+            except Exception as err:
+                if not include_liger or isinstance(err, AssertionError):
+                    raise
+                traceback.print_exc()  # Liger failed here: measure this shape without it
+                failures.append(f"{M_}x{N_} (liger left out): {type(err).__name__}: {err}")
+                rows, kernels = bench.measure_shape(M_, N_, torch.float32, include_liger=False)
+        except Exception as err:  # a failed check (AssertionError) means: not timed
+            failures.append(f"{M_}x{N_}: {type(err).__name__}: {err}")
+            traceback.print_exc()
+            continue
+        sweep_parts.append(rows)
+        kernel_parts.append(kernels)
+        checked.append(f"{M_}x{N_}")
+        print(f"sweep {M_}x{N_} done at {time.perf_counter() - started:.1f} s")
+    sweep = pd.concat(sweep_parts, ignore_index=True) if sweep_parts else pd.DataFrame()
+    kernels = pd.concat(kernel_parts, ignore_index=True) if kernel_parts else pd.DataFrame()
+    try:
+        ceiling = bench.copy_bandwidth_gbps()
+    except Exception as err:
+        failures.append(f"copy ceiling: {type(err).__name__}: {err}")
+        ceiling = None
+
+    environment = bench.environment_info()
+    environment["protocol"] = {
+        "timing": "CUDA events around whole calls; GPU synchronised before each sample",
+        "warmup_calls": bench.WARMUP_CALLS,
+        "samples": bench.SAMPLES,
+        "calls_per_sample": bench.CALLS_PER_SAMPLE,
+        "statistic": "median of the per-call us of the samples",
+        "repeats": args.repeats,
+        "shape": list(bench.DEFAULT_SHAPE),
+        "dtype": "float32",
+        "epsilon": 1e-6,
+        "forward": "forward_op(x, gamma) vs rmsnorm_reference(x, gamma) [vs Liger apply]",
+        "forward_backward": "impl(x, gamma).backward(dy) through autograd, grads of x and gamma reset to None each call",
+        "graph_replay": f"triton.testing.do_bench_cudagraph(rep={bench.GRAPH_REP_MS} ms, return_mode='median')",
+        "device_kernels": f"torch.profiler, sum of device operation durations over {bench.PROFILED_CALLS} calls",
+        "bytes": "bytes the Triton path reads and writes (bench.forward_bytes / forward_backward_bytes), same count for every impl",
+        "correctness": "every timed output compared with the float64 oracle (rmsnorm.testing.assert_close) before timing",
+    }
+    environment["sweep"] = {
+        "M": list(bench.SWEEP_M), "N": list(bench.SWEEP_N),
+        "checked_and_timed": checked,
+        "skipped": [{"M": m, "N": n, "reason": f"M*N*4 = {m * n * 4} bytes of dgamma scratch > {bench.MAX_SCRATCH_BYTES}"} for m, n in skipped],
+    }
+    environment["liger"] = "timed" if liger_reason is None else f"not timed: {liger_reason}"
+    environment["copy_bandwidth_gbps"] = ceiling
+    environment["check_failures"] = failures
+    environment["wall_seconds"] = round(time.perf_counter() - started, 1)
+
+    for name, frame in {"samples": samples, "summary": summary, "differences": differences,
+                        "sweep": sweep, "kernels": kernels}.items():
+        frame.to_csv(args.out / bench.RESULT_FILES[name], index=False, float_format="%.6f")
+    (args.out / "environment.json").write_text(json.dumps(environment, indent=2) + "\n", encoding="utf-8")
+
+    pd.set_option("display.width", 200)
+    print(summary[["path", "impl", "repeat", "median_us", "mean_us"]].to_string(index=False, float_format="%.2f"))
+    print(differences[["path", "impl", "repeat", "impl_us", "reference_us", "difference_us", "percent"]]
+          .to_string(index=False, float_format="%.2f"))
+    if not sweep.empty:
+        print(sweep[["path", "impl", "M", "N", "whole_call_us", "graph_us", "device_us", "device_ops_per_call", "gbps_graph"]]
+              .to_string(index=False, float_format="%.2f"))
+    print(f"copy ceiling: {ceiling} GB/s; wrote {args.out} in {environment['wall_seconds']} s")
+    if failures:
+        print("CORRECTNESS FAILURES (not timed):", *failures, sep="\n  ")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The benchmark: committed H200 results are complete and self-consistent; timing needs CUDA.
+
+Nothing here asserts a speed-up: the checks are on shapes, columns, units and
+arithmetic that holds on any machine.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rmsnorm import bench, forward_op
+from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm.testing import make_inputs
+
+RESULTS = bench.load_results()
+PROTOCOL_KEYS = ("path", "repeat", "M", "N", "dtype")
+SWEEP_KEYS = ("path", "M", "N", "dtype")
+EXPECTED_COLUMNS = {
+    "samples": ["path", "impl", "repeat", "sample", "M", "N", "dtype", "us_per_call"],
+    "summary": ["path", "impl", "repeat", "M", "N", "dtype", *bench.STAT_COLUMNS],
+    "differences": [*PROTOCOL_KEYS, "impl", "impl_us", "reference_us", "difference_us", "percent"],
+    "sweep": ["path", "impl", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us", "graph_us",
+              "device_us", "device_ops_per_call", "gbps_whole", "gbps_graph", "gbps_device"],
+    "kernels": ["path", "impl", "M", "N", "name", "launches_per_call", "us_per_call"],
+}
+#: The CSV files keep 6 decimals (µs to the picosecond): recomputations agree to that.
+CSV_ROUNDING = {"rtol": 1e-6, "atol": 2e-6}
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on machines without CUDA")
+cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_COLUMNS))
+def test_committed_results_have_the_expected_columns(name):
+    frame = getattr(RESULTS, name)
+    assert list(frame.columns) == EXPECTED_COLUMNS[name]
+    assert len(frame) > 0
+    assert not frame.drop(columns=["name"], errors="ignore").isna().any().any(), f"{name} has empty cells"
+
+
+def test_environment_says_h200_with_versions_date_and_protocol():
+    env = RESULTS.environment
+    assert "H200" in env["device"]["name"]
+    for key in ("torch", "triton", "cuda", "python", "date_utc"):
+        assert env[key], key
+    pd.Timestamp(env["date_utc"])  # parses as a date
+    protocol = env["protocol"]
+    assert (protocol["warmup_calls"], protocol["samples"], protocol["calls_per_sample"]) == (20, 50, 20)
+    assert (bench.WARMUP_CALLS, bench.SAMPLES, bench.CALLS_PER_SAMPLE) == (20, 50, 20)
+    assert tuple(protocol["shape"]) == bench.DEFAULT_SHAPE == (128, 257)
+    assert env["check_failures"] == []
+
+
+def test_protocol_samples_are_50_per_run_at_128x257_fp32():
+    samples = RESULTS.samples
+    assert set(samples["path"]) == set(bench.PATHS)
+    assert {"triton", "reference"} <= set(samples["impl"]) <= set(bench.IMPLS)
+    assert set(zip(samples["M"], samples["N"], samples["dtype"])) == {(128, 257, "float32")}
+    counts = samples.groupby(["path", "impl", "repeat"]).size()
+    assert (counts == bench.SAMPLES).all()
+    assert samples["repeat"].nunique() == RESULTS.environment["protocol"]["repeats"]
+    assert (samples["us_per_call"] > 0).all()
+
+
+def test_summary_is_the_statistics_of_the_samples():
+    recomputed = bench.summarize(RESULTS.samples)
+    committed = RESULTS.summary
+    pd.testing.assert_frame_equal(recomputed[committed.columns[:6]], committed[committed.columns[:6]], check_dtype=False)
+    for column in bench.STAT_COLUMNS:
+        np.testing.assert_allclose(recomputed[column], committed[column], **CSV_ROUNDING, err_msg=column)
+    assert (committed["median_us"] > 0).all()
+    assert (committed["min_us"] <= committed["median_us"]).all() and (committed["median_us"] <= committed["max_us"]).all()
+
+
+def test_differences_and_percentages_are_recomputed_from_the_medians():
+    recomputed = bench.difference_table(RESULTS.summary, keys=PROTOCOL_KEYS)
+    committed = RESULTS.differences
+    assert len(recomputed) == len(committed)
+    for column in ("impl_us", "reference_us", "difference_us", "percent"):
+        np.testing.assert_allclose(recomputed[column], committed[column], **CSV_ROUNDING, err_msg=column)
+    np.testing.assert_allclose(committed["difference_us"], committed["impl_us"] - committed["reference_us"], **CSV_ROUNDING)
+    np.testing.assert_allclose(
+        committed["percent"], 100 * committed["difference_us"] / committed["reference_us"], **CSV_ROUNDING
+    )
+
+
+def test_sweep_covers_the_grid_where_the_scratch_contract_allows():
+    allowed, skipped = bench.sweep_shapes()
+    assert skipped == [(8192, 4096)]  # 8192 * 4096 * 4 bytes = 128 MiB of partials > 64 MiB
+    assert set(zip(RESULTS.sweep["M"], RESULTS.sweep["N"])) == set(allowed)
+    assert [(s["M"], s["N"]) for s in RESULTS.environment["sweep"]["skipped"]] == skipped
+    assert (RESULTS.sweep.groupby(["M", "N"]).size() == RESULTS.sweep["impl"].nunique() * 2).all()
+
+
+def test_sweep_bytes_and_rates_follow_from_the_counts():
+    sweep = RESULTS.sweep
+    expected = [bench.bytes_moved(p, m, n, getattr(torch, d)) for p, m, n, d in zip(sweep["path"], sweep["M"], sweep["N"], sweep["dtype"])]
+    assert sweep["bytes"].tolist() == expected
+    for rate, time in (("gbps_whole", "whole_call_us"), ("gbps_graph", "graph_us"), ("gbps_device", "device_us")):
+        assert (sweep[time] > 0).all(), time
+        np.testing.assert_allclose(sweep[rate], sweep["bytes"] / (sweep[time] * 1e3), rtol=1e-5, err_msg=rate)
+
+
+def test_kernel_table_adds_up_to_the_sweep_device_time():
+    totals = RESULTS.kernels.groupby(["path", "impl", "M", "N"])[["launches_per_call", "us_per_call"]].sum()
+    sweep = RESULTS.sweep.set_index(["path", "impl", "M", "N"]).loc[totals.index]
+    np.testing.assert_allclose(totals["us_per_call"], sweep["device_us"], rtol=1e-4)
+    np.testing.assert_allclose(totals["launches_per_call"], sweep["device_ops_per_call"], rtol=1e-6)
+
+
+def test_article_rtx3090_differences_to_two_decimals():
+    medians = pd.DataFrame(
+        {"path": ["forward", "forward", "forward_backward", "forward_backward"],
+         "impl": ["triton", "reference", "triton", "reference"],
+         "median_us": [70.71, 52.17, 251.44, 267.34]}
+    )
+    table = bench.difference_table(medians).set_index("path")
+    assert round(table.loc["forward", "difference_us"], 2) == 18.54
+    assert round(table.loc["forward", "percent"], 2) == 35.54
+    assert round(table.loc["forward_backward", "difference_us"], 2) == -15.90
+    assert round(table.loc["forward_backward", "percent"], 2) == -5.95
+
+
+def test_bytes_counted_by_hand_for_128x257_fp32():
+    # forward: x and y (2 * 128 * 257 * 4) + gamma (257 * 4) + rstd (128 * 4)
+    assert bench.forward_bytes(128, 257) == 263_168 + 1_028 + 512
+    # + dx kernel: x, dy, dx (3 * 131_584), gamma, rstd, partial (131_584); dgamma kernel: partial, dgamma
+    assert bench.forward_backward_bytes(128, 257) == 264_708 + 3 * 131_584 + 1_028 + 512 + 2 * 131_584 + 1_028
+    assert bench.forward_bytes(128, 257, torch.float16) == (2 * 128 * 257 + 257) * 2 + 512
+    assert bench.gbps(1_000_000, 1.0) == 1000.0  # 10^6 bytes in 1 µs = 1000 GB/s
+
+
+def test_check_calls_passes_the_package_and_catches_a_wrong_kernel(device):
+    x, gamma, dy = make_inputs(3, 257, device=device, seed=1)
+    calls = bench.make_calls(x, gamma, dy, include_liger=False)
+    assert set(calls) == {(p, i) for p in bench.PATHS for i in ("triton", "reference")}
+    passed = bench.check_calls(calls, x, gamma, dy)
+    assert len(passed) == 7  # forward: y, rstd (triton), y (reference); forward_backward: dx, dgamma each
+    calls[("forward", "triton")] = lambda: forward_op(x, gamma, kernel=rmsnorm_forward_kernel_block_mean)
+    with pytest.raises(AssertionError, match="forward/triton y 3x257"):
+        bench.check_calls(calls, x, gamma, dy)
+
+
+def test_environment_info_names_versions_on_any_machine():
+    info = bench.environment_info()
+    assert info["torch"] == torch.__version__
+    assert info["device"]["name"]
+
+
+@no_cuda
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: bench.time_whole_calls(lambda: None),
+        lambda: bench.time_graph_replay(lambda: None),
+        lambda: bench.profile_kernels(lambda: None),
+        lambda: bench.copy_bandwidth_gbps(1024),
+        lambda: bench.run_protocol(2, 8),
+        lambda: bench.measure_shape(2, 8),
+        lambda: bench.run_sweep(),
+    ],
+    ids=["whole_calls", "graph_replay", "profile", "copy", "protocol", "measure_shape", "sweep"],
+)
+def test_timing_refuses_to_run_without_cuda(call):
+    with pytest.raises(bench.BenchmarkUnavailableError, match="needs a CUDA GPU"):
+        call()
+
+
+@pytest.mark.gpu
+@cuda_only
+def test_tiny_timing_on_cuda_returns_positive_times(monkeypatch):
+    monkeypatch.setattr("rmsnorm.device.POISON_OUTPUTS", False)  # time the kernel, not NaN fills
+    x, gamma, _ = make_inputs(4, 257, device="cuda")
+    call = lambda: forward_op(x, gamma)  # noqa: E731
+    samples = bench.time_whole_calls(call, warmup=2, samples=3, calls_per_sample=2)
+    assert samples.shape == (3,) and (samples > 0).all()
+    assert bench.time_graph_replay(call, rep_ms=1) > 0
+    profile = bench.profile_kernels(call, calls=2, warmup=1)
+    assert profile.device_us > 0 and profile.ops_per_call == 1  # forward_op launches one kernel
