@@ -1,0 +1,36 @@
+"""Checkers of the exercises: run a learner's code on the course's cases and say what is wrong.
+
+One checker per exercise (one module each, ``exNN_*.py``); each returns a
+:class:`Feedback` ("passed", "not done yet" or "wrong" with a plain-words
+message naming the mistake and the numbers that show it) and never raises for
+a learner's mistake. Kernels are launched through the package's launchers
+(``forward_op(..., kernel=...)``, ``backward_rows(..., kernel=...)``,
+``reduce_gamma_gradient(..., kernel=...)``), so a learner's kernel must have the
+signature of the package kernel it replaces.
+
+Source: solutions/01_formula.ipynb … solutions/08_n_vs_block_exercise.ipynb.
+"""
+
+from .ex01_by_hand import check_by_hand
+from .ex02_reference import check_reference
+from .ex03_forward import check_forward_kernel
+from .ex04_dx import check_dx_kernel
+from .ex05_dgamma import check_dgamma_kernel
+from .ex06_autograd import check_autograd_function
+from .ex07_benchmark import check_benchmark_reading, check_prediction
+from .ex08_n_vs_block import check_fixed_dx_kernel, check_hypothesis
+from .feedback import Feedback
+
+__all__ = [
+    "Feedback",
+    "check_autograd_function",
+    "check_benchmark_reading",
+    "check_by_hand",
+    "check_dgamma_kernel",
+    "check_dx_kernel",
+    "check_fixed_dx_kernel",
+    "check_forward_kernel",
+    "check_hypothesis",
+    "check_prediction",
+    "check_reference",
+]

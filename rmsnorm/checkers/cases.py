@@ -1,0 +1,65 @@
+"""The cases every kernel checker runs: cheap on the CPU interpreter, chosen to expose classic bugs.
+
+Each is small (at most 17 rows) and has a reason to be there:
+
+- a row of 257 ones (the article's N-vs-BLOCK example: 1.000, or 1.411 when
+  the mean is divided by BLOCK_SIZE = 512);
+- M = 1 and M = 17 rows; N = 256 (= BLOCK_SIZE, where ÷BLOCK_SIZE hides) and
+  N = 257 (BLOCK_SIZE = 512, where it shows);
+- epsilon = 0.5 with an all-zero row (a forgotten or misplaced eps shows);
+- float16, and float16 rows whose sum of squares exceeds 65504 (the largest
+  float16), so that summing in float16 overflows.
+
+Inputs come from :func:`rmsnorm.testing.make_inputs` (seeded), on the
+device the kernels run on.
+
+Source: solutions/03_forward_kernel.ipynb (the cases are listed there).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..device import default_device
+from ..testing import make_inputs
+from .diagnose import Case
+
+#: Largest finite float16: a float16 sum beyond it becomes inf.
+FLOAT16_MAX = 65504.0
+
+
+def row_cases(with_dy: bool = False) -> list[Case]:
+    """The cases of the forward and dx checkers (inputs x, gamma and, if asked, dy)."""
+    device = default_device()
+    names = ("x", "gamma", "dy") if with_dy else ("x", "gamma")
+
+    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, epsilon=1e-6, zero_row=False):
+        x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
+        x = x * scale
+        if zero_row:
+            x[0] = 0
+        return Case(label, dict(zip(names, (x, gamma, dy))), epsilon)
+
+    ones = torch.ones(1, 257, device=device)
+    return [
+        Case("a row of 257 ones", dict(zip(names, (ones, torch.ones(257, device=device), ones.clone())))),
+        case("1×256 float32 (random)", 1, 256, seed=1),
+        case("17×256 float32 (random)", 17, 256, seed=2),
+        case("17×257 float32 (random)", 17, 257, seed=3),
+        case("5×33 float32 with epsilon = 0.5 and a first row of zeros", 5, 33, seed=4, epsilon=0.5, zero_row=True),
+        case("17×257 float16 (random)", 17, 257, torch.float16, seed=5),
+        case("3×257 float16 whose rows' sums of squares exceed 65504", 3, 257, torch.float16, seed=6, scale=20.0),
+    ]
+
+
+def sum_of_squares(case: Case) -> torch.Tensor:
+    """(M, 1) float64: Σ x² of each row, over its N real columns."""
+    return case.f64("x").square().sum(-1, keepdim=True)
+
+
+def describe(cases) -> str:
+    """'M = 1, 17; N = 33, 256, 257; float32 and float16'."""
+    Ms = sorted({c.M for c in cases})
+    Ns = sorted({c.N for c in cases})
+    dtypes = sorted({str(c.dtype).removeprefix("torch.") for c in cases}, reverse=True)
+    return f"M = {', '.join(map(str, Ms))}; N = {', '.join(map(str, Ns))}; {' and '.join(dtypes)}"

@@ -1,0 +1,242 @@
+"""Diagnose by symptom: compare a learner's outputs with the right ones and with known wrong variants.
+
+Each exercise declares its cases (a handful of cheap shapes: M = 1, M = 17,
+N = 256 = BLOCK_SIZE, N = 257, a float16 case), the correct outputs of each
+case (the float64 oracle), and its *symptoms*: the outputs a classic wrong
+variant would produce (÷BLOCK_SIZE, no r³ term, a mean instead of a sum…),
+computed in float64 with PyTorch. When the learner's outputs match a symptom on
+every case, the feedback names that mistake, with the numbers of the case that
+shows it best; otherwise it names the first mismatching case, element and values.
+
+Every closeness decision goes through ``torch.testing.assert_close`` with the
+declared tolerances of :data:`rmsnorm.testing.TOLERANCES` (float64 outputs:
+``atol=1e-12, rtol=1e-10``).
+
+Source: solutions/*.ipynb; the tolerance table is the original article's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from ..testing import TOLERANCES
+from .feedback import Feedback, passed, wrong
+
+#: Tolerance of float64 outputs (the reference exercise keeps float64 in float64).
+FLOAT64_TOLERANCE = {"atol": 1e-12, "rtol": 1e-10}
+
+Outputs = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input of an exercise check.
+
+    Attributes:
+        label: how the feedback names it, e.g. ``"a row of 257 ones"``.
+        inputs: the tensors handed to the learner's code (on the device).
+        epsilon: passed with them.
+        tolerance: dict(atol=, rtol=) overriding the dtype table (hand computations).
+    """
+
+    label: str
+    inputs: dict[str, torch.Tensor]
+    epsilon: float = 1e-6
+    tolerance: dict[str, float] | None = None
+    note: str = ""
+
+    @property
+    def x(self) -> torch.Tensor:
+        return self.inputs["x"] if "x" in self.inputs else self.inputs["partial"]
+
+    @property
+    def N(self) -> int:
+        return self.x.shape[-1]
+
+    @property
+    def M(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.x.dtype
+
+    @property
+    def block_size(self) -> int:
+        """BLOCK_SIZE the launchers use for this case: next_power_of_2(N)."""
+        return triton.next_power_of_2(self.N)
+
+    def f64(self, name: str) -> torch.Tensor:
+        """Input ``name`` in float64 on the CPU (exact for float16/float32 values)."""
+        return self.inputs[name].detach().to("cpu", torch.float64)
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """A classic wrong variant, recognised by the outputs it produces.
+
+    Attributes:
+        summary: what is wrong, in plain words (starts the message).
+        model: case → the float64 outputs of the wrong variant; an output it
+            leaves out is the correct one, an output mapped to None is not compared.
+        fix: what to change (ends the message).
+    """
+
+    summary: str
+    model: Callable[[Case], Outputs]
+    fix: str = ""
+
+
+@dataclass
+class Run:
+    """The learner's outputs on one case, with the correct ones."""
+
+    case: Case
+    actual: Outputs
+    expected: Outputs
+
+
+def tolerance(t: torch.Tensor, case: Case | None = None) -> dict[str, float]:
+    """The declared tolerance for an output tensor (by its dtype, or the case's override)."""
+    if case is not None and case.tolerance is not None:
+        return case.tolerance
+    return TOLERANCES.get(t.dtype, FLOAT64_TOLERANCE)
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, tol: dict[str, float], equal_nan: bool = False) -> bool:
+    """True when ``torch.testing.assert_close`` accepts ``actual`` (compared in float64 on the CPU)."""
+    if not isinstance(actual, torch.Tensor) or tuple(actual.shape) != tuple(expected.shape):
+        return False
+    try:
+        torch.testing.assert_close(
+            actual.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64),
+            **tol, equal_nan=equal_nan,
+        )
+    except AssertionError:
+        return False
+    return True
+
+
+def fmt(value: float) -> str:
+    """A number as the feedback prints it: 3 decimals, or 4 significant digits when tiny or huge."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    return f"{value:.3f}" if value == 0 or 0.01 <= abs(value) < 10_000 else f"{value:.3e}"
+
+
+def first_difference(a: torch.Tensor, b: torch.Tensor, tol: dict[str, float]) -> tuple[int, ...]:
+    """Index of the first element where ``a`` and ``b`` differ beyond ``tol`` (NaN counts as different)."""
+    a64, b64 = a.detach().to("cpu", torch.float64), b.detach().to("cpu", torch.float64)
+    bad = ~torch.isclose(a64, b64, **tol, equal_nan=False)
+    flat = int(torch.nonzero(bad.reshape(-1))[0]) if bad.any() else 0
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a64.shape)) if a64.dim() else ()
+
+
+def element(name: str, t: torch.Tensor, index: tuple[int, ...]) -> str:
+    """``"y[0, 3] = 1.411"``, or the whole tensor when it has at most 4 elements."""
+    t64 = t.detach().to("cpu", torch.float64)
+    if t64.numel() == 1:
+        return f"{name} = {fmt(t64.item())}"
+    if t64.numel() <= 4:
+        return f"{name} = [{', '.join(fmt(v) for v in t64.reshape(-1).tolist())}]"
+    position = ", ".join(str(i) for i in index)
+    return f"{name}[{position}] = {fmt(t64[index].item())}"
+
+
+def evidence(run: Run, name: str, index: tuple[int, ...]) -> str:
+    """'a row of 257 ones gives y[0, 0] = 1.411, expected 1.000'."""
+    actual, expected = run.actual[name], run.expected[name]
+    got = element(name, actual, index)
+    exp = element(name, expected, index).split(" = ", 1)[1]
+    return f"{run.case.label} gives {got}, expected {exp}"
+
+
+def _matches(run: Run, outputs: Outputs) -> bool:
+    return all(
+        model is None or close(run.actual.get(name), model, _tol(run, name), equal_nan=True)
+        for name, model in outputs.items()
+    )
+
+
+def _tol(run: Run, name: str) -> dict[str, float]:
+    return tolerance(run.actual[name], run.case) if isinstance(run.actual.get(name), torch.Tensor) else FLOAT64_TOLERANCE
+
+
+def _case_passes(run: Run) -> bool:
+    return all(close(run.actual.get(name), exp, _tol(run, name)) for name, exp in run.expected.items())
+
+
+def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], success: str) -> Feedback:
+    """Passed, a named symptom, or the first mismatch, for the learner's outputs on every case.
+
+    Args:
+        exercise: name shown in the feedback.
+        runs: one :class:`Run` per case, actual and expected outputs filled in;
+            ``expected`` holds float64 tensors, ``actual`` the learner's.
+        symptoms: the wrong variants to recognise, most specific first.
+        success: the message when every case passes.
+
+    Returns:
+        A :class:`Feedback` (never raises for a wrong answer).
+    """
+    failing = [run for run in runs if not _case_passes(run)]
+    if not failing:
+        return passed(exercise, success)
+    for symptom in symptoms:
+        try:
+            models = [symptom.model(run.case) for run in runs]
+        except RuntimeError:  # a variant that cannot even run on some case (e.g. a shape error)
+            continue
+        if all(_matches(run, {**run.expected, **model}) for run, model in zip(runs, models)):
+            return wrong(exercise, _symptom_message(symptom, runs, models))
+    run = failing[0]
+    name = next(n for n, exp in run.expected.items() if not close(run.actual.get(n), exp, _tol(run, n)))
+    actual = run.actual.get(name)
+    if not isinstance(actual, torch.Tensor) or tuple(actual.shape) != tuple(run.expected[name].shape):
+        shape = tuple(actual.shape) if isinstance(actual, torch.Tensor) else type(actual).__name__
+        return wrong(exercise, f"{run.case.label}: {name} has shape {shape}, expected {tuple(run.expected[name].shape)}.")
+    nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
+    if nan.any():
+        return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed from NaN.")
+    fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
+    index = first_difference(actual, run.expected[name], _tol(run, name))
+    tol = _tol(run, name)
+    message = f"{evidence(run, name, index)} (tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g})."
+    if fp32_ok and run.case.dtype == torch.float16:
+        message = ("every float32 case passes, but not float16: " + message
+                   + " Convert each loaded value to float32 (`.to(tl.float32)`) before you compute with it.")
+    return wrong(exercise, message)
+
+
+def _symptom_message(symptom: Symptom, runs: Sequence[Run], models: Sequence[Outputs]) -> str:
+    for run, model in zip(runs, models):  # the first case where the mistake shows
+        for name, wrong_out in model.items():
+            right, tol = run.expected[name], _tol(run, name)
+            if wrong_out is not None and not close(wrong_out, right, tol, equal_nan=False):
+                shown = evidence(run, name, first_difference(wrong_out, right, tol))
+                return f"{symptom.summary}: {shown}. {symptom.fix}".strip()
+    return f"{symptom.summary}. {symptom.fix}".strip()
+
+
+def _unwritten(name: str, nan: torch.Tensor) -> str:
+    if nan.dim() < 2:
+        return f"{name}[{_spans(torch.nonzero(nan.reshape(-1)).reshape(-1).tolist())}]"
+    rows = torch.nonzero(nan.any(-1)).reshape(-1).tolist()
+    cols = torch.nonzero(nan.reshape(-1, nan.shape[-1]).any(0)).reshape(-1).tolist()
+    return f"{name} at rows {_spans(rows)}, columns {_spans(cols)}"
+
+
+def _spans(indices: list[int]) -> str:
+    """[0, 1, 2, 5] → '0…2, 5'."""
+    spans, start = [], None
+    for i, value in enumerate(indices):
+        if start is None:
+            start = value
+        if i + 1 == len(indices) or indices[i + 1] != value + 1:
+            spans.append(str(start) if start == value else f"{start}…{value}")
+            start = None
+    return ", ".join(spans)

@@ -1,0 +1,146 @@
+"""Checker of exercise 02: the learner's PyTorch reference ``my_reference(x, gamma, epsilon=1e-6)``.
+
+Cases (CPU, cheap): the article's row [3, 4]; 17×257; a square 4×4 (where a
+missing ``keepdim=True`` broadcasts silently instead of failing); a 3-D input;
+epsilon = 0.5 with a row of zeros; float16, and float16 values near ±300
+(x² overflows float16); float64 (must stay float64).
+
+Mistakes recognised: no keepdim (shape error, or wrong numbers when M = N);
+the mean over rows or over the whole tensor; LayerNorm's mean subtraction;
+gamma, eps, or the inverse missing; eps after the root; computing in float16
+(overflow); the output not cast back to x's dtype; float64 computed in float32.
+
+Source: solutions/02_reference.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..reference import rmsnorm_reference
+from ..testing import TOLERANCES, make_inputs
+from .diagnose import Case, Run, Symptom, close, diagnose
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, wrong
+
+EXERCISE = "02 · PyTorch reference"
+
+
+def reference_cases() -> list[Case]:
+    """The cases of the reference checker, on the CPU."""
+
+    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, epsilon=1e-6, zero_row=False, shape=None):
+        x, gamma, _ = make_inputs(M, N, dtype, device="cpu", seed=seed)
+        x = x * scale
+        if zero_row:
+            x[0] = 0
+        return Case(label, {"x": x.reshape(shape or (M, N)), "gamma": gamma}, epsilon)
+
+    return [
+        Case("the article's row x = [3, 4], gamma = [1, 1]", {"x": torch.tensor([[3.0, 4.0]]), "gamma": torch.ones(2)}),
+        case("17×257 float32 (random)", 17, 257, seed=1),
+        case("4×4 float32 (M = N)", 4, 4, seed=2),
+        case("2×3×8 float32 (3-D: normalise the last dimension)", 6, 8, seed=3, shape=(2, 3, 8)),
+        case("5×33 float32 with epsilon = 0.5 and a first row of zeros", 5, 33, seed=4, epsilon=0.5, zero_row=True),
+        case("17×257 float16 (random)", 17, 257, torch.float16, seed=5),
+        case("3×64 float16 with values near ±300 (x² > 65504)", 3, 64, torch.float16, seed=6, scale=300.0),
+        case("17×257 float64 (random)", 17, 257, torch.float64, seed=7),
+    ]
+
+
+def _y(case: Case, *, rstd=None, gamma=True, centre=False) -> dict[str, torch.Tensor]:
+    x = case.f64("x")
+    if centre:
+        x = x - x.mean(-1, keepdim=True)
+    if rstd is None:
+        rstd = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.epsilon)
+    return {"y": x * rstd * (case.f64("gamma") if gamma else 1.0)}
+
+
+def _in_dtype(case: Case) -> dict[str, torch.Tensor]:
+    x, gamma = case.inputs["x"], case.inputs["gamma"]
+    return {"y": x * torch.rsqrt(x.square().mean(-1, keepdim=True) + case.epsilon) * gamma}
+
+
+def _ms(case: Case, dim=-1) -> torch.Tensor:
+    return case.f64("x").square().mean(dim, keepdim=True)
+
+
+def _no_keepdim(case: Case) -> dict[str, torch.Tensor]:
+    x = case.f64("x")
+    r = torch.rsqrt(x.square().mean(-1) + case.epsilon)  # (...,): broadcasts against the columns
+    try:
+        return {"y": x * r * case.f64("gamma")}
+    except RuntimeError:  # shapes that cannot broadcast: that code would have raised, see check_reference
+        return {}
+
+
+SYMPTOMS = [
+    Symptom("the mean of squares is taken without keepdim=True, so r broadcasts along the wrong axis",
+            _no_keepdim,
+            "With M = N no shape error warns you: use `.mean(-1, keepdim=True)`, one r per row as an (M, 1) column."),
+    Symptom("the mean is taken over the rows (dim 0), not over the last dimension",
+            lambda c: _y(c, rstd=torch.rsqrt(_ms(c, 0) + c.epsilon)),
+            "Each row is normalised on its own: `.mean(-1, keepdim=True)`."),
+    Symptom("the mean is taken over the whole tensor, not row by row",
+            lambda c: _y(c, rstd=torch.rsqrt(c.f64("x").square().mean() + c.epsilon)),
+            "Each row has its own r: `.mean(-1, keepdim=True)`."),
+    Symptom("the row's mean is subtracted (that is LayerNorm)", lambda c: _y(c, centre=True),
+            "RMSNorm does not centre x: r = 1/sqrt(mean(x²) + eps), y = x · r · gamma."),
+    Symptom("gamma is not applied", lambda c: _y(c, gamma=False), "y = x · r · gamma."),
+    Symptom("eps is missing", lambda c: _y(c, rstd=torch.rsqrt(_ms(c))),
+            "Add eps to mean(x²) before the square root (a row of zeros then gives 0, not NaN)."),
+    Symptom("eps is added after the square root", lambda c: _y(c, rstd=1 / (torch.sqrt(_ms(c)) + c.epsilon)),
+            "r = 1/sqrt(mean(x²) + eps): eps goes inside, `torch.rsqrt(... + epsilon)`."),
+    Symptom("y is multiplied by the RMS instead of its inverse", lambda c: _y(c, rstd=torch.sqrt(_ms(c) + c.epsilon)),
+            "r = 1/sqrt(mean(x²) + eps): `torch.rsqrt`."),
+    Symptom("x² is computed in float16, where it overflows past 65504", _in_dtype,
+            "Dtype policy: compute in float32 (float64 stays float64), `x.to(dtype)`, then cast y back with `.to(x.dtype)`."),
+]
+
+
+def check_reference(reference) -> Feedback:
+    """Run a learner's PyTorch reference on the checker's cases and say what is wrong, in plain words.
+
+    Args:
+        reference: a function ``(x, gamma, epsilon=1e-6) -> y`` over the last
+            dimension of x, with the course's dtype policy (float64 stays
+            float64, anything else is computed in float32; y has x's dtype).
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong". Never raises for a
+        learner's mistake.
+
+    Source: solutions/02_reference.ipynb.
+    """
+    name = name_of(reference)
+    cases = reference_cases()
+    runs = []
+    for case in cases:
+        try:
+            y = reference(case.inputs["x"].clone(), case.inputs["gamma"].clone(), case.epsilon)
+        except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
+            if is_not_implemented(error):
+                return not_done(EXERCISE, name)
+            if isinstance(error, RuntimeError) and "must match the size of tensor" in str(error):
+                return wrong(EXERCISE, f"on {case.label}, broadcasting failed ({str(error).splitlines()[0]}): the mean "
+                             "of squares lost its last dimension. Use `.mean(-1, keepdim=True)`: one r per row, "
+                             "shape (M, 1), multiplies all N columns of its row.")
+            return wrong(EXERCISE, f"on {case.label}: " + describe_error(name, error))
+        if not isinstance(y, torch.Tensor):
+            return wrong(EXERCISE, f"{name} returned a {type(y).__name__}, not a tensor.")
+        if y.dtype != case.dtype:
+            return wrong(EXERCISE, f"on {case.label}, y is {y.dtype} but x is {case.dtype}: compute in float32 "
+                         "(float64 stays float64), then cast back with `.to(x.dtype)`.")
+        runs.append(Run(case, {"y": y}, {"y": rmsnorm_reference(case.f64("x"), case.f64("gamma"), case.epsilon)}))
+    last = runs[-1]  # float64: right only if computed in float64
+    others_pass = all(close(r.actual["y"], r.expected["y"], TOLERANCES.get(r.case.dtype, {})) for r in runs[:-1])
+    if others_pass and not close(last.actual["y"], last.expected["y"], {"atol": 1e-12, "rtol": 1e-10}) \
+            and close(last.actual["y"], last.expected["y"], TOLERANCES[torch.float32]):
+        return wrong(EXERCISE, "every float32 and float16 case passes, but float64 x is computed in float32 "
+                     "(the result is off by about 1e-7): the policy keeps float64 in float64.")
+    article = runs[0].actual["y"].reshape(-1).tolist()
+    return diagnose(
+        EXERCISE, runs, SYMPTOMS,
+        f"y matches the float64 oracle on {len(cases)} cases (2-D and 3-D; M = N; float16, float32, float64; "
+        f"values near ±300 in float16); the article's row [3, 4] gives [{article[0]:.6f}, {article[1]:.6f}].",
+    )

@@ -1,0 +1,135 @@
+"""Checker of exercise 04 (and of the fix in 08): the learner's dx kernel, via ``backward_rows(..., kernel=...)``.
+
+The kernel receives rstd from the package's (correct) forward, so only the
+backward is judged. Symptoms recognised, modelled in float64 with
+u = dy · gamma: mean(u · x) divided by BLOCK_SIZE; the −x · r³ · mean(u · x)
+term missing; r or r² instead of r³; mean(u) instead of mean(u · x); gamma
+missing from u; the second term added instead of subtracted; partial without
+rstd or with gamma; plus the pre-launch checks (signature, masks) and
+unwritten elements.
+
+Source: solutions/04_backward_derivation.ipynb and
+solutions/08_n_vs_block_exercise.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..backward import backward_rows, rmsnorm_dx_kernel
+from ..forward import forward_op
+from .cases import describe, row_cases
+from .diagnose import Case, Run, Symptom, diagnose
+from .feedback import Feedback
+from .kernels import preflight, run_kernel_cases
+
+EXERCISE = "04 · dx kernel"
+
+
+def _parts(case: Case):
+    x, gamma, dy = case.f64("x"), case.f64("gamma"), case.f64("dy")
+    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.epsilon)  # (M, 1)
+    return x, gamma, dy, r, dy * gamma
+
+
+def _dx(case: Case, *, u_gamma=True, power=3, sign=-1.0, divide_by=None, ux=True, term=True):
+    x, gamma, dy, r, u = _parts(case)
+    u = u if u_gamma else dy
+    mean = (u * x if ux else u).sum(-1, keepdim=True) / (divide_by or case.N)
+    dx = r * u + (sign * x * r.pow(power) * mean if term else 0)
+    return {"dx": dx}
+
+
+def correct(case: Case) -> dict[str, torch.Tensor]:
+    """The float64 oracle: dx = r·u − x·r³·mean(u·x) and partial = dy·x·r."""
+    x, gamma, dy, r, _ = _parts(case)
+    return {**_dx(case), "partial": dy * x * r}
+
+
+SYMPTOMS = [
+    Symptom(
+        "mean(u·x) is divided by BLOCK_SIZE instead of N",
+        lambda c: _dx(c, divide_by=c.block_size),
+        "The padded lanes add 0 to the sum but are not columns: divide by N, as the forward does. "
+        "At N = 256 = BLOCK_SIZE the two agree, which is why a test at 256 alone misses it.",
+    ),
+    Symptom(
+        "dx lacks the r³ term",
+        lambda c: _dx(c, term=False),
+        "dx = r·u − x·r³·mean(u·x): r depends on the whole row, so every x also moves every output "
+        "through r.",
+    ),
+    Symptom(
+        "the second term has r where it needs r³",
+        lambda c: _dx(c, power=1),
+        "∂r/∂x_i = −x_i·r³/N: the term is x·r³·mean(u·x) (`rstd * rstd * rstd`).",
+    ),
+    Symptom(
+        "the second term has r² where it needs r³",
+        lambda c: _dx(c, power=2),
+        "∂r/∂x_i = −x_i·r³/N: the term is x·r³·mean(u·x) (`rstd * rstd * rstd`).",
+    ),
+    Symptom(
+        "the second term uses mean(u) instead of mean(u·x)",
+        lambda c: _dx(c, ux=False),
+        "The r³ term is x·r³·mean(u·x): multiply u by x before summing the row.",
+    ),
+    Symptom(
+        "u lacks gamma (u = dy instead of dy·gamma)",
+        lambda c: _dx(c, u_gamma=False),
+        "Load gamma and use u = dy · gamma in both terms.",
+    ),
+    Symptom(
+        "the r³ term is added instead of subtracted",
+        lambda c: _dx(c, sign=1.0),
+        "dx = r·u − x·r³·mean(u·x).",
+    ),
+    Symptom(
+        "partial lacks rstd (it holds dy·x)",
+        lambda c: {"partial": c.f64("dy") * c.f64("x")},
+        "Store partial = dy · x · rstd: dgamma = Σ_rows dy · x · r.",
+    ),
+    Symptom(
+        "partial includes gamma (it holds dy·gamma·x·rstd)",
+        lambda c: {"partial": _parts(c)[4] * c.f64("x") * _parts(c)[3]},
+        "y = x·r·gamma, so ∂y/∂gamma = x·r: partial = dy · x · rstd, without gamma.",
+    ),
+]
+
+
+def check_dx_kernel(kernel, exercise: str = EXERCISE) -> Feedback:
+    """Run a learner's dx kernel on the checker's cases and say what is wrong, in plain words.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of
+            :func:`rmsnorm.rmsnorm_dx_kernel`, launched through
+            ``backward_rows(x, gamma, dy, rstd, eps, kernel=kernel)`` with rstd
+            from the package's forward.
+        exercise: the name shown in the feedback.
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong" (dx and partial are both
+        checked). Never raises for a learner's mistake.
+
+    Source: solutions/04_backward_derivation.ipynb.
+    """
+    early = preflight(exercise, kernel, rmsnorm_dx_kernel)
+    if early is not None:
+        return early
+    cases = row_cases(with_dy=True)
+
+    def launch(case, k):
+        x, gamma, dy = (case.inputs[n] for n in ("x", "gamma", "dy"))
+        _, rstd = forward_op(x, gamma, case.epsilon)
+        dx, partial = backward_rows(x, gamma, dy, rstd, case.epsilon, kernel=k)
+        return {"dx": dx, "partial": partial}
+
+    outputs = run_kernel_cases(exercise, kernel, cases, launch)
+    if isinstance(outputs, Feedback):
+        return outputs
+    runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
+    return diagnose(
+        exercise, runs, SYMPTOMS,
+        f"dx and partial match the float64 oracle on {len(cases)} cases ({describe(cases)}), "
+        "N = 256 and N = 257 alike.",
+    )

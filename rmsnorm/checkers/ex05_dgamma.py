@@ -1,0 +1,103 @@
+"""Checker of exercise 05: the learner's column-sum kernel, via ``reduce_gamma_gradient(..., kernel=...)``.
+
+The partials are given directly (float32, seeded), so only the reduction is
+judged. Cases: the article's two rows of partials [1, 2] and [3, 4] (sum [4, 6],
+mean [2, 3]); a 17×5 block of ones; M = 1; M = 17; M = 100 = 3 × 32 + 4 (the loop over
+BLOCK_M and its last, partial step); N = 256 and 257 (nine programs of
+BLOCK_N = 32 columns, the last one masked); float16 dgamma.
+
+Symptoms recognised: a mean over rows instead of a sum; only the first
+BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the
+pre-launch checks (signature, masks); unwritten columns.
+
+Source: solutions/05_gamma_reduction.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..device import default_device
+from ..reduction import BLOCK_M, reduce_gamma_gradient, rmsnorm_dgamma_kernel
+from .diagnose import Case, Run, Symptom, diagnose
+from .feedback import Feedback
+from .kernels import preflight, run_kernel_cases
+
+EXERCISE = "05 · dgamma reduction"
+
+
+def partial_cases() -> list[Case]:
+    """The cases of the dgamma checker: (partial float32, dtype of dgamma)."""
+    device = default_device()
+    g = torch.Generator().manual_seed(5)
+
+    def case(label, partial, dtype=torch.float32):
+        return Case(label, {"partial": partial.to(device), "dtype": dtype})
+
+    return [
+        case("the article's partials [[1, 2], [3, 4]]", torch.tensor([[1.0, 2.0], [3.0, 4.0]])),
+        case("a 17×5 block of ones", torch.ones(17, 5)),
+        case("a random 1×257 partial", torch.randn(1, 257, generator=g)),
+        case("a random 17×256 partial", torch.randn(17, 256, generator=g)),
+        case("a random 17×257 partial", torch.randn(17, 257, generator=g)),
+        case("a random 100×33 partial (3 steps of 32 rows, then 4)", torch.randn(100, 33, generator=g)),
+        case("a random 100×257 partial, dgamma in float16", torch.randn(100, 257, generator=g), torch.float16),
+    ]
+
+
+def _sum(case: Case, rows: int | None = None) -> dict[str, torch.Tensor]:
+    return {"dgamma": case.f64("partial")[:rows].sum(0)}
+
+
+SYMPTOMS = [
+    Symptom(
+        "dgamma is a mean over rows, not a sum",
+        lambda c: {"dgamma": c.f64("partial").mean(0)},
+        "Every row used the same gamma, so each row's contribution adds up: no division by M "
+        "(M = 1 cannot tell them apart; M = 17 can).",
+    ),
+    Symptom(
+        f"only the first BLOCK_M = {BLOCK_M} rows are added",
+        lambda c: _sum(c, BLOCK_M),
+        "Loop over the rows, `for start in range(0, M, BLOCK_M)`, adding one BLOCK_M × BLOCK_N tile per step.",
+    ),
+    Symptom(
+        f"the last M mod BLOCK_M rows are dropped (a partial step of fewer than {BLOCK_M} rows)",
+        lambda c: _sum(c, c.M // BLOCK_M * BLOCK_M),
+        "Loop with `range(0, M, BLOCK_M)` and mask the rows of the last step with `rows < M`.",
+    ),
+]
+
+
+def check_dgamma_kernel(kernel) -> Feedback:
+    """Run a learner's column-sum kernel on the checker's cases and say what is wrong, in plain words.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of
+            :func:`rmsnorm.rmsnorm_dgamma_kernel`, launched through
+            ``reduce_gamma_gradient(partial, dtype, kernel=kernel)``.
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong". Never raises for a
+        learner's mistake.
+
+    Source: solutions/05_gamma_reduction.ipynb.
+    """
+    early = preflight(EXERCISE, kernel, rmsnorm_dgamma_kernel)
+    if early is not None:
+        return early
+    cases = partial_cases()
+
+    def launch(case, k):
+        return {"dgamma": reduce_gamma_gradient(case.inputs["partial"], case.inputs["dtype"], kernel=k)}
+
+    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch)
+    if isinstance(outputs, Feedback):
+        return outputs
+    runs = [Run(case, out, _sum(case)) for case, out in zip(cases, outputs)]
+    article = outputs[0]["dgamma"].tolist()
+    return diagnose(
+        EXERCISE, runs, SYMPTOMS,
+        f"dgamma matches the float64 column sums on {len(cases)} cases (M = 1 … 100, N = 2 … 257, "
+        f"float32 and float16); the article's partials [[1, 2], [3, 4]] give {article}.",
+    )

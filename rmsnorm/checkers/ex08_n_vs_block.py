@@ -1,0 +1,127 @@
+"""Checkers of exercise 08: the N-vs-BLOCK hypothesis, then the fixed dx kernel.
+
+1. The hypothesis, as a function ``predict(N) -> (y_correct, y_buggy)``: the
+   output of one coordinate of a row of N ones (gamma = 1, eps = 1e-6) when
+   the mean divides by N, and when it divides by BLOCK_SIZE =
+   next_power_of_2(N). The checker runs the package's kernel and the buggy one
+   from :mod:`rmsnorm.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
+   Recognised: the denominator sqrt(mean + eps) given instead of the output;
+   the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
+   every N; the two numbers swapped.
+2. The fix: a dx kernel that divides mean(u · x) by N, checked like exercise
+   04 (:func:`rmsnorm.checkers.check_dx_kernel`).
+
+Source: solutions/08_n_vs_block_exercise.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+import triton
+
+from ..buggy import rmsnorm_forward_kernel_block_mean
+from ..device import default_device
+from ..forward import forward_op
+from ..testing import TOLERANCES
+from .diagnose import close, fmt
+from .ex04_dx import check_dx_kernel
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+
+EXERCISE = "08 · hypothesis"
+#: Row lengths of the hypothesis check: BLOCK_SIZE = 4, 256, 512, 1024.
+NS = (3, 256, 257, 1000)
+EPS = 1e-6
+
+
+def observed(N: int) -> tuple[float, float]:
+    """(correct, buggy) output of a row of N ones, from the package kernel and the ÷BLOCK_SIZE kernel."""
+    ones, gamma = torch.ones(1, N, device=default_device()), torch.ones(N, device=default_device())
+    right = forward_op(ones, gamma, EPS)[0][0, 0].item()
+    buggy = forward_op(ones, gamma, EPS, kernel=rmsnorm_forward_kernel_block_mean)[0][0, 0].item()
+    return right, buggy
+
+
+def _block(N: int) -> int:
+    return triton.next_power_of_2(N)
+
+
+#: Wrong hypotheses about y_buggy, as functions of N: (what it is, the fix).
+WRONG_HYPOTHESES = [
+    ("the denominator sqrt(N / BLOCK_SIZE + eps), not the output",
+     lambda N: math.sqrt(N / _block(N) + EPS),
+     "The output is x / denominator: the smaller (wrong) mean shrinks the denominator and amplifies y."),
+    ("the mean used, N / BLOCK_SIZE, not the output",
+     lambda N: N / _block(N), "The output is 1 / sqrt(mean + eps) for a row of ones."),
+    ("BLOCK_SIZE / N: the square root is missing",
+     lambda N: _block(N) / N, "y = 1 / sqrt(N / BLOCK_SIZE + eps)."),
+    ("computed with BLOCK_SIZE = 512 for every N",
+     lambda N: 1 / math.sqrt(N / 512 + EPS),
+     "BLOCK_SIZE = triton.next_power_of_2(N): 4 for N = 3, 256 for N = 256 (where the bug hides), 1024 for N = 1000."),
+]
+
+
+def check_hypothesis(predict) -> Feedback:
+    """Compare a learner's prediction for rows of ones with what the two kernels really give.
+
+    Args:
+        predict: a function ``N -> (y_correct, y_buggy)`` (two floats).
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong". Never raises for a
+        learner's mistake.
+
+    Source: solutions/08_n_vs_block_exercise.ipynb.
+    """
+    name = name_of(predict)
+    tol = TOLERANCES[torch.float32]
+    guesses, seen = [], []
+    for N in NS:
+        try:
+            guess = predict(N)
+        except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
+            if is_not_implemented(error):
+                return not_done(EXERCISE, name)
+            return wrong(EXERCISE, describe_error(name, error))
+        if not (isinstance(guess, (tuple, list)) and len(guess) == 2
+                and all(isinstance(v, numbers.Real) for v in guess)):
+            return wrong(EXERCISE, f"{name}({N}) must return two numbers (y_correct, y_buggy); got {guess!r}")
+        guesses.append(tuple(float(v) for v in guess))
+        seen.append(observed(N))
+    guess_t, seen_t = torch.tensor(guesses, dtype=torch.float64), torch.tensor(seen, dtype=torch.float64)
+    if close(guess_t, seen_t, tol):
+        g = dict(zip(NS, seen))
+        return passed(EXERCISE, f"your hypothesis matches both kernels for N = {', '.join(map(str, NS))}: "
+                      f"257 ones give {g[257][0]:.7f} (÷N) and {g[257][1]:.6f} (÷BLOCK_SIZE = 512); "
+                      f"at N = 256 both give {g[256][1]:.7f}.")
+    if close(guess_t.flip(1), seen_t, tol):
+        return wrong(EXERCISE, "your two numbers are swapped: return (y_correct, y_buggy).")
+    column = 0 if not close(guess_t[:, 0], seen_t[:, 0], tol) else 1
+    if column == 0:
+        i = next(i for i in range(len(NS)) if not close(guess_t[i, 0], seen_t[i, 0], tol))
+        return wrong(EXERCISE, f"for N = {NS[i]} you predict y_correct = {fmt(guesses[i][0])}, the kernel gives "
+                     f"{fmt(seen[i][0])}: dividing by N, mean(x²) = 1 for any row of ones, so y = 1/sqrt(1 + eps).")
+    for what, model, fix in WRONG_HYPOTHESES:
+        if close(guess_t[:, 1], torch.tensor([model(N) for N in NS], dtype=torch.float64), tol):
+            i = next(i for i in range(len(NS)) if not close(guess_t[i, 1], seen_t[i, 1], tol))
+            return wrong(EXERCISE, f"your y_buggy is {what}: for N = {NS[i]} you predict {fmt(guesses[i][1])}, "
+                         f"the buggy kernel gives {fmt(seen[i][1])}. {fix}")
+    i = next(i for i in range(len(NS)) if not close(guess_t[i, 1], seen_t[i, 1], tol))
+    return wrong(EXERCISE, f"for N = {NS[i]} you predict y_buggy = {fmt(guesses[i][1])}, the buggy kernel gives "
+                 f"{fmt(seen[i][1])} (BLOCK_SIZE = {_block(NS[i])}).")
+
+
+def check_fixed_dx_kernel(kernel) -> Feedback:
+    """The fix of exercise 08: a dx kernel whose mean(u · x) divides by N, checked like exercise 04.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of :func:`rmsnorm.rmsnorm_dx_kernel`.
+
+    Returns:
+        Feedback, as :func:`rmsnorm.checkers.check_dx_kernel` gives it.
+
+    Source: solutions/08_n_vs_block_exercise.ipynb.
+    """
+    return check_dx_kernel(kernel, exercise="08 · fixed dx kernel")

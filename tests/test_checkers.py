@@ -1,0 +1,184 @@
+"""Every exercise checker is proven: the solution passes, each classic wrong variant is named.
+
+The wrong variants live in tests/wrong_variants.py (kernels are one-line-ish
+mutations of the package kernels). Each must be rejected with its own message,
+asserted by substring, and a skeleton must get "not done yet", not a traceback.
+Finally every exercise notebook's code runs top to bottom, in process, and all
+its checkers say "not done yet".
+
+Source: solutions/*.ipynb and exercises/*.ipynb.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import triton
+
+import rmsnorm
+import rmsnorm.buggy
+import wrong_variants as wv
+from rmsnorm import checkers
+from rmsnorm.checkers import Feedback
+from rmsnorm.checkers.cases import FLOAT16_MAX, row_cases
+from rmsnorm.checkers.kernels import unmasked_accesses
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _solution_row():
+    return [1.0, 2.0, 2.0, 4.0], [1.0, 1.0, 0.5, 2.0], 0.4, [0.4, 0.8, 0.4, 3.2]
+
+
+def _prediction():
+    return {"forward": "more", "forward_backward": "less"}
+
+
+def _samples():
+    from rmsnorm.bench import load_results
+
+    return load_results().samples
+
+
+RIGHT = {
+    "01": lambda: checkers.check_by_hand(_solution_row),
+    "02": lambda: checkers.check_reference(rmsnorm.rmsnorm_reference),
+    "03": lambda: checkers.check_forward_kernel(rmsnorm.rmsnorm_forward_kernel),
+    "04": lambda: checkers.check_dx_kernel(rmsnorm.rmsnorm_dx_kernel),
+    "05": lambda: checkers.check_dgamma_kernel(rmsnorm.rmsnorm_dgamma_kernel),
+    "06": lambda: checkers.check_autograd_function(rmsnorm.RMSNormFunction),
+    "07 prediction": lambda: checkers.check_prediction(_prediction),
+    "07 reading": lambda: checkers.check_benchmark_reading(wv._median(), wv._percent(), _samples(), _prediction),
+    "08 hypothesis": lambda: checkers.check_hypothesis(wv._hypothesis("right")),
+    "08 fix": lambda: checkers.check_fixed_dx_kernel(rmsnorm.rmsnorm_dx_kernel),
+}
+
+
+@pytest.mark.parametrize("exercise", RIGHT)
+def test_the_solution_passes(exercise):
+    feedback = RIGHT[exercise]()
+    assert isinstance(feedback, Feedback) and feedback.passed, feedback
+
+
+def _cases(table, check):
+    return [pytest.param(check, *table[name], id=name) for name in table]
+
+
+WRONG = [
+    *_cases(wv.BY_HAND, checkers.check_by_hand),
+    *_cases(wv.REFERENCE, checkers.check_reference),
+    *_cases(wv.FORWARD, checkers.check_forward_kernel),
+    *_cases(wv.DX, checkers.check_dx_kernel),
+    *_cases(wv.DGAMMA, checkers.check_dgamma_kernel),
+    *_cases(wv.AUTOGRAD, checkers.check_autograd_function),
+    *_cases(wv.HYPOTHESIS, checkers.check_hypothesis),
+]
+
+
+@pytest.mark.parametrize(("check", "variant", "expected"), WRONG)
+def test_each_wrong_variant_is_named(check, variant, expected):
+    feedback = check(variant)
+    assert not feedback.passed, feedback
+    assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
+    assert expected in str(feedback), feedback
+
+
+@pytest.mark.parametrize("name", wv.BENCHMARK)
+def test_each_wrong_benchmark_reading_is_named(name):
+    (median_us, percent_change), expected = wv.BENCHMARK[name]
+    feedback = checkers.check_benchmark_reading(median_us, percent_change, _samples(), _prediction)
+    assert not feedback.passed and expected in str(feedback), feedback
+
+
+def test_the_fix_checker_names_the_unfixed_kernel():
+    feedback = checkers.check_fixed_dx_kernel(rmsnorm.buggy.rmsnorm_dx_kernel_block_mean)
+    assert feedback.exercise.startswith("08") and "divided by BLOCK_SIZE instead of N" in feedback.message
+
+
+def test_every_checker_has_at_least_three_named_wrong_variants():
+    tables = {"01": wv.BY_HAND, "02": wv.REFERENCE, "03": wv.FORWARD, "04": wv.DX, "05": wv.DGAMMA,
+              "06": wv.AUTOGRAD, "07": wv.BENCHMARK, "08": wv.HYPOTHESIS}
+    for exercise, table in tables.items():
+        named = {expected for _, expected in table.values()} - {"not done yet"}
+        assert len(named) >= 3, (exercise, named)
+
+
+def test_malformed_predictions_are_refused():
+    assert checkers.check_prediction(lambda: {"forward": "faster"}).status == "wrong"
+    assert checkers.check_prediction(lambda: (_ for _ in ()).throw(NotImplementedError())).status == "not done yet"
+
+
+def test_the_overflow_case_overflows_in_float16_and_not_in_float32():
+    case = row_cases()[-1]
+    sums = case.f64("x").square().sum(-1)
+    assert case.dtype == torch.float16 and (sums > FLOAT16_MAX).all()
+    assert torch.isinf(case.inputs["x"].cpu().square().sum(-1, dtype=torch.float16)).all()
+
+
+def test_cases_include_the_shapes_the_course_requires():
+    cases = row_cases()
+    assert {1, 17} <= {c.M for c in cases} and {256, 257} <= {c.N for c in cases}
+    assert torch.float16 in {c.dtype for c in cases}
+    ones = cases[0]
+    assert ones.N == 257 and ones.block_size == 512 and torch.equal(ones.inputs["x"], torch.ones_like(ones.inputs["x"]))
+
+
+def test_unmasked_access_finder_ignores_single_elements():
+    source = (
+        "def k(x_ptr, rstd_ptr, N, BLOCK_SIZE):\n"
+        "    row = tl.program_id(0)\n"
+        "    cols = tl.arange(0, BLOCK_SIZE)\n"
+        "    offsets = row * N + cols\n"
+        "    x = tl.load(x_ptr + offsets)\n"
+        "    tl.store(rstd_ptr + row, x)\n"
+        "    tl.store(x_ptr + offsets, x, cols < N)\n"
+    )
+    assert [line for line, _ in unmasked_accesses(source)] == [5]
+
+
+def test_feedback_reads_well_in_a_notebook_and_in_a_test():
+    feedback = checkers.check_hypothesis(wv._hypothesis("swapped"))
+    assert str(feedback).startswith("[08 · hypothesis] wrong: ")
+    assert "wrong" in feedback._repr_html_() and "&lt;" not in feedback._repr_html_()[:0]
+
+
+def test_the_article_numbers_behind_the_messages():
+    # 257 ones: 0.9999995 dividing by N, 1.411458 dividing by BLOCK_SIZE = 512 (the article's table).
+    assert triton.next_power_of_2(257) == 512
+    torch.testing.assert_close(1 / math.sqrt(1 + 1e-6), 0.9999995, atol=5e-8, rtol=0)
+    torch.testing.assert_close(1 / math.sqrt(257 / 512 + 1e-6), 1.411458, atol=5e-7, rtol=0)
+
+
+# --------------------------------------------------------------------------- exercise skeletons
+
+
+def _run_in_process(path: Path) -> list[Feedback]:
+    """Run a notebook's code cells in one namespace (as a kernel would) and collect what they display."""
+    nb = nbformat.read(path, as_version=4)
+    shown: list = []
+    namespace = {"__name__": "__main__", "display": shown.append}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        filename = f"<{path.name} cell {index}>"
+        linecache.cache[filename] = (len(cell.source), None, cell.source.splitlines(True), filename)  # for Triton
+        exec(compile(cell.source, filename, "exec"), namespace)  # noqa: S102 - our own notebooks
+    return [item for item in shown if isinstance(item, Feedback)]
+
+
+EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.name)
+def test_every_exercise_skeleton_runs_and_says_not_done_yet(path):
+    nb = nbformat.read(path, as_version=4)
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
+    feedbacks = _run_in_process(path)
+    learner = [f for f in feedbacks if f.exercise.split(" · ")[0] == path.name[:2]]
+    assert graded and len(learner) >= len(graded), (len(graded), feedbacks)
+    assert all(f.status == "not done yet" for f in learner if f.exercise != "08 · dx kernel"), learner

@@ -1,0 +1,296 @@
+"""Wrong variants of every exercise, for tests/test_checkers.py only: each checker must reject each one.
+
+Kernels are made by *mutating* the package kernel's source — a few exact
+text replacements, each asserted to occur once — and writing the result to a
+module in a temporary folder (Triton reads a kernel's source from its file).
+So every wrong kernel is the right one with a classic slip, and nothing here
+can drift from the package. Python variants (exercises 01, 02, 06, 07, 08)
+are written out in full below.
+
+Never import this from the course package or a notebook.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import math
+import tempfile
+from pathlib import Path
+
+import torch
+import triton
+
+import rmsnorm
+import rmsnorm.buggy
+from rmsnorm import backward_rows, forward_op, reduce_gamma_gradient
+
+_FOLDER = Path(tempfile.mkdtemp(prefix="rmsnorm_wrong_variants_"))
+_COUNTER = itertools.count()
+
+
+def mutate(kernel, *replacements: tuple[str, str]):
+    """A copy of a package kernel with text replacements applied, as a new ``@triton.jit`` kernel.
+
+    Args:
+        kernel: a package kernel (``rmsnorm.rmsnorm_forward_kernel``…).
+        replacements: (old, new) pairs; each ``old`` must occur exactly once.
+
+    Raises:
+        AssertionError: an ``old`` text is not found exactly once.
+    """
+    source = inspect.getsource(kernel.fn)
+    for old, new in replacements:
+        assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times in {kernel.fn.__name__}"
+        source = source.replace(old, new)
+    name = f"wrong_{kernel.fn.__name__}_{next(_COUNTER)}"
+    source = source.replace(f"def {kernel.fn.__name__}(", f"def {name}(")
+    path = _FOLDER / f"{name}.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n" + source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+F, D, G = rmsnorm.rmsnorm_forward_kernel, rmsnorm.rmsnorm_dx_kernel, rmsnorm.rmsnorm_dgamma_kernel
+SKELETON = ("    row = tl.program_id(0)", "    raise NotImplementedError()\n    row = tl.program_id(0)")
+
+#: Exercise 03: name → (kernel, substring the feedback must contain).
+FORWARD = {
+    "skeleton": (mutate(F, SKELETON), "not done yet"),
+    "divides by BLOCK_SIZE": (mutate(F, ("/ N + eps", "/ BLOCK_SIZE + eps")), "divided by BLOCK_SIZE instead of N: a row of 257 ones gives y[0, 0] = 1.411, expected 1.000"),
+    "no gamma": (mutate(F, ("y = x * rstd * gamma", "y = x * rstd")), "gamma is not applied"),
+    "no eps": (mutate(F, ("/ N + eps)", "/ N)")), "eps is missing"),
+    "eps after the root": (mutate(F, ("tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "1 / (tl.sqrt(tl.sum(x * x, axis=0) / N) + eps)")), "eps is added after the square root"),
+    "multiplies by the RMS": (mutate(F, ("tl.rsqrt(", "tl.sqrt(")), "multiplied by the RMS"),
+    "stores the RMS as rstd": (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, 1 / rstd)")), "rstd holds the RMS"),
+    "sums in float16": (mutate(F, (", other=0).to(tl.float32)\n    gamma", ", other=0)\n    gamma"), ("mask=mask, other=0).to(tl.float32)\n    rstd", "mask=mask, other=0)\n    rstd")), "summed in float16, which overflows past 65504"),
+    "unmasked store": (mutate(F, ("cols, y, mask=mask)", "cols, y)")), "has no mask"),
+    "unmasked load": (mutate(F, ("cols, mask=mask, other=0).to(tl.float32)\n    gamma", "cols).to(tl.float32)\n    gamma")), "has no mask"),
+    "rstd never written": (mutate(F, ("    tl.store(rstd_ptr + row, rstd)\n", "")), "a row of 257 ones: rstd[0] is still NaN"),
+    "wrong signature": (mutate(F, ("BLOCK_SIZE: tl.constexpr", "BLOCK: tl.constexpr"), ("BLOCK_SIZE)", "BLOCK)")), "keep the signature of `rmsnorm_forward_kernel`"),
+    "not a kernel": (F.fn, "is not a Triton kernel"),
+}
+
+#: Exercise 04 (and 08's fix): name → (kernel, substring).
+DX = {
+    "skeleton": (mutate(D, SKELETON), "not done yet"),
+    "divides by BLOCK_SIZE": (rmsnorm.buggy.rmsnorm_dx_kernel_block_mean, "divided by BLOCK_SIZE instead of N: a row of 257 ones gives dx[0, 0] = 0.498"),
+    "no r³ term": (mutate(D, ("dx = rstd * u - x * rstd * rstd * rstd * mean_ux", "dx = rstd * u")), "dx lacks the r³ term"),
+    "r instead of r³": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "x * rstd * mean_ux")), "has r where it needs r³"),
+    "r² instead of r³": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "x * rstd * rstd * mean_ux")), "has r² where it needs r³"),
+    "mean(u) instead of mean(u·x)": (mutate(D, ("tl.sum(u * x, axis=0)", "tl.sum(u, axis=0)")), "mean(u) instead of mean(u·x)"),
+    "no gamma in u": (mutate(D, ("u = dy * gamma", "u = dy")), "u lacks gamma"),
+    "plus instead of minus": (mutate(D, ("rstd * u - x", "rstd * u + x")), "added instead of subtracted"),
+    "partial without rstd": (mutate(D, ("dy * x * rstd, mask", "dy * x, mask")), "partial lacks rstd"),
+    "partial with gamma": (mutate(D, ("dy * x * rstd, mask", "u * x * rstd, mask")), "partial includes gamma"),
+    "partial never written": (mutate(D, ("    tl.store(partial_ptr + offsets, dy * x * rstd, mask=mask)\n", "")), "a row of 257 ones: partial at rows 0, columns 0…256 is still NaN"),
+    "unmasked dx store": (mutate(D, ("offsets, dx, mask=mask)", "offsets, dx)")), "has no mask"),
+}
+
+#: Exercise 05: name → (kernel, substring).
+DGAMMA = {
+    "skeleton": (mutate(G, ("    pid = tl.program_id(0)", "    raise NotImplementedError()\n    pid = tl.program_id(0)")), "not done yet"),
+    "mean over rows": (mutate(G, ("cols, total, mask", "cols, total / M, mask")), "dgamma is a mean over rows, not a sum: the article's partials [[1, 2], [3, 4]] gives dgamma = [2.000, 3.000], expected [4.000, 6.000]"),
+    "no loop over rows": (mutate(G, ("range(0, M, BLOCK_M)", "range(0, 1)")), "only the first BLOCK_M = 32 rows are added"),
+    "last partial step dropped": (mutate(G, ("range(0, M, BLOCK_M)", "range(0, M // BLOCK_M * BLOCK_M, BLOCK_M)")), "the last M mod BLOCK_M rows are dropped"),
+    "unmasked store": (mutate(G, ("cols, total, mask=col_mask)", "cols, total)")), "has no mask"),
+    "unmasked load": (mutate(G, ("offsets, mask=mask, other=0.0)", "offsets)")), "has no mask"),
+    "wrong signature": (mutate(G, ("BLOCK_N: tl.constexpr,", "BLOCK_N: tl.constexpr, EXTRA: tl.constexpr = 1,")), "keep the signature"),
+}
+
+
+# --------------------------------------------------------------------------- exercise 01
+
+
+def _row_skeleton():
+    raise NotImplementedError()
+
+
+def _row(r, y, x=(1.0, 2.0, 2.0, 4.0), gamma=(1.0, 1.0, 0.5, 2.0)):
+    return lambda: (list(x), list(gamma), r, list(y))
+
+
+#: Exercise 01: name → (my_row function, substring).
+BY_HAND = {
+    "skeleton": (_row_skeleton, "not done yet"),
+    "the RMS instead of its inverse": (_row(2.5, [2.5, 5.0, 2.5, 20.0]), "r is the RMS sqrt(mean(x²) + eps), not its inverse"),
+    "r is the RMS but y divides by it": (_row(2.5, [0.4, 0.8, 0.4, 3.2]), "y is right: you divided x by the RMS"),
+    "sum instead of mean": (_row(0.2, [0.2, 0.4, 0.2, 1.6]), "r uses the sum of the squares, not their mean"),
+    "no square root": (_row(0.16, [0.16, 0.32, 0.16, 1.28]), "the square root is missing"),
+    "mean of |x|": (_row(1 / 2.25, [0.444, 0.889, 0.444, 3.556]), "r uses the mean of |x|"),
+    "gamma forgotten": (_row(0.4, [0.4, 0.8, 0.8, 1.6]), "gamma is missing from y"),
+    "the article's row": (_row(0.282843, [0.849, 1.131], x=(3.0, 4.0), gamma=(1.0, 2.0)), "lesson's worked example"),
+    "gamma all ones": (_row(0.4, [0.4, 0.8, 0.8, 1.6], gamma=(1.0, 1.0, 1.0, 1.0)), "not all ones"),
+    "a typo": (_row(0.4, [0.4, 0.8, 0.4, 3.0]), "gives y = [0.400, 0.800, 0.400, 3.000], expected [0.400, 0.800, 0.400, 3.200]"),
+}
+
+
+# --------------------------------------------------------------------------- exercise 02
+
+
+def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside", centre=False, cast_back=True, f64=True):
+    def my_reference(x, g, epsilon=1e-6):
+        dtype = torch.float64 if (x.dtype == torch.float64 and f64) else torch.float32
+        xf, gf = (x.to(dtype), g.to(dtype)) if dtype_policy else (x, g)
+        if centre:
+            xf = xf - xf.mean(-1, keepdim=True)
+        ms = xf.square().mean(dim, keepdim=keepdim)
+        r = {"inside": torch.rsqrt(ms + epsilon), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + epsilon)}[eps]
+        y = xf * r * (gf if gamma else 1)
+        return y.to(x.dtype) if cast_back else y
+    return my_reference
+
+
+def _reference_skeleton(x, gamma, epsilon=1e-6):
+    raise NotImplementedError()
+
+
+#: Exercise 02: name → (my_reference, substring).
+REFERENCE = {
+    "skeleton": (_reference_skeleton, "not done yet"),
+    "no keepdim": (_reference(keepdim=False), "keepdim=True"),
+    "mean over rows": (_reference(dim=0), "the mean is taken over the rows (dim 0)"),
+    "LayerNorm": (_reference(centre=True), "the row's mean is subtracted (that is LayerNorm)"),
+    "no gamma": (_reference(gamma=False), "gamma is not applied"),
+    "no eps": (_reference(eps="missing"), "eps is missing"),
+    "eps outside": (_reference(eps="outside"), "eps is added after the square root"),
+    "no up-cast": (_reference(dtype_policy=False), "x² is computed in float16, where it overflows past 65504"),
+    "not cast back": (_reference(cast_back=False), "cast back with `.to(x.dtype)`"),
+    "float64 in float32": (_reference(f64=False), "float64 x is computed in float32"),
+}
+
+
+def _no_keepdim_silent(x, g, epsilon=1e-6):
+    """keepdim forgotten where no shape error warns (M = N); right elsewhere: only the 4 × 4 case shows it."""
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, gf = x.to(dtype), g.to(dtype)
+    r = torch.rsqrt(xf.square().mean(-1) + epsilon)  # (..., ) instead of (..., 1)
+    square = xf.dim() == 2 and xf.shape[0] == xf.shape[1]
+    return (xf * (r if square else r.unsqueeze(-1)) * gf).to(x.dtype)
+
+
+REFERENCE["no keepdim, silent when M = N"] = (_no_keepdim_silent, "without keepdim=True, so r broadcasts along the wrong axis")
+
+
+# --------------------------------------------------------------------------- exercise 06
+
+
+def _function(returns="right", contiguous=True, kernels=True):
+    class Wrong(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, gamma, epsilon):
+            if kernels:
+                y, rstd = forward_op(x, gamma, epsilon)
+            else:
+                rstd = torch.rsqrt(x.float().square().mean(-1) + epsilon)
+                y = (x.float() * rstd[:, None] * gamma.float()).to(x.dtype)
+            ctx.save_for_backward(x, gamma, rstd)
+            ctx.epsilon = epsilon
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, gamma, rstd = ctx.saved_tensors
+            dx, partial = backward_rows(x, gamma, dy.contiguous() if contiguous else dy, rstd, ctx.epsilon)
+            dgamma = reduce_gamma_gradient(partial, gamma.dtype)
+            return {"right": (dx, dgamma, None), "two": (dx, dgamma), "swapped": (dgamma, dx, None),
+                    "no dgamma": (dx, None, None)}[returns]
+    return Wrong
+
+
+class _FunctionSkeleton(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gamma, epsilon):
+        raise NotImplementedError()
+
+
+#: Exercise 06: name → (Function class, substring).
+AUTOGRAD = {
+    "skeleton": (_FunctionSkeleton, "not done yet"),
+    "two gradients for three inputs": (_function(returns="two"), "backward returned 2 values, but forward takes 3 inputs"),
+    "gradients swapped": (_function(returns="swapped"), "the gradients are in the wrong order"),
+    "no dgamma": (_function(returns="no dgamma"), "gamma got no gradient"),
+    "dy not contiguous": (_function(contiguous=False), "Pass `dy.contiguous()`"),
+    "no kernels in forward": (_function(kernels=False), "forward never called forward_op"),
+    "not a Function": (object, "is not a subclass of torch.autograd.Function"),
+}
+
+
+# --------------------------------------------------------------------------- exercise 07
+
+
+def _median(kind="median", path_filter=True, impl_filter=True):
+    def median_us(samples, path, impl):
+        keep = torch.ones(len(samples), dtype=torch.bool).numpy()
+        if path_filter:
+            keep &= (samples["path"] == path).to_numpy()
+        if impl_filter:
+            keep &= (samples["impl"] == impl).to_numpy()
+        values = samples[keep]["us_per_call"]
+        return float({"median": values.median(), "mean": values.mean(), "min": values.min(),
+                      "first": values.iloc[0], "sum": values.sum()}[kind])
+    return median_us
+
+
+def _percent(kind="right"):
+    return {
+        "right": lambda k, r: 100 * (k - r) / r,
+        "of the kernel": lambda k, r: 100 * (k - r) / k,
+        "fraction": lambda k, r: (k - r) / r,
+        "reversed": lambda k, r: 100 * (r - k) / r,
+        "ratio": lambda k, r: 100 * k / r,
+    }[kind]
+
+
+def _median_skeleton(samples, path, impl):
+    raise NotImplementedError()
+
+
+#: Exercise 07 (reading): name → ((median_us, percent_change), substring).
+BENCHMARK = {
+    "skeleton": ((_median_skeleton, _percent()), "not done yet"),
+    "percent of the kernel": ((_median(), _percent("of the kernel")), "divided by the kernel's time, not the reference's"),
+    "fraction": ((_median(), _percent("fraction")), "that is a fraction, not a percentage"),
+    "reversed": ((_median(), _percent("reversed")), "the sign is reversed"),
+    "ratio": ((_median(), _percent("ratio")), "the ratio kernel / reference"),
+    "mean": ((_median("mean"), _percent()), "returns the mean"),
+    "min": ((_median("min"), _percent()), "returns the minimum"),
+    "first sample": ((_median("first"), _percent()), "returns the first sample"),
+    "impl not filtered": ((_median(impl_filter=False), _percent()), "every impl's samples of that path"),
+}
+
+
+# --------------------------------------------------------------------------- exercise 08
+
+
+def _hypothesis(kind):
+    def predict(N):
+        block = triton.next_power_of_2(N)
+        right = 1 / math.sqrt(1 + 1e-6)
+        return {
+            "right": (right, 1 / math.sqrt(N / block + 1e-6)),
+            "denominator": (right, math.sqrt(N / block + 1e-6)),
+            "mean": (right, N / block),
+            "no root": (right, block / N),
+            "always 512": (right, 1 / math.sqrt(N / 512 + 1e-6)),
+            "swapped": (1 / math.sqrt(N / block + 1e-6), right),
+        }[kind]
+    return predict
+
+
+def _hypothesis_skeleton(N):
+    raise NotImplementedError()
+
+
+#: Exercise 08 (hypothesis): name → (predict, substring).
+HYPOTHESIS = {
+    "skeleton": (_hypothesis_skeleton, "not done yet"),
+    "the denominator": (_hypothesis("denominator"), "the denominator sqrt(N / BLOCK_SIZE + eps), not the output: for N = 3 you predict 0.866"),
+    "the mean": (_hypothesis("mean"), "the mean used, N / BLOCK_SIZE"),
+    "no square root": (_hypothesis("no root"), "the square root is missing"),
+    "BLOCK_SIZE always 512": (_hypothesis("always 512"), "BLOCK_SIZE = 512 for every N"),
+    "swapped": (_hypothesis("swapped"), "your two numbers are swapped"),
+}
