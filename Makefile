@@ -1,0 +1,148 @@
+# RMSNorm in Triton, verified before it is accelerated: set-up, tests and notebook runs.
+#
+#   make lab     set up .venv if needed, then open JupyterLab on the course
+#   make test    set up .venv if needed, then run tests/ and every notebook (nbval)
+#   make help    list every target
+#
+# Variables (give them on the command line, e.g. `make test PYTHON=python3`):
+#   PYTHON       An existing interpreter to use AS IS. When it is given, no .venv is made and
+#                NOTHING is installed: that interpreter must already have torch, triton and
+#                the tools of the target (pytest + nbval for test, jupyterlab for lab,
+#                nbconvert for run). This is how the GPU machine runs `make test PYTHON=python3`.
+#                Only the command line counts: a PYTHON variable in the environment is ignored,
+#                so a stray one cannot skip the set-up.
+#   PYTHON_BOOT  Interpreter (3.10 or newer) that creates .venv when PYTHON is not given.
+#                Default: python3.
+#   VENV         Where the virtual environment goes. Default: .venv
+#   CONSTRAINTS  Pin file applied to every pip install. Default: constraints.txt
+#   PIP_ARGS     Extra pip arguments for the set-up, e.g. PIP_ARGS="--no-cache-dir".
+#   JOBS         pytest-xdist workers for `make test` (used only when pytest-xdist is
+#                importable; 1 runs serially). Default: 1 (see README, "Test timings").
+#   PYTEST_ARGS  Extra pytest arguments, e.g. PYTEST_ARGS="-x -k forward".
+#   NB_TIMEOUT   Seconds one notebook cell may run, in `make test` and `make run`. Default: 1200.
+#   LAB_ARGS     Extra `jupyter lab` arguments, e.g. LAB_ARGS="--no-browser --port 8890".
+#   BUILD_DIR    Where `make run` writes executed notebooks and HTML. Default: build
+#   FIGURES_DIR  Where notebooks save figures; exported to every kernel (test, run, lab).
+#                Default: <repo>/build/figures. Notebooks read it with os.environ["FIGURES_DIR"].
+#   CONFIRM      `make clean` only lists what it would delete; `make clean CONFIRM=1` deletes.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+PYTHON_BOOT ?= python3
+VENV        ?= .venv
+CONSTRAINTS ?= constraints.txt
+PIP_ARGS    ?=
+JOBS        ?= 1
+PYTEST_ARGS ?=
+NB_TIMEOUT  ?= 1200
+LAB_ARGS    ?=
+BUILD_DIR   ?= build
+CONFIRM     ?=
+
+export FIGURES_DIR ?= $(CURDIR)/$(BUILD_DIR)/figures
+# The notebooks' kernels start in the notebook's own folder: put the checkout on their path,
+# so `import rmsnorm` works with PYTHON=... too (an editable install points to the same files).
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+STAMP := $(VENV)/.setup-done
+ifeq ($(origin PYTHON),command line)
+  PY    := $(PYTHON)
+  SETUP :=
+else
+  PY    := $(VENV)/bin/python
+  SETUP := $(STAMP)
+  export VIRTUAL_ENV := $(abspath $(VENV))
+  export PATH := $(abspath $(VENV))/bin:$(PATH)
+endif
+
+# Notebooks are found by globbing (any depth), so a folder that does not exist yet adds nothing.
+NOTEBOOK_DIRS := notebooks solutions exercises
+NOTEBOOKS := $(sort $(if $(wildcard $(NOTEBOOK_DIRS)),$(shell find $(wildcard $(NOTEBOOK_DIRS)) -name "*.ipynb" -not -path "*/.ipynb_checkpoints/*")))
+EXECUTED  := $(patsubst %.ipynb,$(BUILD_DIR)/executed/%.ipynb,$(NOTEBOOKS))
+HTML      := $(patsubst %.ipynb,$(BUILD_DIR)/html/%.html,$(NOTEBOOKS))
+PACKAGE_SOURCES := $(wildcard rmsnorm/*.py)
+
+# $(call require,module ...): stop with a clear message when $(PY) lacks a module.
+define require
+@$(PY) -c 'import importlib.util as u, sys; missing = [m for m in sys.argv[1:] if u.find_spec(m) is None]; sys.exit("$(PY) lacks: " + ", ".join(missing) + ". Run make without PYTHON= to set up $(VENV), or install the project extras into it." if missing else None)' $(1)
+endef
+
+.PHONY: help setup lab test run check-env clean exercises strip
+
+help:  ## List the targets and what they do.
+	@echo "Usage: make <target> [VARIABLE=value ...]   (variables: see the top of the Makefile)"
+	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
+
+setup: $(SETUP)  ## Create $(VENV) and install the pinned torch/triton and the project [dev] extras.
+ifneq ($(SETUP),)
+	@echo "$(VENV) is up to date ($(PY))."
+else
+	@echo "PYTHON=$(PY) given: nothing to set up, nothing installed."
+endif
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	@$(PYTHON_BOOT) -c 'import sys; sys.exit(None if sys.version_info >= (3, 10) else "Python 3.10+ is needed for $(VENV); $(PYTHON_BOOT) is " + sys.version.split()[0] + ". Try: make setup PYTHON_BOOT=python3.11")'
+	$(PYTHON_BOOT) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install $(PIP_ARGS) -c $(CONSTRAINTS) torch "triton; platform_system == 'Linux'"
+	$(VENV)/bin/python -m pip install $(PIP_ARGS) -c $(CONSTRAINTS) -e ".[dev]"
+	@touch $@
+	@echo "Set up $(VENV): $$($(VENV)/bin/python -c 'import torch, triton; print("torch", torch.__version__, "| triton", triton.__version__)')"
+
+# Jupyter refuses to run as root unless told; root is the only user on many containers and VMs.
+LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+lab: $(SETUP)  ## Open JupyterLab on the course (LAB_ARGS=... for more options).
+	$(call require,jupyterlab)
+	@mkdir -p "$(FIGURES_DIR)"
+	$(PY) -m jupyterlab --ServerApp.root_dir="$(CURDIR)" $(LAB_ROOT_FLAG) $(LAB_ARGS)
+
+test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exercises/ (nbval).
+	$(call require,pytest nbval)
+	@mkdir -p "$(FIGURES_DIR)"
+	@xdist=""; \
+	if [ "$(JOBS)" -gt 1 ] && $(PY) -c 'import xdist' 2>/dev/null; then xdist="-n $(JOBS) --dist loadfile"; fi; \
+	set -x; \
+	$(PY) -m pytest $$xdist $(wildcard tests) $(NOTEBOOKS) \
+	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) $(PYTEST_ARGS)
+
+run: $(HTML)  ## Execute every notebook into $(BUILD_DIR)/executed and export HTML to $(BUILD_DIR)/html.
+	@echo "$(words $(HTML)) notebook(s) executed; HTML in $(BUILD_DIR)/html, figures in $(FIGURES_DIR)."
+
+# Executed notebooks are kept (make would otherwise delete them as intermediate files).
+.SECONDARY: $(EXECUTED)
+$(BUILD_DIR)/executed/%.ipynb: %.ipynb $(PACKAGE_SOURCES) | $(SETUP)
+	$(call require,nbconvert nbclient)
+	@mkdir -p "$(@D)" "$(FIGURES_DIR)"
+	$(PY) -m nbconvert --to notebook --execute --output-dir "$(@D)" \
+	  --ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 "$<"
+
+$(BUILD_DIR)/html/%.html: $(BUILD_DIR)/executed/%.ipynb
+	@mkdir -p "$(@D)"
+	$(PY) -m nbconvert --to html --output-dir "$(@D)" "$<"
+
+check-env: $(SETUP)  ## Say where the kernels run and prove it (python -m rmsnorm.check_env).
+	$(PY) -m rmsnorm.check_env
+
+# .gpu/ holds wheels for the GPU machine; it is ignored by git but is not ours to delete.
+CLEAN_KEEP := -e '!.gpu/'
+clean:  ## List ignored files (.venv, build/, caches) that CONFIRM=1 would delete.
+ifeq ($(CONFIRM),1)
+	git clean -fdX $(CLEAN_KEEP)
+else
+	@git clean -ndX $(CLEAN_KEEP)
+	@echo "Nothing deleted. To delete the files listed above: make clean CONFIRM=1"
+endif
+
+exercises: $(SETUP)  ## Regenerate exercises/ from the full notebooks (tools/make_exercises.py).
+	@test -f tools/make_exercises.py || { echo "tools/make_exercises.py is not written yet." >&2; exit 1; }
+	$(PY) tools/make_exercises.py
+
+strip: $(SETUP)  ## Remove outputs and execution counts from every notebook (nbstripout).
+	$(call require,nbstripout)
+ifneq ($(NOTEBOOKS),)
+	$(PY) -m nbstripout $(NOTEBOOKS)
+else
+	@echo "No notebooks found under $(NOTEBOOK_DIRS)."
+endif
