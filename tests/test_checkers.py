@@ -115,9 +115,10 @@ def test_malformed_predictions_are_refused():
 
 def test_the_overflow_case_overflows_in_float16_and_not_in_float32():
     case = row_cases()[-1]
-    sums = case.f64("x").square().sum(-1)
-    assert case.dtype == torch.float16 and (sums > FLOAT16_MAX).all()
-    assert torch.isinf(case.inputs["x"].cpu().square().sum(-1, dtype=torch.float16)).all()
+    x = case.inputs["x"].cpu()
+    assert case.dtype == torch.float16 and (case.f64("x").square().amax(-1) > FLOAT16_MAX).all()
+    assert torch.isinf(x.square()).any(-1).all()  # every row has a square that overflows in float16
+    assert torch.isfinite(x.float().square().sum(-1)).all()  # and none in float32
 
 
 def test_cases_include_the_shapes_the_course_requires():
@@ -181,4 +182,4 @@ def test_every_exercise_skeleton_runs_and_says_not_done_yet(path):
     feedbacks = _run_in_process(path)
     learner = [f for f in feedbacks if f.exercise.split(" · ")[0] == path.name[:2]]
     assert graded and len(learner) >= len(graded), (len(graded), feedbacks)
-    assert all(f.status == "not done yet" for f in learner if f.exercise != "08 · dx kernel"), learner
+    assert all(f.status == "not done yet" for f in learner), learner

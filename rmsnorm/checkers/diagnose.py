@@ -156,8 +156,13 @@ def evidence(run: Run, name: str, index: tuple[int, ...]) -> str:
 
 
 def _matches(run: Run, outputs: Outputs) -> bool:
+    """Do the learner's outputs look like ``outputs``, once rounded to the learner's dtype as a store would?"""
+    def stored(name, model):
+        actual = run.actual.get(name)
+        return model.to(actual.dtype) if isinstance(actual, torch.Tensor) else model  # e.g. ±inf past 65504 in float16
+
     return all(
-        model is None or close(run.actual.get(name), model, _tol(run, name), equal_nan=True)
+        model is None or close(run.actual.get(name), stored(name, model), _tol(run, name), equal_nan=True)
         for name, model in outputs.items()
     )
 

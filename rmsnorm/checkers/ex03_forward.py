@@ -3,7 +3,7 @@
 Symptoms recognised (each a classic mistake, modelled in float64):
 mean divided by BLOCK_SIZE, gamma not applied, eps missing, eps added after
 the square root, multiplying by the RMS instead of its inverse, rstd stored as
-the RMS, summing squares in float16 (overflow past 65504); plus, before any
+the RMS, squares computed in float16 (overflow past 65504); plus, before any
 launch, unmasked loads/stores and a wrong signature; and, after, unwritten
 elements (outputs start as NaN) and float16-only failures.
 
@@ -80,7 +80,7 @@ SYMPTOMS = [
         "Store the same rstd = 1/sqrt(mean(x²) + eps) that multiplies x: the backward reuses it.",
     ),
     Symptom(
-        "the squares are summed in float16, which overflows past 65504",
+        "the squares are computed in float16, which overflows past 65504",
         _fp16_sum,
         "Convert x (and gamma) to float32 right after loading, `.to(tl.float32)`, before squaring and summing.",
     ),
