@@ -141,10 +141,12 @@ exercises: $(SETUP)  ## Regenerate exercises/ from solutions/ (tools/make_exerci
 	@test -f tools/make_exercises.py || { echo "tools/make_exercises.py is not written yet." >&2; exit 1; }
 	$(PY) tools/make_exercises.py
 
+# --keep-id: nbstripout would otherwise renumber every cell id (0, 1, 2, ...), churning each
+# notebook's diff and the ids that tools/make_exercises.py carries from solutions/ to exercises/.
 strip: $(SETUP)  ## Remove outputs and execution counts from every notebook (nbstripout).
 	$(call require,nbstripout)
 ifneq ($(NOTEBOOKS),)
-	$(PY) -m nbstripout $(NOTEBOOKS)
+	$(PY) -m nbstripout --keep-id $(NOTEBOOKS)
 else
 	@echo "No notebooks found under $(NOTEBOOK_DIRS)."
 endif
