@@ -118,7 +118,8 @@ $(BUILD_DIR)/executed/%.ipynb: %.ipynb $(PACKAGE_SOURCES) | $(SETUP)
 	$(call require,nbconvert nbclient)
 	@mkdir -p "$(@D)" "$(FIGURES_DIR)"
 	$(PY) -m nbconvert --to notebook --execute --output-dir "$(@D)" \
-	  --ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.kernel_name=python3 "$<"
+	  --ExecutePreprocessor.timeout=$(NB_TIMEOUT) --ExecutePreprocessor.startup_timeout=300 \
+	  --ExecutePreprocessor.kernel_name=python3 "$<"
 
 $(BUILD_DIR)/html/%.html: $(BUILD_DIR)/executed/%.ipynb
 	@mkdir -p "$(@D)"
