@@ -95,10 +95,26 @@ def poisoned_outputs():
         _device.POISON_OUTPUTS = previous
 
 
-def nan_filled(*shape, dtype=torch.float32, device=None) -> torch.Tensor:
-    """A tensor filled with NaN: an element the kernel forgets to write cannot pass."""
-    device = default_device() if device is None else device
-    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+def check_canary(device=None) -> None:
+    """The known-answer canary: a row of 257 ones must give 0.9999995 everywhere.
+
+    1 / sqrt(257/257 + 1e-6) = 0.9999995; dividing by BLOCK_SIZE = 512 instead
+    of N would give 1.411458, and an unwritten output stays NaN (outputs are
+    poisoned here).
+
+    Raises:
+        AssertionError: when y or rstd is more than 1e-7 away from 0.9999995.
+
+    Source: notebooks/08_n_vs_block_exercise.ipynb (the same row, worked out).
+    """
+    from .forward import forward_op
+
+    device = default_device() if device is None else torch.device(device)
+    with poisoned_outputs():
+        y, rstd = forward_op(torch.ones(1, 257, device=device), torch.ones(257, device=device))
+    msg = "canary: a row of 257 ones must give 0.9999995 everywhere"
+    torch.testing.assert_close(y.cpu(), torch.full((1, 257), 0.9999995), atol=1e-7, rtol=0, msg=msg)
+    torch.testing.assert_close(rstd.cpu(), torch.tensor([0.9999995]), atol=1e-7, rtol=0, msg=msg)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,22 @@
-"""Known-answer canary, run first: if this fails, nothing else is worth reading."""
+"""Known-answer canary, run first: if this fails, nothing else is worth reading.
 
+(tests/conftest.py also runs it before any test, on every xdist worker.)"""
+
+import pytest
 import torch
 
-from rmsnorm import forward_op
+from rmsnorm import buggy, forward_op
+from rmsnorm.testing import check_canary
 
 
 def test_row_of_257_ones_gives_0_9999995(device):
-    x = torch.ones(1, 257, device=device)
-    y, rstd = forward_op(x, torch.ones(257, device=device))
-    expected = torch.full((1, 257), 0.9999995)
-    torch.testing.assert_close(y.cpu(), expected, atol=1e-7, rtol=0)
-    torch.testing.assert_close(rstd.cpu(), torch.tensor([0.9999995]), atol=1e-7, rtol=0)
+    check_canary(device)
+
+
+def test_the_canary_catches_the_block_denominator(device, monkeypatch):
+    def wrong_forward(x, gamma, epsilon=1e-6):
+        return forward_op(x, gamma, epsilon, kernel=buggy.rmsnorm_forward_kernel_block_mean)
+
+    monkeypatch.setattr("rmsnorm.forward.forward_op", wrong_forward)
+    with pytest.raises(AssertionError, match="257 ones must give 0.9999995"):
+        check_canary(device)
