@@ -63,6 +63,19 @@ def _require_device(name: str, t: torch.Tensor, expected: torch.device) -> None:
         raise ContractError(f"{name} must be on the same device as x ({expected}); got {t.device}")
 
 
+def _require_kernel_device(name: str, t: torch.Tensor) -> None:
+    """A device the kernels can run on: CUDA, or the CPU while the interpreter is on."""
+    if t.device.type == "cpu":
+        if not interpreter_active():
+            raise ContractError(
+                f"{name} is on the CPU but Triton's interpreter is off, so the kernels cannot run there. "
+                "Move the tensors to CUDA, or restart Python with TRITON_INTERPRET=1 set "
+                "before triton is imported"
+            )
+    elif t.device.type != "cuda":
+        raise ContractError(f"{name} must be on a CUDA device (or the CPU with the interpreter); got {t.device}")
+
+
 def check_epsilon(epsilon) -> None:
     """Raise unless ``epsilon`` is a finite real number > 0 (bool excluded).
 
@@ -103,15 +116,7 @@ def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:
     if gamma.dtype != x.dtype:
         raise ContractError(f"gamma must have the dtype of x ({x.dtype}); got {gamma.dtype}")
     _require_device("gamma", gamma, x.device)
-    if x.device.type == "cpu":
-        if not interpreter_active():
-            raise ContractError(
-                "x is on the CPU but Triton's interpreter is off, so the kernels cannot run there. "
-                "Move the tensors to CUDA, or restart Python with TRITON_INTERPRET=1 set "
-                "before triton is imported"
-            )
-    elif x.device.type != "cuda":
-        raise ContractError(f"x must be on a CUDA device (or the CPU with the interpreter); got {x.device}")
+    _require_kernel_device("x", x)
     _require_contiguous("x", x)
     _require_contiguous("gamma", gamma)
     M, N = x.shape
@@ -174,10 +179,7 @@ def check_partial(partial: torch.Tensor, dtype: torch.dtype) -> None:
         )
     if dtype not in KERNEL_DTYPES:
         raise ContractError(f"dgamma dtype must be float32 or float16; got {dtype}")
-    if partial.device.type == "cpu" and not interpreter_active():
-        raise ContractError("partial is on the CPU but Triton's interpreter is off; set TRITON_INTERPRET=1")
-    if partial.device.type not in ("cpu", "cuda"):
-        raise ContractError(f"partial must be on a CUDA device; got {partial.device}")
+    _require_kernel_device("partial", partial)
     _require_contiguous("partial", partial)
     M, N = partial.shape
     if not 1 <= N <= MAX_N:

@@ -102,6 +102,17 @@ def test_cpu_without_interpreter_says_how_to_enable_it(monkeypatch, no_allocatio
         forward_op(x, gamma)
 
 
+def test_partial_on_the_cpu_without_interpreter_says_how_to_enable_it(monkeypatch, no_allocation):
+    monkeypatch.setattr("rmsnorm.contract.interpreter_active", lambda: False)
+    with pytest.raises(ContractError, match="partial is on the CPU .*TRITON_INTERPRET=1"):
+        reduce_gamma_gradient(torch.ones(4, 8), torch.float32)
+
+
+def test_partial_on_an_unsupported_device_is_refused(no_allocation):
+    with pytest.raises(ContractError, match="partial must be on a CUDA device .*got meta"):
+        reduce_gamma_gradient(torch.ones(4, 8, device="meta"), torch.float32)
+
+
 def _saved(M=4, N=8):
     x, gamma = ok(M, N)
     with torch.no_grad():
