@@ -412,6 +412,14 @@ def _order(keys, turn: int):
     return keys[shift:] + keys[:shift]  # rotate who goes first from one repeat to the next
 
 
+def _checked_calls(M, N, dtype, epsilon, include_liger, seed) -> dict:
+    """Seeded inputs of shape (M, N), their callables, every output checked against the oracle."""
+    x, gamma, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
+    calls = make_calls(x, gamma, dy, epsilon, include_liger=include_liger)
+    check_calls(calls, x, gamma, dy, epsilon)
+    return calls
+
+
 def run_protocol(
     M: int = DEFAULT_SHAPE[0], N: int = DEFAULT_SHAPE[1], dtype: torch.dtype = torch.float32, *,
     repeats: int = 1, epsilon: float = 1e-6, include_liger: bool = True, seed: int = 0,
@@ -437,9 +445,7 @@ def run_protocol(
     Source: notebooks/07_benchmark.ipynb.
     """
     require_cuda()
-    x, gamma, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
-    calls = make_calls(x, gamma, dy, epsilon, include_liger=include_liger)
-    check_calls(calls, x, gamma, dy, epsilon)
+    calls = _checked_calls(M, N, dtype, epsilon, include_liger, seed)
     rows = []
     for repeat in range(repeats):
         for key in _order(calls, repeat):
@@ -467,9 +473,7 @@ def measure_shape(
     Source: notebooks/07_benchmark.ipynb.
     """
     require_cuda()
-    x, gamma, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
-    calls = make_calls(x, gamma, dy, epsilon, include_liger=include_liger)
-    check_calls(calls, x, gamma, dy, epsilon)
+    calls = _checked_calls(M, N, dtype, epsilon, include_liger, seed)
     dtype_name = str(dtype).removeprefix("torch.")
     rows, kernels = [], []
     for (path, impl), fn in calls.items():
