@@ -27,6 +27,7 @@
 #   FIGURES_DIR  Where notebooks save figures; exported to every kernel (test, run, lab).
 #                Default: <repo>/build/figures. Notebooks read it with os.environ["FIGURES_DIR"].
 #   CONFIRM      `make clean` only lists what it would delete; `make clean CONFIRM=1` deletes.
+#   FORCE        `make exercises FORCE=1` regenerates exercises/ even over uncommitted changes there.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -43,6 +44,7 @@ NB_TIMEOUT  ?= 1200
 LAB_ARGS    ?=
 BUILD_DIR   ?= build
 CONFIRM     ?=
+FORCE       ?=
 
 export FIGURES_DIR ?= $(CURDIR)/$(BUILD_DIR)/figures
 # The notebooks' kernels start in the notebook's own folder: put the checkout on their path,
@@ -139,7 +141,9 @@ else
 endif
 
 exercises: $(SETUP)  ## Regenerate exercises/ from solutions/ (tools/make_exercises.py).
-	@test -f tools/make_exercises.py || { echo "tools/make_exercises.py is not written yet." >&2; exit 1; }
+	@if [ "$(FORCE)" != 1 ] && [ -n "$$(git status --porcelain -- exercises 2>/dev/null)" ]; then \
+	  echo "exercises/ has uncommitted changes (a filled-in copy?): not overwriting them." >&2; \
+	  echo "Save or commit them, or run 'make exercises FORCE=1' to overwrite." >&2; exit 1; fi
 	$(PY) tools/make_exercises.py
 
 # --keep-id: nbstripout would otherwise renumber every cell id (0, 1, 2, ...), churning each
