@@ -76,16 +76,19 @@ def _require_kernel_device(name: str, t: torch.Tensor) -> None:
         raise ContractError(f"{name} must be on a CUDA device (or the CPU with the interpreter); got {t.device}")
 
 
-def check_epsilon(epsilon) -> None:
+def check_epsilon(epsilon, name: str = "epsilon") -> None:
     """Raise unless ``epsilon`` is a finite real number > 0 (bool excluded).
+
+    Args:
+        name: what the message calls it (the fast path says ``eps``, like torch).
 
     Raises:
         ContractError: for 0, negatives, NaN, ±inf, bool, tensors, strings, None.
     """
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise ContractError(f"epsilon must be a real number; got {type(epsilon).__name__} {epsilon!r}")
+        raise ContractError(f"{name} must be a real number; got {type(epsilon).__name__} {epsilon!r}")
     if not math.isfinite(epsilon) or epsilon <= 0:
-        raise ContractError(f"epsilon must be finite and > 0; got {epsilon!r}")
+        raise ContractError(f"{name} must be finite and > 0; got {epsilon!r}")
 
 
 def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:

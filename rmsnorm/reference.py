@@ -66,3 +66,32 @@ def manual_backward(
     dx = r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True)  # (..., N)
     dgamma = (dy * x * r).reshape(-1, x.shape[-1]).sum(0)  # (N,)
     return dx, dgamma
+
+
+def backward_from_rstd(
+    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backward formulas with a given per-row ``rstd``, as a fused backward sees it.
+
+    A backward kernel reads the forward's saved rstd instead of recomputing
+    it; with this reference it is checked on its own, on exactly the rstd it
+    was given. No up-cast happens here: pass float64 tensors for an oracle.
+
+    Args:
+        x: (M, N) activations.
+        gamma: (N,) weight.
+        dy: (M, N) upstream gradient.
+        rstd: (M,) per-row 1 / sqrt(mean(x²) + eps), e.g. the forward's output.
+
+    Returns:
+        (dx, dgamma): dx (M, N) = rstd · (u − x̂ · mean(u · x̂)) with
+        x̂ = x · rstd, u = dy · gamma; dgamma (N,) = Σ_rows dy · x̂.
+
+    Source: notebooks/10_one_pass_backward.ipynb; quack ``rmsnorm_bwd_ref``.
+    """
+    r = rstd.to(x.dtype).unsqueeze(-1)  # (M, 1)
+    x_hat = x * r  # (M, N)
+    u = dy * gamma  # (M, N)
+    dx = r * (u - x_hat * (u * x_hat).mean(-1, keepdim=True))  # (M, N)
+    dgamma = (dy * x_hat).sum(0)  # (N,)
+    return dx, dgamma

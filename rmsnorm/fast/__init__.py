@@ -1,0 +1,41 @@
+"""The fast path [lessons 09–12]: one-pass fused backward, bf16, rows up to 65536, row strides.
+
+Beside the article's path, not instead of it: the files mirror the teaching
+ones (forward.py, backward.py, autograd.py, contract.py), the kernels have
+their own names, and there are no teaching seams (no ``kernel=``, no CALLS).
+
+Public API:
+
+- :func:`rmsnorm_fast` (x, gamma, eps) — differentiable, any (..., N), a
+  registered custom op (``torch.compile(fullgraph=True)`` traces it whole).
+- :class:`FastRMSNorm` — a ``torch.nn.RMSNorm`` subclass that calls it.
+- :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers.
+- :class:`FastConfig`, :func:`forward_config`, :func:`backward_config` — the knobs.
+- :func:`check_fast_inputs`, :data:`FAST_MAX_N` — the contract.
+
+Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
+"""
+
+from .autograd import FastRMSNorm, rmsnorm_fast
+from .backward import rmsnorm_fast_backward, rmsnorm_fast_backward_kernel, rmsnorm_fast_dgamma_kernel
+from .config import FastConfig, backward_config, forward_config, num_programs
+from .contract import FAST_DTYPES, FAST_MAX_N, INTERPRETER_BF16_REASON, check_fast_inputs
+from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
+
+__all__ = [
+    "FAST_DTYPES",
+    "FAST_MAX_N",
+    "FastConfig",
+    "FastRMSNorm",
+    "INTERPRETER_BF16_REASON",
+    "backward_config",
+    "check_fast_inputs",
+    "forward_config",
+    "num_programs",
+    "rmsnorm_fast",
+    "rmsnorm_fast_backward",
+    "rmsnorm_fast_backward_kernel",
+    "rmsnorm_fast_dgamma_kernel",
+    "rmsnorm_fast_forward",
+    "rmsnorm_fast_forward_kernel",
+]

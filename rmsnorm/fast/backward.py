@@ -1,0 +1,195 @@
+"""The fused one-pass backward: dx and the dgamma partials in one read of x and dy.
+
+With x̂ = x · rstd (rstd saved by the forward) and u = dy · gamma, for a row:
+
+    dx = rstd · (u − x̂ · mean(u · x̂))           (the article's formula, rearranged)
+    dgamma = Σ_rows dy · x̂
+
+The article's backward wrote every row's dy · x̂ to an (M, N) float32 buffer
+and read it back in a second kernel. Here a **persistent grid** of P programs
+(a few per SM) walks the rows: program p takes row blocks p, p + P, p + 2P, …,
+writes their dx, and keeps its share of dgamma in a float32 accumulator in
+registers. At the end each program writes one row of a (P, N) float32 buffer;
+:func:`rmsnorm_fast_dgamma_kernel` sums its P rows in a fixed order and casts
+to gamma's dtype. No atomics: dgamma is bitwise identical from run to run.
+Inductor calls the same fusion MixOrderReduction; Liger and quack do it too.
+
+Precision: the row arithmetic runs in float32 for 16-bit x and in float64
+for float32 x. When N is small, u − x̂ · mean(u · x̂) cancels (at N = 1 it is
+u · (1 − x̂²)), and float32 rounding of x̂ and of the mean then costs more
+than the article's float32 tolerance allows; in float64 only the saved
+float32 rstd limits it. The float64 work is a few operations per element,
+hidden behind the memory traffic. The partials stay float32.
+
+Rows wider than one block (N > BLOCK_N) take one row per step and two loops
+over column blocks (mean(u · x̂) needs the whole row before any dx); their
+partial row then lives in the (P, N) buffer itself, which the program owns.
+
+Source: notebooks/10_one_pass_backward.ipynb; Liger-Kernel
+``ops/rms_norm.py`` (``rms_norm_backward``); quack ``rmsnorm.py``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..device import new_output
+from .config import FastConfig, backward_config, num_programs
+from .contract import check_fast_backward_inputs
+
+#: Column block and row block of the dgamma reduction kernel.
+REDUCE_BLOCK_N = 128
+REDUCE_BLOCK_P = 32
+
+
+@triton.jit
+def rmsnorm_fast_backward_kernel(
+    x_ptr,  # (M, N) forward input, unit column stride
+    x_row_stride,  # elements between rows of x
+    gamma_ptr,  # (N,) weight; unused when HAS_GAMMA is False
+    rstd_ptr,  # (M,) float32 from the forward
+    dy_ptr,  # (M, N) upstream gradient, dtype of x, unit column stride
+    dy_row_stride,  # elements between rows of dy
+    dx_ptr,  # (M, N) output, dtype of x
+    dx_row_stride,  # elements between rows of dx
+    partial_ptr,  # (P, N) float32 output: program p's share of dgamma in row p
+    M,  # rows
+    N,  # real row length: means divide by N, never by BLOCK_N
+    HAS_GAMMA: tl.constexpr,  # False: u = dy and no dgamma
+    COMPUTE: tl.constexpr,  # dtype of the row arithmetic: float64 for float32 x, else float32
+    ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N
+    BLOCK_M: tl.constexpr,  # rows per step (1 when ONE_BLOCK is False)
+    BLOCK_N: tl.constexpr,  # columns per block (a power of two)
+    NUM_STAGES: tl.constexpr,  # software pipelining depth of the row loop
+):
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    partial_row = partial_ptr + pid.to(tl.int64) * N
+    if ONE_BLOCK:
+        col_mask = cols < N
+        if HAS_GAMMA:
+            gamma = tl.load(gamma_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
+        dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for block in tl.range(pid, tl.cdiv(M, BLOCK_M), P, num_stages=NUM_STAGES):  # step P: no row twice
+            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            row_mask = rows < M
+            mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+            dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)
+            x_hat = x * rstd[:, None]
+            u = dy
+            if HAS_GAMMA:
+                u = dy * gamma[None, :]
+            mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
+            dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
+            tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
+            if HAS_GAMMA:
+                dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
+        if HAS_GAMMA:
+            tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
+    else:
+        for row in tl.range(pid, M, P):
+            row64 = tl.cast(row, tl.int64)
+            x_row = x_ptr + row64 * x_row_stride
+            dy_row = dy_ptr + row64 * dy_row_stride
+            rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
+            ux = tl.zeros([BLOCK_N], dtype=COMPUTE)
+            for start in range(0, N, BLOCK_N):  # pass 1: mean(u · x) over the whole row
+                c = start + cols
+                mask = c < N
+                x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
+                dy = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
+                if HAS_GAMMA:
+                    dy = dy * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+                ux += dy * x
+            mean_ux = tl.sum(ux, axis=0) * rstd / N  # = mean(u · x̂)
+            for start in range(0, N, BLOCK_N):  # pass 2: dx, and dy · x̂ into this program's partial row
+                c = start + cols
+                mask = c < N
+                x_hat = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE) * rstd
+                dy = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE)
+                u = dy
+                if HAS_GAMMA:
+                    u = dy * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+                dx = (u - x_hat * mean_ux) * rstd
+                tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
+                if HAS_GAMMA:
+                    term = (dy * x_hat).to(tl.float32)
+                    if row == pid:  # this program's first row: the partial row starts here
+                        tl.store(partial_row + c, term, mask=mask)
+                    else:
+                        tl.store(partial_row + c, tl.load(partial_row + c, mask=mask, other=0.0) + term, mask=mask)
+
+
+@triton.jit
+def rmsnorm_fast_dgamma_kernel(
+    partial_ptr,  # (P, N) float32, contiguous: one row per backward program
+    dgamma_ptr,  # (N,) output, dtype of gamma
+    P,  # rows of partial
+    N,  # columns
+    BLOCK_P: tl.constexpr,  # partial rows per step
+    BLOCK_N: tl.constexpr,  # columns per program
+):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for start in range(0, P, BLOCK_P):  # a fixed order: the same sum on every run
+        p = start + tl.arange(0, BLOCK_P)
+        mask = (p < P)[:, None] & col_mask[None, :]
+        acc += tl.load(partial_ptr + p[:, None].to(tl.int64) * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(dgamma_ptr + cols, tl.sum(acc, axis=0), mask=col_mask)  # cast to gamma's dtype
+
+
+def rmsnorm_fast_backward(
+    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    *, config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Launch the fused backward and the fixed-order dgamma sum.
+
+    Args:
+        x: (M, N) forward input (fast contract: float32/float16/bfloat16,
+            unit column stride, any row stride, 1 ≤ N ≤ 65536).
+        gamma: (N,) weight, or None (then dgamma is None).
+        rstd: (M,) float32, unit stride, from :func:`rmsnorm_fast_forward`.
+        dy: (M, N) upstream gradient, dtype of ``x``, unit column stride, any
+            row stride.
+        config: launch configuration; default :func:`backward_config` (N, x.dtype).
+
+    Returns:
+        (dx, dgamma): dx is (M, N) contiguous in the dtype of ``x``; dgamma is
+        (N,) in the dtype of ``gamma`` (zeros when M = 0), or None. Scratch:
+        (P, N) float32, P = SMs × programs_per_sm (at most the row blocks).
+
+    Raises:
+        ContractError: (a ValueError) for anything outside the contract,
+            before anything is allocated.
+
+    Source: notebooks/10_one_pass_backward.ipynb.
+    """
+    check_fast_backward_inputs(x, gamma, rstd, dy)
+    M, N = x.shape
+    config = config or backward_config(N, x.dtype)
+    dx = new_output((M, N), x.dtype, x.device)
+    if M == 0:
+        return dx, None if gamma is None else torch.zeros(N, dtype=gamma.dtype, device=x.device)
+    one_block = config.one_block(N)
+    block_m = config.BLOCK_M if one_block else 1
+    P = num_programs(config, x.device, triton.cdiv(M, block_m))
+    partial = new_output((P, N), torch.float32, x.device) if gamma is not None else dx
+    rmsnorm_fast_backward_kernel[(P,)](
+        x, x.stride(0), x if gamma is None else gamma, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, M, N,
+        HAS_GAMMA=gamma is not None, COMPUTE=tl.float64 if x.dtype == torch.float32 else tl.float32,
+        ONE_BLOCK=one_block, BLOCK_M=block_m, BLOCK_N=config.BLOCK_N,
+        NUM_STAGES=config.num_stages, num_warps=config.num_warps,
+    )
+    if gamma is None:
+        return dx, None
+    dgamma = new_output((N,), gamma.dtype, x.device)
+    rmsnorm_fast_dgamma_kernel[(triton.cdiv(N, REDUCE_BLOCK_N),)](
+        partial, dgamma, P, N, BLOCK_P=REDUCE_BLOCK_P, BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
+    )
+    return dx, dgamma

@@ -1,0 +1,122 @@
+"""The fast path's input contract: wider than the article's, and just as loud.
+
+What the fast kernels accept (anything else raises :class:`ContractError`,
+naming the tensor, the rule and the value, before anything is allocated):
+
+- ``x``: float32, float16 or bfloat16, 2-D (M, N) with 1 ≤ N ≤ 65536 and any
+  M ≥ 0 (offsets are int64, so M·N ≥ 2³¹ is fine). The last dimension must
+  have unit stride; the row stride may be anything (a slice ``buf[:, :N]`` is
+  read in place). The functional :func:`rmsnorm.fast.rmsnorm_fast` makes any
+  other layout contiguous first (one copy) and flattens leading dimensions.
+- ``gamma``: (N,) float32, float16 or bfloat16 with unit stride, on x's
+  device; its dtype may differ from x's (fp32 weights, bf16 activations).
+- ``eps``: a finite real number > 0.
+- bfloat16 is refused under Triton's CPU interpreter (see
+  :data:`INTERPRETER_BF16_REASON`); it runs on the GPU.
+
+Scratch is (P, N) float32 for the dgamma partials (P = the number of
+programs, a few per SM): no M·N buffer, so no scratch limit.
+
+Source: notebooks/11_extending_the_contract.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..contract import (
+    ContractError,
+    _require_device,
+    _require_kernel_device,
+    _require_tensor,
+    check_epsilon,
+    interpreter_active,
+)
+
+#: Widest row the fast path accepts (a loop over column blocks beyond one block).
+FAST_MAX_N = 65536
+#: Dtypes of x, dy and gamma on the fast path.
+FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: Why bf16 is refused under the interpreter (checked with triton 3.6 and 3.7.1, see
+#: tests/test_fast.py::test_interpreter_bf16_is_still_wrong): it stores bf16 by
+#: truncating instead of rounding to nearest, and adds bf16 values as integers.
+INTERPRETER_BF16_REASON = (
+    "Triton's CPU interpreter computes bfloat16 wrongly (it adds bf16 bit patterns as integers "
+    "and truncates float32 -> bf16 stores instead of rounding to nearest), so bf16 runs on a GPU only"
+)
+
+
+def _require_dtype(name: str, t: torch.Tensor) -> None:
+    if t.dtype not in FAST_DTYPES:
+        raise ContractError(f"{name} must be float32, float16 or bfloat16 for the fast path; got {t.dtype}")
+    if t.dtype == torch.bfloat16 and t.device.type == "cpu" and interpreter_active():
+        raise ContractError(f"{name} is bfloat16 on the CPU: {INTERPRETER_BF16_REASON}")
+
+
+def _require_unit_last_stride(name: str, t: torch.Tensor) -> None:
+    if t.dim() >= 1 and t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ContractError(
+            f"{name} must have unit stride in its last dimension; got strides {tuple(t.stride())} "
+            f"for shape {tuple(t.shape)} (rmsnorm_fast copies such inputs once; the launchers do not)"
+        )
+
+
+def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
+    """Check x, gamma and eps against the fast path's contract.
+
+    Args:
+        x: (M, N) activations, unit stride in the last dimension.
+        gamma: (N,) weight, or None (no affine weight).
+        eps: the stabiliser added to mean(x²).
+
+    Raises:
+        ContractError: naming the tensor, the rule and the value seen; nothing
+            has been allocated or written when it is raised.
+
+    Source: notebooks/11_extending_the_contract.ipynb.
+    """
+    _require_tensor("x", x)
+    if x.dim() != 2:
+        raise ContractError(f"x must be 2-D (M, N) for the fast launchers; got {x.dim()}-D shape {tuple(x.shape)}")
+    _require_dtype("x", x)
+    _require_kernel_device("x", x)
+    M, N = x.shape
+    if not 1 <= N <= FAST_MAX_N:
+        raise ContractError(f"x must have 1 <= N <= {FAST_MAX_N} columns on the fast path; got N = {N}")
+    _require_unit_last_stride("x", x)
+    if gamma is not None:
+        _require_tensor("gamma", gamma)
+        _require_dtype("gamma", gamma)
+        _require_device("gamma", gamma, x.device)
+        if tuple(gamma.shape) != (N,):
+            raise ContractError(f"gamma must have shape (N,) = ({N},); got {tuple(gamma.shape)}")
+        _require_unit_last_stride("gamma", gamma)
+    check_epsilon(eps, "eps")
+
+
+def check_fast_backward_inputs(x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor) -> None:
+    """Check what the fused backward reads: x and gamma as in the forward, rstd and dy.
+
+    Rules: rstd is (M,) float32 on x's device, unit stride; dy has x's shape,
+    dtype and device, with unit stride in its last dimension (any row stride).
+
+    Raises:
+        ContractError: naming the tensor, the rule and the value seen.
+
+    Source: notebooks/10_one_pass_backward.ipynb.
+    """
+    check_fast_inputs(x, gamma, 1.0)
+    _require_tensor("rstd", rstd)
+    if rstd.dtype != torch.float32 or tuple(rstd.shape) != (x.shape[0],):
+        raise ContractError(
+            f"rstd must be float32 of shape (M,) = ({x.shape[0]},); got {rstd.dtype} {tuple(rstd.shape)}"
+        )
+    _require_device("rstd", rstd, x.device)
+    _require_unit_last_stride("rstd", rstd)
+    _require_tensor("dy", dy)
+    if tuple(dy.shape) != tuple(x.shape) or dy.dtype != x.dtype:
+        raise ContractError(
+            f"dy must have the shape and dtype of x {tuple(x.shape)} {x.dtype}; got {tuple(dy.shape)} {dy.dtype}"
+        )
+    _require_device("dy", dy, x.device)
+    _require_unit_last_stride("dy", dy)

@@ -1,0 +1,115 @@
+"""The fast forward: several rows per program when N is small, a column loop when N is large.
+
+For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · gamma, computed
+in float32 and rounded once into y's dtype (the dtype of x).
+
+Two shapes of the same kernel, chosen at compile time by ``ONE_BLOCK``:
+
+- the row fits one block (N ≤ BLOCK_N): a (BLOCK_M, BLOCK_N) tile of rows is
+  loaded once, reduced along the row and written back;
+- the row is wider (N > BLOCK_N): a first loop over column blocks sums x²,
+  a second loop reads x again (mostly from L2: the first pass asked the cache
+  to keep it) and writes y. This is the loop rung of the N-vs-BLOCK ladder.
+
+Source: notebooks/09_the_long_row.ipynb; Triton's tutorial 05-layer-norm
+(``_layer_norm_fwd_fused``); Liger-Kernel and quack ``rmsnorm.py``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..device import new_output
+from .config import FastConfig, forward_config
+from .contract import check_fast_inputs
+
+
+@triton.jit
+def rmsnorm_fast_forward_kernel(
+    x_ptr,  # (M, N) input, float32/float16/bfloat16, unit column stride
+    x_row_stride,  # elements from one row of x to the next (any value)
+    gamma_ptr,  # (N,) weight (any of the three dtypes); unused when HAS_GAMMA is False
+    y_ptr,  # (M, N) output, dtype of x
+    y_row_stride,  # elements from one row of y to the next
+    rstd_ptr,  # (M,) float32 output, kept for the backward
+    M,  # rows
+    N,  # real row length: the mean divides by N, never by BLOCK_SIZE
+    eps,  # added to mean(x²) before the square root
+    HAS_GAMMA: tl.constexpr,  # False: y = x · rstd (no affine weight)
+    ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
+    BLOCK_M: tl.constexpr,  # rows per program
+    BLOCK_N: tl.constexpr,  # columns per block (a power of two)
+):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
+    row_mask = rows < M
+    cols = tl.arange(0, BLOCK_N)
+    x_rows = x_ptr + rows[:, None] * x_row_stride
+    y_rows = y_ptr + rows[:, None] * y_row_stride
+    if ONE_BLOCK:
+        mask = row_mask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
+        y = x * rstd[:, None]
+        if HAS_GAMMA:
+            gamma = tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
+            y = y * gamma[None, :]
+        tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
+    else:
+        sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
+            c = start + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            sum_sq += x * x
+        rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
+        for start in range(0, N, BLOCK_N):  # pass 2: read x again, normalise, write y
+            c = start + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            y = x * rstd[:, None]
+            if HAS_GAMMA:
+                gamma = tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)
+                y = y * gamma[None, :]
+            tl.store(y_rows + c[None, :], y, mask=mask)
+    tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+
+
+def rmsnorm_fast_forward(
+    x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6, *, config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the fast forward on a 2-D input; not differentiable (see :func:`rmsnorm_fast`).
+
+    Args:
+        x: (M, N) float32/float16/bfloat16 on CUDA (or the CPU under the
+            interpreter, bf16 excepted), 1 ≤ N ≤ 65536, unit stride in the last
+            dimension; the row stride may be anything (read in place).
+        gamma: (N,) float32/float16/bfloat16 weight, or None for no weight.
+        eps: finite real number > 0.
+        config: launch configuration; default :func:`forward_config` (N, x.dtype).
+
+    Returns:
+        (y, rstd): y is (M, N) contiguous in the dtype of ``x``; rstd is (M,)
+        float32. M = 0 returns empty tensors without a launch.
+
+    Raises:
+        ContractError: (a ValueError) for anything outside the fast contract,
+            before anything is allocated.
+
+    Source: notebooks/09_the_long_row.ipynb.
+    """
+    check_fast_inputs(x, gamma, eps)
+    M, N = x.shape
+    config = config or forward_config(N, x.dtype)
+    y = new_output((M, N), x.dtype, x.device)
+    rstd = new_output((M,), torch.float32, x.device)
+    if M == 0:
+        return y, rstd
+    grid = (triton.cdiv(M, config.BLOCK_M),)
+    rmsnorm_fast_forward_kernel[grid](
+        x, x.stride(0), x if gamma is None else gamma, y, y.stride(0), rstd, M, N, float(eps),
+        HAS_GAMMA=gamma is not None, ONE_BLOCK=config.one_block(N),
+        BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, num_warps=config.num_warps,
+    )
+    return y, rstd

@@ -1,0 +1,337 @@
+"""The fast path (rmsnorm.fast): campaigns against the float64 oracle, layouts, contract, custom op.
+
+Tolerances: rmsnorm.testing.TOLERANCES (bf16 declared with the fast path,
+before its first run) and rmsnorm.testing.dgamma_tolerance (atol grows as √M:
+dgamma sums M rounded terms). Outputs are NaN-poisoned (conftest), so an
+element a kernel forgets to write cannot pass.
+
+Under the CPU interpreter the campaign runs the cases up to CPU_MAX_ELEMENTS
+elements and refuses bf16 (the interpreter computes it wrongly); the GPU runs
+every case, bf16 and the 2³¹-element forward.
+"""
+
+import itertools
+
+import pytest
+import torch
+
+import rmsnorm
+from rmsnorm import ContractError, device as _device
+from rmsnorm.fast import (
+    FAST_MAX_N, FastConfig, FastRMSNorm, backward_config, forward_config, rmsnorm_fast, rmsnorm_fast_backward,
+    rmsnorm_fast_forward,
+)
+from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
+from rmsnorm.reference import backward_from_rstd
+from rmsnorm.testing import assert_close, dgamma_tolerance, make_inputs, oracle
+
+GPU = torch.cuda.is_available()
+gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU (bf16 and the large cases run there)")
+cpu_only = pytest.mark.skipif(GPU, reason="about the CPU interpreter")
+#: Largest case (M·N) the campaign runs under the interpreter (about a second each there).
+CPU_MAX_ELEMENTS = 150_000
+CAMPAIGN_M = (1, 17, 199, 1025, 4097)
+CAMPAIGN_N = (1, 3, 17, 255, 257, 769, 1128, 4096, 4097, 8191, 12289, 32768, 65536)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _cases():
+    for dtype, M, N in itertools.product(DTYPES, CAMPAIGN_M, CAMPAIGN_N):
+        marks = []
+        if dtype == torch.bfloat16:
+            marks.append(gpu_only)
+        elif M * N > CPU_MAX_ELEMENTS:
+            marks.append(pytest.mark.skipif(not GPU, reason=f"{M}x{N} is for the GPU (interpreter: > {CPU_MAX_ELEMENTS:,} elements)"))
+        yield pytest.param(M, N, dtype, id=f"{M}x{N}-{str(dtype)[6:]}", marks=marks)
+
+
+def _check_all(x, gamma, dy, eps=1e-6):
+    y, rstd = rmsnorm_fast_forward(x, gamma, eps)
+    dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
+    y64, dx64, dg64 = oracle(x, gamma, dy, eps, on=x.device)
+    assert y.dtype == x.dtype and dx.dtype == x.dtype and dgamma.dtype == gamma.dtype
+    assert_close(y, y64, dtype=x.dtype, msg="y")
+    assert_close(rstd, torch.rsqrt(x.double().square().mean(-1) + eps), dtype=torch.float32, msg="rstd")
+    assert_close(dx, dx64, dtype=x.dtype, msg="dx")
+    assert_close(dgamma, dg64, tol=dgamma_tolerance(x.shape[0], x.dtype, gamma.dtype), msg="dgamma")
+    return y, rstd, dx, dgamma
+
+
+@pytest.mark.parametrize("M, N, dtype", list(_cases()))
+def test_campaign_against_the_float64_oracle(M, N, dtype, device):
+    x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=M * 31 + N)
+    _check_all(x, gamma, dy)
+
+
+@pytest.mark.parametrize("M, N", [(1, 5), (33, 1000), (7, 5000)])
+def test_backward_checked_on_its_own_with_the_saved_rstd(M, N, device):
+    x, gamma, dy = make_inputs(M, N, torch.float32, device=device, seed=3)
+    # an rstd the forward did not compute (scaled by 1.5): the backward must use the one it is given
+    rstd = (1.5 * torch.rsqrt(x.double().square().mean(-1) + 1e-6)).float()
+    dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
+    dx64, dg64 = backward_from_rstd(x.double(), gamma.double(), dy.double(), rstd.double())
+    assert_close(dx, dx64, msg="dx")
+    assert_close(dgamma, dg64, tol=dgamma_tolerance(M, x.dtype, gamma.dtype), msg="dgamma")
+
+
+@pytest.mark.parametrize("x_dtype", [torch.float16, pytest.param(torch.bfloat16, marks=gpu_only)])
+def test_fp32_gamma_with_16_bit_activations(x_dtype, device):
+    x, _, dy = make_inputs(65, 777, x_dtype, device=device, seed=5)
+    gamma = make_inputs(1, 777, torch.float32, device=device, seed=6)[1]
+    _, _, dx, dgamma = _check_all(x, gamma, dy)
+    assert dgamma.dtype == torch.float32 and dx.dtype == x_dtype
+
+
+@pytest.mark.parametrize("N", [300, 5000])
+def test_row_strided_x_is_read_in_place(N, device):
+    buf = make_inputs(40, N + 64, torch.float32, device=device, seed=7)[0]
+    x = buf[:, 16:16 + N]  # a slice of a wider buffer: row stride N + 64, unit column stride
+    gamma, dy = make_inputs(40, N, torch.float32, device=device, seed=8)[1:]
+    assert _as_rows(x).data_ptr() == x.data_ptr()  # no copy
+    _check_all(x, gamma, dy[:, :N])
+    dy_strided = torch.cat([dy, dy], dim=1)[:, :N]  # row-strided dy
+    y, rstd = rmsnorm_fast_forward(x, gamma)
+    dx, _ = rmsnorm_fast_backward(x, gamma, rstd, dy_strided)
+    assert_close(dx, oracle(x, gamma, dy)[1], msg="dx with a row-strided dy")
+
+
+def test_other_layouts_are_copied_once_and_still_right(device):
+    x, gamma, _ = make_inputs(30, 20, torch.float32, device=device, seed=9)
+    xt = x.t().contiguous().t()  # column-major: unit stride in the first dimension
+    assert xt.stride(-1) != 1 and _as_rows(xt).stride(-1) == 1
+    assert_close(rmsnorm_fast(xt, gamma), oracle(x, gamma))
+    x3 = make_inputs(4 * 6, 20, torch.float32, device=device, seed=10)[0].view(4, 6, 20)[:, ::2]  # not collapsible
+    assert_close(rmsnorm_fast(x3, gamma), oracle(x3.reshape(-1, 20), gamma).view(4, 3, 20))
+
+
+@pytest.mark.parametrize("layout", ["stride0_from_sum", "row_strided_from_cat", "column_strided_from_t"])
+def test_any_dy_layout_through_autograd(layout, device):
+    x, gamma, dy = make_inputs(24, 40, torch.float32, device=device, seed=11)
+    xr, gr = x.clone().requires_grad_(), gamma.clone().requires_grad_()
+    y = rmsnorm_fast(xr, gr)
+    if layout == "stride0_from_sum":
+        y.sum().backward()
+        dy = torch.ones_like(x)
+    elif layout == "row_strided_from_cat":
+        (torch.cat([y, 2 * y], dim=1) * torch.cat([dy, dy], dim=1)).sum().backward()
+        dy = 3 * dy
+    else:
+        dyt = dy.t().contiguous()  # (40, 24): y.t() * dyt gives y a column-strided dy
+        (y.t() * dyt).sum().backward()
+    _, dx64, dg64 = oracle(x, gamma, dy)
+    assert_close(xr.grad, dx64, msg="dx")
+    assert_close(gr.grad, dg64, tol=dgamma_tolerance(24, x.dtype, gamma.dtype), msg="dgamma")
+
+
+def test_m_zero_zero_row_and_nan_row_confined(device):
+    y, rstd = rmsnorm_fast_forward(torch.empty(0, 8, device=device), torch.ones(8, device=device))
+    assert y.shape == (0, 8) and rstd.shape == (0,)
+    dx, dgamma = rmsnorm_fast_backward(torch.empty(0, 8, device=device), torch.ones(8, device=device),
+                                       rstd, torch.empty(0, 8, device=device))
+    assert dx.shape == (0, 8) and torch.equal(dgamma.cpu(), torch.zeros(8))
+    x, gamma, dy = make_inputs(9, 300, torch.float32, device=device, seed=12)
+    x[2] = 0.0
+    x[5, 7] = float("nan")
+    y, rstd = rmsnorm_fast_forward(x, gamma)
+    dx, _ = rmsnorm_fast_backward(x, gamma, rstd, dy)
+    assert torch.equal(y[2].cpu(), torch.zeros(300)) and rstd[2].item() == pytest.approx(1e3, rel=1e-6)
+    assert torch.isfinite(dx[2]).all()
+    assert torch.isnan(y[5]).all() and torch.isnan(dx[5]).all()
+    others = [r for r in range(9) if r != 5]
+    assert torch.isfinite(y[others]).all() and torch.isfinite(dx[others]).all()  # NaN stays in its row
+
+
+def test_fast_equals_the_article_path_on_its_domain(device):
+    for (M, N), dtype in itertools.product([(1, 257), (64, 1000), (9, 4096)], (torch.float32, torch.float16)):
+        x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=13)
+        y_a, rstd_a = rmsnorm.forward_op(x, gamma)
+        dx_a, partial = rmsnorm.backward_rows(x, gamma, dy, rstd_a, 1e-6)
+        dg_a = rmsnorm.reduce_gamma_gradient(partial, dtype)
+        y, rstd = rmsnorm_fast_forward(x, gamma)
+        dx, dg = rmsnorm_fast_backward(x, gamma, rstd, dy)
+        assert_close(y, y_a)
+        assert_close(rstd, rstd_a)
+        assert_close(dx, dx_a)
+        assert_close(dg, dg_a, tol=dgamma_tolerance(M, dtype, dtype))
+
+
+def test_dgamma_is_bitwise_identical_from_run_to_run(device):
+    x, gamma, dy = make_inputs(1025, 769, torch.float32, device=device, seed=14)
+    y, rstd = rmsnorm_fast_forward(x, gamma)
+    first = rmsnorm_fast_backward(x, gamma, rstd, dy)[1]
+    for _ in range(3):
+        assert torch.equal(rmsnorm_fast_backward(x, gamma, rstd, dy)[1], first)
+
+
+@pytest.mark.parametrize("cfg", [
+    FastConfig(BLOCK_M=1, BLOCK_N=64, num_warps=4, programs_per_sm=1, num_stages=1),  # loop over 64-wide blocks
+    FastConfig(BLOCK_M=8, BLOCK_N=512, num_warps=4, programs_per_sm=3, num_stages=2),
+])
+def test_any_config_gives_the_same_numbers(cfg, device):
+    x, gamma, dy = make_inputs(77, 300, torch.float32, device=device, seed=15)
+    y, rstd = rmsnorm_fast_forward(x, gamma, config=cfg)
+    dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy, config=cfg)
+    y64, dx64, dg64 = oracle(x, gamma, dy)
+    assert_close(y, y64)
+    assert_close(dx, dx64)
+    assert_close(dgamma, dg64, tol=dgamma_tolerance(77, x.dtype, gamma.dtype))
+
+
+def test_no_weight(device):
+    x, _, dy = make_inputs(10, 50, torch.float32, device=device, seed=16)
+    y, rstd = rmsnorm_fast_forward(x, None)
+    dx, dgamma = rmsnorm_fast_backward(x, None, rstd, dy)
+    ones = torch.ones(50, device=device)
+    y64, dx64, _ = oracle(x, ones, dy)
+    assert dgamma is None
+    assert_close(y, y64)
+    assert_close(dx, dx64)
+
+
+# ----------------------------------------------------------------------------- the contract
+
+
+def _bad_calls(device):
+    x, gamma, dy = make_inputs(4, 8, torch.float32, device=device)
+    rstd = torch.ones(4, device=device)
+    wide = torch.ones(1, FAST_MAX_N + 1, device=device)
+    return [
+        ("x must be 2-D", lambda: rmsnorm_fast_forward(x.view(2, 2, 8), gamma)),
+        ("float32, float16 or bfloat16", lambda: rmsnorm_fast_forward(x.double(), gamma.double())),
+        ("float32, float16 or bfloat16", lambda: rmsnorm_fast_forward(x.int(), gamma)),
+        (f"1 <= N <= {FAST_MAX_N}", lambda: rmsnorm_fast_forward(wide, torch.ones(FAST_MAX_N + 1, device=device))),
+        ("1 <= N", lambda: rmsnorm_fast(torch.ones(3, 0, device=device), gamma)),
+        ("gamma must have shape (N,) = (8,)", lambda: rmsnorm_fast_forward(x, gamma[:7])),
+        ("unit stride in its last dimension", lambda: rmsnorm_fast_forward(x.t().contiguous().t(), gamma)),
+        ("unit stride in its last dimension", lambda: rmsnorm_fast_forward(x, torch.ones(16, device=device)[::2])),
+        ("eps must be finite and > 0", lambda: rmsnorm_fast_forward(x, gamma, 0.0)),
+        ("eps must be finite and > 0", lambda: rmsnorm_fast_forward(x, gamma, float("nan"))),
+        ("eps must be a real number", lambda: rmsnorm_fast_forward(x, gamma, True)),
+        ("rstd must be float32 of shape (M,)", lambda: rmsnorm_fast_backward(x, gamma, rstd.half(), dy)),
+        ("rstd must be float32 of shape (M,)", lambda: rmsnorm_fast_backward(x, gamma, rstd[:3], dy)),
+        ("dy must have the shape and dtype of x", lambda: rmsnorm_fast_backward(x, gamma, rstd, dy.half())),
+        ("dy must have the shape and dtype of x", lambda: rmsnorm_fast_backward(x, gamma, rstd, dy[:3])),
+        ("at least 1 dimension", lambda: rmsnorm_fast(torch.tensor(1.0, device=device), gamma)),
+        ("normalized_shape must be (N,)", lambda: FastRMSNorm((2, 8))),
+    ]
+
+
+def test_contract_errors_name_the_rule_before_anything_is_allocated(device, monkeypatch):
+    def no_allocation(*args, **kwargs):
+        raise AssertionError("an output was allocated before the contract error")
+
+    monkeypatch.setattr(_device, "new_output", no_allocation)
+    import rmsnorm.fast.backward as fb
+    import rmsnorm.fast.forward as ff
+
+    monkeypatch.setattr(ff, "new_output", no_allocation)
+    monkeypatch.setattr(fb, "new_output", no_allocation)
+    for expected, call in _bad_calls(device):
+        with pytest.raises(ContractError, match=expected.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+            call()
+
+
+@cpu_only
+def test_bf16_is_refused_under_the_interpreter_with_the_reason():
+    x = torch.ones(2, 8, dtype=torch.bfloat16)
+    with pytest.raises(ContractError, match="computes bfloat16 wrongly"):
+        rmsnorm_fast_forward(x, torch.ones(8))
+    with pytest.raises(ContractError, match="gamma is bfloat16 on the CPU"):
+        rmsnorm_fast_forward(x.float(), torch.ones(8, dtype=torch.bfloat16))
+
+
+@cpu_only
+def test_interpreter_bf16_is_still_wrong():
+    """Why bf16 is refused on the CPU: if this starts failing, the interpreter was fixed; lift the refusal."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_and_store(a_ptr, b_ptr, sum_ptr, cast_ptr, BLOCK: tl.constexpr):
+        cols = tl.arange(0, BLOCK)
+        a = tl.load(a_ptr + cols)
+        b = tl.load(b_ptr + cols)
+        tl.store(sum_ptr + cols, a + b)  # bf16 + bf16
+        tl.store(cast_ptr + cols, a.to(tl.float32) * b.to(tl.float32))  # fp32 → bf16 store
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, generator=g).bfloat16()
+    b = torch.randn(64, generator=g).bfloat16()
+    total, cast = torch.empty_like(a), torch.empty_like(a)
+    add_and_store[(1,)](a, b, total, cast, BLOCK=64)
+    assert not torch.equal(total, a + b)
+    assert not torch.equal(cast, (a.float() * b.float()).bfloat16())
+
+
+# ----------------------------------------------------------------------------- the custom op, the module
+
+
+def test_opcheck_passes_on_both_operators(device):
+    x, gamma, dy = make_inputs(6, 40, torch.float32, device=device, seed=17)
+    y, rstd = rmsnorm_fast_forward(x, gamma)
+    torch.library.opcheck(_forward_op, (x.requires_grad_(), gamma.requires_grad_(), 1e-6))
+    torch.library.opcheck(_backward_op, (x.detach(), gamma.detach(), rstd, dy))
+    torch.library.opcheck(_forward_op, (x.detach(), None, 1e-5))
+
+
+def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), FastRMSNorm(48, eps=1e-6), torch.nn.Linear(48, 4)).to(device)
+    x = torch.randn(20, 32, device=device)
+    explained = torch._dynamo.explain(model)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    out_eager = model(x)
+    out_eager.square().sum().backward()
+    grads_eager = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    out = compiled(x)
+    out.square().sum().backward()
+    torch.testing.assert_close(out, out_eager, rtol=0, atol=0)
+    for p, g in zip(model.parameters(), grads_eager):
+        torch.testing.assert_close(p.grad, g, rtol=0, atol=0)
+
+
+def test_double_backward_is_a_clear_error(device):
+    x, gamma, _ = make_inputs(3, 16, torch.float32, device=device, seed=18)
+    x.requires_grad_()
+    (dx,) = torch.autograd.grad(rmsnorm_fast(x, gamma).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        dx.sum().backward()
+
+
+def test_fast_module_is_a_drop_in_for_torch_nn_rmsnorm(device):
+    torch.manual_seed(1)
+    ref = torch.nn.RMSNorm(64, device=device)  # eps=None: finfo(x.dtype).eps at call time
+    fast = FastRMSNorm(64, device=device)
+    assert isinstance(fast, torch.nn.RMSNorm) and fast.eps is None
+    with torch.no_grad():
+        ref.weight.copy_(1 + torch.randn(64, device=device) / 4)
+    fast.load_state_dict(ref.state_dict())
+    assert fast.state_dict().keys() == ref.state_dict().keys()
+    x = torch.randn(5, 7, 64, device=device)
+    assert_close(fast(x), ref(x).double())
+    bare_ref, bare = torch.nn.RMSNorm(64, eps=1e-5, elementwise_affine=False), FastRMSNorm(64, eps=1e-5, elementwise_affine=False)
+    assert bare.weight is None and bare.state_dict().keys() == bare_ref.state_dict().keys()
+    assert_close(bare.to(device)(x), bare_ref.to(device)(x).double())
+    fast.weight.data.fill_(3.0)
+    fast.reset_parameters()  # inherited: back to ones
+    assert torch.equal(fast.weight.detach().cpu(), torch.ones(64))
+
+
+@gpu_only
+def test_forward_past_2_31_elements_uses_int64_offsets():
+    M, N = (1 << 31) // 4096 + 3, 4096  # 2³¹ + 12288 elements
+    x = torch.empty(M, N, dtype=torch.bfloat16, device="cuda").normal_()
+    y, rstd = rmsnorm_fast_forward(x, None)
+    tail = x[-4:]
+    assert_close(y[-4:], oracle(tail, torch.ones(N, device="cuda")), dtype=torch.bfloat16)
+    assert_close(rstd[-4:], torch.rsqrt(tail.double().square().mean(-1) + 1e-6), dtype=torch.float32)
+
+
+def test_config_tables_cover_every_n():
+    for N in (1, 255, 4096, 8192, 8193, 65536):
+        for dtype in DTYPES:
+            cfg = backward_config(N, dtype)
+            assert cfg.one_block(N) or cfg.BLOCK_M == 1  # the looped backward takes one row per step
+            assert forward_config(N, dtype).BLOCK_N >= min(N, 1024)
