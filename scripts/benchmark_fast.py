@@ -199,26 +199,32 @@ def check(name, fwd, bwd, x, gamma, dy, ref) -> str | None:
 # ----------------------------------------------------------------------------- tuning
 
 
+def _around(value: int, lo: int = 1, hi: int = 64):
+    return sorted({v for v in (value // 2, value, value * 2, value * 4) if lo <= v <= hi})
+
+
 def forward_candidates(N: int, dtype: torch.dtype):
+    """The table's choice and its neighbours: rows per step, warps, persistence, pipelining."""
     base = forward_config(N, dtype)
-    for block_m, warps in itertools.product((1, 2, 4, 8, 16, 32), (4, 8, 16)):
-        if N > base.BLOCK_N and block_m > 4:
+    block_ms = _around(base.BLOCK_M) if base.one_block(N) else [1, 2]
+    persist = [(None, 1), (4, 1), (4, 3), (8, 1), (8, 3)]
+    for block_m, warps, (pps, stages) in itertools.product(block_ms, (4, 8, 16), persist):
+        if (warps == 16) != (block_m * base.BLOCK_N >= 16384):
             continue
-        if block_m * base.BLOCK_N > 32768 or (block_m * base.BLOCK_N < 512 and warps > 4):
-            continue
-        yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps)
+        yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
 def backward_candidates(N: int, dtype: torch.dtype):
+    """The table's choice and its neighbours; for wide rows the loop's block and one block of 16384."""
     base = backward_config(N, dtype)
-    if N > base.BLOCK_N:  # looped rows
-        for block_n, warps, pps in itertools.product((2048, 4096, 8192), (4, 8, 16), (1, 2)):
+    if not base.one_block(N):
+        for block_n, warps, pps in itertools.product((2048, 4096, 8192), (8, 16), (1, 2, 4)):
             yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
+        if N <= 16384:
+            for warps, stages in itertools.product((16, 32), (1, 2)):
+                yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
         return
-    for block_m, warps, pps, stages in itertools.product((1, 2, 4, 8, 16, 32), (4, 8, 16), (1, 2, 4), (1, 2, 3)):
-        tile = block_m * base.BLOCK_N
-        if tile > 16384 or (tile < 512 and warps > 4) or (tile >= 8192 and warps < 8):
-            continue
+    for block_m, warps, pps, stages in itertools.product(_around(base.BLOCK_M)[:3], (8, 16), (1, 2), (2, 3, 4)):
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
@@ -251,7 +257,8 @@ def tune(shapes, budget_s: float) -> list[dict]:
                     us, error = float("nan"), f"{type(err).__name__}: {str(err)[:200]}"
                 rows.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, **cfg.__dict__,
                                  us=us, error=error))
-        best = {p: min((r for r in rows if r["M"] == M and r["N"] == N and r["pass_"] == p and r["us"] == r["us"]),
+        key = (M, N, str(dtype).removeprefix("torch."))
+        best = {p: min((r for r in rows if (r["M"], r["N"], r["dtype"]) == key and r["pass_"] == p and r["us"] == r["us"]),
                        key=lambda r: r["us"], default=None) for p in ("forward", "backward")}
         for p, r in best.items():
             if r:

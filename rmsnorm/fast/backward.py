@@ -21,9 +21,13 @@ than the article's float32 tolerance allows; in float64 only the saved
 float32 rstd limits it. The float64 work is a few operations per element,
 hidden behind the memory traffic. The partials stay float32.
 
-Rows wider than one block (N > BLOCK_N) take one row per step and two loops
-over column blocks (mean(u · x̂) needs the whole row before any dx); their
-partial row then lives in the (P, N) buffer itself, which the program owns.
+Rows wider than one block (N > BLOCK_N): mean(u · x̂) needs the whole row
+before any dx, and a program cannot hold a row of 65536 in registers. Pass 1
+walks the program's rows and stores each row's mean(u · x̂) in an (M,)
+scratch (float64 for float32 x, else float32); pass 2 walks the column blocks and, inside, the program's
+rows, so that one block's share of dgamma stays in registers and is stored
+once. x and dy are read twice (5·M·N·s bytes instead of 3·M·N·s), which
+costs less than read-modify-writing a float32 partial row per data row.
 
 Source: notebooks/10_one_pass_backward.ipynb; Liger-Kernel
 ``ops/rms_norm.py`` (``rms_norm_backward``); quack ``rmsnorm.py``.
@@ -55,6 +59,7 @@ def rmsnorm_fast_backward_kernel(
     dx_ptr,  # (M, N) output, dtype of x
     dx_row_stride,  # elements between rows of dx
     partial_ptr,  # (P, N) float32 output: program p's share of dgamma in row p
+    mean_ux_ptr,  # (M,) scratch (dtype COMPUTE) for mean(u · x̂) when ONE_BLOCK is False, else unused
     M,  # rows
     N,  # real row length: means divide by N, never by BLOCK_N
     HAS_GAMMA: tl.constexpr,  # False: u = dy and no dgamma
@@ -92,37 +97,43 @@ def rmsnorm_fast_backward_kernel(
         if HAS_GAMMA:
             tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
     else:
+        # pass 1, row by row: mean(u · x̂) over the whole row, kept in the (M,) scratch
         for row in tl.range(pid, M, P):
             row64 = tl.cast(row, tl.int64)
-            x_row = x_ptr + row64 * x_row_stride
-            dy_row = dy_ptr + row64 * dy_row_stride
             rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
             ux = tl.zeros([BLOCK_N], dtype=COMPUTE)
-            for start in range(0, N, BLOCK_N):  # pass 1: mean(u · x) over the whole row
+            for start in range(0, N, BLOCK_N):
                 c = start + cols
                 mask = c < N
-                x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
-                dy = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(COMPUTE)
+                x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+                u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
                 if HAS_GAMMA:
-                    dy = dy * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
-                ux += dy * x
-            mean_ux = tl.sum(ux, axis=0) * rstd / N  # = mean(u · x̂)
-            for start in range(0, N, BLOCK_N):  # pass 2: dx, and dy · x̂ into this program's partial row
-                c = start + cols
-                mask = c < N
-                x_hat = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE) * rstd
-                dy = tl.load(dy_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(COMPUTE)
+                    u = u * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+                ux += u * x
+            tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
+        # pass 2, column block by column block, this program's rows inside: dx, and the block's
+        # share of dgamma summed in registers, stored once per block (no read-modify-write)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            if HAS_GAMMA:
+                gamma = tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+            dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for row in tl.range(pid, M, P):
+                row64 = tl.cast(row, tl.int64)
+                rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
+                mean_ux = tl.load(mean_ux_ptr + row64).to(COMPUTE)
+                x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
+                dy = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
                 u = dy
                 if HAS_GAMMA:
-                    u = dy * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+                    u = dy * gamma
                 dx = (u - x_hat * mean_ux) * rstd
                 tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
                 if HAS_GAMMA:
-                    term = (dy * x_hat).to(tl.float32)
-                    if row == pid:  # this program's first row: the partial row starts here
-                        tl.store(partial_row + c, term, mask=mask)
-                    else:
-                        tl.store(partial_row + c, tl.load(partial_row + c, mask=mask, other=0.0) + term, mask=mask)
+                    dgamma_acc += (dy * x_hat).to(tl.float32)
+            if HAS_GAMMA:
+                tl.store(partial_row + c, dgamma_acc, mask=mask)
 
 
 @triton.jit
@@ -162,7 +173,8 @@ def rmsnorm_fast_backward(
     Returns:
         (dx, dgamma): dx is (M, N) contiguous in the dtype of ``x``; dgamma is
         (N,) in the dtype of ``gamma`` (zeros when M = 0), or None. Scratch:
-        (P, N) float32, P = SMs × programs_per_sm (at most the row blocks).
+        (P, N) float32, P = SMs × programs_per_sm (at most the row blocks),
+        plus (M,) float32 (float64 for float32 x) when the row is wider than one block.
 
     Raises:
         ContractError: (a ValueError) for anything outside the contract,
@@ -180,8 +192,10 @@ def rmsnorm_fast_backward(
     block_m = config.BLOCK_M if one_block else 1
     P = num_programs(config, x.device, triton.cdiv(M, block_m))
     partial = new_output((P, N), torch.float32, x.device) if gamma is not None else dx
+    mean_ux = rstd if one_block else new_output((M,), torch.float64 if x.dtype == torch.float32 else torch.float32, x.device)
     rmsnorm_fast_backward_kernel[(P,)](
-        x, x.stride(0), x if gamma is None else gamma, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, M, N,
+        x, x.stride(0), x if gamma is None else gamma, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
+        M, N,
         HAS_GAMMA=gamma is not None, COMPUTE=tl.float64 if x.dtype == torch.float32 else tl.float32,
         ONE_BLOCK=one_block, BLOCK_M=block_m, BLOCK_N=config.BLOCK_N,
         NUM_STAGES=config.num_stages, num_warps=config.num_warps,

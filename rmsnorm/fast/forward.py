@@ -3,7 +3,10 @@
 For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · gamma, computed
 in float32 and rounded once into y's dtype (the dtype of x).
 
-Two shapes of the same kernel, chosen at compile time by ``ONE_BLOCK``:
+Program p takes row blocks p, p + P, p + 2P, … (with P = the number of row
+blocks, one block each; a configuration may make the grid persistent, a few
+programs per SM). Two shapes of the same kernel, chosen at compile time by
+``ONE_BLOCK``:
 
 - the row fits one block (N ≤ BLOCK_N): a (BLOCK_M, BLOCK_N) tile of rows is
   loaded once, reduced along the row and written back;
@@ -22,7 +25,7 @@ import triton
 import triton.language as tl
 
 from ..device import new_output
-from .config import FastConfig, forward_config
+from .config import FastConfig, forward_config, num_programs
 from .contract import check_fast_inputs
 
 
@@ -41,39 +44,42 @@ def rmsnorm_fast_forward_kernel(
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
     BLOCK_M: tl.constexpr,  # rows per program
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
+    NUM_STAGES: tl.constexpr,  # software pipelining of the row-block loop
 ):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
-    row_mask = rows < M
     cols = tl.arange(0, BLOCK_N)
-    x_rows = x_ptr + rows[:, None] * x_row_stride
-    y_rows = y_ptr + rows[:, None] * y_row_stride
-    if ONE_BLOCK:
-        mask = row_mask[:, None] & (cols < N)[None, :]
-        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
-        y = x * rstd[:, None]
-        if HAS_GAMMA:
-            gamma = tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
-            y = y * gamma[None, :]
-        tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
-    else:
-        sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
-            c = start + cols
-            mask = row_mask[:, None] & (c < N)[None, :]
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            sum_sq += x * x
-        rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
-        for start in range(0, N, BLOCK_N):  # pass 2: read x again, normalise, write y
-            c = start + cols
-            mask = row_mask[:, None] & (c < N)[None, :]
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    if HAS_GAMMA and ONE_BLOCK:
+        gamma = tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
+    # program p takes row blocks p, p + P, ... (P = one per block unless the config makes it persistent)
+    for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
+        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
+        row_mask = rows < M
+        x_rows = x_ptr + rows[:, None] * x_row_stride
+        y_rows = y_ptr + rows[:, None] * y_row_stride
+        if ONE_BLOCK:
+            mask = row_mask[:, None] & (cols < N)[None, :]
+            x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
             y = x * rstd[:, None]
             if HAS_GAMMA:
-                gamma = tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)
                 y = y * gamma[None, :]
-            tl.store(y_rows + c[None, :], y, mask=mask)
-    tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+            tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
+        else:
+            sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
+                c = start + cols
+                mask = row_mask[:, None] & (c < N)[None, :]
+                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                sum_sq += x * x
+            rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
+            for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
+                c = start + cols
+                mask = row_mask[:, None] & (c < N)[None, :]
+                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+                y = x * rstd[:, None]
+                if HAS_GAMMA:
+                    y = y * tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+                tl.store(y_rows + c[None, :], y, mask=mask)
+        tl.store(rstd_ptr + rows, rstd, mask=row_mask)
 
 
 def rmsnorm_fast_forward(
@@ -106,10 +112,10 @@ def rmsnorm_fast_forward(
     rstd = new_output((M,), torch.float32, x.device)
     if M == 0:
         return y, rstd
-    grid = (triton.cdiv(M, config.BLOCK_M),)
+    grid = (num_programs(config, x.device, triton.cdiv(M, config.BLOCK_M)),)
     rmsnorm_fast_forward_kernel[grid](
         x, x.stride(0), x if gamma is None else gamma, y, y.stride(0), rstd, M, N, float(eps),
         HAS_GAMMA=gamma is not None, ONE_BLOCK=config.one_block(N),
-        BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, num_warps=config.num_warps,
+        BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
     )
     return y, rstd
