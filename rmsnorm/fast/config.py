@@ -31,10 +31,15 @@ from dataclasses import dataclass
 import torch
 import triton
 
-#: Widest row a single block holds (in registers) on the GPU; wider rows loop over blocks.
+#: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
 ONE_BLOCK_MAX_N = 8192
-#: Block width of the column loop for rows wider than ONE_BLOCK_MAX_N.
+#: Widest row the backward holds in one block: 16384 for 16-bit x; 8192 for float32 x,
+#: whose row arithmetic runs in float64 (twice the registers).
+BACKWARD_ONE_BLOCK_MAX_N = {torch.float32: 8192, torch.float16: 16384, torch.bfloat16: 16384}
+#: Block width of the forward's column loop for rows wider than ONE_BLOCK_MAX_N.
 LOOP_BLOCK_N = 4096
+#: Block width of the backward's column loop.
+BACKWARD_LOOP_BLOCK_N = 8192
 #: Programs of the persistent backward grid under the CPU interpreter (one after another there).
 INTERPRETER_PROGRAMS = 4
 
@@ -84,25 +89,32 @@ def _tile_rows(block_n: int, tile: int) -> int:
 def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's forward configuration for rows of N columns in ``dtype``.
 
-    A tile of about 2048 elements per step, 4 warps (8 from 4096 columns);
-    one program per row block. From the H200 sweep (results/h200/fast_tuning.csv).
+    One program per row block (persistence did not pay in the sweep); a tile
+    of about 2048 elements per step with 4 warps (8 warps for 8192-wide
+    rows); wider rows loop over 4096-wide blocks with 16 warps. Chosen on an
+    H200 from the L2-cold sweep in results/h200/fast_tuning.csv.
     """
-    block_n = triton.next_power_of_2(N) if N <= ONE_BLOCK_MAX_N else LOOP_BLOCK_N
-    block_m = _tile_rows(block_n, 2048)
-    return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=8 if block_n >= 4096 else 4,
+    if N > ONE_BLOCK_MAX_N:
+        return FastConfig(BLOCK_M=1, BLOCK_N=LOOP_BLOCK_N, num_warps=16, programs_per_sm=None, num_stages=1)
+    block_n = triton.next_power_of_2(N)
+    return FastConfig(BLOCK_M=_tile_rows(block_n, 2048), BLOCK_N=block_n, num_warps=8 if block_n >= 8192 else 4,
                       programs_per_sm=None, num_stages=1)
 
 
 def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's backward configuration for rows of N columns in ``dtype``.
 
-    One program per SM, three pipelining stages, a tile of 8192 elements per
-    step (4096 for float32), 8 warps (16 for 8192-wide rows). From the H200
-    sweep (results/h200/fast_tuning.csv).
+    One program per SM. Rows up to 8192: a tile of 8192 elements per step
+    (4096 for float32), 8 warps, three pipelining stages (16 warps for
+    8192-wide float32 rows). 16-bit rows of up to 16384: one row per step, 16
+    warps. Wider rows loop over 8192-wide blocks with 8 warps. Chosen on an
+    H200 from the L2-cold sweep in results/h200/fast_tuning.csv.
     """
-    if N > ONE_BLOCK_MAX_N:
-        return FastConfig(BLOCK_M=1, BLOCK_N=LOOP_BLOCK_N, num_warps=16, programs_per_sm=1, num_stages=1)
+    if N > BACKWARD_ONE_BLOCK_MAX_N[dtype]:
+        return FastConfig(BLOCK_M=1, BLOCK_N=BACKWARD_LOOP_BLOCK_N, num_warps=8, programs_per_sm=1, num_stages=1)
     block_n = triton.next_power_of_2(N)
+    if block_n > 8192:
+        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=16, programs_per_sm=1, num_stages=1)
     block_m = _tile_rows(block_n, 4096 if dtype == torch.float32 else 8192)
-    return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=16 if block_n >= 8192 else 8,
-                      programs_per_sm=1, num_stages=3)
+    warps = 16 if dtype == torch.float32 and block_n >= 8192 else 8
+    return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, programs_per_sm=1, num_stages=3)
