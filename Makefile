@@ -120,7 +120,6 @@ test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exe
 # target succeeds. The test starts and stops its own JupyterLab (tests/browser/test_lab.py).
 BROWSER_DIR := $(abspath $(BUILD_DIR))/browser
 test-browser: $(SETUP)  ## Run lessons 01, 05, 08 and exercise 01 in JupyterLab in headless Chromium; screenshots in build/browser.
-	$(call require,pytest jupyterlab ipywidgets)
 	@mkdir -p "$(FIGURES_DIR)" "$(BROWSER_DIR)"
 	@status=0; tools/browser_deps.sh "$(PY)" "$(if $(SETUP),1,0)" "$(CONSTRAINTS)" "$(BROWSER_DIR)" || status=$$?; \
 	if [ $$status = 3 ]; then exit 0; elif [ $$status != 0 ]; then exit $$status; fi; \

@@ -2,6 +2,7 @@
 # What `make test-browser` needs, installed where it is missing and can be:
 #   Debian's chromium and chromium-driver (apt-get, as root or through `sudo -n`),
 #   selenium (pip, into the project's .venv only; `make setup` already puts it there via [browser]).
+# With PYTHON= (an interpreter used as is) nothing is pip-installed: a missing module is a skip.
 #
 # Usage: tools/browser_deps.sh PYTHON MAY_PIP CONSTRAINTS LOG_DIR
 #   PYTHON       the interpreter the browser test runs with
@@ -34,8 +35,15 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   } >"$log" 2>&1 || skip "apt-get could not install chromium chromium-driver (see $log)"
 fi
 
-if ! "$py" -c "import selenium" 2>/dev/null; then
-  [ "$may_pip" = 1 ] || skip "$py lacks selenium, and PYTHON= installs nothing: pip install 'selenium>=4.11' into it"
+# Python side: what tests/browser imports (selenium comes with `make setup`'s [browser] extra).
+missing=$("$py" -c 'import importlib.util as u, sys; print(" ".join(m for m in sys.argv[1:] if u.find_spec(m) is None))' \
+          pytest jupyterlab ipywidgets psutil selenium) || { echo "$py does not run" >&2; exit 1; }
+if [ -n "$missing" ]; then
+  [ "$may_pip" = 1 ] || skip "$py lacks $missing, and PYTHON= installs nothing (pip install 'rmsnorm[course,test,browser]' into it)"
+  if [ "$missing" != selenium ]; then
+    echo "$py lacks $missing: the set-up of .venv is incomplete; run make setup (or make clean CONFIRM=1 first)" >&2
+    exit 1
+  fi
   echo "Installing selenium into $py ..." >&2
   "$py" -m pip install -q -c "$constraints" "selenium>=4.11" >&2 || skip "pip could not install selenium into $py"
 fi
