@@ -234,6 +234,8 @@ def run_all(driver, path: str) -> dict:
 
     def finished():
         state = driver.execute_script(NOTEBOOK_STATE_JS)
+        if state["kernel"] in ("dead", "unknown"):
+            pytest.fail(f"{path}: the kernel died during Run All ({state})")
         done = state["kernel"] == "idle" and state["running"] == 0 and (state["unrun"] == 0 or state["errors"])
         settled.append(done)
         return state if done and settled[-3:] == [True] * 3 else None  # idle for three polls in a row
@@ -247,9 +249,13 @@ def _text(driver, element) -> str:
     return driver.execute_script("return arguments[0].textContent;", element).strip()
 
 
-def _changed(driver, output, before: str, action: str):
-    return _wait(driver, WIDGET_TIMEOUT_S, lambda: (text := _text(driver, output)) != before and text,
+def _changed(driver, output, before: str, action: str) -> str:
+    """Wait until the widget's output differs from `before`; it must not be a traceback or other stderr."""
+    text = _wait(driver, WIDGET_TIMEOUT_S, lambda: (text := _text(driver, output)) != before and text,
                  f"{action}: the widget's output did not change from {before!r}")
+    stderr = output.find_elements(By.CSS_SELECTOR, '[data-mime-type="application/vnd.jupyter.stderr"]')
+    assert not stderr, f"{action}: the widget shows an error: {_text(driver, stderr[0])[:500]}"
+    return text
 
 
 def _number(readout_text: str) -> float:
