@@ -31,4 +31,6 @@ COPY --chown=learner:learner . .
 USER 10001
 ENV FIGURES_DIR=/home/learner/course/build/figures
 EXPOSE 8888
-CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/home/learner/course"]
+# lab-settings/overrides.json: the course's JupyterLab defaults (no news pop-up), as in `make lab`.
+CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/home/learner/course", \
+     "--LabApp.app_settings_dir=/home/learner/course/lab-settings"]

@@ -2,6 +2,7 @@
 #
 #   make lab     set up .venv if needed, then open JupyterLab on the course
 #   make test    set up .venv if needed, then run tests/ and every notebook (nbval)
+#   make test-browser   lessons 01, 05, 08 and exercise 01 in JupyterLab in a headless Chromium
 #   make help    list every target
 #
 # Variables (give them on the command line, e.g. `make test PYTHON=python3`):
@@ -74,11 +75,11 @@ define require
 @$(PY) -c 'import importlib.util as u, sys; missing = [m for m in sys.argv[1:] if u.find_spec(m) is None]; sys.exit("$(PY) lacks: " + ", ".join(missing) + ". Run make without PYTHON= to set up $(VENV), or install the project extras into it." if missing else None)' $(1)
 endef
 
-.PHONY: help setup lab test run check-env clean exercises strip
+.PHONY: help setup lab test test-browser run check-env clean exercises strip
 
 help:  ## List the targets and what they do.
 	@echo "Usage: make <target> [VARIABLE=value ...]   (variables: see the top of the Makefile)"
-	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
+	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 16
 
 setup: $(SETUP)  ## Create .venv: pinned torch/triton (constraints.txt), then the project with [dev] extras.
 ifneq ($(SETUP),)
@@ -97,10 +98,13 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 
 # Jupyter refuses to run as root unless told; root is the only user on many containers and VMs.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# The course's JupyterLab settings (lab-settings/overrides.json: no "official Jupyter news?"
+# pop-up), read as defaults in place of the installation's app settings folder.
+LAB_SETTINGS := --LabApp.app_settings_dir="$(CURDIR)/lab-settings"
 lab: $(SETUP)  ## Open JupyterLab on the course (LAB_ARGS=... for more options).
 	$(call require,jupyterlab)
 	@mkdir -p "$(FIGURES_DIR)"
-	$(PY) -m jupyterlab --ServerApp.root_dir="$(CURDIR)" $(LAB_ROOT_FLAG) $(LAB_ARGS)
+	$(PY) -m jupyterlab --ServerApp.root_dir="$(CURDIR)" $(LAB_SETTINGS) $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exercises/ (nbval).
 	$(call require,pytest nbval)
@@ -110,6 +114,17 @@ test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exe
 	set -x; \
 	$(PY) -m pytest $$xdist $(wildcard tests) $(NOTEBOOKS) \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) $(PYTEST_ARGS)
+
+# tools/browser_deps.sh installs chromium, chromium-driver (apt-get) and selenium (pip, .venv only)
+# where they are missing; where they cannot be installed it prints "skipped: <reason>" and the
+# target succeeds. The test starts and stops its own JupyterLab (tests/browser/test_lab.py).
+BROWSER_DIR := $(abspath $(BUILD_DIR))/browser
+test-browser: $(SETUP)  ## Run lessons 01, 05, 08 and exercise 01 in JupyterLab in headless Chromium; screenshots in build/browser.
+	@mkdir -p "$(FIGURES_DIR)" "$(BROWSER_DIR)"
+	@status=0; tools/browser_deps.sh "$(PY)" "$(if $(SETUP),1,0)" "$(CONSTRAINTS)" "$(BROWSER_DIR)" || status=$$?; \
+	if [ $$status = 3 ]; then exit 0; elif [ $$status != 0 ]; then exit $$status; fi; \
+	set -x; \
+	BROWSER_BUILD_DIR="$(BROWSER_DIR)" $(PY) -m pytest tests/browser -v $(PYTEST_ARGS)
 
 run: $(HTML)  ## Execute every notebook headless into build/executed/, export HTML to build/html/.
 	@echo "$(words $(HTML)) notebook(s) executed; HTML in $(BUILD_DIR)/html, figures in $(FIGURES_DIR)."

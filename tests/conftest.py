@@ -7,6 +7,10 @@ import rmsnorm  # noqa: F401  (selects GPU or interpreter before anything else)
 from rmsnorm.device import default_device
 from rmsnorm.testing import check_canary, poisoned_outputs
 
+# tests/browser drives JupyterLab in a headless Chromium: only `make test-browser` runs it
+# (it names the folder, which collect_ignore does not block).
+collect_ignore = ["browser"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _canary():
