@@ -13,7 +13,13 @@ Public API (the original article's names):
 - :class:`RMSNorm` — the module (``weight``; state_dict-compatible with
   ``torch.nn.RMSNorm``).
 
-Source: notebooks/01_formula.ipynb … 08_n_vs_block_exercise.ipynb.
+The fast path (lessons 09–12), beside the article's, in :mod:`rmsnorm.fast`:
+
+- :func:`rmsnorm_fast`, :class:`FastRMSNorm` — one-pass fused backward, bf16,
+  rows up to 65536, row strides, a custom op that ``torch.compile`` traces.
+- :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — its launchers.
+
+Source: notebooks/01_formula.ipynb … 12_tuning_and_side_by_side.ipynb.
 """
 
 from . import device as _device
@@ -31,6 +37,7 @@ from .contract import (  # noqa: E402
     scratch_bytes,
 )
 from .device import InterpreterUnavailableError, default_device  # noqa: E402
+from .fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward  # noqa: E402
 from .forward import forward_op, rmsnorm_forward_kernel  # noqa: E402
 from .module import RMSNorm  # noqa: E402
 from .reduction import reduce_gamma_gradient, rmsnorm_dgamma_kernel  # noqa: E402
@@ -49,6 +56,7 @@ __all__ = [
     "CALLS",
     "CallCounter",
     "ContractError",
+    "FastRMSNorm",
     "InterpreterUnavailableError",
     "MAX_N",
     "MAX_SCRATCH_BYTES",
@@ -65,6 +73,9 @@ __all__ = [
     "rmsnorm",
     "rmsnorm_dgamma_kernel",
     "rmsnorm_dx_kernel",
+    "rmsnorm_fast",
+    "rmsnorm_fast_backward",
+    "rmsnorm_fast_forward",
     "rmsnorm_forward_kernel",
     "rmsnorm_reference",
     "scratch_bytes",
