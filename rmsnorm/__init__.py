@@ -16,9 +16,7 @@ Public API (the original article's names):
 Source: notebooks/01_formula.ipynb … 08_n_vs_block_exercise.ipynb.
 """
 
-from . import device as _device
-
-BACKEND = _device.select_backend()  # before any @triton.jit below
+from . import device as _device  # first: decides where kernels run, before any @triton.jit below
 
 from .autograd import CALLS, CallCounter, RMSNormFunction, rmsnorm  # noqa: E402
 from .backward import backward_rows, rmsnorm_dx_kernel  # noqa: E402
@@ -27,10 +25,9 @@ from .contract import (  # noqa: E402
     MAX_SCRATCH_BYTES,
     ContractError,
     check_contract,
-    interpreter_active,
     scratch_bytes,
 )
-from .device import InterpreterUnavailableError, default_device  # noqa: E402
+from .device import InterpreterUnavailableError, default_device, interpreter_active  # noqa: E402
 from .forward import forward_op, rmsnorm_forward_kernel  # noqa: E402
 from .module import RMSNorm  # noqa: E402
 from .reduction import reduce_gamma_gradient, rmsnorm_dgamma_kernel  # noqa: E402
@@ -45,7 +42,6 @@ def describe_backend() -> str:
 
 
 __all__ = [
-    "BACKEND",
     "CALLS",
     "CallCounter",
     "ContractError",
