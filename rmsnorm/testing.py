@@ -80,7 +80,7 @@ def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False
     Returns:
         (...,) float64 on the CPU, or (..., 1) with ``keepdim``.
 
-    Source: notebooks/03_forward_kernel.ipynb §4 (rstd, one per row).
+    Source: notebooks/03_forward_kernel.ipynb §5 (rstd, one per row).
     """
     x64 = x.detach().to("cpu", torch.float64)
     return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + epsilon)
