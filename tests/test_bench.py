@@ -217,6 +217,8 @@ def test_tiny_timing_on_cuda_returns_positive_times(monkeypatch):
         assert profile.device_us > 0 and profile.ops_per_call == 1  # one kernel; the flush is not counted
         assert set(profile.by_name) == {"rmsnorm_forward_kernel"} and profile.l2_cold is flush
     assert bench.kernel_time_us(call, calls=2, warmup=1) > 0
+    with pytest.raises(ValueError, match="cannot evict"):
+        bench.flush_l2(1024)  # smaller than any L2
 
 
 @pytest.mark.gpu

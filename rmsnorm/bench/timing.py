@@ -165,8 +165,12 @@ def flush_l2(nbytes: int = L2_FLUSH_BYTES) -> None:
 
     Raises:
         BenchmarkUnavailableError: no CUDA GPU.
+        ValueError: ``nbytes`` does not exceed the device's L2 cache (it would not evict it).
     """
     require_cuda()
+    l2_bytes = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+    if nbytes <= l2_bytes:
+        raise ValueError(f"an L2 flush of {nbytes} bytes cannot evict an L2 cache of {l2_bytes} bytes: write more")
     key = (torch.cuda.current_device(), nbytes)
     if key not in _FLUSH_BUFFERS:
         _FLUSH_BUFFERS[key] = torch.empty(nbytes // 4, dtype=torch.int32, device="cuda")
@@ -213,6 +217,7 @@ def profile_kernels(
 
     Raises:
         BenchmarkUnavailableError: no CUDA GPU.
+        ValueError: ``flush`` with ``flush_bytes`` not larger than the device's L2.
         RuntimeError: the profiler recorded no device operation of ``fn``.
 
     Source: notebooks/07_benchmark.ipynb; PyTorch profiler recipe; ``triton.testing.do_bench`` (the flush).
