@@ -22,9 +22,7 @@ The fast path (lessons 09–12), beside the article's, in :mod:`rmsnorm.fast`:
 Source: notebooks/01_formula.ipynb … 12_tuning_and_side_by_side.ipynb.
 """
 
-from . import device as _device
-
-BACKEND = _device.select_backend()  # before any @triton.jit below
+from . import device as _device  # first: decides where kernels run, before any @triton.jit below
 
 from .autograd import CALLS, CallCounter, RMSNormFunction, rmsnorm  # noqa: E402
 from .backward import backward_rows, rmsnorm_dx_kernel  # noqa: E402
@@ -33,10 +31,9 @@ from .contract import (  # noqa: E402
     MAX_SCRATCH_BYTES,
     ContractError,
     check_contract,
-    interpreter_active,
     scratch_bytes,
 )
-from .device import InterpreterUnavailableError, default_device  # noqa: E402
+from .device import InterpreterUnavailableError, default_device, interpreter_active  # noqa: E402
 from .fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward  # noqa: E402
 from .forward import forward_op, rmsnorm_forward_kernel  # noqa: E402
 from .module import RMSNorm  # noqa: E402
@@ -52,7 +49,6 @@ def describe_backend() -> str:
 
 
 __all__ = [
-    "BACKEND",
     "CALLS",
     "CallCounter",
     "ContractError",

@@ -17,6 +17,8 @@ import numbers
 
 import torch
 
+from . import device
+
 #: Widest row the kernels accept: one program holds a whole row in registers.
 MAX_N = 4096
 #: Bytes of float32 scratch (M × N × 4) the dgamma partials may take: 64 MiB.
@@ -32,14 +34,6 @@ class ContractError(ValueError):
 def scratch_bytes(M: int, N: int) -> int:
     """Bytes of the float32 ``partial`` buffer for an (M, N) input: ``M * N * 4``."""
     return M * N * 4
-
-
-def interpreter_active() -> bool:
-    """True when the package's kernels run in Triton's CPU interpreter."""
-    from . import device
-    from .forward import rmsnorm_forward_kernel
-
-    return device.is_interpreted(rmsnorm_forward_kernel)
 
 
 def _require_tensor(name: str, t) -> None:
@@ -66,7 +60,7 @@ def _require_device(name: str, t: torch.Tensor, expected: torch.device) -> None:
 def _require_kernel_device(name: str, t: torch.Tensor) -> None:
     """A device the kernels can run on: CUDA, or the CPU while the interpreter is on."""
     if t.device.type == "cpu":
-        if not interpreter_active():
+        if not device.interpreter_active():
             raise ContractError(
                 f"{name} is on the CPU but Triton's interpreter is off, so the kernels cannot run there. "
                 "Move the tensors to CUDA, or restart Python with TRITON_INTERPRET=1 set "

@@ -1,10 +1,12 @@
 """Where the kernels run: a CUDA GPU, or Triton's interpreter on the CPU.
 
-Importing :mod:`rmsnorm` calls :func:`select_backend` before any kernel is
-defined. On a machine without CUDA it switches Triton to its interpreter
-(``TRITON_INTERPRET=1``), so that the very same ``@triton.jit`` kernels run on
-CPU tensors, one program after another, in NumPy. Nothing is copied or
-re-typed for the CPU: the interpreter executes the kernel source itself.
+Importing this module (the first thing :mod:`rmsnorm` does) decides, once,
+before any kernel is defined. On a machine without CUDA it switches Triton to
+its interpreter (``TRITON_INTERPRET=1``), so that the very same ``@triton.jit``
+kernels run on CPU tensors, one program after another, in NumPy. Nothing is
+copied or re-typed for the CPU: the interpreter executes the kernel source
+itself. It then records what Triton really decided, in :data:`INTERPRETED`:
+every other module asks :func:`interpreter_active`, never a kernel.
 
 Source: notebooks/03_forward_kernel.ipynb; Triton's interpreter is documented
 in the Triton FAQ/debugging guide (``TRITON_INTERPRET=1``).
@@ -24,26 +26,33 @@ class InterpreterUnavailableError(RuntimeError):
     """No CUDA device, and Triton's interpreter could not be switched on."""
 
 
-def select_backend() -> str:
-    """Choose where kernels run and, without CUDA, switch on the interpreter.
+def select_backend() -> None:
+    """Without CUDA, switch on the interpreter, unless it is too late or refused.
 
     Must run before any ``@triton.jit`` kernel is defined (Triton decides at
-    decoration time whether a kernel is compiled or interpreted).
-
-    Returns:
-        ``"cuda"`` when a CUDA device is usable, else ``"interpreter"``.
-        An explicit ``TRITON_INTERPRET=0`` in the environment is respected and
-        never overridden; :func:`check_backend` then reports the problem.
+    decoration time whether a kernel is compiled or interpreted). An explicit
+    ``TRITON_INTERPRET=0`` in the environment is respected and never
+    overridden; :func:`check_backend` then reports the problem.
     """
     if torch.cuda.is_available():
-        return "cuda"
+        return
     if INTERPRET_ENV not in os.environ and "triton" not in sys.modules:
         os.environ[INTERPRET_ENV] = "1"
     # Triton imported earlier without the variable: its own @jit helpers
     # (tl.sum, ...) were compiled-mode objects, so switching on now would give
     # kernels that fail inside the interpreter. Leave it off: check_backend
     # then stops the import with the fix.
-    return "interpreter"
+
+
+def _kernels_will_be_interpreted() -> bool:
+    """What Triton decides for a kernel defined now: a probe, defined and never launched."""
+    import triton
+
+    @triton.jit
+    def _probe():  # pragma: no cover - never launched
+        pass
+
+    return is_interpreted(_probe)
 
 
 def is_interpreted(kernel) -> bool:
@@ -75,6 +84,15 @@ def check_backend(kernel) -> None:
         "Restart Python (in Jupyter: restart the kernel), then import rmsnorm before triton, "
         f"or set {INTERPRET_ENV}=1 in the environment before starting Python."
     )
+
+
+def interpreter_active() -> bool:
+    """True when the package's kernels run in Triton's interpreter (recorded once, at import).
+
+    Truthful on every machine: also True on a GPU machine started with
+    ``TRITON_INTERPRET=1``, where the kernels are interpreted although CUDA is there.
+    """
+    return INTERPRETED
 
 
 def describe(kernel) -> str:
@@ -112,3 +130,8 @@ def new_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 def default_device() -> torch.device:
     """``cuda`` when a GPU is usable, else ``cpu`` (interpreter)."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+select_backend()
+#: Whether the kernels defined after this import run in Triton's interpreter (decided once, here).
+INTERPRETED: bool = _kernels_will_be_interpreted()

@@ -57,6 +57,10 @@ def rmsnorm_dgamma_kernel(
     tl.store(dgamma_ptr + cols, total, mask=col_mask)  # cast to gamma's dtype
 
 
+# torch.compile breaks the graph here and runs the launch eagerly: Dynamo cannot trace a kernel
+# that runs in Triton's CPU interpreter, and eager's numbers are the contract (the fast path's custom
+# op is the one meant to be traced whole).
+@torch.compiler.disable
 def reduce_gamma_gradient(partial: torch.Tensor, dtype: torch.dtype, *, kernel=rmsnorm_dgamma_kernel) -> torch.Tensor:
     """Sum the partials over rows in float32, then cast: dgamma.
 

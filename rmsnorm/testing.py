@@ -97,6 +97,26 @@ def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None,
     return tuple(t.to(device=device, dtype=dtype) for t in (x, gamma, dy))
 
 
+def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
+    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + epsilon), in float64 on the CPU.
+
+    The one place the course writes this oracle (the reference formula, on
+    exactly the values the kernel saw: float16 inputs are up-cast, not re-drawn).
+
+    Args:
+        x: (..., N) tensor, any floating dtype, any device.
+        epsilon: added to mean(x²) before the square root.
+        keepdim: keep the reduced dimension, (..., 1), to broadcast against x.
+
+    Returns:
+        (...,) float64 on the CPU, or (..., 1) with ``keepdim``.
+
+    Source: notebooks/03_forward_kernel.ipynb §5 (rstd, one per row).
+    """
+    x64 = x.detach().to("cpu", torch.float64)
+    return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + epsilon)
+
+
 def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None, epsilon: float = 1e-6, *, on=None):
     """The stated oracle: the reference formulas in float64 on the same inputs.
 

@@ -11,8 +11,7 @@ Everything the article's integration check needs, and nothing more:
 - :func:`train` runs Adam on mini-batches and returns the loss history;
 - :func:`evaluate_mse` gives the mean squared error on a split.
 
-Source: notebooks/06_autograd_and_training.ipynb (training, reload, CALLS) and
-notebooks/02_reference.ipynb (the splits).
+Source: notebooks/06_autograd_and_training.ipynb (the splits, training, reload, CALLS).
 """
 
 from __future__ import annotations
@@ -94,7 +93,7 @@ def make_splits(
     Raises:
         ValueError: for a split size < 1, a width < 1 or a negative noise_std.
 
-    Source: notebooks/02_reference.ipynb.
+    Source: notebooks/06_autograd_and_training.ipynb §6.
     """
     sizes = (n_train, n_val, n_test)
     if min(sizes) < 1 or min(features, outputs, teacher_hidden) < 1:

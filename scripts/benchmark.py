@@ -1,6 +1,7 @@
 """Run the whole benchmark on a CUDA GPU and write results/<card>/ (CSV + environment.json).
 
-    python3 scripts/benchmark.py --out results/h200
+    python3 scripts/benchmark.py --out results/h200      # the full run (about a minute on an H200)
+    python3 scripts/benchmark.py --quick                 # self-check: one shape, 1 repeat, into build/bench-quick
 
 1. Correctness first: every timed callable (Triton kernels through
    ``forward_op`` and autograd, the PyTorch reference, Liger-Kernel when it
@@ -9,13 +10,16 @@
    script exits with status 1 after writing what it has.
 2. The article's protocol at 128×257 float32 (20 warm-up calls excluded,
    median of 50 samples of 20 calls), ``--repeats`` times, interleaved.
-3. The sweep: whole-call, graph-replay and device-kernel time per shape,
-   with GB/s from the bytes moved.
-4. The device's copy ceiling (1 GiB device-to-device copy).
+3. The sweep: whole-call, graph-replay and device-kernel time per shape, the
+   latter both back to back (L2-warm) and with L2 flushed before every call
+   (``rmsnorm.bench.kernel_time_us``), with GB/s from the declared bytes
+   (the minimum traffic, the same for every implementation).
+4. The device's copy ceiling (1 GiB device-to-device copy), and a check that
+   the L2 flush works (a 16 MiB read must take longer L2-cold than L2-warm).
 
 Benchmarks never assert a speed-up: this script reports, it does not judge.
 
-Source: notebooks/07_benchmark.ipynb; rmsnorm/bench.py.
+Source: notebooks/07_benchmark.ipynb; rmsnorm/bench/.
 """
 
 from __future__ import annotations
@@ -36,13 +40,27 @@ import torch  # noqa: E402
 from rmsnorm import bench  # noqa: E402
 
 
+def check_flush() -> dict:
+    """Kernel time of a 16 MiB sum, back to back and after each L2 flush: the flush must make it slower."""
+    data = torch.ones(4 * 2**20, device="cuda")
+    warm = bench.kernel_time_us(data.sum, flush=False)
+    cold = bench.kernel_time_us(data.sum)
+    return {"read_bytes": data.numel() * 4, "warm_us": round(warm, 3), "cold_us": round(cold, 3), "evicts": cold > warm}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run everything, write the files; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=bench.RESULTS_DIR, help="folder for the CSV files and environment.json")
     parser.add_argument("--repeats", type=int, default=3, help="full protocol runs at 128x257 (their spread is the noise)")
     parser.add_argument("--no-liger", action="store_true", help="leave Liger-Kernel out even if it imports")
+    parser.add_argument("--quick", action="store_true",
+                        help="self-check: 1 repeat, the sweep at 128x257 only, into build/bench-quick unless --out is given")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
+        if args.out == bench.RESULTS_DIR:
+            args.out = Path(__file__).resolve().parent.parent / "build" / "bench-quick"
     try:
         bench.require_cuda()
     except bench.BenchmarkUnavailableError as err:
@@ -71,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"protocol {M}x{N}: {len(samples)} samples in {time.perf_counter() - started:.1f} s")
 
     allowed, skipped = bench.sweep_shapes()
+    if args.quick:
+        allowed = [bench.DEFAULT_SHAPE]
     sweep_parts, kernel_parts, checked = [], [], []
     for M_, N_ in allowed:
         try:
@@ -97,6 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         failures.append(f"copy ceiling: {type(err).__name__}: {err}")
         ceiling = None
+    try:
+        flush_check = check_flush()
+    except Exception as err:
+        flush_check = {"evicts": None, "error": f"{type(err).__name__}: {err}"}
+    if not flush_check["evicts"]:  # then cold_us is not L2-cold: say so, exit 1
+        failures.append(f"L2 flush check: {flush_check}")
 
     environment = bench.environment_info()
     environment["protocol"] = {
@@ -112,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         "forward": "forward_op(x, gamma) vs rmsnorm_reference(x, gamma) [vs Liger apply]",
         "forward_backward": "impl(x, gamma).backward(dy) through autograd, grads of x and gamma reset to None each call",
         "graph_replay": f"triton.testing.do_bench_cudagraph(rep={bench.GRAPH_REP_MS} ms, return_mode='median')",
-        "device_kernels": f"torch.profiler, sum of device operation durations over {bench.PROFILED_CALLS} calls",
-        "bytes": "bytes the Triton path reads and writes (bench.forward_bytes / forward_backward_bytes), same count for every impl",
+        "device_kernels": f"torch.profiler, sum of device operation durations over {bench.PROFILED_CALLS} calls, back to back (L2-warm)",
+        "l2_cold": (f"cold_us: rmsnorm.bench.kernel_time_us, the profiler's sum with {bench.L2_FLUSH_BYTES} bytes written "
+                    "before every call (the flush's own kernel excluded)"),
+        "bytes": bench.BYTE_CONVENTION,
         "correctness": "every timed output compared with the float64 oracle (rmsnorm.testing.assert_close) before timing",
     }
     environment["sweep"] = {
@@ -123,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     environment["liger"] = "timed" if liger_reason is None else f"not timed: {liger_reason}"
     environment["copy_bandwidth_gbps"] = ceiling
+    environment["l2_flush_check"] = flush_check
+    environment["quick"] = args.quick
     environment["check_failures"] = failures
     environment["wall_seconds"] = round(time.perf_counter() - started, 1)
 
@@ -136,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     print(differences[["path", "impl", "repeat", "impl_us", "reference_us", "difference_us", "percent"]]
           .to_string(index=False, float_format="%.2f"))
     if not sweep.empty:
-        print(sweep[["path", "impl", "M", "N", "whole_call_us", "graph_us", "device_us", "device_ops_per_call", "gbps_graph"]]
+        print(sweep[["path", "impl", "M", "N", "whole_call_us", "graph_us", "device_us", "cold_us", "device_ops_per_call", "gbps_cold"]]
               .to_string(index=False, float_format="%.2f"))
-    print(f"copy ceiling: {ceiling} GB/s; wrote {args.out} in {environment['wall_seconds']} s")
+    print(f"copy ceiling: {ceiling} GB/s; L2 flush check: {flush_check}; wrote {args.out} in {environment['wall_seconds']} s")
     if failures:
-        print("CORRECTNESS FAILURES (not timed):", *failures, sep="\n  ")
+        print("FAILURES (a shape that failed its check was not timed):", *failures, sep="\n  ")
         return 1
     return 0
 

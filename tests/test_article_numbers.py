@@ -4,14 +4,17 @@ import pytest
 import torch
 
 from rmsnorm import backward_rows, forward_op, manual_backward, reduce_gamma_gradient, rmsnorm_reference
+from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm.testing import rstd_oracle
 
 SIX_DECIMALS = {"atol": 5e-7, "rtol": 0}
 
 
 def test_reference_3_4(device):
     x = torch.tensor([[3.0, 4.0]], device=device)
-    r = torch.rsqrt(x.square().mean(-1) + 1e-6)
-    torch.testing.assert_close(r.cpu(), torch.tensor([0.282843]), **SIX_DECIMALS)
+    r = rstd_oracle(x)  # the course's one rstd oracle, float64
+    assert r.dtype == torch.float64
+    torch.testing.assert_close(r, torch.tensor([0.282843], dtype=torch.float64), **SIX_DECIMALS)
     y = rmsnorm_reference(x, torch.ones(2, device=device))
     torch.testing.assert_close(y.cpu(), torch.tensor([[0.848528, 1.131371]]), **SIX_DECIMALS)
     y2 = rmsnorm_reference(x, torch.tensor([2.0, 0.5], device=device))
@@ -45,9 +48,19 @@ def test_sum_not_mean_table(device):
     assert dgamma.cpu().tolist() == [4.0, 6.0]  # the sum; the mean would be [2, 3]
 
 
-def test_block_padding_example():
-    # [1, 1, 1] in a block of 4: the padding adds 0 to the sum; 3/3 = 1, 3/4 = 0.75.
-    padded = torch.tensor([1.0, 1.0, 1.0, 0.0])
-    assert padded.square().sum().item() == 3.0
-    assert padded.square().sum().item() / 3 == 1.0
-    assert padded.square().sum().item() / 4 == 0.75
+def test_block_padding_example(device):
+    # [1, 1, 1] in a block of 4: the kernel divides by N = 3 (mean 1), the block-mean bug by 4 (mean 0.75).
+    x, ones = torch.ones(1, 3, device=device), torch.ones(3, device=device)
+    _, rstd = forward_op(x, ones)
+    _, rstd_bug = forward_op(x, ones, kernel=rmsnorm_forward_kernel_block_mean)
+    torch.testing.assert_close(rstd.cpu().double(), torch.tensor([(1 + 1e-6) ** -0.5], dtype=torch.float64), **SIX_DECIMALS)
+    torch.testing.assert_close(rstd_bug.cpu().double(), torch.tensor([(0.75 + 1e-6) ** -0.5], dtype=torch.float64), **SIX_DECIMALS)
+
+
+def test_the_257_ones_table(device):
+    # The article's table, from the kernels: 0.9999995 dividing by N, 1.411458 dividing by BLOCK_SIZE = 512.
+    x, ones = torch.ones(1, 257, device=device), torch.ones(257, device=device)
+    y, _ = forward_op(x, ones)
+    y_bug, _ = forward_op(x, ones, kernel=rmsnorm_forward_kernel_block_mean)
+    torch.testing.assert_close(y.cpu(), torch.full((1, 257), 0.9999995), atol=5e-8, rtol=0)
+    torch.testing.assert_close(y_bug.cpu(), torch.full((1, 257), 1.411458), atol=5e-7, rtol=0)

@@ -1,4 +1,6 @@
-"""The autograd wrapper and the module: gradients, shapes, CALLS, M = 0, state_dict."""
+"""The autograd wrapper and the module: gradients, shapes, CALLS, M = 0, state_dict, torch.compile."""
+
+import shutil
 
 import pytest
 import torch
@@ -79,3 +81,44 @@ def test_module_state_dict_round_trips_with_torch_nn_rmsnorm(device):
     back.load_state_dict(theirs.state_dict())
     assert torch.equal(back.weight, ours.weight)
     assert list(ours.state_dict()) == ["weight"]
+
+
+def test_reset_parameters_sets_weight_back_to_ones(device):
+    norm = RMSNorm(33, dtype=torch.float16).to(device)
+    with torch.no_grad():
+        norm.weight.mul_(3.0)
+    norm.reset_parameters()
+    assert torch.equal(norm.weight, torch.ones(33, dtype=torch.float16, device=device))
+    assert norm.weight.dtype == torch.float16 and isinstance(norm.weight, torch.nn.Parameter)
+
+
+def _tiny_model(device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 33), RMSNorm(33), torch.nn.SiLU(), torch.nn.Linear(33, 2)).to(device)
+
+
+INDUCTOR_NEEDS = "torch.compile's inductor backend needs a C++ compiler on the CPU (g++ or clang++), and this machine has none"
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_torch_compile_gives_eager_numbers(backend, device):
+    if backend == "inductor" and device.type == "cpu" and not (shutil.which("g++") or shutil.which("clang++")):
+        pytest.skip(INDUCTOR_NEEDS)
+    torch._dynamo.reset()
+    model, x = _tiny_model(device), torch.randn(5, 8, device=device)
+    y_eager = model(x)
+    y_eager.square().sum().backward()
+    grads_eager = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    CALLS.reset()
+    y_compiled = torch.compile(model, backend=backend)(x)
+    y_compiled.square().sum().backward()
+    assert CALLS == {"forward": 1, "backward": 1}  # our Function ran, once each way
+    if backend == "eager":  # the same operations in the same order: the same bits
+        assert torch.equal(y_compiled, y_eager)
+        assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads_eager))
+    else:  # inductor fuses the Linear/SiLU around the norm: fp32 rounding, within the declared tolerance
+        assert_close(y_compiled, y_eager)
+        for p, g in zip(model.parameters(), grads_eager):
+            assert_close(p.grad, g)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rmsnorm import bench, forward_op
+from rmsnorm import bench, forward_op, scratch_bytes
 from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.testing import make_inputs
 
@@ -21,7 +21,8 @@ EXPECTED_COLUMNS = {
     "summary": ["path", "impl", "repeat", "M", "N", "dtype", *bench.STAT_COLUMNS],
     "differences": [*PROTOCOL_KEYS, "impl", "impl_us", "reference_us", "difference_us", "percent"],
     "sweep": ["path", "impl", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us", "graph_us",
-              "device_us", "device_ops_per_call", "gbps_whole", "gbps_graph", "gbps_device"],
+              "device_us", "device_ops_per_call", *(["cold_us"] if RESULTS.l2_cold else []),
+              "gbps_whole", "gbps_graph", "gbps_device", *(["gbps_cold"] if RESULTS.l2_cold else [])],
     "kernels": ["path", "impl", "M", "N", "name", "launches_per_call", "us_per_call"],
 }
 #: The CSV files keep 6 decimals (µs to the picosecond): recomputations agree to that.
@@ -95,10 +96,30 @@ def test_sweep_covers_the_grid_where_the_scratch_contract_allows():
 def test_sweep_bytes_and_rates_follow_from_the_counts():
     sweep = RESULTS.sweep
     expected = [bench.bytes_moved(p, m, n, getattr(torch, d)) for p, m, n, d in zip(sweep["path"], sweep["M"], sweep["N"], sweep["dtype"])]
-    assert sweep["bytes"].tolist() == expected
-    for rate, time in (("gbps_whole", "whole_call_us"), ("gbps_graph", "graph_us"), ("gbps_device", "device_us")):
+    assert sweep["bytes"].tolist() == expected  # the current convention, for every impl
+    rates = [rate for rate, time in bench.RATE_COLUMNS.items() if time in sweep.columns]
+    assert len(rates) == (4 if RESULTS.l2_cold else 3)
+    for rate in rates:
+        time = bench.RATE_COLUMNS[rate]
         assert (sweep[time] > 0).all(), time
         np.testing.assert_allclose(sweep[rate], sweep["bytes"] / (sweep[time] * 1e3), rtol=1e-5, err_msg=rate)
+    pd.testing.assert_frame_equal(bench.recompute_rates(sweep), sweep, check_exact=False, rtol=1e-5)
+
+
+def test_environment_states_the_byte_convention_and_l2():
+    protocol = RESULTS.environment["protocol"]
+    assert protocol["bytes"] == bench.BYTE_CONVENTION
+    if not RESULTS.l2_cold:  # an older run: its L2-warm times are marked as such
+        assert protocol["l2_cold"].startswith("not measured")
+
+
+def test_recompute_rates_replaces_an_old_byte_count():
+    old = RESULTS.sweep.assign(bytes=RESULTS.sweep["bytes"] + 8 * RESULTS.sweep["M"] * RESULTS.sweep["N"])
+    old["gbps_graph"] = old["bytes"] / (old["graph_us"] * 1e3)
+    fixed = bench.recompute_rates(old)
+    np.testing.assert_allclose(fixed["gbps_graph"], RESULTS.sweep["gbps_graph"], rtol=1e-5)
+    assert fixed["bytes"].tolist() == RESULTS.sweep["bytes"].tolist()
+    assert (old["bytes"] > fixed["bytes"]).all()  # the scratch is charged to no one now
 
 
 def test_kernel_table_adds_up_to_the_sweep_device_time():
@@ -123,11 +144,25 @@ def test_article_rtx3090_differences_to_two_decimals():
 
 def test_bytes_counted_by_hand_for_128x257_fp32():
     # forward: x and y (2 * 128 * 257 * 4) + gamma (257 * 4) + rstd (128 * 4)
-    assert bench.forward_bytes(128, 257) == 263_168 + 1_028 + 512
-    # + dx kernel: x, dy, dx (3 * 131_584), gamma, rstd, partial (131_584); dgamma kernel: partial, dgamma
-    assert bench.forward_backward_bytes(128, 257) == 264_708 + 3 * 131_584 + 1_028 + 512 + 2 * 131_584 + 1_028
+    assert bench.forward_bytes(128, 257) == 263_168 + 1_028 + 512 == 264_708
+    # backward: x, dy, dx (3 * 131_584) + gamma read and dgamma written (2 * 1_028) + rstd (512); no scratch
+    assert bench.backward_bytes(128, 257) == 3 * 131_584 + 2 * 1_028 + 512 == 397_320
+    assert bench.forward_backward_bytes(128, 257) == 264_708 + 397_320 == 662_028
+    assert bench.bytes_moved("forward_backward", 128, 257) == 662_028
     assert bench.forward_bytes(128, 257, torch.float16) == (2 * 128 * 257 + 257) * 2 + 512
+    # s and s_w are separate: fp16 x with an fp32 gamma
+    assert bench.forward_bytes(128, 257, torch.float16, torch.float32) == 2 * 128 * 257 * 2 + 257 * 4 + 512
+    assert bench.backward_bytes(4, 8, torch.float16, torch.float32) == 3 * 4 * 8 * 2 + 2 * 8 * 4 + 4 * 4
     assert bench.gbps(1_000_000, 1.0) == 1000.0  # 10^6 bytes in 1 µs = 1000 GB/s
+    with pytest.raises(ValueError, match="path must be"):
+        bench.bytes_moved("backward", 1, 1)
+
+
+def test_bytes_are_the_same_for_every_impl_and_below_the_article_paths_traffic():
+    # The article's path also writes and reads M*N*4 bytes of fp32 partials: the declared count leaves them out.
+    for M, N in bench.sweep_shapes()[0]:
+        article_path = bench.forward_backward_bytes(M, N) + 2 * scratch_bytes(M, N)
+        assert bench.forward_backward_bytes(M, N) < article_path
 
 
 def test_check_calls_passes_the_package_and_catches_a_wrong_kernel(device):
@@ -154,12 +189,14 @@ def test_environment_info_names_versions_on_any_machine():
         lambda: bench.time_whole_calls(lambda: None),
         lambda: bench.time_graph_replay(lambda: None),
         lambda: bench.profile_kernels(lambda: None),
+        lambda: bench.kernel_time_us(lambda: None),
+        lambda: bench.flush_l2(),
         lambda: bench.copy_bandwidth_gbps(1024),
         lambda: bench.run_protocol(2, 8),
         lambda: bench.measure_shape(2, 8),
         lambda: bench.run_sweep(),
     ],
-    ids=["whole_calls", "graph_replay", "profile", "copy", "protocol", "measure_shape", "sweep"],
+    ids=["whole_calls", "graph_replay", "profile", "kernel_time", "flush", "copy", "protocol", "measure_shape", "sweep"],
 )
 def test_timing_refuses_to_run_without_cuda(call):
     with pytest.raises(bench.BenchmarkUnavailableError, match="needs a CUDA GPU"):
@@ -175,5 +212,33 @@ def test_tiny_timing_on_cuda_returns_positive_times(monkeypatch):
     samples = bench.time_whole_calls(call, warmup=2, samples=3, calls_per_sample=2)
     assert samples.shape == (3,) and (samples > 0).all()
     assert bench.time_graph_replay(call, rep_ms=1) > 0
-    profile = bench.profile_kernels(call, calls=2, warmup=1)
-    assert profile.device_us > 0 and profile.ops_per_call == 1  # forward_op launches one kernel
+    for flush in (False, True):
+        profile = bench.profile_kernels(call, flush=flush, calls=2, warmup=1)
+        assert profile.device_us > 0 and profile.ops_per_call == 1  # one kernel; the flush is not counted
+        assert set(profile.by_name) == {"rmsnorm_forward_kernel"} and profile.l2_cold is flush
+    assert bench.kernel_time_us(call, calls=2, warmup=1) > 0
+    with pytest.raises(ValueError, match="cannot evict"):
+        bench.flush_l2(1024)  # smaller than any L2
+
+
+@pytest.mark.gpu
+@cuda_only
+def test_the_flush_evicts_l2():
+    # 16 MiB fit in the L2 of an H100/H200 (50-60 MiB): read back to back they come from L2; after a 256 MiB
+    # flush they must come from device memory. Not a speed-up claim: a check that the flush does its job.
+    data = torch.ones(4 * 2**20, device="cuda")
+    warm = bench.kernel_time_us(data.sum, flush=False, calls=20)
+    cold = bench.kernel_time_us(data.sum, calls=20)
+    assert cold > warm, f"L2-cold {cold:.2f} us is not above L2-warm {warm:.2f} us: the flush did not evict L2"
+
+
+@pytest.mark.gpu
+@cuda_only
+def test_measure_shape_has_every_column_on_cuda():
+    rows, kernels = bench.measure_shape(8, 257, include_liger=False)
+    assert list(rows.columns) == ["path", "impl", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us",
+                                  "graph_us", "device_us", "device_ops_per_call", "cold_us",
+                                  "gbps_whole", "gbps_graph", "gbps_device", "gbps_cold"]
+    assert (rows[["whole_call_us", "graph_us", "device_us", "cold_us"]] > 0).all().all()
+    pd.testing.assert_frame_equal(bench.recompute_rates(rows), rows, check_exact=False, rtol=1e-9)
+    assert list(kernels.columns) == EXPECTED_COLUMNS["kernels"]

@@ -18,6 +18,7 @@ from rmsnorm import (
     rmsnorm as rmsnorm_fn,
 )
 from rmsnorm import device as device_mod
+from rmsnorm.testing import rstd_oracle
 
 
 @pytest.fixture
@@ -96,14 +97,14 @@ def test_scratch_limit_4096_x_4096_passes_the_contract():
 
 
 def test_cpu_without_interpreter_says_how_to_enable_it(monkeypatch, no_allocation):
-    monkeypatch.setattr("rmsnorm.contract.interpreter_active", lambda: False)
+    monkeypatch.setattr("rmsnorm.device.INTERPRETED", False)
     x, gamma = ok(device=torch.device("cpu"))
     with pytest.raises(ContractError, match="TRITON_INTERPRET=1"):
         forward_op(x, gamma)
 
 
 def test_partial_on_the_cpu_without_interpreter_says_how_to_enable_it(monkeypatch, no_allocation):
-    monkeypatch.setattr("rmsnorm.contract.interpreter_active", lambda: False)
+    monkeypatch.setattr("rmsnorm.device.INTERPRETED", False)
     with pytest.raises(ContractError, match="partial is on the CPU .*TRITON_INTERPRET=1"):
         reduce_gamma_gradient(torch.ones(4, 8), torch.float32)
 
@@ -115,8 +116,7 @@ def test_partial_on_an_unsupported_device_is_refused(no_allocation):
 
 def _saved(M=4, N=8):
     x, gamma = ok(M, N)
-    with torch.no_grad():
-        rstd = torch.rsqrt(x.square().mean(-1) + 1e-6)
+    rstd = rstd_oracle(x).to(x.device, torch.float32)
     return x, gamma, torch.ones_like(x), rstd
 
 

@@ -4,19 +4,40 @@ import pytest
 import torch
 
 from rmsnorm import manual_backward, rmsnorm_reference
+from rmsnorm.testing import rstd_oracle
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
-def test_dtype_policy(dtype):
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_dtype_policy_low_precision_is_computed_in_float32(dtype):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(5, 33, generator=g).to(dtype)
     gamma = torch.randn(33, generator=g).to(dtype)
     y = rmsnorm_reference(x, gamma)
     assert y.dtype == dtype and y.shape == x.shape
-    work = torch.float64 if dtype == torch.float64 else torch.float32
-    xf, gf = x.to(work), gamma.to(work)
-    expected = (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + 1e-6) * gf).to(dtype)
-    torch.testing.assert_close(y, expected, atol=0, rtol=0)
+    # The policy: the same values, up-cast to float32 first, give bitwise the same result once cast back.
+    assert torch.equal(y, rmsnorm_reference(x.float(), gamma.float()).to(dtype))
+    if dtype != torch.float32:  # and not what computing in the low precision itself gives
+        assert not torch.equal(y, _naive_in_dtype(x, gamma))
+
+
+def _naive_in_dtype(x, gamma):
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6) * gamma
+
+
+def test_dtype_policy_float16_row_that_overflows_when_squared():
+    x, gamma = torch.tensor([[300.0, 400.0]], dtype=torch.float16), torch.ones(2, dtype=torch.float16)
+    assert torch.equal(_naive_in_dtype(x, gamma), torch.zeros(1, 2, dtype=torch.float16))  # 400² = inf in fp16
+    torch.testing.assert_close(rmsnorm_reference(x, gamma), torch.tensor([[0.8485, 1.1314]], dtype=torch.float16))
+
+
+def test_dtype_policy_float64_stays_float64():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 33, generator=g, dtype=torch.float64)
+    gamma = torch.randn(33, generator=g, dtype=torch.float64)
+    y = rmsnorm_reference(x, gamma)
+    assert y.dtype == torch.float64
+    torch.testing.assert_close(y, x * rstd_oracle(x, keepdim=True) * gamma, atol=0, rtol=1e-15)
+    assert not torch.equal(y, rmsnorm_reference(x.float(), gamma.float()).double())  # not via float32
 
 
 def test_gradcheck_float64():

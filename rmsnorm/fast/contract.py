@@ -30,8 +30,8 @@ from ..contract import (
     _require_kernel_device,
     _require_tensor,
     check_epsilon,
-    interpreter_active,
 )
+from ..device import interpreter_active
 
 #: Widest row the fast path accepts (a loop over column blocks beyond one block).
 FAST_MAX_N = 65536

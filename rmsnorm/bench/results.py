@@ -1,0 +1,266 @@
+"""Bytes, tables and files: what turns timings into comparable numbers, on any machine.
+
+Nothing here times anything, so it all works without a GPU: the declared byte
+count (one convention for every implementation), the summary and difference
+tables, the environment record, and reading the committed results.
+
+Source: notebooks/07_benchmark.ipynb; GB/s from a declared byte count follows
+Triton's tutorials and quack's ``benchmarks/benchmark_rmsnorm.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import triton
+
+from .timing import gbps
+
+#: Where the committed H200 results live (inside the checkout).
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results" / "h200"
+#: Columns of the summary statistics (all in µs per call, except ``samples``).
+STAT_COLUMNS = ("median_us", "mean_us", "min_us", "max_us", "std_us", "samples")
+#: Sweep rate columns and the time column each is computed from.
+RATE_COLUMNS = {"gbps_whole": "whole_call_us", "gbps_graph": "graph_us", "gbps_device": "device_us", "gbps_cold": "cold_us"}
+#: The byte convention, in words (written to environment.json by scripts/benchmark.py).
+BYTE_CONVENTION = (
+    "minimum traffic, the same for every implementation (a lower bound): forward 2*M*N*s + N*s_w + 4*M, "
+    "backward 3*M*N*s + 2*N*s_w + 4*M (s, s_w: bytes per element of x and gamma; rstd float32); "
+    "no implementation is charged its scratch"
+)
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def forward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32, weight_dtype: torch.dtype | None = None) -> int:
+    """Declared bytes of one RMSNorm forward: read x, gamma; write y, rstd.
+
+    The **minimum** traffic of any implementation that reads each input once
+    and writes each output once, so a lower bound on what any implementation
+    moves: scratch and intermediates (the reference's temporaries, for
+    instance) are charged to no one. Every implementation is charged these same
+    bytes, so a rate computed from them is an effective rate, comparable across
+    implementations and never above the real traffic rate.
+
+    Args:
+        M, N: shape of x.
+        dtype: dtype of x and y (s bytes per element).
+        weight_dtype: dtype of gamma (s_w bytes); default ``dtype``.
+
+    Returns:
+        ``2·M·N·s + N·s_w + 4·M`` bytes (rstd: one float32 per row).
+
+    Source: notebooks/07_benchmark.ipynb §7.
+    """
+    s, s_w = _itemsize(dtype), _itemsize(weight_dtype or dtype)
+    return 2 * M * N * s + N * s_w + 4 * M
+
+
+def backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32, weight_dtype: torch.dtype | None = None) -> int:
+    """Declared bytes of one RMSNorm backward: read x, dy, gamma, rstd; write dx, dgamma.
+
+    A lower bound, like :func:`forward_bytes`: the article path's (M, N) fp32
+    dgamma partials (written, then read: 8·M·N bytes), Liger's per-program
+    partials and autograd's temporaries are charged to no one.
+
+    Returns:
+        ``3·M·N·s + 2·N·s_w + 4·M`` bytes.
+
+    Source: notebooks/07_benchmark.ipynb §7.
+    """
+    s, s_w = _itemsize(dtype), _itemsize(weight_dtype or dtype)
+    return 3 * M * N * s + 2 * N * s_w + 4 * M
+
+
+def forward_backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32, weight_dtype: torch.dtype | None = None) -> int:
+    """:func:`forward_bytes` + :func:`backward_bytes`: ``5·M·N·s + 3·N·s_w + 8·M`` bytes, a lower bound."""
+    return forward_bytes(M, N, dtype, weight_dtype) + backward_bytes(M, N, dtype, weight_dtype)
+
+
+def bytes_moved(path: str, M: int, N: int, dtype: torch.dtype = torch.float32) -> int:
+    """:func:`forward_bytes` for ``path == 'forward'``, :func:`forward_backward_bytes` for ``'forward_backward'``.
+
+    Raises:
+        ValueError: another path.
+    """
+    if path == "forward":
+        return forward_bytes(M, N, dtype)
+    if path == "forward_backward":
+        return forward_backward_bytes(M, N, dtype)
+    raise ValueError(f"path must be 'forward' or 'forward_backward'; got {path!r}")
+
+
+def recompute_rates(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep with ``bytes`` and every ``gbps_*`` column recomputed from its times.
+
+    Uses the current byte convention (:func:`bytes_moved`) and :func:`gbps` on
+    each time column present (:data:`RATE_COLUMNS`). This is how results
+    measured under an older byte count are brought to the current one: the
+    times are measurements, the bytes a declaration.
+
+    Returns:
+        A copy of ``sweep``.
+
+    Source: notebooks/07_benchmark.ipynb §7.
+    """
+    out = sweep.copy()
+    out["bytes"] = [bytes_moved(p, m, n, getattr(torch, d)) for p, m, n, d in zip(out["path"], out["M"], out["N"], out["dtype"])]
+    for rate, time in RATE_COLUMNS.items():
+        if time in out.columns:
+            out[rate] = [gbps(b, us) for b, us in zip(out["bytes"], out[time])]
+    return out
+
+
+def summarize(samples: pd.DataFrame, keys=("path", "impl", "repeat", "M", "N", "dtype")) -> pd.DataFrame:
+    """Median, mean, min, max, std (µs per call) and sample count per group of samples.
+
+    Args:
+        samples: long DataFrame with a ``us_per_call`` column (from :func:`rmsnorm.bench.run_protocol`).
+        keys: grouping columns present in ``samples``.
+
+    Returns:
+        One row per group: the keys, then :data:`STAT_COLUMNS`.
+    """
+    keys = [k for k in keys if k in samples.columns]
+    stats = samples.groupby(keys, sort=False)["us_per_call"].agg(["median", "mean", "min", "max", "std", "count"])
+    stats.columns = list(STAT_COLUMNS)
+    return stats.reset_index()
+
+
+def difference_table(table: pd.DataFrame, value: str = "median_us", keys=("path",), reference: str = "reference") -> pd.DataFrame:
+    """The article's comparison: impl − reference in µs, and as % of the reference.
+
+    ``percent = 100 · (impl − reference) / reference``: the difference divided
+    by the reference's time, as in the article. Negative means the impl took
+    less time than the reference on this measurement; nothing more.
+
+    Args:
+        table: one row per (keys…, impl) with a ``value`` column in µs.
+        value: the column compared (``median_us``, ``whole_call_us``, ``cold_us``…).
+        keys: the columns that identify one comparison (e.g. path, repeat, M, N).
+        reference: the impl every other impl is compared with.
+
+    Returns:
+        Columns: keys…, impl, impl_us, reference_us, difference_us, percent.
+    """
+    keys = list(keys)
+    ref = table[table["impl"] == reference][keys + [value]].rename(columns={value: "reference_us"})
+    other = table[table["impl"] != reference][keys + ["impl", value]].rename(columns={value: "impl_us"})
+    out = other.merge(ref, on=keys, how="inner", validate="many_to_one")
+    out["difference_us"] = out["impl_us"] - out["reference_us"]
+    out["percent"] = 100 * out["difference_us"] / out["reference_us"]
+    return out.reset_index(drop=True)
+
+
+def environment_info() -> dict[str, Any]:
+    """Where and when: device, versions, date (UTC). Works without a GPU too.
+
+    Returns:
+        dict with ``date_utc`` (ISO 8601), ``python``, ``torch``, ``triton``,
+        ``cuda`` (torch's CUDA runtime, None on CPU builds), ``numpy``, ``pandas``,
+        ``liger_kernel`` (version, or None), and ``device``: name, compute
+        capability, multiprocessors, memory and L2 in bytes, driver — or
+        ``{"name": "none (no CUDA GPU)"}``.
+
+    Source: notebooks/07_benchmark.ipynb.
+    """
+    info: dict[str, Any] = {
+        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+    }
+    try:
+        from importlib.metadata import version
+
+        info["liger_kernel"] = version("liger-kernel")
+    except Exception:
+        info["liger_kernel"] = None
+    if not torch.cuda.is_available():
+        info["device"] = {"name": "none (no CUDA GPU)"}
+        return info
+    props = torch.cuda.get_device_properties(0)
+    info["device"] = {
+        "name": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "memory_bytes": props.total_memory,
+        "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+    }
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True)
+        info["device"]["driver"] = smi.stdout.strip().splitlines()[0]
+    except Exception:
+        info["device"]["driver"] = None
+    return info
+
+
+@dataclass(frozen=True)
+class Results:
+    """The committed benchmark results (see :func:`load_results`).
+
+    Attributes:
+        samples: one row per sample of the 128×257 protocol (µs per call).
+        summary: median/mean/min/max/std per (path, impl, repeat).
+        differences: impl − reference per (path, repeat), µs and %.
+        sweep: whole-call, graph-replay and device-kernel µs and GB/s per (path, impl, M, N);
+            with ``cold_us`` and ``gbps_cold`` (L2-cold kernel time) when the run measured them.
+        kernels: device operations per (path, impl, M, N): launches and µs per call (L2-warm).
+        environment: device, versions, date, protocol parameters (environment.json).
+    """
+
+    samples: pd.DataFrame
+    summary: pd.DataFrame
+    differences: pd.DataFrame
+    sweep: pd.DataFrame
+    kernels: pd.DataFrame
+    environment: dict[str, Any]
+
+    @property
+    def l2_cold(self) -> bool:
+        """True when the sweep has L2-cold kernel times (``cold_us``)."""
+        return "cold_us" in self.sweep.columns
+
+
+#: File names of :class:`Results`, one CSV per DataFrame plus environment.json.
+RESULT_FILES = {name: f"{name}.csv" for name in ("samples", "summary", "differences", "sweep", "kernels")}
+
+
+def load_results(path: str | Path | None = None) -> Results:
+    """Read committed results (CSV files + environment.json) into pandas.
+
+    Args:
+        path: folder written by ``scripts/benchmark.py``; default :data:`RESULTS_DIR` (results/h200).
+
+    Returns:
+        A :class:`Results`.
+
+    Raises:
+        FileNotFoundError: a file is missing (names the file and how to make it).
+
+    Source: notebooks/07_benchmark.ipynb.
+    """
+    folder = Path(path) if path is not None else RESULTS_DIR
+    frames = {}
+    for name, filename in RESULT_FILES.items():
+        file = folder / filename
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} is missing; run scripts/benchmark.py --out {folder} on a GPU")
+        frames[name] = pd.read_csv(file)
+    environment = json.loads((folder / "environment.json").read_text(encoding="utf-8"))
+    return Results(**frames, environment=environment)
