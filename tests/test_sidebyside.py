@@ -43,3 +43,14 @@ def test_committed_h200_table_is_complete_checked_and_below_the_copy_ceiling():
     assert {"fast", "compile", "compile_nomix", "eager", "liger"} <= fast <= set(PROVIDERS)
     article = table[table.provider == "article"]
     assert set(article.dtype) <= {"float32", "float16"}  # the article's contract: no bf16
+
+
+def test_readme_fast_table_is_the_committed_csv():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "tools" / "readme_fast_table.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -248,7 +248,9 @@ def side_by_side(shapes=GRID, providers=PROVIDERS, *, copy_gbps: float | None = 
 
 def ratio_table(table: pd.DataFrame) -> pd.DataFrame:
     """Kernel time per provider (µs) and ``fast_vs_<provider>`` = provider time / fast time (> 1: fast is faster)."""
-    pivot = table.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="us", sort=False)
+    keys = ["M", "N", "dtype", "pass_"]
+    pivot = table.pivot_table(index=keys, columns="provider", values="us")
+    pivot = pivot.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
     for other in [p for p in pivot.columns if p != "fast"]:
         pivot[f"fast_vs_{other}"] = pivot[other] / pivot["fast"]
     return pivot
