@@ -32,6 +32,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/h200"))
     parser.add_argument("--tune", action="store_true", help="run the config sweep first (fast_tuning.csv)")
     parser.add_argument("--tune-budget", type=float, default=240.0, help="seconds the sweep may take")
+    parser.add_argument("--tune-passes", default="forward,backward", help="which passes the sweep covers")
     parser.add_argument("--only", default="", help="comma-separated indices into GRID")
     parser.add_argument("--providers", default="", help="comma-separated provider names (default: all)")
     args = parser.parse_args(argv)
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     providers = args.providers.split(",") if args.providers else list(PROVIDERS)
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__}")
     if args.tune:
-        pd.DataFrame(tune(shapes, args.tune_budget)).to_csv(args.out / "fast_tuning.csv", index=False)
+        pd.DataFrame(tune(shapes, args.tune_budget, args.tune_passes.split(","))).to_csv(args.out / "fast_tuning.csv", index=False)
     copy = copy_bandwidth_gbps()
     print(f"copy rate (1 GiB device-to-device, read + write): {copy:.0f} GB/s")
     table = side_by_side(shapes, providers, copy_gbps=copy)

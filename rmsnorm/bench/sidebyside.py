@@ -159,7 +159,7 @@ def backward_candidates(N: int, dtype: torch.dtype):
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
-def tune(shapes, budget_s: float) -> list[dict]:
+def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
     """Time every candidate config of every shape (checked against the table's default output first)."""
     rows = []
     started = time.perf_counter()
@@ -167,7 +167,8 @@ def tune(shapes, budget_s: float) -> list[dict]:
         x, gamma, dy = make_inputs(M, N, dtype, device="cuda", seed=1)
         y0, rstd = rmsnorm_fast_forward(x, gamma, EPS)
         dx0, dg0 = rmsnorm_fast_backward(x, gamma, rstd, dy)
-        for pass_, cands in (("forward", forward_candidates(N, dtype)), ("backward", backward_candidates(N, dtype))):
+        sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
+        for pass_, cands in ((p, sweeps[p]) for p in passes):
             for cfg in cands:
                 if time.perf_counter() - started > budget_s:
                     print(f"  tuning budget of {budget_s:.0f} s spent; stopping")

@@ -30,6 +30,44 @@ from .contract import check_fast_inputs
 
 
 @triton.jit
+def _normalise_row_block(
+    block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+    HAS_GAMMA: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
+    cols = tl.arange(0, BLOCK_N)
+    rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
+    row_mask = rows < M
+    x_rows = x_ptr + rows[:, None] * x_row_stride
+    y_rows = y_ptr + rows[:, None] * y_row_stride
+    if ONE_BLOCK:
+        mask = row_mask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
+        y = x * rstd[:, None]
+        if HAS_GAMMA:
+            y = y * tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
+    else:
+        sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
+            c = start + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            sum_sq += x * x
+        rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
+        for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
+            c = start + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            y = x * rstd[:, None]
+            if HAS_GAMMA:
+                y = y * tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+            tl.store(y_rows + c[None, :], y, mask=mask)
+    tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+
+
+@triton.jit
 def rmsnorm_fast_forward_kernel(
     x_ptr,  # (M, N) input, float32/float16/bfloat16, unit column stride
     x_row_stride,  # elements from one row of x to the next (any value)
@@ -42,44 +80,18 @@ def rmsnorm_fast_forward_kernel(
     eps,  # added to mean(x²) before the square root
     HAS_GAMMA: tl.constexpr,  # False: y = x · rstd (no affine weight)
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
-    BLOCK_M: tl.constexpr,  # rows per program
+    BLOCK_M: tl.constexpr,  # rows per step
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
-    NUM_STAGES: tl.constexpr,  # software pipelining of the row-block loop
+    PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops
+    NUM_STAGES: tl.constexpr,  # software pipelining of that loop
 ):
-    cols = tl.arange(0, BLOCK_N)
-    if HAS_GAMMA and ONE_BLOCK:
-        gamma = tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
-    # program p takes row blocks p, p + P, ... (P = one per block unless the config makes it persistent)
-    for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
-        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
-        row_mask = rows < M
-        x_rows = x_ptr + rows[:, None] * x_row_stride
-        y_rows = y_ptr + rows[:, None] * y_row_stride
-        if ONE_BLOCK:
-            mask = row_mask[:, None] & (cols < N)[None, :]
-            x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
-            y = x * rstd[:, None]
-            if HAS_GAMMA:
-                y = y * gamma[None, :]
-            tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
-        else:
-            sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-            for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
-                c = start + cols
-                mask = row_mask[:, None] & (c < N)[None, :]
-                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-                sum_sq += x * x
-            rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
-            for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
-                c = start + cols
-                mask = row_mask[:, None] & (c < N)[None, :]
-                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-                y = x * rstd[:, None]
-                if HAS_GAMMA:
-                    y = y * tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
-                tl.store(y_rows + c[None, :], y, mask=mask)
-        tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+    if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
+        for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
+            _normalise_row_block(block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+                                 HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N)
+    else:  # one program per row block
+        _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr,
+                             M, N, eps, HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N)
 
 
 def rmsnorm_fast_forward(
@@ -112,10 +124,11 @@ def rmsnorm_fast_forward(
     rstd = new_output((M,), torch.float32, x.device)
     if M == 0:
         return y, rstd
-    grid = (num_programs(config, x.device, triton.cdiv(M, config.BLOCK_M)),)
-    rmsnorm_fast_forward_kernel[grid](
+    row_blocks = triton.cdiv(M, config.BLOCK_M)
+    P = num_programs(config, x.device, row_blocks)
+    rmsnorm_fast_forward_kernel[(P,)](
         x, x.stride(0), x if gamma is None else gamma, y, y.stride(0), rstd, M, N, float(eps),
-        HAS_GAMMA=gamma is not None, ONE_BLOCK=config.one_block(N),
-        BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
+        HAS_GAMMA=gamma is not None, ONE_BLOCK=config.one_block(N), BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N,
+        PERSISTENT=P < row_blocks, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
     )
     return y, rstd
