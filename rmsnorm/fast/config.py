@@ -89,15 +89,16 @@ def _tile_rows(block_n: int, tile: int) -> int:
 def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's forward configuration for rows of N columns in ``dtype``.
 
-    One program per row block (persistence did not pay in the sweep); a tile
-    of about 2048 elements per step with 4 warps (8 warps for 8192-wide
-    rows); wider rows loop over 4096-wide blocks with 16 warps. Chosen on an
-    H200 from the L2-cold sweep in results/h200/fast_tuning.csv.
+    One program per row block (persistence did not pay in the sweep): 8 rows
+    of 256 or 2 of 1024 with 4 warps; 2 rows of 2048, or one row up to 8192,
+    with 8 warps; wider rows loop over 4096-wide blocks with 16 warps. Chosen
+    on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
     """
     if N > ONE_BLOCK_MAX_N:
         return FastConfig(BLOCK_M=1, BLOCK_N=LOOP_BLOCK_N, num_warps=16, programs_per_sm=None, num_stages=1)
     block_n = triton.next_power_of_2(N)
-    return FastConfig(BLOCK_M=_tile_rows(block_n, 2048), BLOCK_N=block_n, num_warps=8 if block_n >= 8192 else 4,
+    block_m = _tile_rows(block_n, 2048) if block_n <= 1024 else (2 if block_n == 2048 else 1)
+    return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4 if block_n <= 1024 else 8,
                       programs_per_sm=None, num_stages=1)
 
 
