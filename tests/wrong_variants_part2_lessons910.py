@@ -33,8 +33,7 @@ LONG_ROW = {
                    "x = tl.load(x_row + start + cols).to(tl.float32)\n        sum_sq")),
         "has no mask"),
     "accumulator reset inside the loop": (
-        mutate(L, ("    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n" + LOOP_1,
-                   LOOP_1 + "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n")),
+        mutate(L, (LOOP_1, LOOP_1 + "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)  # reset every block\n")),
         "reset inside the loop"),
     "last block skipped (N // BLOCK_SIZE blocks)": (
         mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, N // BLOCK_SIZE * BLOCK_SIZE,")),
