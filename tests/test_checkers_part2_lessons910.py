@@ -2,9 +2,11 @@
 
 Wrong variants: tests/wrong_variants_part2_lessons910.py (the checker's
 reference kernel with one slip each). The skeleton gets "not done yet"; a
-loop that never ends is stopped by the time limit (CPU only: on a GPU the
-kernel would keep the device busy after the message); the exercise
-notebooks' checkers say "not done yet" on the generated exercises.
+loop that never ends is stopped by the time limit, and an access far outside
+every tensor by the interpreter's bounds check (both CPU only: on a GPU the
+first would keep the device busy after the message, the second ends in an
+illegal-address error that kills the CUDA context). The generated exercise
+notebooks' checkers say "not done yet" (tests/test_checkers.py runs them).
 
 Source: solutions/09_the_long_row.ipynb, solutions/10_one_pass_backward.ipynb.
 """
@@ -79,6 +81,17 @@ def test_a_loop_that_never_ends_is_stopped_with_a_message(check, kernel):
     assert time.monotonic() - start < 15, "the time limit did not stop the kernel"
     assert feedback.status == "wrong" and "did not finish within 2 s" in feedback.message, feedback
     assert RIGHT["09"]().passed and RIGHT["10"]().passed  # the interpreter still works afterwards
+
+
+@cpu_only
+@pytest.mark.parametrize("name", wv.FAR_OUTSIDE)
+def test_an_access_far_outside_every_tensor_is_stopped_with_a_message(name):
+    kernel, expected = wv.FAR_OUTSIDE[name]
+    check = checkers.check_long_row_kernel if name.startswith("09") else checkers.check_one_pass_kernel
+    feedback = check(kernel)  # without the bounds check, the interpreter would read or write there (a segfault)
+    assert feedback.status == "wrong" and expected in feedback.message, feedback
+    assert "outside every tensor it was given" in feedback.message and "(at `" in feedback.message, feedback
+    assert RIGHT["09"]().passed and RIGHT["10"]().passed  # the interpreter's memory operations are restored
 
 
 def test_the_cases_need_a_loop_and_expose_the_classic_bugs():

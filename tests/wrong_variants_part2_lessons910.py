@@ -117,3 +117,14 @@ ONE_PASS = {
 #: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).
 ONE_PASS_NEVER_ENDS = mutate(
     B, (ROW_LOOP, "    row = pid\n    while row < M:  # forgot `row += P`\n"))
+
+#: Accesses far outside every tensor (CPU only: on a GPU they end in an illegal-address error that kills the
+#: CUDA context, so the rest of the test session could not run); name → (kernel, substring of the feedback).
+FAR_OUTSIDE = {
+    "09 rows 10⁸ times too far apart": (
+        mutate(L, ("    x_row = x_ptr + row * row_stride\n", "    x_row = x_ptr + row * row_stride * 100000000\n")),
+        "made a load at"),
+    "10 partial row index 10⁸ times too large": (
+        mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * N * 100000000 + cols")),
+        "made a store at"),
+}

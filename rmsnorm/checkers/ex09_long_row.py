@@ -37,7 +37,7 @@ from ..testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
-from .guarded import DEFAULT_TIME_LIMIT_S, preflight_part2, run_guarded, surround, written_outside
+from .guarded import DEFAULT_TIME_LIMIT_S, bounds_checked, preflight_part2, run_guarded, surround, written_outside
 
 EXERCISE = "09 · looped forward kernel"
 
@@ -200,11 +200,12 @@ SYMPTOMS = [
 def _launch(case: LoopCase, kernel) -> dict[str, torch.Tensor]:
     M, N, stride = case.M, case.N, case.stride
     capacity = M * stride + case.block  # a read at another row's offset, or one block past, stays in the buffer
-    x, _ = surround(case.inputs["x"], capacity, stride)
-    gamma, _ = surround(case.inputs["gamma"], capacity)
+    x, x_buffer = surround(case.inputs["x"], capacity, stride)
+    gamma, gamma_buffer = surround(case.inputs["gamma"], capacity)
     y, y_buffer = surround(torch.full((M, N), float("nan"), dtype=x.dtype, device=x.device), capacity, stride)
     rstd, rstd_buffer = surround(torch.full((M,), float("nan"), device=x.device), capacity)
-    kernel[(M,)](x, gamma, y, rstd, stride, N, case.epsilon, BLOCK_SIZE=case.block)
+    with bounds_checked({"x": x_buffer, "gamma": gamma_buffer, "y": y_buffer, "rstd": rstd_buffer}):
+        kernel[(M,)](x, gamma, y, rstd, stride, N, case.epsilon, BLOCK_SIZE=case.block)
     return {"y": y, "rstd": rstd, "_outside": (written_outside(y, y_buffer), written_outside(rstd, rstd_buffer))}
 
 

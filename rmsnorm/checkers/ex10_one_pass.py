@@ -40,7 +40,7 @@ from ..testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
-from .guarded import DEFAULT_TIME_LIMIT_S, preflight_part2, run_guarded, surround, written_outside
+from .guarded import DEFAULT_TIME_LIMIT_S, bounds_checked, preflight_part2, run_guarded, surround, written_outside
 
 EXERCISE = "10 · one-pass backward loop"
 
@@ -167,13 +167,16 @@ SYMPTOMS = [
 def _launch(case: GridCase, kernel) -> dict:
     M, N, P, stride = case.M, case.N, case.programs, case.stride
     capacity = max(M, P) * stride + triton.next_power_of_2(N)
-    x, _ = surround(case.inputs["x"], capacity, stride)
-    dy, _ = surround(case.inputs["dy"], capacity, stride)
-    gamma, _ = surround(case.inputs["gamma"], capacity)
-    rstd, _ = surround(case.inputs["rstd"], capacity)
+    x, x_buffer = surround(case.inputs["x"], capacity, stride)
+    dy, dy_buffer = surround(case.inputs["dy"], capacity, stride)
+    gamma, gamma_buffer = surround(case.inputs["gamma"], capacity)
+    rstd, rstd_buffer = surround(case.inputs["rstd"], capacity)
     dx, dx_buffer = surround(torch.full((M, N), float("nan"), dtype=x.dtype, device=x.device), capacity, stride)
     partial, p_buffer = surround(torch.full((P, N), float("nan"), device=x.device), capacity)
-    kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
+    buffers = {"x": x_buffer, "dy": dy_buffer, "gamma": gamma_buffer, "rstd": rstd_buffer, "dx": dx_buffer,
+               "partial": p_buffer}
+    with bounds_checked(buffers):
+        kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
     return {"dx": dx, "partial": partial, "_outside": (written_outside(dx, dx_buffer), written_outside(partial, p_buffer))}
 
 

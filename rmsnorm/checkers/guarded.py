@@ -13,6 +13,10 @@ The checkers of lessons 09 and 10 launch the learner's kernel themselves
   GPU (where the launch returns at once, after compiling) the checker polls a
   CUDA event and gives up ``time_limit_s`` after each launch (the GPU keeps
   running the kernel: the message says to restart the Jupyter kernel);
+- under the interpreter, every address a load, store or atomic touches must
+  lie in one of those buffers (:func:`bounds_checked` wraps the interpreter's
+  memory operations): a read far outside, which would crash the Python
+  process, raises :class:`OutOfBounds` instead, named with the learner's line;
 - any exception from the learner's code becomes a "wrong" (or "not done
   yet") :class:`~rmsnorm.checkers.Feedback` naming the learner's line.
 
@@ -33,7 +37,13 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
+
+try:  # the interpreter's builder, wrapped by bounds_checked (absent or different in other Triton versions)
+    from triton.runtime import interpreter as _interpreter
+except ImportError:  # pragma: no cover
+    _interpreter = None
 
 from .diagnose import Case, Outputs
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, source_of, wrong
@@ -47,6 +57,80 @@ DEFAULT_TIME_LIMIT_S = 30.0
 
 class KernelTimeout(Exception):
     """Raised inside a learner's kernel under the interpreter when the time limit has passed."""
+
+
+class OutOfBounds(Exception):
+    """Raised inside a learner's kernel under the interpreter for an address outside every buffer it was given."""
+
+
+def _describe_address(address: int, itemsize: int, buffers: dict[str, torch.Tensor]) -> str:
+    """'12 elements past the end of x's buffer' for the buffer nearest to ``address``."""
+    best = None
+    for name, buffer in buffers.items():
+        start = buffer.data_ptr()
+        end = start + buffer.numel() * buffer.element_size()
+        distance = start - address if address < start else address + itemsize - end
+        if best is None or distance < best[0]:
+            where = "before the start of" if address < start else "past the end of"
+            best = (distance, f"{max(1, distance // itemsize):,} element(s) {where} {name}'s buffer")
+    if best is None:
+        return "an address outside every tensor"
+    return best[1] + (" (the nearest tensor)" if len(buffers) > 1 else "")
+
+
+@contextlib.contextmanager
+def bounds_checked(buffers: dict[str, torch.Tensor]):
+    """Under Triton's interpreter, refuse any memory access outside ``buffers`` (name → tensor) with OutOfBounds.
+
+    Wraps ``InterpreterBuilder``'s masked load and store (plain and block-pointer
+    loads and stores go through them) and its atomics for the duration of the
+    block; elsewhere (a GPU) it does nothing.
+    """
+    builder = getattr(_interpreter, "InterpreterBuilder", None) if _interpreter is not None else None
+    names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")
+    if builder is None or torch.cuda.is_available() or not all(hasattr(builder, n) for n in names):
+        yield
+        return
+    spans = [(b.data_ptr(), b.data_ptr() + b.numel() * b.element_size()) for b in buffers.values()]
+    originals = {n: getattr(builder, n) for n in names}
+
+    def check(ptrs, mask, kind):
+        itemsize = np.dtype(_interpreter._get_np_dtype(ptrs.get_element_ty())).itemsize
+        addresses = np.asarray(ptrs.data).astype(np.uint64)
+        if mask is not None:
+            addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
+        ok = np.zeros(addresses.shape, dtype=bool)
+        for start, end in spans:
+            ok |= (addresses >= start) & (addresses + itemsize <= end)
+        if not ok.all():
+            bad = int(addresses[~ok].reshape(-1)[0])
+            raise OutOfBounds(f"a {kind} at {_describe_address(bad, itemsize, buffers)}")
+
+    def masked_load(self, ptrs, mask, *args):
+        check(ptrs, mask, "load")
+        return originals["create_masked_load"](self, ptrs, mask, *args)
+
+    def masked_store(self, ptrs, value, mask, *args):
+        check(ptrs, mask, "store")
+        return originals["create_masked_store"](self, ptrs, value, mask, *args)
+
+    def atomic_rmw(self, op, ptr, val, mask, *args):
+        check(ptr, mask, "atomic operation")
+        return originals["create_atomic_rmw"](self, op, ptr, val, mask, *args)
+
+    def atomic_cas(self, ptr, *args):
+        check(ptr, None, "atomic operation")
+        return originals["create_atomic_cas"](self, ptr, *args)
+
+    replacements = {"create_masked_load": masked_load, "create_masked_store": masked_store,
+                    "create_atomic_rmw": atomic_rmw, "create_atomic_cas": atomic_cas}
+    try:
+        for n, fn in replacements.items():
+            setattr(builder, n, fn)
+        yield
+    finally:
+        for n, fn in originals.items():
+            setattr(builder, n, fn)
 
 
 def surround(values: torch.Tensor, capacity: int, row_stride: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,8 +228,13 @@ def run_guarded(
         except KernelTimeout:
             return wrong(exercise, _timeout_message(kernel, case, time_limit_s))
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-            if _caused_by_timeout(error):
+            if _caused_by(error, KernelTimeout):
                 return wrong(exercise, _timeout_message(kernel, case, time_limit_s))
+            outside = _caused_by(error, OutOfBounds)
+            if outside:
+                return wrong(exercise, f"on {case.label}: {name_of(kernel)} made {outside}{_learner_line(error)}, "
+                             "outside every tensor it was given (stopped before it happened). Check that address: "
+                             "the row offset (`row * row_stride`), the column offset, and the mask.")
             if is_not_implemented(error):
                 return not_done(exercise, name_of(kernel))
             return wrong(exercise, f"on {case.label}: " + describe_error(name_of(kernel), error))
@@ -155,15 +244,27 @@ def run_guarded(
     return results
 
 
-def _caused_by_timeout(error: BaseException) -> bool:
-    """True when ``error`` is, or wraps (the interpreter wraps kernel errors), a KernelTimeout."""
+def _caused_by(error: BaseException, kind: type) -> str:
+    """The message of the ``kind`` exception that ``error`` is or wraps (the interpreter wraps kernel errors), or ''."""
     seen = 0
     while error is not None and seen < 10:
-        if isinstance(error, KernelTimeout) or "KernelTimeout" in str(error)[:200]:
-            return True
+        if isinstance(error, kind):
+            return str(error) or kind.__name__
         error = error.__cause__ or error.__context__
         seen += 1
-    return False
+    return ""
+
+
+def _learner_line(error: BaseException) -> str:
+    """' (at `x = tl.load(...)`)' for the deepest frame of the learner's code in the exception chain, or ''."""
+    seen = 0
+    while error is not None and seen < 10:
+        text = describe_error("", error)
+        if " (at `" in text:
+            return " (at `" + text.split(" (at `", 1)[1].split("`)", 1)[0] + "`)"
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return ""
 
 
 def preflight_part2(exercise: str, kernel, reference, unmasked_note: str) -> Feedback | None:
