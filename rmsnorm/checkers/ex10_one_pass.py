@@ -1,0 +1,250 @@
+"""Checker of exercise 10: the per-program loop of the one-pass backward (dx and a dgamma partial).
+
+The learner's kernel has a fixed signature (a row fits one block)::
+
+    kernel(x_ptr, gamma_ptr, rstd_ptr, dy_ptr, dx_ptr, partial_ptr, row_stride, M, N, BLOCK_SIZE)
+
+and the checker launches it on a **persistent grid** of P programs (P = 1 to
+4, fewer or more than the rows): program p takes rows p, p + P, p + 2P, …,
+writes their dx, keeps Σ dy · x̂ over its rows in a float32 accumulator, and
+stores it once, in row p of the (P, N) float32 ``partial``. The checker sums
+the P rows itself (dgamma) and compares dx and every partial row with the
+float64 oracle, computed from the float32 rstd the kernel was given.
+
+Every tensor sits at the start of a NaN-filled buffer
+(:mod:`rmsnorm.checkers.guarded`): a read outside gives NaN, a write outside
+is found, a loop that never ends is stopped.
+
+Symptoms recognised: mean(u · x̂) divided by BLOCK_SIZE; dx without its last
+rstd factor; the partial without rstd (dy · x), without x̂ (dy alone: that is
+LayerNorm's dβ), with gamma (u · x̂); rows stepped by 1 instead of P (rows
+counted more than once); the partial stored inside the loop (a program without
+rows never stores it); the partial never stored; the partial stored at the
+row's index instead of the program's (writes outside partial); an accumulator
+in 16 bits; plus a wrong signature, unmasked accesses, rows addressed with N
+instead of row_stride, a time-out.
+
+Source: solutions/10_one_pass_backward.ipynb.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from ..device import default_device
+from ..testing import make_inputs
+from .cases import describe
+from .diagnose import Case, Run, Symptom, _case_passes, diagnose
+from .feedback import Feedback, wrong
+from .guarded import DEFAULT_TIME_LIMIT_S, bounds_checked, preflight_part2, run_guarded, surround, written_outside
+
+EXERCISE = "10 · one-pass backward loop"
+
+
+@triton.jit
+def one_pass_backward_kernel(
+    x_ptr,  # (M, N) forward input, float32 or float16, unit column stride
+    gamma_ptr,  # (N,) weight, dtype of x
+    rstd_ptr,  # (M,) float32, saved by the forward
+    dy_ptr,  # (M, N) upstream gradient, dtype of x
+    dx_ptr,  # (M, N) output, dtype of x
+    partial_ptr,  # (P, N) float32 output: row p holds Σ dy · x̂ over program p's rows
+    row_stride,  # elements between rows; x, dy and dx share it
+    M,  # rows
+    N,  # real row length (N <= BLOCK_SIZE: one block per row)
+    BLOCK_SIZE: tl.constexpr,  # next_power_of_2(N)
+):
+    """The exercise's reference (its signature is the one the checker launches): a persistent grid."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    gamma = tl.load(gamma_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for row in range(pid, M, P):  # step P: every row belongs to exactly one program
+        offsets = tl.cast(row, tl.int64) * row_stride + cols
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(rstd_ptr + row)
+        x_hat = x * rstd
+        u = dy * gamma
+        mean_ux = tl.sum(u * x_hat, axis=0) / N
+        tl.store(dx_ptr + offsets, (u - x_hat * mean_ux) * rstd, mask=mask)
+        dgamma_acc += dy * x_hat
+    tl.store(partial_ptr + pid * N + cols, dgamma_acc, mask=mask)  # once, after the loop
+
+
+@dataclass(frozen=True)
+class GridCase(Case):
+    """A case with its number of programs P and the row stride of x, dy and dx."""
+
+    programs: int = 4
+    row_stride: int = 0
+
+    @property
+    def stride(self) -> int:
+        return self.row_stride or self.N
+
+
+def grid_cases() -> list[GridCase]:
+    """The cases: rows not a multiple of P, more programs than rows, P = 1, a row stride, float16."""
+    device = default_device()
+
+    def case(label, M, N, P, dtype=torch.float32, seed=0, stride=0):
+        x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
+        rstd = torch.rsqrt(x.double().square().mean(-1) + 1e-6).float()
+        return GridCase(label, {"x": x, "gamma": gamma, "dy": dy, "rstd": rstd}, programs=P, row_stride=stride)
+
+    return [
+        case("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, seed=10),
+        case("2×33 float32, P = 4 programs: programs 2 and 3 get no rows (their partial rows are zeros)", 2, 33, 4,
+             seed=11),
+        case("1×256 float32, P = 1", 1, 256, 1, seed=12),
+        case("9×100 float32 read in place from a (9, 107) buffer: row_stride = 107, P = 3", 9, 100, 3, seed=13,
+             stride=107),
+        case("17×257 float16, P = 4", 17, 257, 4, torch.float16, seed=14),
+    ]
+
+
+def _terms(case: GridCase):
+    x, gamma, dy = case.f64("x"), case.f64("gamma"), case.f64("dy")
+    rstd = case.f64("rstd").unsqueeze(-1)
+    return x, gamma, dy, rstd, x * rstd
+
+
+def _model(case: GridCase, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_rows=0.0):
+    """float64 dx and (P, N) partial of a variant; ``term`` is what each row adds to its program's partial."""
+    x, gamma, dy, rstd, x_hat = _terms(case)
+    u = dy * gamma
+    mean_ux = (u * x_hat).sum(-1, keepdim=True) / (divide_by or case.N)
+    dx = (u - x_hat * mean_ux) * (rstd if dx_rstd else 1.0)
+    added = {"dy·x̂": dy * x_hat, "dy·x": dy * x, "dy": dy, "u·x̂": u * x_hat}[term]
+    P = case.programs
+    partial = torch.zeros(P, case.N, dtype=torch.float64)
+    for p in range(P):
+        rows = list(range(p, case.M, step or P))
+        if rows:
+            partial[p] = added[rows].sum(0)
+        else:
+            partial[p] = empty_rows
+    return {"dx": dx, "partial": partial}
+
+
+def correct(case: GridCase) -> dict[str, torch.Tensor]:
+    """The float64 oracle: dx = rstd · (u − x̂ · mean(u · x̂)); partial[p] = Σ over rows p, p + P, … of dy · x̂."""
+    return _model(case)
+
+
+SYMPTOMS = [
+    Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N", lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: divide the sum by N."),
+    Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
+            "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),
+    Symptom("the dgamma partial adds dy · x, without rstd", lambda c: _model(c, term="dy·x"),
+            "dgamma = Σ dy · x̂ with x̂ = x · rstd: add `dy * x_hat`, not `dy * x`."),
+    Symptom("the dgamma partial adds dy alone, without x̂ (that is LayerNorm's dβ, not RMSNorm's dgamma)",
+            lambda c: _model(c, term="dy"), "Add `dy * x_hat` to the accumulator."),
+    Symptom("the dgamma partial adds u · x̂ = dy · gamma · x̂: gamma is not part of dgamma",
+            lambda c: _model(c, term="u·x̂"), "dgamma = Σ dy · x̂: use dy, not u = dy · gamma, in the accumulator."),
+    Symptom("rows are stepped by 1 instead of by the grid size P: rows are counted more than once",
+            lambda c: _model(c, step=1),
+            "Program p must take rows p, p + P, p + 2P, …: `for row in range(pid, M, P)` with "
+            "`P = tl.num_programs(0)`; with step 1, row r lands in the partial of every program p ≤ r."),
+    Symptom("the partial is stored inside the loop, so a program that gets no rows never stores its row",
+            lambda c: _model(c, empty_rows=float("nan")),
+            "Store the accumulator once, after the loop: a program without rows then writes its zeros "
+            "(the checker launches more programs than rows on purpose)."),
+    Symptom("the partial is never stored", lambda c: {"partial": torch.full((c.programs, c.N), float("nan"))},
+            "After the loop, store the accumulator in row pid: `tl.store(partial_ptr + pid * N + cols, dgamma_acc, "
+            "mask=mask)`."),
+]
+
+
+def _launch(case: GridCase, kernel) -> dict:
+    M, N, P, stride = case.M, case.N, case.programs, case.stride
+    capacity = max(M, P) * stride + triton.next_power_of_2(N)
+    x, x_buffer = surround(case.inputs["x"], capacity, stride)
+    dy, dy_buffer = surround(case.inputs["dy"], capacity, stride)
+    gamma, gamma_buffer = surround(case.inputs["gamma"], capacity)
+    rstd, rstd_buffer = surround(case.inputs["rstd"], capacity)
+    dx, dx_buffer = surround(torch.full((M, N), float("nan"), dtype=x.dtype, device=x.device), capacity, stride)
+    partial, p_buffer = surround(torch.full((P, N), float("nan"), device=x.device), capacity)
+    buffers = {"x": x_buffer, "dy": dy_buffer, "gamma": gamma_buffer, "rstd": rstd_buffer, "dx": dx_buffer,
+               "partial": p_buffer}
+    with bounds_checked(buffers):
+        kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
+    return {"dx": dx, "partial": partial, "_outside": (written_outside(dx, dx_buffer), written_outside(partial, p_buffer))}
+
+
+def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
+    """Every value of ``t`` is a ``bits`` (float16/bfloat16) number, and some is not 0."""
+    t = t.detach().cpu()
+    finite = t[torch.isfinite(t)]
+    return finite.numel() > 0 and bool((finite != 0).any()) and bool((finite.to(bits).float() == finite).all())
+
+
+def check_one_pass_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+    """Launch a learner's one-pass backward loop on a persistent grid and say what is wrong.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of
+            :func:`one_pass_backward_kernel` (x_ptr, gamma_ptr, rstd_ptr,
+            dy_ptr, dx_ptr, partial_ptr, row_stride, M, N, BLOCK_SIZE),
+            launched with a grid of P programs.
+        time_limit_s: seconds all launches together may take.
+
+    Returns:
+        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the
+        mistake. Never raises for a learner's mistake, never hangs.
+
+    Source: solutions/10_one_pass_backward.ipynb.
+    """
+    early = preflight_part2(
+        EXERCISE, kernel, one_pass_backward_kernel,
+        "With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row); "
+        "pass `mask=cols < N` (and `other=0.0` to a load).",
+    )
+    if early is not None:
+        return early
+    cases = grid_cases()
+    outputs = run_guarded(EXERCISE, kernel, cases, _launch, time_limit_s)
+    if isinstance(outputs, Feedback):
+        return outputs
+    for case, out in zip(cases, outputs):
+        dx_out, p_out = out.pop("_outside")
+        if len(p_out):
+            row = int(p_out[0]) // case.N
+            return wrong(EXERCISE, f"on {case.label}: the partial was written outside its {case.programs} rows "
+                         f"(at row {row}): it has one row per program, not per data row. Store it once, after the "
+                         "loop, at `partial_ptr + pid * N + cols`.")
+        if len(dx_out):
+            return wrong(EXERCISE, f"on {case.label}: the kernel wrote {len(dx_out)} element(s) outside dx. Check the "
+                         "store's mask (`cols < N`) and its address (`row * row_stride + cols`).")
+    runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
+    failing = [r for r in runs if not _case_passes(r)]
+    for bits, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        if failing and all(_short(r.actual["partial"], bits) for r in failing):
+            return wrong(EXERCISE, f"every value of your partial is a {name} number: the accumulator (or what is "
+                         "added to it) is 16 bits, and the sum of many rows loses digits. Keep it float32: "
+                         "`tl.zeros([BLOCK_SIZE], dtype=tl.float32)`, and add float32 terms.")
+    feedback = diagnose(
+        EXERCISE, runs, SYMPTOMS,
+        f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases ({describe(cases)}; "
+        f"P = 1, 3 and 4 programs, more programs than rows included).",
+    )
+    if feedback.passed:
+        return feedback
+    symptom_named = any(s.summary in feedback.message for s in SYMPTOMS)
+    strided = [r for r in runs if r.case.row_stride]
+    others = [r for r in runs if not r.case.row_stride]
+    if not symptom_named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
+        return wrong(EXERCISE, f"every case with row_stride = N passes, but not {strided[0].case.label}: address "
+                     "the rows with `row * row_stride`, never `row * N`.")
+    if "is still NaN" in feedback.message:
+        return wrong(EXERCISE, feedback.message + " Everything around the inputs is NaN here, so a read outside a "
+                     "row (a mask past N, another row's offset) shows up as NaN.")
+    return feedback

@@ -1,0 +1,130 @@
+"""Wrong variants of exercises 09 and 10, for tests/test_checkers_part2_lessons910.py only.
+
+Each is the checker's reference kernel with one classic slip, made by
+:func:`wrong_variants.mutate` (exact text replacements, each asserted to occur
+once), so none can drift from the reference. Each table maps a name to
+(kernel, a substring the feedback must contain): every variant has its own
+message.
+
+Never import this from the course package or a notebook.
+"""
+
+from __future__ import annotations
+
+from wrong_variants import mutate
+
+from rmsnorm.checkers.ex09_long_row import long_row_forward_kernel as L
+from rmsnorm.checkers.ex10_one_pass import one_pass_backward_kernel as B
+
+LOOP_1 = "    for start in range(0, N, BLOCK_SIZE):  # pass 1: the whole row's sum of squares\n"
+LOOP_2 = "    for start in range(0, N, BLOCK_SIZE):  # pass 2: read x again, normalise, write y\n"
+LOAD_1 = ("        mask = start + cols < N\n"
+          "        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n"
+          "        sum_sq += x * x\n")
+
+#: Exercise 09: name → (kernel, substring of the feedback).
+LONG_ROW = {
+    "skeleton": (mutate(L, ("    row = tl.program_id(0).to(tl.int64)\n",
+                            "    raise NotImplementedError()\n    row = tl.program_id(0).to(tl.int64)\n")),
+                 "not done yet"),
+    "divides by BLOCK_SIZE": (mutate(L, ("/ N + eps", "/ BLOCK_SIZE + eps")), "divided by BLOCK_SIZE instead of N"),
+    "no mask on the last block": (
+        mutate(L, ("x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n        sum_sq",
+                   "x = tl.load(x_row + start + cols).to(tl.float32)\n        sum_sq")),
+        "has no mask"),
+    "accumulator reset inside the loop": (
+        mutate(L, (LOOP_1, LOOP_1 + "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)  # reset every block\n")),
+        "reset inside the loop"),
+    "last block skipped (N // BLOCK_SIZE blocks)": (
+        mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, N // BLOCK_SIZE * BLOCK_SIZE,")),
+               (LOOP_2, LOOP_2.replace("range(0, N,", "range(0, N // BLOCK_SIZE * BLOCK_SIZE,"))),
+        "the last, partial block is skipped (N // BLOCK_SIZE"),
+    "last block skipped in pass 1 only": (
+        mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, N // BLOCK_SIZE * BLOCK_SIZE,"))),
+        "skipped in the sum of squares"),
+    "loop bound off by one": (
+        mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, N - 1,")),
+               (LOOP_2, LOOP_2.replace("range(0, N,", "range(0, N - 1,"))),
+        "off by one"),
+    "gamma loaded with the row offset": (
+        mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(gamma_ptr + row * row_stride + start + cols")),
+        "gamma is loaded with the row's offset"),
+    "one pass: each block normalised by its own sum": (
+        mutate(L, (LOOP_1 + LOAD_1, ""), ("    tl.store(rstd_ptr + row, rstd)\n", ""),
+               ("    rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)\n", ""),
+               ("        gamma = tl.load(", "        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)\n"
+                                          "        tl.store(rstd_ptr + row, rstd)  # per block\n        gamma = tl.load(")),
+        "normalised by its own sum of squares"),
+    "rows addressed with N instead of row_stride": (
+        mutate(L, ("    x_row = x_ptr + row * row_stride\n", "    x_row = x_ptr + row * N\n"),
+               ("tl.store(y_ptr + row * row_stride", "tl.store(y_ptr + row * N")),
+        "address the rows with `row * row_stride`"),
+    "mask off by one: reads past the row": (
+        mutate(L, ("        mask = start + cols < N\n        x = tl.load(x_row + start + cols, mask=mask, other=0.0)"
+                   ".to(tl.float32)\n        sum_sq", "        mask = start + cols <= N\n        x = tl.load(x_row + "
+                   "start + cols, mask=mask, other=0.0).to(tl.float32)\n        sum_sq")),
+        "a read outside the row"),
+    "rstd stored at the column offset": (
+        mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr + row * row_stride, rstd)\n")),
+        "outside rstd"),
+    "squares in float16": (
+        mutate(L, ("        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n        sum_sq += x * x",
+                   "        x = tl.load(x_row + start + cols, mask=mask, other=0.0)\n        sum_sq += x * x")),
+        "Convert each loaded value to float32"),
+}
+
+#: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).
+NEVER_ENDS = mutate(L, (LOOP_1, "    start = 0\n    while start < N:  # forgot `start += BLOCK_SIZE`\n"))
+
+ROW_LOOP = "    for row in range(pid, M, P):  # step P: every row belongs to exactly one program\n"
+STORE = "    tl.store(partial_ptr + pid * N + cols, dgamma_acc, mask=mask)  # once, after the loop\n"
+
+#: Exercise 10: name → (kernel, substring of the feedback).
+ONE_PASS = {
+    "skeleton": (mutate(B, ("    pid = tl.program_id(0)\n", "    raise NotImplementedError()\n    pid = tl.program_id(0)\n")),
+                 "not done yet"),
+    "partial in 16 bits": (
+        mutate(B, ("dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)", "dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float16)"),
+               ("dgamma_acc += dy * x_hat", "dgamma_acc += (dy * x_hat).to(tl.float16)")),
+        "is a float16 number"),
+    "rstd missing from the partial": (mutate(B, ("dgamma_acc += dy * x_hat", "dgamma_acc += dy * x")), "without rstd"),
+    "rows stepped by 1": (mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(pid, M)"))),
+                          "counted more than once"),
+    "a program's partial never stored (store inside the loop)": (
+        mutate(B, (STORE, ""), ("        dgamma_acc += dy * x_hat\n",
+                                "        dgamma_acc += dy * x_hat\n" + STORE.replace("    ", "        ", 1))),
+        "never stores its row"),
+    "partial never stored": (mutate(B, (STORE, "")), "the partial is never stored"),
+    "partial stored with the row's index": (
+        mutate(B, (STORE, ""), ("        dgamma_acc += dy * x_hat\n",
+                                "        dgamma_acc += dy * x_hat\n"
+                                "        tl.store(partial_ptr + row * N + cols, dgamma_acc, mask=mask)\n")),
+        "written outside its"),
+    "x_hat missing from the partial (dy alone)": (mutate(B, ("dgamma_acc += dy * x_hat", "dgamma_acc += dy")),
+                                                  "without x̂"),
+    "gamma in the partial (u * x_hat)": (mutate(B, ("dgamma_acc += dy * x_hat", "dgamma_acc += u * x_hat")),
+                                         "gamma is not part of dgamma"),
+    "mean divided by BLOCK_SIZE": (mutate(B, ("axis=0) / N", "axis=0) / BLOCK_SIZE")), "divided by BLOCK_SIZE"),
+    "dx without its last rstd": (mutate(B, ("(u - x_hat * mean_ux) * rstd", "(u - x_hat * mean_ux)")),
+                                 "misses its last factor rstd"),
+    "rows addressed with N instead of row_stride": (
+        mutate(B, ("tl.cast(row, tl.int64) * row_stride + cols", "tl.cast(row, tl.int64) * N + cols")),
+        "address the rows with `row * row_stride`"),
+    "no mask on the dx store": (mutate(B, ("(u - x_hat * mean_ux) * rstd, mask=mask)", "(u - x_hat * mean_ux) * rstd)")),
+                                "has no mask"),
+}
+
+#: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).
+ONE_PASS_NEVER_ENDS = mutate(
+    B, (ROW_LOOP, "    row = pid\n    while row < M:  # forgot `row += P`\n"))
+
+#: Accesses far outside every tensor (CPU only: on a GPU they end in an illegal-address error that kills the
+#: CUDA context, so the rest of the test session could not run); name → (kernel, substring of the feedback).
+FAR_OUTSIDE = {
+    "09 rows 10⁸ times too far apart": (
+        mutate(L, ("    x_row = x_ptr + row * row_stride\n", "    x_row = x_ptr + row * row_stride * 100000000\n")),
+        "made a load at"),
+    "10 partial row index 10⁸ times too large": (
+        mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * N * 100000000 + cols")),
+        "made a store at"),
+}
