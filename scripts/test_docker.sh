@@ -164,7 +164,7 @@ fi
 pip_config_cert() {
   local py
   for py in .venv/bin/python python3; do
-    command -v "$py" >/dev/null && "$py" -m pip --version >/dev/null 2>&1 || continue
+    "$py" -m pip --version >/dev/null 2>&1 || continue   # also when $py does not exist
     "$py" -m pip config get global.cert 2>/dev/null && return 0
     "$py" -m pip config list 2>/dev/null | sed -nE "s/^(global|install)\.cert='(.*)'$/\2/p" | tail -n 1
     return 0
