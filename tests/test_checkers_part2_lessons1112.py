@@ -46,3 +46,74 @@ def test_exercise_11_forward_alone():
     assert checkers.check_fake_implementation(wv.fake_forward).passed
     feedback = checkers.check_fake_implementation(wv._fwd_rstd_in_x_dtype)
     assert feedback.status == "wrong" and "rstd is float16" in feedback.message, feedback
+
+
+# --------------------------------------------------------------------------- exercise 12
+
+
+def _fast_csv():
+    import json
+
+    import pandas as pd
+
+    from rmsnorm.bench import RESULTS_DIR
+
+    env = json.loads((RESULTS_DIR / "fast_environment.json").read_text())
+    return pd.read_csv(RESULTS_DIR / "fast.csv"), env["copy_rate_gbps"], pd.read_csv(RESULTS_DIR / "fast_tuning.csv")
+
+
+SHAPES = [(65536, 256, "float16", "backward"), (32768, 4096, "bfloat16", "backward"), (4096, 4096, "float32", "forward")]
+
+
+def test_exercise_12_solutions_pass():
+    fast, copy, tuning = _fast_csv()
+    feedback = checkers.check_copy_fraction(wv._fraction(), fast, copy)
+    assert feedback.passed, feedback
+    feedback = checkers.check_pick_config(wv._pick(), tuning.assign(l2="cold"), SHAPES)
+    assert feedback.passed, feedback
+
+
+@pytest.mark.parametrize("name", wv.COPY_FRACTION)
+def test_exercise_12_each_wrong_copy_fraction_is_named(name):
+    fn, expected = wv.COPY_FRACTION[name]
+    fast, copy, _ = _fast_csv()
+    feedback = checkers.check_copy_fraction(fn, fast, copy)
+    assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
+    assert expected in str(feedback), feedback
+
+
+@pytest.mark.parametrize("name", wv.PICK_CONFIG)
+def test_exercise_12_each_wrong_pick_is_named(name):
+    fn, expected = wv.PICK_CONFIG[name]
+    _, _, tuning = _fast_csv()
+    feedback = checkers.check_pick_config(fn, tuning.assign(l2="cold"), SHAPES)
+    assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
+    assert expected in str(feedback), feedback
+
+
+def test_exercise_12_messages_are_distinct():
+    fast, copy, tuning = _fast_csv()
+    for table, check in ((wv.COPY_FRACTION, lambda f: checkers.check_copy_fraction(f, fast, copy)),
+                         (wv.PICK_CONFIG, lambda f: checkers.check_pick_config(f, tuning.assign(l2="cold"), SHAPES))):
+        summaries = {name: check(fn).message.split(":")[0] for name, (fn, expected) in table.items()
+                     if expected != "not done yet"}
+        named = {s for n, s in summaries.items() if n not in ("l2 ignored",)}
+        assert len(named) == len(summaries) - (1 if "l2 ignored" in summaries else 0) >= 4, summaries
+
+
+def test_exercise_12_checker_on_a_wrong_row_of_the_csv():
+    fast, copy, _ = _fast_csv()
+    tampered = fast.copy()
+    tampered.loc[3, "copy_fraction"] *= 1.01
+    feedback = checkers.check_copy_fraction(wv._fraction(), tampered, copy)
+    assert feedback.status == "wrong" and "the file says" in feedback.message, feedback
+
+
+def test_the_toy_sweep_gives_each_slip_its_own_winner():
+    from rmsnorm.checkers.ex12_reading import TOY_SHAPE, toy_timings
+
+    toy = toy_timings()
+    winners = {name: tuple(wv.PICK_CONFIG[name][0](toy, *TOY_SHAPE).values())
+               for name in ("warm samples", "mean", "fastest sample", "slowest", "shape not filtered", "pass not filtered")}
+    winners["right"] = tuple(wv._pick()(toy, *TOY_SHAPE).values())
+    assert len(set(winners.values())) == len(winners), winners

@@ -21,6 +21,7 @@ from .ex07_benchmark import check_benchmark_reading, check_prediction
 from .ex08_n_vs_block import check_fixed_dx_kernel, check_hypothesis
 from .feedback import Feedback
 from .ex11_fake import check_fake_implementation  # noqa: E402  (Part II, appended)
+from .ex12_reading import check_copy_fraction, check_pick_config  # noqa: E402  (Part II, appended)
 
 __all__ = [
     "Feedback",
@@ -35,4 +36,6 @@ __all__ = [
     "check_prediction",
     "check_reference",
     "check_fake_implementation",
+    "check_copy_fraction",
+    "check_pick_config",
 ]
