@@ -117,3 +117,39 @@ def test_the_toy_sweep_gives_each_slip_its_own_winner():
                for name in ("warm samples", "mean", "fastest sample", "slowest", "shape not filtered", "pass not filtered")}
     winners["right"] = tuple(wv._pick()(toy, *TOY_SHAPE).values())
     assert len(set(winners.values())) == len(winners), winners
+
+
+def test_exercise_12_rows_without_a_time_and_shapes_not_swept_are_skipped():
+    fast, copy, tuning = _fast_csv()
+    failed = fast.copy()
+    failed.loc[0, ["us", "tbps", "copy_fraction"]] = float("nan")  # a provider that failed its oracle check
+    failed.loc[0, "check"] = "AssertionError: y"
+    assert checkers.check_copy_fraction(wv._fraction(), failed, copy).passed
+    feedback = checkers.check_pick_config(wv._pick(), tuning.assign(l2="cold"), [(3, 5, "float16", "forward"), *SHAPES])
+    assert feedback.passed and "3×5" not in feedback.message, feedback
+
+
+class _Weird:
+    """A return value that breaks every comparison."""
+
+    def __eq__(self, other):
+        raise RuntimeError("no comparisons")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("no float")
+
+
+@pytest.mark.parametrize("value", [None, _Weird(), float("nan"), "a string", (1, 2, 3), object()])
+def test_checkers_never_raise_whatever_is_returned(value):
+    results = [
+        checkers.check_fake_implementation(lambda x, g, e: value, wv.fake_backward),
+        checkers.check_fake_implementation(wv.fake_forward, lambda x, g, r, dy: value),
+        checkers.check_fake_implementation(lambda x, g, e: (value, value), wv.fake_backward),
+        checkers.check_copy_fraction(lambda *args: value),
+        checkers.check_pick_config(lambda *args: value),
+        checkers.check_pick_config(lambda *args: {"BLOCK_M": value, "BLOCK_N": 1, "num_warps": 1,
+                                                  "programs_per_sm": 1, "num_stages": 1}),
+    ]
+    assert all(isinstance(f, Feedback) and f.status == "wrong" for f in results), results
