@@ -20,6 +20,8 @@ from .ex06_autograd import check_autograd_function
 from .ex07_benchmark import check_benchmark_reading, check_prediction
 from .ex08_n_vs_block import check_fixed_dx_kernel, check_hypothesis
 from .feedback import Feedback
+from .ex11_fake import check_fake_implementation  # noqa: E402  (Part II, appended)
+from .ex12_reading import check_copy_fraction, check_pick_config  # noqa: E402  (Part II, appended)
 
 __all__ = [
     "Feedback",
@@ -33,6 +35,9 @@ __all__ = [
     "check_hypothesis",
     "check_prediction",
     "check_reference",
+    "check_fake_implementation",
+    "check_copy_fraction",
+    "check_pick_config",
 ]
 
 # Part II (lessons 09-10): checkers that launch the learner's kernel themselves, guarded (see guarded.py).

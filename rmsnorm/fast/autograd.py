@@ -109,9 +109,9 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6)
         eps: finite real number > 0.
 
     Returns:
-        y: shape of ``x``, dtype of ``x`` (torch.nn.functional.rms_norm would
-        promote a bf16 x with an fp32 weight to fp32; activations stay in
-        their dtype here, as in Liger and quack), contiguous. Gradients: dx
+        y: shape of ``x``, dtype of ``x`` (also with a weight of another
+        dtype: activations stay in their dtype, as in Liger and quack),
+        contiguous. Gradients: dx
         in x's dtype, dgamma in gamma's dtype (the upstream dy may have any
         layout).
 

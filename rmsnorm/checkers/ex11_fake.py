@@ -1,0 +1,188 @@
+"""Checker of exercise 11: the fake (meta) implementations of the fast path's two custom ops.
+
+A fake implementation tells ``torch.compile`` (and ``torch.library.opcheck``)
+what an operator returns — shapes, dtypes, device — from its inputs' shapes,
+dtypes and device alone, without data and without launching a kernel. The
+learner writes ``fake_forward(x, gamma, eps) -> (y, rstd)`` and
+``fake_backward(x, gamma, rstd, dy) -> (dx, dgamma)``.
+
+The checker calls them on ``meta`` tensors (shapes and dtypes, no storage)
+for three cases — float16 x with float16 gamma (17 × 257), bfloat16 x with
+float32 gamma (5 × 96: mixed precision), float32 x without a weight (3 × 40)
+— and compares every output's shape, dtype and device with what the
+package's registered fakes (``torch.ops.rmsnorm_fast.forward`` / ``backward``
+on the same meta tensors) return. Nothing is hard-coded: the package is the
+oracle.
+
+Recognised, each with its own message: rstd in x's dtype instead of float32;
+rstd with a trailing dimension ((M, 1) or (M, N)) instead of (M,); y in
+gamma's dtype instead of x's; dgamma in x's dtype instead of gamma's; None
+for dgamma when there is no weight (an operator returns tensors); outputs
+allocated on the CPU instead of x's device; the real kernel launched from the
+fake; a bare tensor where a pair is expected. Any other exception becomes a
+message naming the learner's line.
+
+Source: solutions/11_extending_the_contract.ipynb; PyTorch "Python Custom
+Operators" (``register_fake``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..contract import ContractError
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+
+
+def describe_learner_error(name: str, error: BaseException) -> str:
+    """One plain sentence for an exception from the learner's code, naming the learner's own line and its number.
+
+    Like :func:`describe_error`, but the line is the last frame outside the package and outside installed
+    libraries (pandas, torch, numpy…), so a KeyError raised inside pandas points at the learner's indexing.
+    """
+    import traceback
+
+    first = (str(error).strip().splitlines() or [""])[0][:300]
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if not any(part in frame.filename for part in ("/rmsnorm/", "site-packages", "dist-packages", "<frozen")):
+            where = f" (line {frame.lineno}: `{frame.line.strip()}`)" if frame.line else f" (line {frame.lineno})"
+            return (f"{name} raised {type(error).__name__}: {first}{where}. Call it yourself on a small input "
+                    "to see the whole traceback.")
+    return describe_error(name, error)
+
+
+EXERCISE = "11 · fake implementation"
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class FakeCase:
+    """Meta inputs of one check: x (M, N), gamma (N,) or None, rstd (M,), dy like x."""
+
+    label: str
+    M: int
+    N: int
+    x_dtype: torch.dtype
+    gamma_dtype: torch.dtype | None
+
+    def inputs(self):
+        x = torch.empty(self.M, self.N, dtype=self.x_dtype, device="meta")
+        gamma = None if self.gamma_dtype is None else torch.empty(self.N, dtype=self.gamma_dtype, device="meta")
+        rstd = torch.empty(self.M, dtype=torch.float32, device="meta")
+        return x, gamma, rstd, torch.empty_like(x)
+
+
+CASES = (
+    FakeCase("x (17, 257) float16 with float16 gamma", 17, 257, torch.float16, torch.float16),
+    FakeCase("x (5, 96) bfloat16 with float32 gamma (mixed precision)", 5, 96, torch.bfloat16, torch.float32),
+    FakeCase("x (3, 40) float32 without a weight (gamma None)", 3, 40, torch.float32, None),
+)
+
+
+def _dtype(d) -> str:
+    return str(d).removeprefix("torch.")
+
+
+def _expected(case: FakeCase, op: str):
+    """What the package's registered fake returns for this case: a pair of meta tensors."""
+    import rmsnorm.fast  # noqa: F401  (registers the operators)
+
+    x, gamma, rstd, dy = case.inputs()
+    if op == "forward":
+        return torch.ops.rmsnorm_fast.forward(x, gamma, EPS)
+    return torch.ops.rmsnorm_fast.backward(x, gamma, rstd, dy)
+
+
+def _call(fn, case: FakeCase, op: str):
+    """(outputs, None) or (None, Feedback)."""
+    x, gamma, rstd, dy = case.inputs()
+    try:
+        return (fn(x, gamma, EPS) if op == "forward" else fn(x, gamma, rstd, dy)), None
+    except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
+        if is_not_implemented(error):
+            return None, not_done(EXERCISE, name_of(fn))
+        if isinstance(error, ContractError) or (isinstance(error, RuntimeError) and "meta" in str(error).lower()):
+            return None, wrong(EXERCISE, (
+                f"{name_of(fn)} ran real work on {case.label}: {type(error).__name__}: "
+                f"{str(error).splitlines()[0][:160]}. A fake implementation never launches the kernel or reads "
+                "values (its inputs have shapes but no data): only allocate the outputs, e.g. x.new_empty(shape, dtype=...)."))
+        return None, wrong(EXERCISE, describe_learner_error(name_of(fn), error))
+
+
+def _compare(fn, case: FakeCase, op: str, names: tuple[str, str]) -> Feedback | None:
+    got, problem = _call(fn, case, op)
+    if problem is not None:
+        return problem
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return wrong(EXERCISE, f"{name_of(fn)} must return a pair ({names[0]}, {names[1]}); on {case.label} it "
+                     f"returned {type(got).__name__}. An operator with two outputs returns a tuple of two tensors.")
+    expected = _expected(case, op)
+    x, gamma = case.inputs()[:2]
+    for name, out, exp in zip(names, got, expected):
+        message = _mismatch(name, out, exp, case, x, gamma)
+        if message:
+            return wrong(EXERCISE, f"{name_of(fn)}, {case.label}: {message}")
+    return None
+
+
+def _mismatch(name, out, exp, case, x, gamma) -> str | None:
+    """The first difference between a learner's output and the registered fake's, in plain words."""
+    if out is None and name == "dgamma":
+        return ("dgamma is None. An operator must return tensors: without a weight, return an empty tensor "
+                "(x.new_empty(0)) for dgamma; the autograd formula turns it into None.")
+    if not isinstance(out, torch.Tensor):
+        return f"{name} must be a tensor; got {type(out).__name__}."
+    if out.device != exp.device:
+        return (f"{name} is on {out.device}, x is on {x.device}. Allocate on x's device (x.new_empty(...), or "
+                "device=x.device): a fake for a CUDA input must describe a CUDA output.")
+    if name == "rstd" and tuple(out.shape) != tuple(exp.shape):
+        return (f"rstd has shape {tuple(out.shape)}, expected {tuple(exp.shape)}: one value per row, shape (M,), "
+                "as the kernel stores it (no trailing dimension).")
+    if tuple(out.shape) != tuple(exp.shape):
+        return f"{name} has shape {tuple(out.shape)}, expected {tuple(exp.shape)}."
+    if out.dtype == exp.dtype:
+        return None
+    if name == "rstd":
+        return (f"rstd is {_dtype(out.dtype)}, expected float32 whatever x's dtype: the kernel keeps one float32 "
+                "rstd per row for the backward.")
+    if name in ("y", "dx") and gamma is not None and out.dtype == gamma.dtype:
+        return (f"{name} is {_dtype(out.dtype)}, gamma's dtype; expected x's, {_dtype(exp.dtype)}. With float32 "
+                "weights and bf16 activations the activations stay bf16.")
+    if name == "dgamma" and out.dtype == x.dtype:
+        return (f"dgamma is {_dtype(out.dtype)}, x's dtype; expected gamma's, {_dtype(exp.dtype)}: a gradient has "
+                "its parameter's dtype (an fp32 weight gets an fp32 gradient).")
+    return f"{name} is {_dtype(out.dtype)}, expected {_dtype(exp.dtype)}."
+
+
+def check_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
+    """Check the learner's fake implementations against the package's registered ones.
+
+    Args:
+        fake_forward: ``(x, gamma, eps) -> (y, rstd)``; x (M, N), gamma (N,) or None.
+        fake_backward: ``(x, gamma, rstd, dy) -> (dx, dgamma)``; dgamma an
+            empty tensor when gamma is None. None: check the forward only
+            (exercise 11.1).
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong" with the first mismatch
+        (case, output, what it is, what it should be). Never raises for a
+        learner's mistake.
+
+    Source: solutions/11_extending_the_contract.ipynb.
+    """
+    for case in CASES:
+        problem = _compare(fake_forward, case, "forward", ("y", "rstd"))
+        if problem is not None:
+            return problem
+    if fake_backward is None:
+        return passed(EXERCISE, f"fake_forward: on all {len(CASES)} cases y has x's shape and dtype, rstd is (M,) "
+                      "float32, on x's device. Now the backward.")
+    for case in CASES:
+        problem = _compare(fake_backward, case, "backward", ("dx", "dgamma"))
+        if problem is not None:
+            return problem
+    return passed(EXERCISE, f"on all {len(CASES)} cases (float16, bf16 x with float32 gamma, no weight) your fakes give "
+                  "the shapes, dtypes and device of the registered ones: y and dx in x's dtype, rstd (M,) float32, "
+                  "dgamma in gamma's dtype or empty.")
