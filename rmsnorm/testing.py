@@ -198,3 +198,17 @@ CAMPAIGN_SHAPES: tuple[tuple[int, int], ...] = (
 CAMPAIGN: tuple[Case, ...] = tuple(
     Case(M, N, dtype) for dtype in (torch.float32, torch.float16) for M, N in CAMPAIGN_SHAPES
 )
+
+
+def inductor_unavailable(device) -> str | None:
+    """Why ``torch.compile``'s inductor backend cannot run on ``device`` here, or None when it can.
+
+    On the CPU inductor compiles C++ and needs g++ or clang++ (a bare container may have
+    neither); on CUDA it generates Triton kernels and needs nothing more.
+    """
+    import shutil
+
+    if torch.device(device).type == "cpu" and not (shutil.which("g++") or shutil.which("clang++")):
+        return "torch.compile's inductor backend needs a C++ compiler on the CPU (g++ or clang++), and this machine has none"
+    return None
+

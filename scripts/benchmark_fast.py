@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from rmsnorm.bench import copy_bandwidth_gbps
+    from rmsnorm.bench.timing import L2_FLUSH_BYTES
     from rmsnorm.bench.sidebyside import GRID, PROVIDERS, ratio_table, side_by_side, tune
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
     import triton
 
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
-           "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"),
+           "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"), "flush_bytes": L2_FLUSH_BYTES,
            "timing": "rmsnorm.bench.kernel_time_us: profiler kernel time, L2 flushed before each call"}
     (args.out / "fast_environment.json").write_text(json.dumps(env, indent=2) + "\n")
     pivot = ratio_table(table)

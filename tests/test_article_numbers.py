@@ -62,5 +62,7 @@ def test_the_257_ones_table(device):
     x, ones = torch.ones(1, 257, device=device), torch.ones(257, device=device)
     y, _ = forward_op(x, ones)
     y_bug, _ = forward_op(x, ones, kernel=rmsnorm_forward_kernel_block_mean)
-    torch.testing.assert_close(y.cpu(), torch.full((1, 257), 0.9999995), atol=5e-8, rtol=0)
+    # 0.9999995 as the article prints it (7 decimals); float32 steps by 6e-8 there, and a GPU's
+    # approximate rsqrt may land one step away (seen on the H200: 5.96e-8), so the canary's 1e-7
+    torch.testing.assert_close(y.cpu(), torch.full((1, 257), 0.9999995), atol=1e-7, rtol=0)
     torch.testing.assert_close(y_bug.cpu(), torch.full((1, 257), 1.411458), atol=5e-7, rtol=0)

@@ -1,12 +1,11 @@
 """The autograd wrapper and the module: gradients, shapes, CALLS, M = 0, state_dict, torch.compile."""
 
-import shutil
 
 import pytest
 import torch
 
 from rmsnorm import CALLS, RMSNorm, rmsnorm
-from rmsnorm.testing import assert_close, make_inputs, oracle
+from rmsnorm.testing import assert_close, inductor_unavailable, make_inputs, oracle
 
 
 @pytest.mark.parametrize("shape", [(1, 257), (17, 256), (2, 3, 129), (31,)])
@@ -97,14 +96,11 @@ def _tiny_model(device):
     return torch.nn.Sequential(torch.nn.Linear(8, 33), RMSNorm(33), torch.nn.SiLU(), torch.nn.Linear(33, 2)).to(device)
 
 
-INDUCTOR_NEEDS = "torch.compile's inductor backend needs a C++ compiler on the CPU (g++ or clang++), and this machine has none"
-
-
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_torch_compile_gives_eager_numbers(backend, device):
-    if backend == "inductor" and device.type == "cpu" and not (shutil.which("g++") or shutil.which("clang++")):
-        pytest.skip(INDUCTOR_NEEDS)
+    if backend == "inductor" and inductor_unavailable(device):
+        pytest.skip(inductor_unavailable(device))
     torch._dynamo.reset()
     model, x = _tiny_model(device), torch.randn(5, 8, device=device)
     y_eager = model(x)

@@ -23,7 +23,7 @@ from rmsnorm.fast import (
 )
 from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
 from rmsnorm.reference import backward_from_rstd
-from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, make_inputs, oracle
+from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
 
 GPU = torch.cuda.is_available()
 gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU (bf16 and the large cases run there)")
@@ -274,7 +274,8 @@ def test_opcheck_passes_on_both_operators(device):
     torch.library.opcheck(_forward_op, (x.detach(), None, 1e-5))
 
 
-def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(device):
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(backend, device):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 48), FastRMSNorm(48, eps=1e-6), torch.nn.Linear(48, 4)).to(device)
     x = torch.randn(20, 32, device=device)
@@ -283,17 +284,19 @@ def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(device):
     out_eager = model(x)
     out_eager.square().sum().backward()
     grads_eager = [p.grad.clone() for p in model.parameters()]
+    if backend == "inductor" and inductor_unavailable(device):
+        pytest.skip(inductor_unavailable(device))
     # aot_eager: the traced graph run by eager kernels, so bit for bit; inductor: its own
     # matmul/elementwise kernels around our op, so within the float32 tolerance
-    for backend, tol in (("aot_eager", {"rtol": 0, "atol": 0}), ("inductor", TOLERANCES[torch.float32])):
-        torch._dynamo.reset()
-        compiled = torch.compile(model, fullgraph=True, backend=backend)
-        model.zero_grad()
-        out = compiled(x)
-        out.square().sum().backward()
-        torch.testing.assert_close(out, out_eager, **tol, msg=backend)
-        for p, g in zip(model.parameters(), grads_eager):
-            torch.testing.assert_close(p.grad, g, **tol, msg=backend)
+    tol = {"rtol": 0, "atol": 0} if backend == "aot_eager" else TOLERANCES[torch.float32]
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    model.zero_grad()
+    out = compiled(x)
+    out.square().sum().backward()
+    torch.testing.assert_close(out, out_eager, **tol)
+    for p, g in zip(model.parameters(), grads_eager):
+        torch.testing.assert_close(p.grad, g, **tol)
 
 
 def test_double_backward_is_a_clear_error(device):

@@ -17,8 +17,12 @@ and how many programs share the chip, not by arithmetic. The knobs:
 
 :func:`forward_config` and :func:`backward_config` return the table's choice
 for (N, dtype); every launcher also takes an explicit :class:`FastConfig`, so
-lesson 12 and ``scripts/tune_fast.py`` can sweep them. The table was chosen
-on an H200 from an L2-cold sweep (``results/h200/fast_tuning.csv``).
+lesson 12 and ``scripts/benchmark_fast.py --tune`` can sweep them. The
+table was chosen on an H200 from L2-cold sweeps, all kept in
+``results/h200/fast_tuning.csv`` (column ``sweep``): 1, broad, both passes;
+2, around the first table, both passes, after the looped backward's
+redesign; 3, the forward again, after its one-block-per-program grid lost
+the loop around its body.
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb.
 """
