@@ -1,0 +1,343 @@
+"""Run the learner's code in a child process, so that nothing it does can crash, hang or break the checker.
+
+A learner's kernel that reads outside its tensor kills the process that runs
+it (Triton's interpreter reads raw memory); a loop whose start never advances
+never ends. So every checker runs the learner's code in a child process with
+a time limit, and turns what happened into a :class:`Feedback`:
+
+- the child died of a signal → "your kernel read or wrote outside the tensor";
+- no progress for :data:`CASE_TIME_LIMIT_S` seconds → "did not finish";
+- anything else the child reports is the checker's own feedback.
+
+Children come from a ``forkserver`` (a clean server process that imports torch
+once, never CUDA, then forks one child per check): about 0.3 s per check
+instead of the 2 s of a fresh interpreter, and on a GPU machine each child
+initialises CUDA itself. A learner's ``@triton.jit`` kernel is defined in a
+notebook cell, which a child cannot import: its source is shipped
+(:class:`KernelSource`) and executed again in the child, after the child has
+chosen the interpreter exactly as the parent did. Plain Python functions and
+classes travel with cloudpickle.
+
+Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb;
+Python's ``multiprocessing`` (forkserver), cloudpickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import json
+import multiprocessing
+import multiprocessing.spawn as mp_spawn
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import traceback
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import cloudpickle
+
+from . import _gpu_compile
+from ._gpu_compile import define_kernel
+from .feedback import Feedback, wrong
+
+#: Seconds a child may run without reporting progress (one case, or the start-up) before it is stopped.
+CASE_TIME_LIMIT_S = 60.0
+#: Seconds the GPU-compile child may take (one compilation per dtype; about 0.5 s each, cached after).
+COMPILE_TIME_LIMIT_S = 120.0
+#: Modules the forkserver imports once; never triton (each child chooses the interpreter first).
+PRELOAD = ["torch"]
+
+_CONTEXT = None
+
+
+def _context():
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        _CONTEXT.set_forkserver_preload(PRELOAD)
+    return _CONTEXT
+
+
+# --------------------------------------------------------------------------- shipping a kernel
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """What a child needs to define a learner's ``@triton.jit`` kernel again.
+
+    Attributes:
+        spec: {"name", "source" (decorator included, dedented), "first_line" (of the decorator in
+            its cell or file, so line numbers stay the learner's), "filename", "names" (globals it
+            uses: name → ("module", module name) | ("kernel", spec) | ("value", value))}.
+    """
+
+    spec: dict
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def is_kernel(obj) -> bool:
+    """True for a ``@triton.jit`` object (compiled or interpreted): it has ``.fn`` and can be indexed by a grid."""
+    return hasattr(obj, "fn") and callable(getattr(obj, "__getitem__", None))
+
+
+def kernel_spec(kernel, _seen: set | None = None) -> dict:
+    """The shippable source of a ``@triton.jit`` kernel and of the globals it uses (see :class:`KernelSource`).
+
+    Raises:
+        OSError: the source cannot be found (a kernel typed at a bare ``python`` prompt).
+    """
+    seen = set() if _seen is None else _seen
+    fn = kernel.fn
+    seen.add(id(fn))
+    lines, first = inspect.getsourcelines(fn)
+    names = {}
+    for name in sorted(_code_names(fn.__code__)):
+        if name not in fn.__globals__:
+            continue
+        value = fn.__globals__[name]
+        if isinstance(value, types.ModuleType):
+            names[name] = ("module", value.__name__)
+        elif is_kernel(value) and id(value.fn) not in seen:
+            names[name] = ("kernel", kernel_spec(value, seen))
+        elif isinstance(value, (bool, int, float, str, type(None))) or type(value).__module__.startswith("triton.language"):
+            try:
+                pickle.dumps(value)
+            except Exception:  # noqa: BLE001 - an unpicklable global stays behind; the child then names it
+                continue
+            names[name] = ("value", value)
+    return {"name": fn.__name__, "source": textwrap.dedent("".join(lines)), "first_line": max(first, 1),
+            "filename": fn.__code__.co_filename, "names": names}
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _progress_reporter(conn):
+    def report(what: str) -> None:
+        conn.send(("progress", what))
+    return report
+
+
+#: In a child: called with a label before each case (set by :func:`_child_main`); a no-op in the parent.
+progress = lambda what: None  # noqa: E731
+
+
+def _child_main(conn, payload: bytes, interpret: bool) -> None:
+    """Entry point of a child: choose the interpreter, rebuild the learner's objects, run the target."""
+    global progress
+    try:
+        if interpreted() != interpret:  # the forkserver inherited the parent's TRITON_INTERPRET
+            raise RuntimeError(f"the checker's child runs kernels {'not ' if interpret else ''}in the interpreter, unlike its parent")
+        target, args = cloudpickle.loads(payload)
+        folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
+        args = [define_kernel(a.spec, folder) if isinstance(a, KernelSource) else a for a in args]
+        progress = _progress_reporter(conn)
+        module_name, function_name = target
+        result = getattr(importlib.import_module(module_name), function_name)(*args)
+        conn.send(("done", cloudpickle.dumps(result)))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which turns it into feedback
+        conn.send(("error", (type(error).__name__, str(error), traceback.format_exc())))
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+@dataclass
+class Outcome:
+    """How a child ended: ``kind`` is "done", "error", "crashed", "timeout" or "unpicklable"."""
+
+    kind: str
+    value: object = None
+    last_progress: str = ""
+    seconds: float = 0.0
+
+
+def start(target: tuple[str, str], args, *, interpret: bool):
+    """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome."""
+    try:
+        payload = cloudpickle.dumps((target, list(args)))
+    except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
+        return Outcome("unpicklable", f"{type(error).__name__}: {error}")
+    ctx = _context()
+    parent, child = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child_main, args=(child, payload, interpret), daemon=True)
+    with _without_main():
+        process.start()
+    child.close()
+    return process, parent
+
+
+@contextlib.contextmanager
+def _without_main():
+    """Children do not import the parent's ``__main__`` (a script, or ipykernel's launcher): nothing there is needed."""
+    original = mp_spawn.get_preparation_data
+
+    def preparation_data(name):
+        data = original(name)
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+        return data
+
+    mp_spawn.get_preparation_data = preparation_data
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = original
+
+
+def wait(started, limit_s: float) -> Outcome:
+    """Wait for a child started by :func:`start`, at most ``limit_s`` seconds without progress."""
+    if isinstance(started, Outcome):
+        return started
+    process, conn = started
+    begin, last = time.monotonic(), "starting"
+    try:
+        while True:
+            if not conn.poll(limit_s):
+                _stop(process)
+                return Outcome("timeout", limit_s, last, time.monotonic() - begin)
+            try:
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                process.join(5)
+                code = process.exitcode
+                return Outcome("crashed", code, last, time.monotonic() - begin)
+            if kind == "progress":
+                last = value
+                continue
+            process.join(5)
+            if kind == "done":
+                return Outcome("done", cloudpickle.loads(value), last, time.monotonic() - begin)
+            return Outcome(kind, value, last, time.monotonic() - begin)
+    finally:
+        conn.close()
+        if process.is_alive():
+            _stop(process)
+
+
+def _stop(process) -> None:
+    process.kill()
+    process.join(5)
+
+
+def interpreted() -> bool:
+    """True when this process runs kernels in Triton's interpreter (a child must do the same)."""
+    from ..device import is_interpreted
+    from ..forward import rmsnorm_forward_kernel
+
+    return is_interpreted(rmsnorm_forward_kernel)
+
+
+def crash_message(outcome: Outcome, who: str) -> str:
+    """Plain words for a child that died: a signal means memory outside the tensors was touched."""
+    code = outcome.value
+    signame = ""
+    if isinstance(code, int) and code < 0:
+        try:
+            signame = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return (f"{who} read or wrote outside the tensor and stopped the process running it{signame}, "
+            f"during {outcome.last_progress}: check the row offset (`row * row_stride`) and the masks "
+            "(`cols < N`, also on the last row). Your notebook is safe: the checker ran it in a separate process.")
+
+
+def timeout_message(outcome: Outcome, who: str) -> str:
+    """Plain words for a child stopped by the time limit."""
+    return (f"{who} did not finish in {outcome.value:g} s (during {outcome.last_progress}): a loop "
+            "never ends. Does the loop's start advance (`for start in range(0, M, BLOCK_M)`), and does a "
+            "`while` condition ever become false? The checker stopped it; your notebook is safe.")
+
+
+def outcome_feedback(exercise: str, outcome: Outcome, who: str) -> Feedback:
+    """The feedback of a finished child: its own result, or a message for a crash, a time-out or an error."""
+    if outcome.kind == "done":
+        return outcome.value
+    if outcome.kind == "crashed":
+        return wrong(exercise, crash_message(outcome, who))
+    if outcome.kind == "timeout":
+        return wrong(exercise, timeout_message(outcome, who))
+    if outcome.kind == "unpicklable":
+        return wrong(exercise, f"the checker could not hand {who} to its separate process ({outcome.value}); "
+                     "define it in a cell of its own, using only numbers, strings and modules from outside.")
+    name, text, trace = outcome.value
+    return wrong(exercise, f"the checker failed while judging {who} ({name}: {text.splitlines()[0] if text else ''}). "
+                 "Please report this, with your code, to the course's instructors.")
+
+
+def run_isolated(exercise: str, target: tuple[str, str], args, who: str, limit_s: float | None = None) -> Feedback:
+    """Run ``target(*args)`` in a child (kernels among args rebuilt from source) and return its Feedback."""
+    outcome = wait(start(target, args, interpret=interpreted()), limit_s or CASE_TIME_LIMIT_S)
+    return outcome_feedback(exercise, outcome, who)
+
+
+def python_callable_ok(obj) -> bool:
+    """True when ``obj`` can be shipped to a child (cloudpickle), so that it can run there."""
+    try:
+        cloudpickle.dumps(obj)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- compiling for the GPU
+
+
+def start_gpu_compile(spec: dict, signatures):
+    """Start compiling a kernel for a CUDA target in a fresh interpreter (interpreter off); None on a GPU.
+
+    On a GPU machine the learner's kernel is compiled for real when it runs, so
+    this check is only needed (and only started) under the interpreter.
+    """
+    if not interpreted():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    process = subprocess.Popen(
+        [sys.executable, _gpu_compile.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=env,
+    )
+    process.stdin.write(pickle.dumps({"kernel": spec, "signatures": signatures}))
+    process.stdin.close()
+    process.stdin = None  # communicate() must not flush it again
+    return process
+
+
+def finish_gpu_compile(process, limit_s: float | None = None) -> dict | None:
+    """The compile result ({"ok": True} or the error), or None when it could not run (no compiler, time-out)."""
+    if process is None:
+        return None
+    try:
+        out, _ = process.communicate(timeout=limit_s or COMPILE_TIME_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        return None
+    if process.returncode != 0:
+        return None
+    try:
+        result = json.loads(out.decode() or "null")
+    except ValueError:
+        return None
+    return result if result and result.get("ok") is not None else None
+
+
+if sys.platform == "win32":  # pragma: no cover - the course runs on Linux (Triton's requirement)
+    raise ImportError("rmsnorm.checkers needs a POSIX system (forkserver)")
