@@ -224,7 +224,9 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         return wrong(exercise, f"{run.case.label}: {name} has shape {shape}, expected {tuple(run.expected[name].shape)}.")
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
-        return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed from NaN.")
+        hint = _narrow_block(nan)
+        return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
+                     f"from NaN.{hint}")
     fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
     index = first_difference(actual, run.expected[name], _tol(run, name))
     tol = _tol(run, name)
@@ -243,6 +245,17 @@ def _symptom_message(symptom: Symptom, runs: Sequence[Run], models: Sequence[Out
                 shown = evidence(run, name, first_difference(wrong_out, right, tol))
                 return f"{symptom.summary}: {shown}. {symptom.fix}".strip()
     return f"{symptom.summary}. {symptom.fix}".strip()
+
+
+def _narrow_block(nan: torch.Tensor) -> str:
+    """A hint when exactly the columns from a power of two on are unwritten: a block width written as a number."""
+    columns = nan.reshape(-1, nan.shape[-1]).any(0)
+    written = torch.nonzero(~columns).reshape(-1)
+    width = int(written[-1]) + 1 if written.numel() else 0
+    if width >= 16 and width & (width - 1) == 0 and not columns[:width].any() and columns[width:].all():
+        return (f" Only the first {width} columns were written: the block covers only the first {width} columns. "
+                "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, not a fixed width.")
+    return ""
 
 
 def _unwritten(name: str, nan: torch.Tensor) -> str:

@@ -66,6 +66,11 @@ SYMPTOMS = [
         "Add eps to mean(x²) before the square root (a row of zeros then gives 0, not NaN).",
     ),
     Symptom(
+        "the eps argument is ignored (1e-6 is used whatever eps the launcher passes)",
+        lambda c: _outputs(c, torch.rsqrt(sum_of_squares(c) / c.N + 1e-6)),
+        "Use the kernel's `eps` parameter: rstd = 1/sqrt(mean(x²) + eps).",
+    ),
+    Symptom(
         "eps is added after the square root",
         lambda c: _outputs(c, 1 / (torch.sqrt(sum_of_squares(c) / c.N) + c.epsilon)),
         "rstd = 1/sqrt(mean(x²) + eps): eps goes inside the square root.",

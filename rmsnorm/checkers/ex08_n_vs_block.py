@@ -31,6 +31,7 @@ from .ex04_dx import check_dx_kernel
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
 
 EXERCISE = "08 · hypothesis"
+EXERCISE_FIX = "08 · fixed dx kernel"
 #: Row lengths of the hypothesis check: BLOCK_SIZE = 4, 256, 512, 1024.
 NS = (3, 256, 257, 1000)
 EPS = 1e-6
@@ -124,4 +125,4 @@ def check_fixed_dx_kernel(kernel) -> Feedback:
 
     Source: solutions/08_n_vs_block_exercise.ipynb.
     """
-    return check_dx_kernel(kernel, exercise="08 · fixed dx kernel")
+    return check_dx_kernel(kernel, exercise=EXERCISE_FIX)

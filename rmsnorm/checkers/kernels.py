@@ -324,7 +324,9 @@ def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
             return wrong(exercise, f"on {case.label}, {where}: on a GPU its masked lanes hold whatever memory "
                          "held (the interpreter happens to give 0), and here they reached the result. "
                          "Pass `other=0` (the value that adds nothing to a sum).")
-    outputs, _ = _launch(case, kernel, launch, guard_value=1.0)
+    outputs, problem = _launch(case, kernel, launch, guard_value=1.0)
+    if problem is not None:
+        return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
     if not _nan_where_finite(outputs, want):
         return wrong(exercise, f"on {case.label}, {name} read outside its tensors: its result depends on the memory "
                      "just before or after a tensor (or between rows), which the checker filled with NaN. Check the "
