@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import linecache
 import math
+import re
 from pathlib import Path
 
 import nbformat
@@ -24,7 +25,7 @@ import rmsnorm
 import rmsnorm.buggy
 import wrong_variants as wv
 from rmsnorm import checkers
-from rmsnorm.checkers import Feedback
+from rmsnorm.checkers import Feedback, isolate
 from rmsnorm.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm.checkers.kernels import unmasked_accesses
 
@@ -80,12 +81,53 @@ WRONG = [
 ]
 
 
+#: Per-case time limit for the variants that never end (a normal case takes well under 1 s).
+HANG_LIMIT_S = 4.0
+
+
 @pytest.mark.parametrize(("check", "variant", "expected"), WRONG)
-def test_each_wrong_variant_is_named(check, variant, expected):
+def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
+    if expected == wv.NEVER_ENDS:
+        monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
+        expected = f"did not finish in {HANG_LIMIT_S:g} s"
     feedback = check(variant)
     assert not feedback.passed, feedback
     assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
     assert expected in str(feedback), feedback
+
+
+def test_messages_of_distinct_numbers_show_distinct_digits():
+    # rstd rounded to float16 differs from the oracle in the 4th significant digit: 3 decimals would print equal numbers.
+    feedback = checkers.check_forward_kernel(wv.FORWARD["rstd kept in 16 bits"][0])
+    shown = re.search(r"rstd\[\d+\] = ([-\d.e]+), expected ([-\d.e]+)", feedback.message)
+    assert shown and shown.group(1) != shown.group(2), feedback
+
+
+@pytest.mark.parametrize("check", [checkers.check_by_hand, checkers.check_reference, checkers.check_forward_kernel,
+                                   checkers.check_dx_kernel, checkers.check_dgamma_kernel,
+                                   checkers.check_autograd_function, checkers.check_hypothesis,
+                                   checkers.check_prediction, checkers.check_fixed_dx_kernel])
+@pytest.mark.parametrize("answer", [None, 42, "my_kernel", torch.ones(3)], ids=["None", "int", "str", "tensor"])
+def test_no_checker_raises_whatever_it_is_given(check, answer):
+    feedback = check(answer)
+    assert isinstance(feedback, Feedback) and feedback.status == "wrong", feedback
+
+
+def test_a_checker_never_raises_on_a_wrong_samples_table():
+    feedback = checkers.check_benchmark_reading(wv._median(), wv._percent(), "not a table", _prediction)
+    assert isinstance(feedback, Feedback) and feedback.status == "wrong", feedback
+
+
+def test_html_feedback_shows_code_not_backquotes():
+    html = Feedback("03 · forward kernel", "wrong", "pass `mask=cols < N` and `other=0`")._repr_html_()
+    assert "<code>mask=cols &lt; N</code>" in html and "<code>other=0</code>" in html and "`" not in html
+
+
+def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
+    kernel = wv.mutate(rmsnorm.rmsnorm_forward_kernel, ("gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask, other=0, maks=mask)"))
+    feedback = checkers.check_forward_kernel(kernel)
+    line = next(i for i, text in enumerate(open(kernel.fn.__code__.co_filename), 1) if "maks=" in text)
+    assert f"at line {line} of" in feedback.message and "my_forward_kernel[(3,)](" in feedback.message, feedback
 
 
 @pytest.mark.parametrize("name", wv.BENCHMARK)

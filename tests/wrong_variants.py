@@ -147,6 +147,16 @@ def _row_skeleton():
     raise NotImplementedError()
 
 
+def _row_raises():
+    total = 0
+    return [1.0, 2.0], [1.0, 2.0], 1 / total, [1.0, 2.0]
+
+
+def _row_never():
+    while True:
+        pass
+
+
 def _row(r, y, x=(1.0, 2.0, 2.0, 4.0), gamma=(1.0, 1.0, 0.5, 2.0)):
     return lambda: (list(x), list(gamma), r, list(y))
 
@@ -163,20 +173,34 @@ BY_HAND = {
     "the article's row": (_row(0.282843, [0.849, 1.131], x=(3.0, 4.0), gamma=(1.0, 2.0)), "lesson's worked example"),
     "gamma all ones": (_row(0.4, [0.4, 0.8, 0.8, 1.6], gamma=(1.0, 1.0, 1.0, 1.0)), "not all ones"),
     "a typo": (_row(0.4, [0.4, 0.8, 0.4, 3.0]), "gives y = [0.400, 0.800, 0.400, 3.000], expected [0.400, 0.800, 0.400, 3.200]"),
+    # Issue 9: malformed answers and code that raises or never ends.
+    "y one number short": (_row(0.4, [0.4, 0.8, 0.4]), "y must have 4 numbers, one per column of x_row; got 3"),
+    "numbers as text": (_row("0.4", [0.4, 0.8, 0.4, 3.2]), "r must be a number; got '0.4'"),
+    "raises": (_row_raises, "raised ZeroDivisionError at line"),
+    "never returns": (_row_never, "did not finish in"),
+    "the RMS of x·gamma": (_row(0.239, [0.239, 0.478, 0.239, 1.912]), "gives r = 0.239, expected 0.400"),
 }
 
 
 # --------------------------------------------------------------------------- exercise 02
 
 
-def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside", centre=False, cast_back=True, f64=True):
+def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside", centre=False, cast_back=True, f64=True,
+               in_place=False, flatten=False):
     def my_reference(x, g, epsilon=1e-6):
         dtype = torch.float64 if (x.dtype == torch.float64 and f64) else torch.float32
         xf, gf = (x.to(dtype), g.to(dtype)) if dtype_policy else (x, g)
+        if flatten:
+            xf = xf.reshape(-1, xf.shape[-1])
         if centre:
             xf = xf - xf.mean(-1, keepdim=True)
         ms = xf.square().mean(dim, keepdim=keepdim)
-        r = {"inside": torch.rsqrt(ms + epsilon), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + epsilon)}[eps]
+        r = {"inside": torch.rsqrt(ms + epsilon), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + epsilon),
+             "ignored": torch.rsqrt(ms + 1e-6)}[eps]
+        if in_place:
+            xf *= r
+            xf *= gf
+            return xf.to(x.dtype)
         y = xf * r * (gf if gamma else 1)
         return y.to(x.dtype) if cast_back else y
     return my_reference
@@ -211,6 +235,20 @@ def _no_keepdim_silent(x, g, epsilon=1e-6):
 
 
 REFERENCE["no keepdim, silent when M = N"] = (_no_keepdim_silent, "without keepdim=True, so r broadcasts along the wrong axis")
+# Issue 9: classes the checker did not look at.
+REFERENCE["epsilon ignored"] = (_reference(eps="ignored"), "the epsilon argument is ignored")
+REFERENCE["writes into x"] = (_reference(in_place=True), "changed its input x: an in-place operation")
+REFERENCE["3-D flattened to 2-D"] = (_reference(flatten=True), "y has shape (6, 8), x has shape (2, 3, 8)")
+
+
+def _reference_never(x, gamma, epsilon=1e-6):
+    rows = 0
+    while rows < x.shape[0]:
+        x.shape[0]
+    return x
+
+
+REFERENCE["never returns"] = (_reference_never, "did not finish in")
 
 
 # --------------------------------------------------------------------------- exercise 06
@@ -292,7 +330,19 @@ def _percent(kind="right"):
         "fraction": lambda k, r: (k - r) / r,
         "reversed": lambda k, r: 100 * (r - k) / r,
         "ratio": lambda k, r: 100 * k / r,
+        "abs": lambda k, r: abs(100 * (k - r) / r),
+        "text": lambda k, r: f"{100 * (k - r) / r:+.1f} %",
     }[kind]
+
+
+def _median_in_place(samples, path, impl):
+    samples.sort_values("us_per_call", inplace=True)
+    return float(samples[(samples["path"] == path) & (samples["impl"] == impl)]["us_per_call"].median())
+
+
+def _median_series(samples, path, impl):
+    rows = samples[(samples["path"] == path) & (samples["impl"] == impl)]
+    return rows[["us_per_call"]].median()
 
 
 def _median_skeleton(samples, path, impl):
@@ -310,6 +360,11 @@ BENCHMARK = {
     "min": ((_median("min"), _percent()), "returns the minimum"),
     "first sample": ((_median("first"), _percent()), "returns the first sample"),
     "impl not filtered": ((_median(impl_filter=False), _percent()), "every impl's samples of that path"),
+    # Issue 9: classes the checker did not look at.
+    "percent as an absolute value": ((_median(), _percent("abs")), "the sign is lost (an absolute value)"),
+    "percent as text": ((_median(), _percent("text")), "must return a number; got '+35.5 %'"),
+    "median sorts the table in place": ((_median_in_place, _percent()), "changed the samples table it was given"),
+    "median returns a Series": ((_median_series, _percent()), "must return a number; got"),
 }
 
 
@@ -326,9 +381,16 @@ def _hypothesis(kind):
             "mean": (right, N / block),
             "no root": (right, block / N),
             "always 512": (right, 1 / math.sqrt(N / 512 + 1e-6)),
+            "no bug": (right, right),
+            "rounded down": (right, 1 / math.sqrt(N / (1 << (N.bit_length() - 1)) + 1e-6)),
+            "three numbers": (right, right, 0.0),
             "swapped": (1 / math.sqrt(N / block + 1e-6), right),
         }[kind]
     return predict
+
+
+def _hypothesis_raises(N):
+    return 1.0, 1 / (triton.next_power_of_2(N) - 4)  # 1 / 0 for N = 3
 
 
 def _hypothesis_skeleton(N):
@@ -343,4 +405,9 @@ HYPOTHESIS = {
     "no square root": (_hypothesis("no root"), "the square root is missing"),
     "BLOCK_SIZE always 512": (_hypothesis("always 512"), "BLOCK_SIZE = 512 for every N"),
     "swapped": (_hypothesis("swapped"), "your two numbers are swapped"),
+    # Issue 9: more wrong hypotheses, a malformed answer, code that raises.
+    "no bug at all": (_hypothesis("no bug"), "the same as y_correct: no bug at all"),
+    "BLOCK_SIZE rounded down": (_hypothesis("rounded down"), "BLOCK_SIZE rounded down to a power of two"),
+    "three numbers": (_hypothesis("three numbers"), "must return two numbers (y_correct, y_buggy)"),
+    "raises": (_hypothesis_raises, "raised ZeroDivisionError at line"),
 }

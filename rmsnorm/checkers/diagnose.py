@@ -165,7 +165,9 @@ def evidence(run: Run, name: str, index: tuple[int, ...]) -> str:
     if a64.numel() > 4:
         got, exp = fmt_pair(a64[index].item(), e64[index].item())
         return f"{run.case.label} gives {name}[{', '.join(str(i) for i in index)}] = {got}, expected {exp}"
-    pairs = [fmt_pair(a, e) for a, e in zip(a64.reshape(-1).tolist(), e64.reshape(-1).tolist())]
+    tol = _tol(run, name)
+    pairs = [fmt_pair(a, e) if not close(torch.tensor(a), torch.tensor(e), tol) else (fmt(a), fmt(e))
+             for a, e in zip(a64.reshape(-1).tolist(), e64.reshape(-1).tolist())]
     got = [p[0] for p in pairs]
     exp = [p[1] for p in pairs]
     if a64.numel() == 1:

@@ -126,6 +126,14 @@ def learner_frame(error: BaseException):
     return None
 
 
+def _place(filename: str) -> str:
+    """'your cell' for a notebook cell (or a kernel the checker defined again from one), else the file's name."""
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    if filename.startswith("<") or "ipykernel" in filename or "rmsnorm_checker_" in filename:
+        return "your cell"
+    return f"`{name}`"
+
+
 def describe_error(name: str, error: BaseException, example: str = "") -> str:
     """One plain sentence for an exception raised by the learner's code.
 
@@ -138,7 +146,7 @@ def describe_error(name: str, error: BaseException, example: str = "") -> str:
     where = ""
     if frame is not None:
         text = f": `{frame.line.strip()}`" if frame.line else ""
-        where = f" at line {frame.lineno} of your cell{text}"
+        where = f" at line {frame.lineno} of {_place(frame.filename)}{text}"
     how = f" To see the whole traceback, call it yourself, e.g. `{example}`." if example else (
         " Call it yourself on a small input to see the whole traceback.")
     return f"{name} raised {type(original).__name__}{where}: {first}.{how}"

@@ -63,7 +63,9 @@ def _context():
     global _CONTEXT
     if _CONTEXT is None:
         _CONTEXT = multiprocessing.get_context("forkserver")
-        _CONTEXT.set_forkserver_preload(PRELOAD)
+        # Under the interpreter the server also imports rmsnorm and runs each kernel once (warm children);
+        # on a GPU it must not touch CUDA, so it imports torch only.
+        _CONTEXT.set_forkserver_preload(PRELOAD + (["rmsnorm.checkers._warm"] if interpreted() else []))
     return _CONTEXT
 
 

@@ -37,6 +37,8 @@ from .feedback import Feedback, describe_error, is_not_implemented, name_of, not
 
 #: Elements of NaN guard before every tensor the checker hands a kernel.
 GUARD = 1024
+#: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
+RAISED = " raised "
 
 
 # --------------------------------------------------------------------------- reading the kernel
@@ -201,11 +203,9 @@ class Buffers:
             changed = _bits(buffer) != _bits(before)
             if kind == "input" and changed.any():
                 return f"it wrote into {name}, an input: a kernel only reads its inputs (check the pointer of each `tl.store`)"
-            inside = torch.zeros_like(changed)
+            inside = torch.zeros(buffer.numel(), dtype=torch.bool)
+            inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
             offset = view.storage_offset()
-            index = torch.arange(view.numel(), device=view.device).reshape(view.shape)
-            flat = (index // view.shape[-1]) * (view.stride(0) if view.dim() == 2 else 0) + index % view.shape[-1]
-            inside[offset + flat.reshape(-1)] = True
             outside = changed & ~inside
             if outside.any():
                 where = int(torch.nonzero(outside)[0]) - offset
@@ -305,7 +305,7 @@ def run_kernel_cases(
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
                 if is_not_implemented(error):
                     return not_done(exercise, name)
-                return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))
+                return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
             results.append(outputs)
     return results
 
@@ -370,7 +370,8 @@ def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], sign
             compiling.communicate()
         return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
     compiled = isolate.finish_gpu_compile(compiling)
-    if compiled is not None and not compiled["ok"]:
+    raised = outcome.kind == "done" and RAISED in outcome.value.message  # the interpreter's own error says more
+    if compiled is not None and not compiled["ok"] and not raised:
         where = f" at line {compiled['line']} of your cell, `{compiled['text']}`" if compiled.get("line") else ""
         message = compiled["message"].strip().splitlines()
         return wrong(exercise, f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: "
