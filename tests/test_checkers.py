@@ -14,7 +14,10 @@ from __future__ import annotations
 import linecache
 import math
 import re
+import sys
 from pathlib import Path
+
+import cloudpickle
 
 import nbformat
 import pytest
@@ -30,6 +33,11 @@ from rmsnorm.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm.checkers.kernels import unmasked_accesses
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The checkers run a learner's functions in a child process; ours live in these two modules, which a child
+# would otherwise import (and wrong_variants defines ~60 kernels on import): ship them by value, as a notebook's.
+cloudpickle.register_pickle_by_value(wv)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _solution_row():
@@ -87,6 +95,8 @@ HANG_LIMIT_S = 4.0
 
 @pytest.mark.parametrize(("check", "variant", "expected"), WRONG)
 def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
+    if expected == wv.NO_OTHER and not isolate.interpreted():
+        pytest.skip("on a GPU the masked lanes of a load without other= are undefined, often 0: only the interpreter's NaN fill shows them")
     if expected == wv.NEVER_ENDS:
         monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
@@ -160,7 +170,7 @@ def test_malformed_predictions_are_refused():
 
 
 def test_the_overflow_case_overflows_in_float16_and_not_in_float32():
-    case = row_cases()[-1]
+    case = next(c for c in row_cases() if "x² > 65504" in c.label)
     x = case.inputs["x"].cpu()
     assert case.dtype == torch.float16 and (case.f64("x").square().amax(-1) > FLOAT16_MAX).all()
     assert torch.isinf(x.square()).any(-1).all()  # every row has a square that overflows in float16

@@ -59,7 +59,7 @@ SKELETON = ("    row = tl.program_id(0)", "    raise NotImplementedError()\n    
 #: Lines that make a kernel never end: `start` never advances.
 ENDLESS = "    start = 0\n    while start < N:\n        start = start * 2\n"
 #: Messages of the classes every kernel checker must name (asserted substrings).
-CRASHED = "read or wrote outside the tensor and stopped the process running it"
+CRASHED = "read or wrote outside the tensor"  # a signal on the CPU, an illegal memory access on a GPU
 NEVER_ENDS = "did not finish in"
 READ_OUTSIDE = "read outside its tensors"
 NO_OTHER = "has a mask but no `other=`"

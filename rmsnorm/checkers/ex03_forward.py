@@ -1,11 +1,15 @@
 """Checker of exercise 03: the learner's forward kernel, launched by ``forward_op(..., kernel=...)``.
 
 Symptoms recognised (each a classic mistake, modelled in float64):
-mean divided by BLOCK_SIZE, gamma not applied, eps missing, eps added after
-the square root, multiplying by the RMS instead of its inverse, rstd stored as
-the RMS, squares computed in float16 (overflow past 65504); plus, before any
-launch, unmasked loads/stores and a wrong signature; and, after, unwritten
-elements (outputs start as NaN) and float16-only failures.
+mean divided by BLOCK_SIZE, gamma not applied, eps missing, the eps argument
+ignored, eps added after the square root, multiplying by the RMS instead of
+its inverse, rstd stored as the RMS, squares computed in float16 (overflow
+past 65504), rstd rounded to 16 bits; plus, before any launch, unmasked
+loads/stores and a wrong signature; and, after, unwritten elements (outputs
+start as NaN; a block narrower than the row is named), float16-only failures,
+and what every kernel check finds (:mod:`rmsnorm.checkers.kernels`): reads or
+writes outside the tensors, a write into an input, a masked load without
+``other=``, a crash, an endless loop, code the GPU compiler rejects.
 
 Source: solutions/03_forward_kernel.ipynb.
 """

@@ -4,11 +4,15 @@ The partials are given directly (float32, seeded), so only the reduction is
 judged. Cases: the article's two rows of partials [1, 2] and [3, 4] (sum [4, 6],
 mean [2, 3]); a 17×5 block of ones; M = 1; M = 17; M = 100 = 3 × 32 + 4 (the loop over
 BLOCK_M and its last, partial step); N = 256 and 257 (nine programs of
-BLOCK_N = 32 columns, the last one masked); float16 dgamma.
+BLOCK_N = 32 columns, the last one masked); N = 1000; rows 96 elements
+apart (the row stride, not N); float16 dgamma.
 
 Symptoms recognised: a mean over rows instead of a sum; only the first
 BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the
-pre-launch checks (signature, masks); unwritten columns.
+pre-launch checks (signature, masks, in this exercise's words); unwritten
+columns; and, as for every kernel (:mod:`rmsnorm.checkers.kernels`), reads
+and writes outside the tensors, a masked load without ``other=``, an endless
+loop, a crash, and code the GPU compiler rejects.
 
 Source: solutions/05_gamma_reduction.ipynb.
 """

@@ -69,7 +69,7 @@ def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback |
     source = source_of(kernel)
     if source is None:
         return wrong(exercise, f"the source of {name} cannot be read: define it in a notebook cell or a .py file.")
-    if "NotImplementedError" in source:
+    if raises_not_implemented(source):
         return not_done(exercise, name)
     expected = inspect.signature(reference.fn).parameters
     got = list(inspect.signature(kernel.fn).parameters)
@@ -89,6 +89,16 @@ def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback |
             "and `other=0` for a load.",
         )
     return None
+
+
+def raises_not_implemented(source: str) -> bool:
+    """True when the kernel has a ``raise NotImplementedError`` statement (the skeleton), not merely the word."""
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                return True
+    return False
 
 
 def _block_names(tree) -> set[str]:
@@ -305,9 +315,49 @@ def run_kernel_cases(
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
                 if is_not_implemented(error):
                     return not_done(exercise, name)
+                rejected = compile_error_message(kernel, error)
+                if rejected is not None:  # on a GPU the kernel is compiled here, in the child
+                    return wrong(exercise, rejected)
+                if "illegal memory access" in str(error) or "illegal address" in str(error):
+                    return wrong(exercise, f"on {case.label}, your kernel {name} read or wrote outside the tensor: "
+                                 "CUDA stopped it with an illegal memory access. Check the row offset "
+                                 "(`row * row_stride`) and the masks (`cols < N`, also on the last row).")
                 return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
             results.append(outputs)
     return results
+
+
+def gpu_rejects(name: str, line: int | None, text: str, message: str) -> str:
+    """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile)."""
+    where = f" at line {line} of your cell, `{text}`" if line else ""
+    lines = message.strip().splitlines()
+    return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: "
+            f"{lines[-1] if lines else ''} (The interpreter is lenient; the GPU is not: e.g. a loop variable must "
+            "keep its dtype, so start an accumulator as `tl.zeros(..., dtype=tl.float32)` or `0.0`, and a "
+            "block's width must be a `tl.constexpr`.)")
+
+
+def compile_error_message(kernel, error: BaseException) -> str | None:
+    """For a Triton CompilationError (a GPU compiling the learner's kernel): the message with its line; else None."""
+    try:
+        from triton.compiler.errors import CompilationError
+    except ImportError:  # pragma: no cover
+        return None
+    found = next((e for e in [error, error.__cause__, error.__context__] if isinstance(e, CompilationError)), None)
+    if found is None:
+        return None
+    line, text = None, ""
+    node = getattr(found, "node", None)
+    try:
+        lines, first = inspect.getsourcelines(kernel.fn)
+        def_index = next((i for i, t in enumerate(lines) if t.lstrip().startswith("def ")), 0)
+        if node is not None and getattr(node, "lineno", None) is not None:
+            index = def_index + node.lineno - 1
+            line, text = first + index, lines[index].strip()
+    except (OSError, TypeError, IndexError):
+        pass
+    cause = found.__cause__ or found
+    return gpu_rejects(name_of(kernel), line, text, f"{type(cause).__name__}: {cause}" if cause is not found else str(found))
 
 
 def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
@@ -372,10 +422,5 @@ def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], sign
     compiled = isolate.finish_gpu_compile(compiling)
     raised = outcome.kind == "done" and RAISED in outcome.value.message  # the interpreter's own error says more
     if compiled is not None and not compiled["ok"] and not raised:
-        where = f" at line {compiled['line']} of your cell, `{compiled['text']}`" if compiled.get("line") else ""
-        message = compiled["message"].strip().splitlines()
-        return wrong(exercise, f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: "
-                     f"{message[-1] if message else ''} (The interpreter is lenient; the GPU is not: e.g. a "
-                     "loop variable must keep its dtype, so start an accumulator as `tl.zeros(..., dtype=tl.float32)`"
-                     " or `0.0`, and a block's width must be a `tl.constexpr`.)")
+        return wrong(exercise, gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"]))
     return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
