@@ -14,8 +14,11 @@ process that imported :mod:`rmsnorm` on a CPU has it on. It therefore imports
 nothing from :mod:`rmsnorm`; :mod:`rmsnorm.checkers.isolate` uses
 :func:`define_kernel` from here too.
 
-Input (stdin, pickle): {"kernel": spec, "signatures": [(signature, constexprs), ...]};
-output (stdout, JSON): {"ok": true} or {"ok": false, "stage": ..., "message": ..., "line": n, "text": ...}.
+It serves one job after another (started once per session, it saves the
+interpreter's and Triton's start-up on every check). Each job on stdin: an
+8-byte big-endian length, then a pickle of {"job": n, "kernel": spec, "signatures":
+[(signature, constexprs), ...]}; each answer on stdout: one JSON line with the
+same "job", and {"ok": true} or {"ok": false, "stage": ..., "message": ..., "line": n, "text": ...}.
 
 Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb;
 Triton's ``triton.compile`` and ``triton.compiler.ASTSource``.
@@ -97,8 +100,19 @@ def compile_all(spec: dict, signatures) -> dict:
 
 
 def main() -> None:
-    job = pickle.loads(sys.stdin.buffer.read())
-    sys.stdout.write(json.dumps(compile_all(job["kernel"], job["signatures"])))
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    while True:
+        header = stdin.read(8)
+        if len(header) < 8:
+            return
+        job = pickle.loads(stdin.read(int.from_bytes(header, "big")))
+        try:
+            answer = compile_all(job["kernel"], job["signatures"])
+        except Exception as error:  # noqa: BLE001 - e.g. the kernel's source does not even define it
+            answer = {"ok": None, "message": f"{type(error).__name__}: {error}"}
+        answer["job"] = job["job"]
+        stdout.write(json.dumps(answer) + "\n")
+        stdout.flush()
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import multiprocessing
 import multiprocessing.spawn as mp_spawn
 import os
 import pickle
+import select
 import signal
 import subprocess
 import sys
@@ -53,8 +54,9 @@ from .feedback import Feedback, wrong
 CASE_TIME_LIMIT_S = 60.0
 #: Seconds the GPU-compile child may take (one compilation per dtype; about 0.5 s each, cached after).
 COMPILE_TIME_LIMIT_S = 120.0
-#: Modules the forkserver imports once; never triton (each child chooses the interpreter first).
-PRELOAD = ["torch"]
+#: Modules the forkserver imports once, none of which touches CUDA (torch.testing.assert_close imports
+#: torch.distributed.tensor on its first call: about a second, paid once here instead of in every child).
+PRELOAD = ["torch", "torch.testing", "torch.distributed.tensor"]
 
 _CONTEXT = None
 
@@ -309,42 +311,75 @@ def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> 
 # --------------------------------------------------------------------------- compiling for the GPU
 
 
-def start_gpu_compile(spec: dict, signatures):
-    """Start compiling a kernel for a CUDA target in a fresh interpreter (interpreter off); None on a GPU.
+_COMPILER: subprocess.Popen | None = None
+_JOBS = 0
 
-    On a GPU machine the learner's kernel is compiled for real when it runs, so
-    this check is only needed (and only started) under the interpreter.
+
+def _compiler() -> subprocess.Popen:
+    """The compile server (one per session): a fresh interpreter with Triton's interpreter off."""
+    global _COMPILER
+    if _COMPILER is None or _COMPILER.poll() is not None:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        _COMPILER = subprocess.Popen(
+            [sys.executable, _gpu_compile.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=env,
+        )
+    return _COMPILER
+
+
+def _stop_compiler() -> None:
+    global _COMPILER
+    if _COMPILER is not None:
+        _COMPILER.kill()
+        _COMPILER.wait()
+        _COMPILER = None
+
+
+def start_gpu_compile(spec: dict, signatures):
+    """Hand a kernel to the compile server for a CUDA target; None on a GPU (it is compiled for real there).
+
+    Returns:
+        The server, which answers in :func:`finish_gpu_compile`, or None.
     """
     if not interpreted():
         return None
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    process = subprocess.Popen(
-        [sys.executable, _gpu_compile.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=env,
-    )
-    process.stdin.write(pickle.dumps({"kernel": spec, "signatures": signatures}))
-    process.stdin.close()
-    process.stdin = None  # communicate() must not flush it again
-    return process
+    global _JOBS
+    _JOBS += 1
+    try:
+        server = _compiler()
+        job = pickle.dumps({"job": _JOBS, "kernel": spec, "signatures": signatures})
+        server.stdin.write(len(job).to_bytes(8, "big") + job)
+        server.stdin.flush()
+    except (OSError, pickle.PicklingError):
+        _stop_compiler()
+        return None
+    return server, _JOBS
 
 
-def finish_gpu_compile(process, limit_s: float | None = None) -> dict | None:
+def cancel_gpu_compile(server) -> None:
+    """Forget a job handed to the server (the run failed first): the server is stopped, a new one starts next time."""
+    if server is not None:
+        _stop_compiler()
+
+
+def finish_gpu_compile(server, limit_s: float | None = None) -> dict | None:
     """The compile result ({"ok": True} or the error), or None when it could not run (no compiler, time-out)."""
-    if process is None:
+    if server is None:
         return None
-    try:
-        out, _ = process.communicate(timeout=limit_s or COMPILE_TIME_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        return None
-    if process.returncode != 0:
-        return None
-    try:
-        result = json.loads(out.decode() or "null")
-    except ValueError:
-        return None
-    return result if result and result.get("ok") is not None else None
+    server, job = server
+    deadline = time.monotonic() + (limit_s or COMPILE_TIME_LIMIT_S)
+    while True:  # answers to jobs nobody waited for (an interrupted check) are skipped
+        ready, _, _ = select.select([server.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = server.stdout.readline() if ready else b""
+        try:
+            result = json.loads(line.decode()) if line else None
+        except ValueError:
+            result = None
+        if result is None:
+            _stop_compiler()
+            return None
+        if result.get("job") == job:
+            return result if result.get("ok") is not None else None
 
 
 if sys.platform == "win32":  # pragma: no cover - the course runs on Linux (Triton's requirement)

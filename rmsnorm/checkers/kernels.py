@@ -415,9 +415,7 @@ def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], sign
     outcome = isolate.wait(isolate.start(target, [isolate.KernelSource(spec)], interpret=isolate.interpreted()),
                            isolate.CASE_TIME_LIMIT_S)
     if outcome.kind in ("crashed", "timeout"):
-        if compiling is not None:
-            compiling.kill()
-            compiling.communicate()
+        isolate.cancel_gpu_compile(compiling)
         return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
     compiled = isolate.finish_gpu_compile(compiling)
     raised = outcome.kind == "done" and RAISED in outcome.value.message  # the interpreter's own error says more
