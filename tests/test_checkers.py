@@ -11,6 +11,7 @@ Source: solutions/*.ipynb and exercises/*.ipynb.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import math
 import re
@@ -241,3 +242,44 @@ def test_every_exercise_skeleton_runs_and_says_not_done_yet(path):
     learner = [f for f in feedbacks if f.exercise.split(" · ")[0] == path.name[:2]]
     assert graded and len(learner) >= len(graded), (len(graded), feedbacks)
     assert all(f.status == "not done yet" for f in learner), learner
+
+
+# --------------------------------------------------------------------------- the learner's code travels to the child
+
+
+def _define_in_cell(source: str, filename: str) -> dict:
+    """Run ``source`` as a notebook cell would (its text in linecache, where Triton and inspect read it)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "__main__"}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own solution's cell
+    return namespace
+
+
+def test_a_kernel_defined_in_a_notebook_cell_is_judged_in_the_child():
+    nb = nbformat.read(ROOT / "solutions" / "03_forward_kernel.ipynb", as_version=4)
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def my_forward_kernel" in c.source)
+    namespace = _define_in_cell("import triton\nimport triton.language as tl\n" + cell, "<solutions 03 cell>")
+    assert checkers.check_forward_kernel(namespace["my_forward_kernel"]).passed
+    wrong_cell = cell.replace("/ N + eps", "/ BLOCK_SIZE + eps")
+    namespace = _define_in_cell("import triton\nimport triton.language as tl\n" + wrong_cell, "<solutions 03 wrong cell>")
+    assert "divided by BLOCK_SIZE instead of N" in checkers.check_forward_kernel(namespace["my_forward_kernel"]).message
+
+
+def _kernel_with_helper(scale: str) -> str:
+    return (
+        f"import triton\nimport triton.language as tl\n\nSCALE = {scale}\n\n\n"
+        "@triton.jit\ndef square(v):\n    return v * v * SCALE\n\n\n"
+        + inspect.getsource(rmsnorm.rmsnorm_forward_kernel.fn).replace("tl.sum(x * x, axis=0)", "tl.sum(square(x), axis=0)")
+    )
+
+
+def test_a_kernel_using_a_helper_kernel_and_a_global_constant_travels_with_them():
+    namespace = _define_in_cell(_kernel_with_helper("tl.constexpr(1.0)"), "<helper cell>")
+    feedback = checkers.check_forward_kernel(namespace["rmsnorm_forward_kernel"])
+    assert feedback.passed, feedback
+
+
+def test_a_global_the_gpu_compiler_refuses_is_named_though_the_interpreter_runs_it():
+    namespace = _define_in_cell(_kernel_with_helper("1.0"), "<helper cell, plain global>")
+    feedback = checkers.check_forward_kernel(namespace["rmsnorm_forward_kernel"])
+    assert "compiler for a GPU rejects it" in feedback.message and "Cannot access global variable SCALE" in feedback.message, feedback
