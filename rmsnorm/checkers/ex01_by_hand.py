@@ -96,7 +96,7 @@ def judge(my_row) -> Feedback:
     except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
         if is_not_implemented(error):
             return not_done(EXERCISE, name)
-        return wrong(EXERCISE, describe_error(name, error))
+        return wrong(EXERCISE, describe_error(name, error, "my_row()"))
     if not isinstance(answer, (tuple, list)) or len(answer) != 4:
         return wrong(EXERCISE, f"{name} must return four things, (x_row, gamma_row, r, y); got {answer!r}")
     if not isinstance(answer[0], (list, tuple)):

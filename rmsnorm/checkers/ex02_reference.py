@@ -137,7 +137,8 @@ def judge(reference) -> Feedback:
                 return wrong(EXERCISE, f"on {case.label}, broadcasting failed ({str(error).splitlines()[0]}): the mean "
                              "of squares lost its last dimension. Use `.mean(-1, keepdim=True)`: one r per row, "
                              "shape (M, 1), multiplies all N columns of its row.")
-            return wrong(EXERCISE, f"on {case.label}: " + describe_error(name, error))
+            return wrong(EXERCISE, f"on {case.label}: " + describe_error(
+                name, error, "my_reference(torch.randn(2, 8), torch.ones(8), 1e-6)"))
         if not isinstance(y, torch.Tensor):
             return wrong(EXERCISE, f"{name} returned a {type(y).__name__}, not a tensor.")
         for given, original, what in ((x, case.inputs["x"], "x"), (gamma, case.inputs["gamma"], "gamma")):

@@ -115,7 +115,9 @@ def judge(function_class) -> Feedback:
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, f"{name}.{stage}")
-            return wrong(EXERCISE, _explain_autograd_error(error) or describe_error(f"{name}.{stage}", error))
+            return wrong(EXERCISE, _explain_autograd_error(error) or describe_error(
+                f"{name}.{stage}", error, "x = torch.randn(3, 257, requires_grad=True); "
+                "MyRMSNormFunction.apply(x, torch.ones(257), 1e-6).sum().backward()"))
         for tensor, before, what in ((x, saved[0], "x"), (gamma, saved[1], "gamma")):
             if not torch.equal(tensor.detach(), before):
                 return wrong(EXERCISE, f"on {label}, {what} changed: your forward or backward wrote into an input "

@@ -41,6 +41,10 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= EXACT["atol"] + EXACT["rtol"] * abs(b)
 
 
+def _short(arg) -> str:
+    return "samples" if hasattr(arg, "columns") else repr(arg)
+
+
 def _call(exercise, fn, *args):
     """(value, None) or (None, Feedback) for a learner's function call."""
     try:
@@ -48,7 +52,8 @@ def _call(exercise, fn, *args):
     except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
         if is_not_implemented(error):
             return None, not_done(exercise, name_of(fn))
-        return None, wrong(exercise, describe_error(name_of(fn), error))
+        example = f"{getattr(fn, '__name__', 'f')}({', '.join(_short(a) for a in args)})"
+        return None, wrong(exercise, describe_error(name_of(fn), error, example))
 
 
 @never_raises(EXERCISE_PREDICT)

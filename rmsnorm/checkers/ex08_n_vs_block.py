@@ -99,7 +99,7 @@ def judge(predict) -> Feedback:
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, name)
-            return wrong(EXERCISE, describe_error(name, error))
+            return wrong(EXERCISE, describe_error(name, error, f"predict({N})"))
         if not (isinstance(guess, (tuple, list)) and len(guess) == 2
                 and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in guess)):
             return wrong(EXERCISE, f"{name}({N}) must return two numbers (y_correct, y_buggy); got {guess!r}")

@@ -28,6 +28,7 @@ import contextlib
 import importlib
 import inspect
 import json
+import linecache
 import multiprocessing
 import multiprocessing.spawn as mp_spawn
 import os
@@ -148,7 +149,8 @@ def _child_main(conn, payload: bytes, interpret: bool) -> None:
     try:
         if interpreted() != interpret:  # the forkserver inherited the parent's TRITON_INTERPRET
             raise RuntimeError(f"the checker's child runs kernels {'not ' if interpret else ''}in the interpreter, unlike its parent")
-        target, args = cloudpickle.loads(payload)
+        target, args, sources = cloudpickle.loads(payload)
+        _restore_sources(args, sources)  # the learner's line numbers and text in tracebacks
         folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
         args = [define_kernel(a.spec, folder) if isinstance(a, KernelSource) else a for a in args]
         progress = _progress_reporter(conn)
@@ -177,7 +179,7 @@ class Outcome:
 def start(target: tuple[str, str], args, *, interpret: bool):
     """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome."""
     try:
-        payload = cloudpickle.dumps((target, list(args)))
+        payload = cloudpickle.dumps((target, list(args), _source_lines(args)))
     except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
         return Outcome("unpicklable", f"{type(error).__name__}: {error}")
     ctx = _context()
@@ -187,6 +189,38 @@ def start(target: tuple[str, str], args, *, interpret: bool):
         process.start()
     child.close()
     return process, parent
+
+
+def _functions(args):
+    """The learner's functions among ``args``: functions, and the methods of classes."""
+    for arg in args:
+        members = vars(arg).values() if isinstance(arg, type) else [arg]
+        for member in members:
+            function = getattr(member, "__func__", member)
+            if isinstance(getattr(function, "__code__", None), types.CodeType):
+                yield function
+
+
+def _source_lines(args) -> dict:
+    """Where the learner's functions come from: cloudpickle drops a code object's file name, and a child lacks
+    a notebook cell's text. Returns {"files": [file name per function], "lines": {file name: lines}}."""
+    files = [function.__code__.co_filename for function in _functions(args)]
+    return {"files": files, "lines": {f: linecache.getlines(f) for f in set(files) if linecache.getlines(f)}}
+
+
+def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:
+    consts = tuple(_with_filename(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _restore_sources(args, sources: dict) -> None:
+    for function, filename in zip(_functions(args), sources["files"]):
+        try:
+            function.__code__ = _with_filename(function.__code__, filename)
+        except (TypeError, ValueError):  # pragma: no cover - then tracebacks show "<dynamic-code>"
+            pass
+    for filename, text in sources["lines"].items():
+        linecache.cache.setdefault(filename, (sum(map(len, text)), None, text, filename))
 
 
 @contextlib.contextmanager
