@@ -23,7 +23,8 @@ from ..forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Run, Symptom, close, diagnose, evidence, first_difference, tolerance
 from .feedback import Feedback, never_raises, wrong
-from .kernels import Buffers, check_kernel, run_kernel_cases
+from .guards import Buffers
+from .kernels import check_kernel, run_kernel_cases
 
 EXERCISE = "03 · forward kernel"
 

@@ -22,7 +22,8 @@ from ..forward import forward_op, num_warps_for
 from .cases import describe, row_cases
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, never_raises
-from .kernels import Buffers, check_kernel, run_kernel_cases
+from .guards import Buffers
+from .kernels import check_kernel, run_kernel_cases
 
 EXERCISE = "04 · dx kernel"
 

@@ -26,7 +26,8 @@ from ..device import default_device
 from ..reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, never_raises
-from .kernels import Buffers, check_kernel, run_kernel_cases
+from .guards import Buffers
+from .kernels import check_kernel, run_kernel_cases
 
 EXERCISE = "05 · dgamma reduction"
 

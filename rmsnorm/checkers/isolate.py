@@ -26,35 +26,24 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import inspect
-import json
-import linecache
 import multiprocessing
 import multiprocessing.spawn as mp_spawn
-import os
-import pickle
-import select
 import signal
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import traceback
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
 
-from . import _gpu_compile
 from ._gpu_compile import define_kernel
 from .feedback import Feedback, wrong
+from .shipping import KernelSource, restore_sources, source_lines
 
 #: Seconds a child may run without reporting progress (one case, or the start-up) before it is stopped.
 CASE_TIME_LIMIT_S = 60.0
-#: Seconds the GPU-compile child may take (one compilation per dtype; about 0.5 s each, cached after).
-COMPILE_TIME_LIMIT_S = 120.0
 #: Modules the forkserver imports once, none of which touches CUDA (torch.testing.assert_close imports
 #: torch.distributed.tensor on its first call: about a second, paid once here instead of in every child).
 PRELOAD = ["torch", "torch.testing", "torch.distributed.tensor"]
@@ -70,64 +59,6 @@ def _context():
         # on a GPU it must not touch CUDA, so it imports torch only.
         _CONTEXT.set_forkserver_preload(PRELOAD + (["rmsnorm.checkers._warm"] if interpreted() else []))
     return _CONTEXT
-
-
-# --------------------------------------------------------------------------- shipping a kernel
-
-
-@dataclass(frozen=True)
-class KernelSource:
-    """What a child needs to define a learner's ``@triton.jit`` kernel again.
-
-    Attributes:
-        spec: {"name", "source" (decorator included, dedented), "first_line" (of the decorator in
-            its cell or file, so line numbers stay the learner's), "filename", "names" (globals it
-            uses: name → ("module", module name) | ("kernel", spec) | ("value", value))}.
-    """
-
-    spec: dict
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
-def is_kernel(obj) -> bool:
-    """True for a ``@triton.jit`` object (compiled or interpreted): it has ``.fn`` and can be indexed by a grid."""
-    return hasattr(obj, "fn") and callable(getattr(obj, "__getitem__", None))
-
-
-def kernel_spec(kernel, _seen: set | None = None) -> dict:
-    """The shippable source of a ``@triton.jit`` kernel and of the globals it uses (see :class:`KernelSource`).
-
-    Raises:
-        OSError: the source cannot be found (a kernel typed at a bare ``python`` prompt).
-    """
-    seen = set() if _seen is None else _seen
-    fn = kernel.fn
-    seen.add(id(fn))
-    lines, first = inspect.getsourcelines(fn)
-    names = {}
-    for name in sorted(_code_names(fn.__code__)):
-        if name not in fn.__globals__:
-            continue
-        value = fn.__globals__[name]
-        if isinstance(value, types.ModuleType):
-            names[name] = ("module", value.__name__)
-        elif is_kernel(value) and id(value.fn) not in seen:
-            names[name] = ("kernel", kernel_spec(value, seen))
-        elif isinstance(value, (bool, int, float, str, type(None))) or type(value).__module__.startswith("triton.language"):
-            try:
-                pickle.dumps(value)
-            except Exception:  # noqa: BLE001 - an unpicklable global stays behind; the child then names it
-                continue
-            names[name] = ("value", value)
-    return {"name": fn.__name__, "source": textwrap.dedent("".join(lines)), "first_line": max(first, 1),
-            "filename": fn.__code__.co_filename, "names": names}
 
 
 # --------------------------------------------------------------------------- the child
@@ -150,7 +81,7 @@ def _child_main(conn, payload: bytes, interpret: bool) -> None:
         if interpreted() != interpret:  # the forkserver inherited the parent's TRITON_INTERPRET
             raise RuntimeError(f"the checker's child runs kernels {'not ' if interpret else ''}in the interpreter, unlike its parent")
         target, args, sources = cloudpickle.loads(payload)
-        _restore_sources(args, sources)  # the learner's line numbers and text in tracebacks
+        restore_sources(args, sources)  # the learner's line numbers and text in tracebacks
         folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
         args = [define_kernel(a.spec, folder) if isinstance(a, KernelSource) else a for a in args]
         progress = _progress_reporter(conn)
@@ -179,7 +110,7 @@ class Outcome:
 def start(target: tuple[str, str], args, *, interpret: bool):
     """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome."""
     try:
-        payload = cloudpickle.dumps((target, list(args), _source_lines(args)))
+        payload = cloudpickle.dumps((target, list(args), source_lines(args)))
     except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
         return Outcome("unpicklable", f"{type(error).__name__}: {error}")
     ctx = _context()
@@ -189,38 +120,6 @@ def start(target: tuple[str, str], args, *, interpret: bool):
         process.start()
     child.close()
     return process, parent
-
-
-def _functions(args):
-    """The learner's functions among ``args``: functions, and the methods of classes."""
-    for arg in args:
-        members = vars(arg).values() if isinstance(arg, type) else [arg]
-        for member in members:
-            function = getattr(member, "__func__", member)
-            if isinstance(getattr(function, "__code__", None), types.CodeType):
-                yield function
-
-
-def _source_lines(args) -> dict:
-    """Where the learner's functions come from: cloudpickle drops a code object's file name, and a child lacks
-    a notebook cell's text. Returns {"files": [file name per function], "lines": {file name: lines}}."""
-    files = [function.__code__.co_filename for function in _functions(args)]
-    return {"files": files, "lines": {f: linecache.getlines(f) for f in set(files) if linecache.getlines(f)}}
-
-
-def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:
-    consts = tuple(_with_filename(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
-
-
-def _restore_sources(args, sources: dict) -> None:
-    for function, filename in zip(_functions(args), sources["files"]):
-        try:
-            function.__code__ = _with_filename(function.__code__, filename)
-        except (TypeError, ValueError):  # pragma: no cover - then tracebacks show "<dynamic-code>"
-            pass
-    for filename, text in sources["lines"].items():
-        linecache.cache.setdefault(filename, (sum(map(len, text)), None, text, filename))
 
 
 @contextlib.contextmanager
@@ -322,12 +221,6 @@ def outcome_feedback(exercise: str, outcome: Outcome, who: str) -> Feedback:
                  "Please report this, with your code, to the course's instructors.")
 
 
-def run_isolated(exercise: str, target: tuple[str, str], args, who: str, limit_s: float | None = None) -> Feedback:
-    """Run ``target(*args)`` in a child (kernels among args rebuilt from source) and return its Feedback."""
-    outcome = wait(start(target, args, interpret=interpreted()), limit_s or CASE_TIME_LIMIT_S)
-    return outcome_feedback(exercise, outcome, who)
-
-
 def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> Feedback:
     """Run a checker's ``target(*args)`` on a learner's Python function or class in a child.
 
@@ -340,80 +233,6 @@ def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> 
     if isinstance(started, Outcome) and started.kind == "unpicklable":
         return getattr(importlib.import_module(target[0]), target[1])(*args)
     return outcome_feedback(exercise, wait(started, CASE_TIME_LIMIT_S), who)
-
-
-# --------------------------------------------------------------------------- compiling for the GPU
-
-
-_COMPILER: subprocess.Popen | None = None
-_JOBS = 0
-
-
-def _compiler() -> subprocess.Popen:
-    """The compile server (one per session): a fresh interpreter with Triton's interpreter off."""
-    global _COMPILER
-    if _COMPILER is None or _COMPILER.poll() is not None:
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        _COMPILER = subprocess.Popen(
-            [sys.executable, _gpu_compile.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=env,
-        )
-    return _COMPILER
-
-
-def _stop_compiler() -> None:
-    global _COMPILER
-    if _COMPILER is not None:
-        _COMPILER.kill()
-        _COMPILER.wait()
-        _COMPILER = None
-
-
-def start_gpu_compile(spec: dict, signatures):
-    """Hand a kernel to the compile server for a CUDA target; None on a GPU (it is compiled for real there).
-
-    Returns:
-        The server, which answers in :func:`finish_gpu_compile`, or None.
-    """
-    if not interpreted():
-        return None
-    global _JOBS
-    _JOBS += 1
-    try:
-        server = _compiler()
-        job = pickle.dumps({"job": _JOBS, "kernel": spec, "signatures": signatures})
-        server.stdin.write(len(job).to_bytes(8, "big") + job)
-        server.stdin.flush()
-    except (OSError, pickle.PicklingError):
-        _stop_compiler()
-        return None
-    return server, _JOBS
-
-
-def cancel_gpu_compile(server) -> None:
-    """Forget a job handed to the server (the run failed first): the server is stopped, a new one starts next time."""
-    if server is not None:
-        _stop_compiler()
-
-
-def finish_gpu_compile(server, limit_s: float | None = None) -> dict | None:
-    """The compile result ({"ok": True} or the error), or None when it could not run (no compiler, time-out)."""
-    if server is None:
-        return None
-    server, job = server
-    deadline = time.monotonic() + (limit_s or COMPILE_TIME_LIMIT_S)
-    while True:  # answers to jobs nobody waited for (an interrupted check) are skipped
-        ready, _, _ = select.select([server.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        line = server.stdout.readline() if ready else b""
-        try:
-            result = json.loads(line.decode()) if line else None
-        except ValueError:
-            result = None
-        if result is None:
-            _stop_compiler()
-            return None
-        if result.get("job") == job:
-            return result if result.get("ok") is not None else None
 
 
 if sys.platform == "win32":  # pragma: no cover - the course runs on Linux (Triton's requirement)

@@ -4,12 +4,12 @@
    done yet", a wrong signature or an unmasked block access is named with its
    line, before anything is launched.
 2. :func:`check_kernel` then, at the same time, (a) compiles the kernel for a
-   CUDA target on the CPU (:mod:`rmsnorm.checkers._gpu_compile`; only under the
+   CUDA target on the CPU (:mod:`rmsnorm.checkers.gpu_compile`; only under the
    interpreter: on a GPU it is compiled for real) and (b) runs the exercise's
    cases in a child process (:mod:`rmsnorm.checkers.isolate`), so that a crash
    or an endless loop becomes a message.
 3. In the child, :func:`run_kernel_cases` launches the kernel on every case
-   with each tensor inside a larger buffer: NaN before and after it (and in
+   with each tensor inside a NaN-guarded buffer (:mod:`rmsnorm.checkers.guards`): NaN before and after it (and in
    the padding of rows, for the cases whose rows are further apart than N), so
    a read outside a tensor shows as NaN, a write outside it changes the
    guard, and a write into an input changes the input. Under the interpreter,
@@ -23,7 +23,6 @@ Source: solutions/03_forward_kernel.ipynb, 04_backward_derivation.ipynb,
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
 import textwrap
 import warnings
@@ -31,12 +30,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from . import isolate
+from . import gpu_compile, isolate
 from .diagnose import Case, Outputs
+from .guards import Buffers, nan_for_missing_other
+from .shipping import KernelSource, is_kernel, kernel_spec
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, source_of, wrong
 
-#: Elements of NaN guard before every tensor the checker hands a kernel.
-GUARD = 1024
 #: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
 RAISED = " raised "
 
@@ -64,7 +63,7 @@ def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback |
         A "not done yet" or "wrong" :class:`Feedback`, or None when the kernel may be launched.
     """
     name = name_of(kernel)
-    if not isolate.is_kernel(kernel):
+    if not is_kernel(kernel):
         return wrong(exercise, f"{name} is not a Triton kernel: put `@triton.jit` on the line above `def`.")
     source = source_of(kernel)
     if source is None:
@@ -169,102 +168,6 @@ def masked_loads_without_other(source: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-# --------------------------------------------------------------------------- guarded buffers (in the child)
-
-
-class Buffers:
-    """Allocates every tensor a kernel sees inside a NaN-guarded buffer, and says afterwards what changed.
-
-    Each tensor sits :data:`GUARD` elements into its buffer; after it come its
-    rows' padding (rows ``row_stride`` apart) and a guard as long as the whole
-    tensor again, so that a wrong row offset lands in NaN, not in another tensor.
-    """
-
-    def __init__(self, guard_value: float = float("nan")) -> None:
-        self.guard_value = guard_value
-        self.entries: list[tuple[str, str, torch.Tensor, torch.Tensor, torch.Tensor]] = []
-
-    def _place(self, shape, dtype, device, row_stride):
-        rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
-        stride = row_stride or cols
-        span = (rows - 1) * stride + cols
-        buffer = torch.full((GUARD + span + GUARD + rows * stride,), self.guard_value, dtype=dtype, device=device)
-        strides = (stride, 1) if len(shape) == 2 else (1,)
-        view = buffer.as_strided(tuple(shape), strides, GUARD)
-        return view, buffer
-
-    def input(self, name: str, t: torch.Tensor, row_stride: int | None = None) -> torch.Tensor:
-        """A copy of ``t`` in a guarded buffer (read-only for the kernel)."""
-        view, buffer = self._place(t.shape, t.dtype, t.device, row_stride)
-        view.copy_(t)
-        self.entries.append(("input", name, view, buffer, buffer.clone()))
-        return view
-
-    def output(self, name: str, shape, dtype, device, row_stride: int | None = None) -> torch.Tensor:
-        """A NaN-filled output in a guarded buffer."""
-        view, buffer = self._place(shape, dtype, device, row_stride)
-        view.fill_(float("nan"))
-        self.entries.append(("output", name, view, buffer, buffer.clone()))
-        return view
-
-    def problems(self) -> str | None:
-        """What the kernel changed that it must not: an input, or memory outside an output."""
-        for kind, name, view, buffer, before in self.entries:
-            changed = _bits(buffer) != _bits(before)
-            if kind == "input" and changed.any():
-                return f"it wrote into {name}, an input: a kernel only reads its inputs (check the pointer of each `tl.store`)"
-            inside = torch.zeros(buffer.numel(), dtype=torch.bool)
-            inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
-            offset = view.storage_offset()
-            outside = changed & ~inside
-            if outside.any():
-                where = int(torch.nonzero(outside)[0]) - offset
-                side = "before its first element" if where < 0 else "past its last element" if where >= _span(view) else "between its rows"
-                return (f"it wrote outside {name} ({side}, element offset {where}): check the row offset "
-                        "(`row * row_stride`) and the store's mask")
-        return None
-
-
-def _span(view: torch.Tensor) -> int:
-    return (view.shape[0] - 1) * view.stride(0) + view.shape[-1] if view.dim() == 2 else view.numel()
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The raw bits of a float tensor (NaN equal to NaN), as integers, on the CPU."""
-    as_int = {2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    return t.detach().contiguous().view(as_int).cpu()
-
-
-@contextlib.contextmanager
-def nan_for_missing_other(enabled: bool = True):
-    """Under the interpreter: masked lanes of a load without ``other=`` read as NaN (the GPU leaves them undefined)."""
-    try:
-        from triton.runtime import interpreter
-    except ImportError:  # pragma: no cover
-        enabled = False
-    if not enabled or not hasattr(interpreter, "InterpreterBuilder"):
-        yield
-        return
-    import numpy as np
-
-    builder = interpreter.InterpreterBuilder
-    original = builder.create_masked_load
-
-    def create_masked_load(self, ptrs, mask, other, *args, **kwargs):
-        if other is None:
-            dtype_tt = ptrs.get_element_ty()
-            dtype_np = interpreter._get_np_dtype(dtype_tt)
-            if np.issubdtype(dtype_np, np.floating):
-                other = interpreter.TensorHandle(np.full_like(ptrs.data, np.nan, dtype=dtype_np), dtype_tt)
-        return original(self, ptrs, mask, other, *args, **kwargs)
-
-    builder.create_masked_load = create_masked_load
-    try:
-        yield
-    finally:
-        builder.create_masked_load = original
-
-
 # --------------------------------------------------------------------------- running the cases (in the child)
 
 #: launch(case, kernel, buffers) -> outputs: the kernel launched as the package launcher would.
@@ -315,7 +218,7 @@ def run_kernel_cases(
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
                 if is_not_implemented(error):
                     return not_done(exercise, name)
-                rejected = compile_error_message(kernel, error)
+                rejected = gpu_compile.compile_error_message(kernel, error)
                 if rejected is not None:  # on a GPU the kernel is compiled here, in the child
                     return wrong(exercise, rejected)
                 if "illegal memory access" in str(error) or "illegal address" in str(error):
@@ -325,39 +228,6 @@ def run_kernel_cases(
                 return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
             results.append(outputs)
     return results
-
-
-def gpu_rejects(name: str, line: int | None, text: str, message: str) -> str:
-    """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile)."""
-    where = f" at line {line} of your cell, `{text}`" if line else ""
-    lines = message.strip().splitlines()
-    return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: "
-            f"{lines[-1] if lines else ''} (The interpreter is lenient; the GPU is not: e.g. a loop variable must "
-            "keep its dtype, so start an accumulator as `tl.zeros(..., dtype=tl.float32)` or `0.0`, and a "
-            "block's width must be a `tl.constexpr`.)")
-
-
-def compile_error_message(kernel, error: BaseException) -> str | None:
-    """For a Triton CompilationError (a GPU compiling the learner's kernel): the message with its line; else None."""
-    try:
-        from triton.compiler.errors import CompilationError
-    except ImportError:  # pragma: no cover
-        return None
-    found = next((e for e in [error, error.__cause__, error.__context__] if isinstance(e, CompilationError)), None)
-    if found is None:
-        return None
-    line, text = None, ""
-    node = getattr(found, "node", None)
-    try:
-        lines, first = inspect.getsourcelines(kernel.fn)
-        def_index = next((i for i, t in enumerate(lines) if t.lstrip().startswith("def ")), 0)
-        if node is not None and getattr(node, "lineno", None) is not None:
-            index = def_index + node.lineno - 1
-            line, text = first + index, lines[index].strip()
-    except (OSError, TypeError, IndexError):
-        pass
-    cause = found.__cause__ or found
-    return gpu_rejects(name_of(kernel), line, text, f"{type(cause).__name__}: {cause}" if cause is not found else str(found))
 
 
 def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
@@ -406,19 +276,19 @@ def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], sign
     if early is not None:
         return early
     name = name_of(kernel)
-    spec = isolate.kernel_spec(kernel)
+    spec = kernel_spec(kernel)
     names = list(inspect.signature(kernel.fn).parameters)
     ours = list(inspect.signature(reference.fn).parameters)
     renamed = [({names[ours.index(k)]: v for k, v in sig.items()}, {names[ours.index(k)]: v for k, v in const.items()})
                for sig, const in signatures]
-    compiling = isolate.start_gpu_compile(spec, renamed)
-    outcome = isolate.wait(isolate.start(target, [isolate.KernelSource(spec)], interpret=isolate.interpreted()),
+    compiling = gpu_compile.start_gpu_compile(spec, renamed)
+    outcome = isolate.wait(isolate.start(target, [KernelSource(spec)], interpret=isolate.interpreted()),
                            isolate.CASE_TIME_LIMIT_S)
     if outcome.kind in ("crashed", "timeout"):
-        isolate.cancel_gpu_compile(compiling)
+        gpu_compile.cancel_gpu_compile(compiling)
         return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
-    compiled = isolate.finish_gpu_compile(compiling)
+    compiled = gpu_compile.finish_gpu_compile(compiling)
     raised = outcome.kind == "done" and RAISED in outcome.value.message  # the interpreter's own error says more
     if compiled is not None and not compiled["ok"] and not raised:
-        return wrong(exercise, gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"]))
+        return wrong(exercise, gpu_compile.gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"]))
     return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
