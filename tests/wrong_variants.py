@@ -56,6 +56,14 @@ def mutate(kernel, *replacements: tuple[str, str]):
 
 F, D, G = rmsnorm.rmsnorm_forward_kernel, rmsnorm.rmsnorm_dx_kernel, rmsnorm.rmsnorm_dgamma_kernel
 SKELETON = ("    row = tl.program_id(0)", "    raise NotImplementedError()\n    row = tl.program_id(0)")
+#: Lines that make a kernel never end: `start` never advances.
+ENDLESS = "    start = 0\n    while start < N:\n        start = start * 2\n"
+#: Messages of the classes every kernel checker must name (asserted substrings).
+CRASHED = "read or wrote outside the tensor"  # a signal on the CPU, an illegal memory access on a GPU
+NEVER_ENDS = "did not finish in"
+READ_OUTSIDE = "read outside its tensors"
+NO_OTHER = "has a mask but no `other=`"
+GPU_REJECTS = "Triton's compiler for a GPU rejects it at line"
 
 #: Exercise 03: name → (kernel, substring the feedback must contain).
 FORWARD = {
@@ -72,6 +80,18 @@ FORWARD = {
     "rstd never written": (mutate(F, ("    tl.store(rstd_ptr + row, rstd)\n", "")), "a row of 257 ones: rstd[0] is still NaN"),
     "wrong signature": (mutate(F, ("BLOCK_SIZE: tl.constexpr", "BLOCK: tl.constexpr"), ("BLOCK_SIZE)", "BLOCK)")), "keep the signature of `rmsnorm_forward_kernel`"),
     "not a kernel": (F.fn, "is not a Triton kernel"),
+    # Issue 9: classes the checker did not look at.
+    "block width hard-coded to 512": (mutate(F, ("cols = tl.arange(0, BLOCK_SIZE)", "cols = tl.arange(0, 512)")), "the block covers only the first 512 columns"),
+    "ignores the eps argument": (mutate(F, ("/ N + eps)", "/ N + 1e-6)")), "the eps argument is ignored"),
+    "masked load of x without other": (mutate(F, ("cols, mask=mask, other=0).to(tl.float32)\n    gamma", "cols, mask=mask).to(tl.float32)\n    gamma")), NO_OTHER),
+    "rstd kept in 16 bits": (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, rstd.to(x_ptr.dtype.element_ty))")), "rstd is rounded to 16 bits for float16 inputs (y is fine; your loads are fine)"),
+    "row offset from N, not the stride": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + row * N + cols")), READ_OUTSIDE),
+    "row offset from BLOCK_SIZE (reads past the tensor)": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + row * BLOCK_SIZE + cols")), READ_OUTSIDE),
+    "every lane stored (mask cols < BLOCK_SIZE)": (mutate(F, ("cols, y, mask=mask)", "cols, y, mask=cols < BLOCK_SIZE)")), "it wrote outside y"),
+    "writes y into x": (mutate(F, ("tl.store(y_ptr + row * y_row_stride + cols, y, mask=mask)", "tl.store(x_ptr + row * x_row_stride + cols, y, mask=mask)")), "it wrote into x, an input"),
+    "reads far outside (the process dies)": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * 1099511627776 + cols")), CRASHED),
+    "never ends": (mutate(F, ("    cols = tl.arange(0, BLOCK_SIZE)\n", "    cols = tl.arange(0, BLOCK_SIZE)\n" + ENDLESS)), NEVER_ENDS),
+    "accumulator changes dtype in a loop": (mutate(F, ("    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "    acc = 0\n    for _ in range(0, 1):\n        acc += tl.sum(x * x, axis=0)\n    rstd = tl.rsqrt(acc / N + eps)")), GPU_REJECTS),
 }
 
 #: Exercise 04 (and 08's fix): name → (kernel, substring).
@@ -88,6 +108,15 @@ DX = {
     "partial with gamma": (mutate(D, ("dy * x * rstd, mask", "u * x * rstd, mask")), "partial includes gamma"),
     "partial never written": (mutate(D, ("    tl.store(partial_ptr + offsets, dy * x * rstd, mask=mask)\n", "")), "a row of 257 ones: partial at rows 0, columns 0…256 is still NaN"),
     "unmasked dx store": (mutate(D, ("offsets, dx, mask=mask)", "offsets, dx)")), "has no mask"),
+    # Issue 9: classes the checker did not look at.
+    "block width hard-coded to 512": (mutate(D, ("cols = tl.arange(0, BLOCK_SIZE)", "cols = tl.arange(0, 512)")), "the block covers only the first 512 columns"),
+    "masked load of dy without other": (mutate(D, ("dy_ptr + offsets, mask=mask, other=0)", "dy_ptr + offsets, mask=mask)")), NO_OTHER),
+    "row offset from N, not the stride": (mutate(D, ("offsets = row * row_stride + cols", "offsets = row * N + cols")), "it wrote outside dx"),
+    "x read with the row offset of BLOCK_SIZE": (mutate(D, ("x = tl.load(x_ptr + offsets,", "x = tl.load(x_ptr + row * BLOCK_SIZE + cols,")), READ_OUTSIDE),
+    "writes dx into dy": (mutate(D, ("tl.store(dx_ptr + offsets", "tl.store(dy_ptr + offsets")), "it wrote into dy, an input"),
+    "reads far outside (the process dies)": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + (row + 1) * 1099511627776)")), CRASHED),
+    "never ends": (mutate(D, ("    mask = cols < N\n", "    mask = cols < N\n" + ENDLESS)), NEVER_ENDS),
+    "accumulator changes dtype in a loop": (mutate(D, ("    mean_ux = tl.sum(u * x, axis=0) / N", "    acc = 0\n    for _ in range(0, 1):\n        acc += tl.sum(u * x, axis=0)\n    mean_ux = acc / N")), GPU_REJECTS),
 }
 
 #: Exercise 05: name → (kernel, substring).
@@ -99,6 +128,15 @@ DGAMMA = {
     "unmasked store": (mutate(G, ("cols, total, mask=col_mask)", "cols, total)")), "has no mask"),
     "unmasked load": (mutate(G, ("offsets, mask=mask, other=0.0)", "offsets)")), "has no mask"),
     "wrong signature": (mutate(G, ("BLOCK_N: tl.constexpr,", "BLOCK_N: tl.constexpr, EXTRA: tl.constexpr = 1,")), "keep the signature"),
+    # Issue 9: classes the checker did not look at.
+    "unmasked store, in this exercise's words": (mutate(G, ("cols, total, mask=col_mask)", "cols, total)")), "the last program's lanes 257…287"),
+    "rows not masked (reads past the tensor)": (mutate(G, ("mask = (rows[:, None] < M) & col_mask[None, :]", "mask = (rows[:, None] < M + BLOCK_M) & col_mask[None, :]")), READ_OUTSIDE),
+    "masked load without other": (mutate(G, ("offsets, mask=mask, other=0.0)", "offsets, mask=mask)")), NO_OTHER),
+    "row offset from N, not the stride": (mutate(G, ("rows[:, None].to(tl.int64) * partial_row_stride", "rows[:, None].to(tl.int64) * N")), READ_OUTSIDE),
+    "writes into the partials": (mutate(G, ("tl.store(dgamma_ptr + cols, total, mask=col_mask)", "tl.store(dgamma_ptr + cols, total, mask=col_mask)\n    tl.store(partial_ptr + cols, total, mask=col_mask)")), "it wrote into partial, an input"),
+    "reads far outside (the process dies)": (mutate(G, ("tl.load(partial_ptr + offsets,", "tl.load(partial_ptr + offsets + 1099511627776,")), CRASHED),
+    "loop start never advances": (mutate(G, ("    for start in range(0, M, BLOCK_M):  # fixed order: deterministic\n", "    start = 0\n    while start < M:\n")), NEVER_ENDS),
+    "float16 running total (changes dtype in the loop)": (mutate(G, ("total = tl.zeros((BLOCK_N,), dtype=tl.float32)", "total = tl.zeros((BLOCK_N,), dtype=tl.float16)")), GPU_REJECTS),
 }
 
 
@@ -107,6 +145,16 @@ DGAMMA = {
 
 def _row_skeleton():
     raise NotImplementedError()
+
+
+def _row_raises():
+    total = 0
+    return [1.0, 2.0], [1.0, 2.0], 1 / total, [1.0, 2.0]
+
+
+def _row_never():
+    while True:
+        pass
 
 
 def _row(r, y, x=(1.0, 2.0, 2.0, 4.0), gamma=(1.0, 1.0, 0.5, 2.0)):
@@ -125,20 +173,34 @@ BY_HAND = {
     "the article's row": (_row(0.282843, [0.849, 1.131], x=(3.0, 4.0), gamma=(1.0, 2.0)), "lesson's worked example"),
     "gamma all ones": (_row(0.4, [0.4, 0.8, 0.8, 1.6], gamma=(1.0, 1.0, 1.0, 1.0)), "not all ones"),
     "a typo": (_row(0.4, [0.4, 0.8, 0.4, 3.0]), "gives y = [0.400, 0.800, 0.400, 3.000], expected [0.400, 0.800, 0.400, 3.200]"),
+    # Issue 9: malformed answers and code that raises or never ends.
+    "y one number short": (_row(0.4, [0.4, 0.8, 0.4]), "y must have 4 numbers, one per column of x_row; got 3"),
+    "numbers as text": (_row("0.4", [0.4, 0.8, 0.4, 3.2]), "r must be a number; got '0.4'"),
+    "raises": (_row_raises, "raised ZeroDivisionError at line"),
+    "never returns": (_row_never, "did not finish in"),
+    "the RMS of x·gamma": (_row(0.239, [0.239, 0.478, 0.239, 1.912]), "gives r = 0.239, expected 0.400"),
 }
 
 
 # --------------------------------------------------------------------------- exercise 02
 
 
-def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside", centre=False, cast_back=True, f64=True):
+def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside", centre=False, cast_back=True, f64=True,
+               in_place=False, flatten=False):
     def my_reference(x, g, epsilon=1e-6):
         dtype = torch.float64 if (x.dtype == torch.float64 and f64) else torch.float32
         xf, gf = (x.to(dtype), g.to(dtype)) if dtype_policy else (x, g)
+        if flatten:
+            xf = xf.reshape(-1, xf.shape[-1])
         if centre:
             xf = xf - xf.mean(-1, keepdim=True)
         ms = xf.square().mean(dim, keepdim=keepdim)
-        r = {"inside": torch.rsqrt(ms + epsilon), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + epsilon)}[eps]
+        r = {"inside": torch.rsqrt(ms + epsilon), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + epsilon),
+             "ignored": torch.rsqrt(ms + 1e-6)}[eps]
+        if in_place:
+            xf *= r
+            xf *= gf
+            return xf.to(x.dtype)
         y = xf * r * (gf if gamma else 1)
         return y.to(x.dtype) if cast_back else y
     return my_reference
@@ -173,17 +235,35 @@ def _no_keepdim_silent(x, g, epsilon=1e-6):
 
 
 REFERENCE["no keepdim, silent when M = N"] = (_no_keepdim_silent, "without keepdim=True, so r broadcasts along the wrong axis")
+# Issue 9: classes the checker did not look at.
+REFERENCE["epsilon ignored"] = (_reference(eps="ignored"), "the epsilon argument is ignored")
+REFERENCE["writes into x"] = (_reference(in_place=True), "changed its input x: an in-place operation")
+REFERENCE["3-D flattened to 2-D"] = (_reference(flatten=True), "y has shape (6, 8), x has shape (2, 3, 8)")
+
+
+def _reference_never(x, gamma, epsilon=1e-6):
+    rows = 0
+    while rows < x.shape[0]:
+        x.shape[0]
+    return x
+
+
+REFERENCE["never returns"] = (_reference_never, "did not finish in")
 
 
 # --------------------------------------------------------------------------- exercise 06
 
 
-def _function(returns="right", contiguous=True, kernels=True):
+def _function(returns="right", contiguous=True, kernels=True, eps=True, dgamma_kernel=True, y_float=False, in_place=False):
     class Wrong(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, gamma, epsilon):
             if kernels:
-                y, rstd = forward_op(x, gamma, epsilon)
+                y, rstd = forward_op(x, gamma, epsilon if eps else 1e-6)
+                if y_float:
+                    y = y.float()
+                if in_place:
+                    x.mul_(1.5)
             else:
                 rstd = torch.rsqrt(x.float().square().mean(-1) + epsilon)
                 y = (x.float() * rstd[:, None] * gamma.float()).to(x.dtype)
@@ -195,7 +275,9 @@ def _function(returns="right", contiguous=True, kernels=True):
         def backward(ctx, dy):
             x, gamma, rstd = ctx.saved_tensors
             dx, partial = backward_rows(x, gamma, dy.contiguous() if contiguous else dy, rstd, ctx.epsilon)
-            dgamma = reduce_gamma_gradient(partial, gamma.dtype)
+            dgamma = reduce_gamma_gradient(partial, gamma.dtype) if dgamma_kernel else partial.sum(0).to(gamma.dtype)
+            while returns == "never":
+                pass
             return {"right": (dx, dgamma, None), "two": (dx, dgamma), "swapped": (dgamma, dx, None),
                     "no dgamma": (dx, None, None)}[returns]
     return Wrong
@@ -216,6 +298,12 @@ AUTOGRAD = {
     "dy not contiguous": (_function(contiguous=False), "Pass `dy.contiguous()`"),
     "no kernels in forward": (_function(kernels=False), "forward never called forward_op"),
     "not a Function": (object, "is not a subclass of torch.autograd.Function"),
+    # Issue 9: classes the checker did not look at.
+    "epsilon ignored": (_function(eps=False), "epsilon = 0.5 is not passed on"),
+    "dgamma summed in PyTorch": (_function(dgamma_kernel=False), "backward never called reduce_gamma_gradient"),
+    "y returned in float32 for float16 x": (_function(y_float=True), "on 17×256 float16, y is float32"),
+    "forward scales x in place": (_function(in_place=True), "x changed: your forward or backward wrote into an input"),
+    "backward never ends": (_function(returns="never"), "did not finish in"),
 }
 
 
@@ -242,7 +330,19 @@ def _percent(kind="right"):
         "fraction": lambda k, r: (k - r) / r,
         "reversed": lambda k, r: 100 * (r - k) / r,
         "ratio": lambda k, r: 100 * k / r,
+        "abs": lambda k, r: abs(100 * (k - r) / r),
+        "text": lambda k, r: f"{100 * (k - r) / r:+.1f} %",
     }[kind]
+
+
+def _median_in_place(samples, path, impl):
+    samples.sort_values("us_per_call", inplace=True)
+    return float(samples[(samples["path"] == path) & (samples["impl"] == impl)]["us_per_call"].median())
+
+
+def _median_series(samples, path, impl):
+    rows = samples[(samples["path"] == path) & (samples["impl"] == impl)]
+    return rows[["us_per_call"]].median()
 
 
 def _median_skeleton(samples, path, impl):
@@ -260,6 +360,11 @@ BENCHMARK = {
     "min": ((_median("min"), _percent()), "returns the minimum"),
     "first sample": ((_median("first"), _percent()), "returns the first sample"),
     "impl not filtered": ((_median(impl_filter=False), _percent()), "every impl's samples of that path"),
+    # Issue 9: classes the checker did not look at.
+    "percent as an absolute value": ((_median(), _percent("abs")), "the sign is lost (an absolute value)"),
+    "percent as text": ((_median(), _percent("text")), "must return a number; got '+35.5 %'"),
+    "median sorts the table in place": ((_median_in_place, _percent()), "changed the samples table it was given"),
+    "median returns a Series": ((_median_series, _percent()), "must return a number; got"),
 }
 
 
@@ -276,9 +381,16 @@ def _hypothesis(kind):
             "mean": (right, N / block),
             "no root": (right, block / N),
             "always 512": (right, 1 / math.sqrt(N / 512 + 1e-6)),
+            "no bug": (right, right),
+            "rounded down": (right, 1 / math.sqrt(N / (1 << (N.bit_length() - 1)) + 1e-6)),
+            "three numbers": (right, right, 0.0),
             "swapped": (1 / math.sqrt(N / block + 1e-6), right),
         }[kind]
     return predict
+
+
+def _hypothesis_raises(N):
+    return 1.0, 1 / (triton.next_power_of_2(N) - 4)  # 1 / 0 for N = 3
 
 
 def _hypothesis_skeleton(N):
@@ -293,4 +405,9 @@ HYPOTHESIS = {
     "no square root": (_hypothesis("no root"), "the square root is missing"),
     "BLOCK_SIZE always 512": (_hypothesis("always 512"), "BLOCK_SIZE = 512 for every N"),
     "swapped": (_hypothesis("swapped"), "your two numbers are swapped"),
+    # Issue 9: more wrong hypotheses, a malformed answer, code that raises.
+    "no bug at all": (_hypothesis("no bug"), "the same as y_correct: no bug at all"),
+    "BLOCK_SIZE rounded down": (_hypothesis("rounded down"), "BLOCK_SIZE rounded down to a power of two"),
+    "three numbers": (_hypothesis("three numbers"), "must return two numbers (y_correct, y_buggy)"),
+    "raises": (_hypothesis_raises, "raised ZeroDivisionError at line"),
 }

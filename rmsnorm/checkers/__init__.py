@@ -2,10 +2,13 @@
 
 One checker per exercise (one module each, ``exNN_*.py``); each returns a
 :class:`Feedback` ("passed", "not done yet" or "wrong" with a plain-words
-message naming the mistake and the numbers that show it) and never raises for
-a learner's mistake. Kernels are launched through the package's launchers
-(``forward_op(..., kernel=...)``, ``backward_rows(..., kernel=...)``,
-``reduce_gamma_gradient(..., kernel=...)``), so a learner's kernel must have the
+message naming the mistake and the numbers that show it). A checker never
+raises, never crashes and never hangs, whatever the learner's code does: the
+learner's code runs in a child process with a time limit
+(:mod:`rmsnorm.checkers.isolate`). Kernels are launched exactly as the
+package's launchers launch them (``forward_op``, ``backward_rows``,
+``reduce_gamma_gradient``), inside NaN-guarded buffers
+(:mod:`rmsnorm.checkers.kernels`), so a learner's kernel must have the
 signature of the package kernel it replaces.
 
 Source: solutions/01_formula.ipynb … solutions/08_n_vs_block_exercise.ipynb.

@@ -10,7 +10,11 @@ Each is small (at most 17 rows) and has a reason to be there:
 - float16, and float16 values near ±200, whose squares (and their sums)
   exceed 65504, the largest float16: squaring or summing in float16
   overflows, on the GPU as in the interpreter, whatever the reduction's
-  internal accumulator.
+  internal accumulator;
+- N = 1000 and N = 3000 (BLOCK_SIZE = 1024 and 4096): a block width written
+  as a number (512, 1024) instead of BLOCK_SIZE shows;
+- rows stored further apart than N (row_stride = N + 43), with NaN in
+  between: a row offset computed from N instead of the row stride shows.
 
 Inputs come from :func:`rmsnorm.testing.make_inputs` (seeded), on the
 device the kernels run on.
@@ -35,12 +39,12 @@ def row_cases(with_dy: bool = False) -> list[Case]:
     device = default_device()
     names = ("x", "gamma", "dy") if with_dy else ("x", "gamma")
 
-    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, epsilon=1e-6, zero_row=False):
+    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, epsilon=1e-6, zero_row=False, row_stride=None):
         x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
         x = x * scale
         if zero_row:
             x[0] = 0
-        return Case(label, dict(zip(names, (x, gamma, dy))), epsilon)
+        return Case(label, dict(zip(names, (x, gamma, dy))), epsilon, row_stride=row_stride)
 
     ones = torch.ones(1, 257, device=device)
     return [
@@ -51,6 +55,9 @@ def row_cases(with_dy: bool = False) -> list[Case]:
         case("5×33 float32 with epsilon = 0.5 and a first row of zeros", 5, 33, seed=4, epsilon=0.5, zero_row=True),
         case("17×257 float16 (random)", 17, 257, torch.float16, seed=5),
         case("3×257 float16 with values near ±200 (x² > 65504)", 3, 257, torch.float16, seed=6, scale=200.0),
+        case("3×1000 float32 (BLOCK_SIZE = 1024)", 3, 1000, seed=7),
+        case("2×3000 float32 (BLOCK_SIZE = 4096)", 2, 3000, seed=8),
+        case("6×257 float32 with rows 300 elements apart (row stride 300, not N)", 6, 257, seed=9, row_stride=300),
     ]
 
 

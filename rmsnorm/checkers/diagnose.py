@@ -41,13 +41,15 @@ class Case:
         inputs: the tensors handed to the learner's code (on the device).
         epsilon: passed with them.
         tolerance: dict(atol=, rtol=) overriding the dtype table (hand computations).
+        row_stride: elements between rows of the 2-D tensors a kernel gets (None: N, contiguous);
+            the padding between rows holds NaN, so a row offset computed with N instead shows.
     """
 
     label: str
     inputs: dict[str, torch.Tensor]
     epsilon: float = 1e-6
     tolerance: dict[str, float] | None = None
-    note: str = ""
+    row_stride: int | None = None
 
     @property
     def x(self) -> torch.Tensor:
@@ -121,11 +123,20 @@ def close(actual: torch.Tensor, expected: torch.Tensor, tol: dict[str, float], e
     return True
 
 
-def fmt(value: float) -> str:
-    """A number as the feedback prints it: 3 decimals, or 4 significant digits when tiny or huge."""
+def fmt(value: float, digits: int = 3) -> str:
+    """A number as the feedback prints it: ``digits`` decimals, or scientific notation when tiny or huge."""
     if value != value or value in (float("inf"), float("-inf")):
         return str(value)
-    return f"{value:.3f}" if value == 0 or 0.01 <= abs(value) < 10_000 else f"{value:.3e}"
+    return f"{value:.{digits}f}" if value == 0 or 0.01 <= abs(value) < 10_000 else f"{value:.{digits}e}"
+
+
+def fmt_pair(a: float, b: float) -> tuple[str, str]:
+    """Two numbers printed with as many digits as it takes to see that they differ (3 to 9)."""
+    for digits in range(3, 10):
+        shown = fmt(a, digits), fmt(b, digits)
+        if shown[0] != shown[1] or a == b:
+            return shown
+    return fmt(a, 9), fmt(b, 9)
 
 
 def first_difference(a: torch.Tensor, b: torch.Tensor, tol: dict[str, float]) -> tuple[int, ...]:
@@ -148,11 +159,20 @@ def element(name: str, t: torch.Tensor, index: tuple[int, ...]) -> str:
 
 
 def evidence(run: Run, name: str, index: tuple[int, ...]) -> str:
-    """'a row of 257 ones gives y[0, 0] = 1.411, expected 1.000'."""
+    """'a row of 257 ones gives y[0, 0] = 1.411, expected 1.000' (more digits when 3 would look equal)."""
     actual, expected = run.actual[name], run.expected[name]
-    got = element(name, actual, index)
-    exp = element(name, expected, index).split(" = ", 1)[1]
-    return f"{run.case.label} gives {got}, expected {exp}"
+    a64, e64 = actual.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
+    if a64.numel() > 4:
+        got, exp = fmt_pair(a64[index].item(), e64[index].item())
+        return f"{run.case.label} gives {name}[{', '.join(str(i) for i in index)}] = {got}, expected {exp}"
+    tol = _tol(run, name)
+    pairs = [fmt_pair(a, e) if not close(torch.tensor(a), torch.tensor(e), tol) else (fmt(a), fmt(e))
+             for a, e in zip(a64.reshape(-1).tolist(), e64.reshape(-1).tolist())]
+    got = [p[0] for p in pairs]
+    exp = [p[1] for p in pairs]
+    if a64.numel() == 1:
+        return f"{run.case.label} gives {name} = {got[0]}, expected {exp[0]}"
+    return f"{run.case.label} gives {name} = [{', '.join(got)}], expected [{', '.join(exp)}]"
 
 
 def _matches(run: Run, outputs: Outputs) -> bool:
@@ -206,7 +226,9 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         return wrong(exercise, f"{run.case.label}: {name} has shape {shape}, expected {tuple(run.expected[name].shape)}.")
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
-        return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed from NaN.")
+        hint = _narrow_block(nan)
+        return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
+                     f"from NaN.{hint}")
     fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
     index = first_difference(actual, run.expected[name], _tol(run, name))
     tol = _tol(run, name)
@@ -225,6 +247,17 @@ def _symptom_message(symptom: Symptom, runs: Sequence[Run], models: Sequence[Out
                 shown = evidence(run, name, first_difference(wrong_out, right, tol))
                 return f"{symptom.summary}: {shown}. {symptom.fix}".strip()
     return f"{symptom.summary}. {symptom.fix}".strip()
+
+
+def _narrow_block(nan: torch.Tensor) -> str:
+    """A hint when exactly the columns from a power of two on are unwritten: a block width written as a number."""
+    columns = nan.reshape(-1, nan.shape[-1]).any(0)
+    written = torch.nonzero(~columns).reshape(-1)
+    width = int(written[-1]) + 1 if written.numel() else 0
+    if width >= 16 and width & (width - 1) == 0 and not columns[:width].any() and columns[width:].all():
+        return (f" Only the first {width} columns were written: the block covers only the first {width} columns. "
+                "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, not a fixed width.")
+    return ""
 
 
 def _unwritten(name: str, nan: torch.Tensor) -> str:

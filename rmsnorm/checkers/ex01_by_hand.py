@@ -21,7 +21,7 @@ import torch
 
 from ..reference import rmsnorm_reference
 from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, wrong
 
 EXERCISE = "01 · by hand"
 EPS = 1e-6
@@ -67,6 +67,7 @@ def _numbers(value, name: str, length: int | None = None) -> list[float] | str:
     return [float(v) for v in values]
 
 
+@never_raises(EXERCISE)
 def check_by_hand(my_row) -> Feedback:
     """Check the numbers a learner computed by hand for a row of their choice.
 
@@ -77,18 +78,25 @@ def check_by_hand(my_row) -> Feedback:
             number, y a list of numbers, all worked out by hand with eps = 1e-6.
 
     Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises for a
-        learner's mistake.
+        Feedback: "passed", "not done yet" or "wrong". Never raises, never
+        hangs (it runs in a separate process with a time limit).
 
     Source: solutions/01_formula.ipynb.
     """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [my_row], f"your {name_of(my_row)}")
+
+
+def judge(my_row) -> Feedback:
+    """In the checker's child process: call the learner's function and check its numbers."""
     name = name_of(my_row)
     try:
         answer = my_row()
     except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
         if is_not_implemented(error):
             return not_done(EXERCISE, name)
-        return wrong(EXERCISE, describe_error(name, error))
+        return wrong(EXERCISE, describe_error(name, error, "my_row()"))
     if not isinstance(answer, (tuple, list)) or len(answer) != 4:
         return wrong(EXERCISE, f"{name} must return four things, (x_row, gamma_row, r, y); got {answer!r}")
     if not isinstance(answer[0], (list, tuple)):

@@ -20,7 +20,7 @@ import torch
 from ..reference import rmsnorm_reference
 from ..testing import TOLERANCES, make_inputs
 from .diagnose import Case, Run, Symptom, close, diagnose
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, wrong
 
 EXERCISE = "02 · PyTorch reference"
 
@@ -89,6 +89,9 @@ SYMPTOMS = [
     Symptom("gamma is not applied", lambda c: _y(c, gamma=False), "y = x · r · gamma."),
     Symptom("eps is missing", lambda c: _y(c, rstd=torch.rsqrt(_ms(c))),
             "Add eps to mean(x²) before the square root (a row of zeros then gives 0, not NaN)."),
+    Symptom("the epsilon argument is ignored (1e-6 is used whatever epsilon is passed)",
+            lambda c: _y(c, rstd=torch.rsqrt(_ms(c) + 1e-6)),
+            "Use the `epsilon` parameter: r = 1/sqrt(mean(x²) + epsilon)."),
     Symptom("eps is added after the square root", lambda c: _y(c, rstd=1 / (torch.sqrt(_ms(c)) + c.epsilon)),
             "r = 1/sqrt(mean(x²) + eps): eps goes inside, `torch.rsqrt(... + epsilon)`."),
     Symptom("y is multiplied by the RMS instead of its inverse", lambda c: _y(c, rstd=torch.sqrt(_ms(c) + c.epsilon)),
@@ -98,6 +101,7 @@ SYMPTOMS = [
 ]
 
 
+@never_raises(EXERCISE)
 def check_reference(reference) -> Feedback:
     """Run a learner's PyTorch reference on the checker's cases and say what is wrong, in plain words.
 
@@ -107,17 +111,25 @@ def check_reference(reference) -> Feedback:
             float64, anything else is computed in float32; y has x's dtype).
 
     Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises for a
-        learner's mistake.
+        Feedback: "passed", "not done yet" or "wrong". Never raises, never
+        hangs (it runs in a separate process with a time limit).
 
     Source: solutions/02_reference.ipynb.
     """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [reference], f"your {name_of(reference)}")
+
+
+def judge(reference) -> Feedback:
+    """In the checker's child process: run the learner's reference on every case and diagnose y."""
     name = name_of(reference)
     cases = reference_cases()
     runs = []
     for case in cases:
+        x, gamma = case.inputs["x"].clone(), case.inputs["gamma"].clone()
         try:
-            y = reference(case.inputs["x"].clone(), case.inputs["gamma"].clone(), case.epsilon)
+            y = reference(x, gamma, case.epsilon)
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, name)
@@ -125,9 +137,18 @@ def check_reference(reference) -> Feedback:
                 return wrong(EXERCISE, f"on {case.label}, broadcasting failed ({str(error).splitlines()[0]}): the mean "
                              "of squares lost its last dimension. Use `.mean(-1, keepdim=True)`: one r per row, "
                              "shape (M, 1), multiplies all N columns of its row.")
-            return wrong(EXERCISE, f"on {case.label}: " + describe_error(name, error))
+            return wrong(EXERCISE, f"on {case.label}: " + describe_error(
+                name, error, "my_reference(torch.randn(2, 8), torch.ones(8), 1e-6)"))
         if not isinstance(y, torch.Tensor):
             return wrong(EXERCISE, f"{name} returned a {type(y).__name__}, not a tensor.")
+        for given, original, what in ((x, case.inputs["x"], "x"), (gamma, case.inputs["gamma"], "gamma")):
+            if not torch.equal(given, original):
+                return wrong(EXERCISE, f"on {case.label}, {name} changed its input {what}: an in-place operation "
+                             "(`*=`, `mul_`, …) on a tensor that is the caller's (`x.to(torch.float32)` returns x "
+                             "itself when x is already float32). Use out-of-place operations: `xf = xf * r`.")
+        if tuple(y.shape) != tuple(case.inputs["x"].shape):
+            return wrong(EXERCISE, f"on {case.label}, y has shape {tuple(y.shape)}, x has shape "
+                         f"{tuple(case.inputs['x'].shape)}: y has x's shape (normalise the last dimension, keep the others).")
         if y.dtype != case.dtype:
             return wrong(EXERCISE, f"on {case.label}, y is {y.dtype} but x is {case.dtype}: compute in float32 "
                          "(float64 stays float64), then cast back with `.to(x.dtype)`.")

@@ -1,11 +1,15 @@
 """Checker of exercise 03: the learner's forward kernel, launched by ``forward_op(..., kernel=...)``.
 
 Symptoms recognised (each a classic mistake, modelled in float64):
-mean divided by BLOCK_SIZE, gamma not applied, eps missing, eps added after
-the square root, multiplying by the RMS instead of its inverse, rstd stored as
-the RMS, squares computed in float16 (overflow past 65504); plus, before any
-launch, unmasked loads/stores and a wrong signature; and, after, unwritten
-elements (outputs start as NaN) and float16-only failures.
+mean divided by BLOCK_SIZE, gamma not applied, eps missing, the eps argument
+ignored, eps added after the square root, multiplying by the RMS instead of
+its inverse, rstd stored as the RMS, squares computed in float16 (overflow
+past 65504), rstd rounded to 16 bits; plus, before any launch, unmasked
+loads/stores and a wrong signature; and, after, unwritten elements (outputs
+start as NaN; a block narrower than the row is named), float16-only failures,
+and what every kernel check finds (:mod:`rmsnorm.checkers.kernels`): reads or
+writes outside the tensors, a write into an input, a masked load without
+``other=``, a crash, an endless loop, code the GPU compiler rejects.
 
 Source: solutions/03_forward_kernel.ipynb.
 """
@@ -13,12 +17,14 @@ Source: solutions/03_forward_kernel.ipynb.
 from __future__ import annotations
 
 import torch
+import triton
 
-from ..forward import forward_op, rmsnorm_forward_kernel
+from ..forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
-from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback
-from .kernels import preflight, run_kernel_cases
+from .diagnose import Case, Run, Symptom, close, diagnose, evidence, first_difference, tolerance
+from .feedback import Feedback, never_raises, wrong
+from .guards import Buffers
+from .kernels import check_kernel, run_kernel_cases
 
 EXERCISE = "03 · forward kernel"
 
@@ -65,6 +71,11 @@ SYMPTOMS = [
         "Add eps to mean(x²) before the square root (a row of zeros then gives 0, not NaN).",
     ),
     Symptom(
+        "the eps argument is ignored (1e-6 is used whatever eps the launcher passes)",
+        lambda c: _outputs(c, torch.rsqrt(sum_of_squares(c) / c.N + 1e-6)),
+        "Use the kernel's `eps` parameter: rstd = 1/sqrt(mean(x²) + eps).",
+    ),
+    Symptom(
         "eps is added after the square root",
         lambda c: _outputs(c, 1 / (torch.sqrt(sum_of_squares(c) / c.N) + c.epsilon)),
         "rstd = 1/sqrt(mean(x²) + eps): eps goes inside the square root.",
@@ -87,36 +98,82 @@ SYMPTOMS = [
 ]
 
 
-def check_forward_kernel(kernel) -> Feedback:
-    """Run a learner's forward kernel on the checker's cases and say what is wrong, in plain words.
+EXAMPLE = ("x = torch.randn(3, 257); y = torch.empty_like(x); rstd = torch.empty(3); "
+           "my_forward_kernel[(3,)](x, torch.ones(257), y, rstd, 257, 257, 257, 1e-6, BLOCK_SIZE=512)")
+MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or write past the row "
+                "(past the tensor on the last row)")
 
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.rmsnorm_forward_kernel`, launched through
-            ``forward_op(x, gamma, eps, kernel=kernel)``.
 
-    Returns:
-        Feedback: "passed", "not done yet" (the skeleton) or "wrong" with the
-        mistake named or the first mismatch. Never raises for a learner's mistake.
+def _signatures():
+    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "y_ptr": f"*{t}", "rstd_ptr": "*fp32", "x_row_stride": "i32",
+              "y_row_stride": "i32", "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512})
+            for t in ("fp32", "fp16")]
 
-    Source: solutions/03_forward_kernel.ipynb.
-    """
-    early = preflight(EXERCISE, kernel, rmsnorm_forward_kernel)
-    if early is not None:
-        return early
+
+def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
+    """Launch ``kernel`` as ``forward_op`` does, on guarded copies of the case's tensors (y rows 16 further apart)."""
+    x = buffers.input("x", case.inputs["x"], case.row_stride)
+    gamma = buffers.input("gamma", case.inputs["gamma"])
+    M, N = x.shape
+    y = buffers.output("y", (M, N), x.dtype, x.device, case.row_stride and case.row_stride + 16)
+    rstd = buffers.output("rstd", (M,), torch.float32, x.device)
+    BLOCK_SIZE = triton.next_power_of_2(N)
+    kernel[(M,)](x, gamma, y, rstd, x.stride(0), y.stride(0), N, float(case.epsilon),
+                 BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE))
+    return {"y": y, "rstd": rstd}
+
+
+def _rstd_in_16_bits(runs) -> bool:
+    """Every float32 case passes; in float16 cases y passes and rstd is off by no more than a float16 rounding."""
+    for run in runs:
+        got, want = run.actual["rstd"].double(), run.expected["rstd"]
+        y_ok = close(run.actual["y"], run.expected["y"], tolerance(run.actual["y"]))
+        if run.case.dtype == torch.float16:
+            if not y_ok or not torch.all((got - want).abs() <= 2 ** -10 * want.abs()):
+                return False
+        elif not (y_ok and close(run.actual["rstd"], want, tolerance(run.actual["rstd"]))):
+            return False
+    return any(not close(r.actual["rstd"], r.expected["rstd"], tolerance(r.actual["rstd"])) for r in runs)
+
+
+def judge(kernel) -> Feedback:
+    """In the checker's child process: run the rebuilt kernel on every case and diagnose its outputs."""
     cases = row_cases()
-
-    def launch(case, k):
-        y, rstd = forward_op(case.inputs["x"], case.inputs["gamma"], case.epsilon, kernel=k)
-        return {"y": y, "rstd": rstd}
-
-    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch)
+    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch, correct, EXAMPLE)
     if isinstance(outputs, Feedback):
         return outputs
     runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
+    if _rstd_in_16_bits(runs):
+        run = next(r for r in runs if not close(r.actual["rstd"], r.expected["rstd"], tolerance(r.actual["rstd"])))
+        shown = evidence(run, "rstd", first_difference(run.actual["rstd"], run.expected["rstd"], tolerance(run.actual["rstd"])))
+        return wrong(EXERCISE, f"rstd is rounded to 16 bits for float16 inputs (y is fine; your loads are fine): {shown}. "
+                     "rstd is float32 whatever x's dtype: compute and store it in float32, without "
+                     "`.to(x_ptr.dtype.element_ty)` or a float16 intermediate.")
     ones = runs[0].actual["y"][0, 0].item()
     return diagnose(
         EXERCISE, runs, SYMPTOMS,
-        f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}); "
+        f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; rows further apart "
+        f"than N; eps = 0.5); nothing outside the tensors was read or written; it compiles for a GPU; "
         f"a row of 257 ones gives {ones:.7f}.",
     )
+
+
+@never_raises(EXERCISE)
+def check_forward_kernel(kernel) -> Feedback:
+    """Run a learner's forward kernel on the checker's cases and say what is wrong, in plain words.
+
+    The kernel runs in a separate process (:mod:`rmsnorm.checkers.isolate`), in
+    NaN-guarded buffers, launched as ``forward_op(x, gamma, eps, kernel=kernel)``
+    launches it; under the interpreter it is also compiled for a CUDA target.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of
+            :func:`rmsnorm.rmsnorm_forward_kernel`.
+
+    Returns:
+        Feedback: "passed", "not done yet" (the skeleton) or "wrong" with the
+        mistake named or the first mismatch. Never raises, never hangs.
+
+    Source: solutions/03_forward_kernel.ipynb.
+    """
+    return check_kernel(EXERCISE, kernel, rmsnorm_forward_kernel, (__name__, "judge"), _signatures(), MASK_EXAMPLE)

@@ -15,13 +15,15 @@ solutions/08_n_vs_block_exercise.ipynb.
 from __future__ import annotations
 
 import torch
+import triton
 
-from ..backward import backward_rows, rmsnorm_dx_kernel
-from ..forward import forward_op
+from ..backward import rmsnorm_dx_kernel
+from ..forward import forward_op, num_warps_for
 from .cases import describe, row_cases
 from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback
-from .kernels import preflight, run_kernel_cases
+from .feedback import Feedback, never_raises
+from .guards import Buffers
+from .kernels import check_kernel, run_kernel_cases
 
 EXERCISE = "04 · dx kernel"
 
@@ -97,39 +99,75 @@ SYMPTOMS = [
 ]
 
 
-def check_dx_kernel(kernel, exercise: str = EXERCISE) -> Feedback:
-    """Run a learner's dx kernel on the checker's cases and say what is wrong, in plain words.
+EXAMPLE = ("x, gamma, dy = torch.randn(3, 257), torch.ones(257), torch.randn(3, 257); rstd = torch.rsqrt("
+           "x.square().mean(-1) + 1e-6); dx = torch.empty_like(x); partial = torch.empty_like(x); "
+           "my_dx_kernel[(3,)](x, gamma, dy, rstd, dx, partial, 257, 257, BLOCK_SIZE=512)")
+MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or write past the row "
+                "(past the tensor on the last row)")
 
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.rmsnorm_dx_kernel`, launched through
-            ``backward_rows(x, gamma, dy, rstd, eps, kernel=kernel)`` with rstd
-            from the package's forward.
-        exercise: the name shown in the feedback.
 
-    Returns:
-        Feedback: "passed", "not done yet" or "wrong" (dx and partial are both
-        checked). Never raises for a learner's mistake.
+def _signatures():
+    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "dy_ptr": f"*{t}", "rstd_ptr": "*fp32", "dx_ptr": f"*{t}",
+              "partial_ptr": "*fp32", "row_stride": "i32", "N": "i32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512})
+            for t in ("fp32", "fp16")]
 
-    Source: solutions/04_backward_derivation.ipynb.
-    """
-    early = preflight(exercise, kernel, rmsnorm_dx_kernel)
-    if early is not None:
-        return early
+
+def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
+    """Launch ``kernel`` as ``backward_rows`` does (rstd from the package's forward), on guarded copies."""
+    _, rstd = forward_op(case.inputs["x"], case.inputs["gamma"], case.epsilon)
+    x = buffers.input("x", case.inputs["x"], case.row_stride)
+    gamma = buffers.input("gamma", case.inputs["gamma"])
+    dy = buffers.input("dy", case.inputs["dy"], case.row_stride)
+    rstd = buffers.input("rstd", rstd)
+    M, N = x.shape
+    dx = buffers.output("dx", (M, N), x.dtype, x.device, case.row_stride)
+    partial = buffers.output("partial", (M, N), torch.float32, x.device, case.row_stride)
+    BLOCK_SIZE = triton.next_power_of_2(N)
+    kernel[(M,)](x, gamma, dy, rstd, dx, partial, x.stride(0), N,
+                 BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE))
+    return {"dx": dx, "partial": partial}
+
+
+def judge(kernel, exercise: str = EXERCISE) -> Feedback:
+    """In the checker's child process: run the rebuilt kernel on every case and diagnose dx and partial."""
     cases = row_cases(with_dy=True)
-
-    def launch(case, k):
-        x, gamma, dy = (case.inputs[n] for n in ("x", "gamma", "dy"))
-        _, rstd = forward_op(x, gamma, case.epsilon)
-        dx, partial = backward_rows(x, gamma, dy, rstd, case.epsilon, kernel=k)
-        return {"dx": dx, "partial": partial}
-
-    outputs = run_kernel_cases(exercise, kernel, cases, launch)
+    outputs = run_kernel_cases(exercise, kernel, cases, launch, correct, EXAMPLE)
     if isinstance(outputs, Feedback):
         return outputs
     runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
     return diagnose(
         exercise, runs, SYMPTOMS,
-        f"dx and partial match the float64 oracle on {len(cases)} cases ({describe(cases)}), "
-        "N = 256 and N = 257 alike.",
+        f"dx and partial match the float64 oracle on {len(cases)} cases ({describe(cases)}; rows further apart "
+        "than N), N = 256 and N = 257 alike; nothing outside the tensors was read or written; it compiles for a GPU.",
     )
+
+
+def judge_fix(kernel) -> Feedback:
+    """:func:`judge` under exercise 08's name."""
+    return judge(kernel, "08 · fixed dx kernel")
+
+
+def check_dx_kernel(kernel, exercise: str = EXERCISE) -> Feedback:
+    """Run a learner's dx kernel on the checker's cases and say what is wrong, in plain words.
+
+    The kernel runs in a separate process (:mod:`rmsnorm.checkers.isolate`), in
+    NaN-guarded buffers, launched as ``backward_rows(x, gamma, dy, rstd, eps,
+    kernel=kernel)`` launches it, with rstd from the package's forward; under
+    the interpreter it is also compiled for a CUDA target.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of
+            :func:`rmsnorm.rmsnorm_dx_kernel`.
+        exercise: the name shown in the feedback ("04 · dx kernel" or "08 · fixed dx kernel").
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong" (dx and partial are both
+        checked). Never raises, never hangs.
+
+    Source: solutions/04_backward_derivation.ipynb.
+    """
+    @never_raises(exercise)
+    def check(kernel):
+        target = (__name__, "judge" if exercise == EXERCISE else "judge_fix")
+        return check_kernel(exercise, kernel, rmsnorm_dx_kernel, target, _signatures(), MASK_EXAMPLE)
+    return check(kernel)

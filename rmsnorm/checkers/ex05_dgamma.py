@@ -4,11 +4,15 @@ The partials are given directly (float32, seeded), so only the reduction is
 judged. Cases: the article's two rows of partials [1, 2] and [3, 4] (sum [4, 6],
 mean [2, 3]); a 17×5 block of ones; M = 1; M = 17; M = 100 = 3 × 32 + 4 (the loop over
 BLOCK_M and its last, partial step); N = 256 and 257 (nine programs of
-BLOCK_N = 32 columns, the last one masked); float16 dgamma.
+BLOCK_N = 32 columns, the last one masked); N = 1000; rows 96 elements
+apart (the row stride, not N); float16 dgamma.
 
 Symptoms recognised: a mean over rows instead of a sum; only the first
 BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the
-pre-launch checks (signature, masks); unwritten columns.
+pre-launch checks (signature, masks, in this exercise's words); unwritten
+columns; and, as for every kernel (:mod:`rmsnorm.checkers.kernels`), reads
+and writes outside the tensors, a masked load without ``other=``, an endless
+loop, a crash, and code the GPU compiler rejects.
 
 Source: solutions/05_gamma_reduction.ipynb.
 """
@@ -16,12 +20,14 @@ Source: solutions/05_gamma_reduction.ipynb.
 from __future__ import annotations
 
 import torch
+import triton
 
 from ..device import default_device
-from ..reduction import BLOCK_M, reduce_gamma_gradient, rmsnorm_dgamma_kernel
+from ..reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback
-from .kernels import preflight, run_kernel_cases
+from .feedback import Feedback, never_raises
+from .guards import Buffers
+from .kernels import check_kernel, run_kernel_cases
 
 EXERCISE = "05 · dgamma reduction"
 
@@ -31,8 +37,8 @@ def partial_cases() -> list[Case]:
     device = default_device()
     g = torch.Generator().manual_seed(5)
 
-    def case(label, partial, dtype=torch.float32):
-        return Case(label, {"partial": partial.to(device), "dtype": dtype})
+    def case(label, partial, dtype=torch.float32, row_stride=None):
+        return Case(label, {"partial": partial.to(device), "dtype": dtype}, row_stride=row_stride)
 
     return [
         case("the article's partials [[1, 2], [3, 4]]", torch.tensor([[1.0, 2.0], [3.0, 4.0]])),
@@ -42,6 +48,9 @@ def partial_cases() -> list[Case]:
         case("a random 17×257 partial", torch.randn(17, 257, generator=g)),
         case("a random 100×33 partial (3 steps of 32 rows, then 4)", torch.randn(100, 33, generator=g)),
         case("a random 100×257 partial, dgamma in float16", torch.randn(100, 257, generator=g), torch.float16),
+        case("a random 40×1000 partial", torch.randn(40, 1000, generator=g)),
+        case("a random 37×70 partial with rows 96 elements apart (row stride 96, not N)",
+             torch.randn(37, 70, generator=g), row_stride=96),
     ]
 
 
@@ -69,35 +78,59 @@ SYMPTOMS = [
 ]
 
 
-def check_dgamma_kernel(kernel) -> Feedback:
-    """Run a learner's column-sum kernel on the checker's cases and say what is wrong, in plain words.
+EXAMPLE = ("partial = torch.randn(100, 257); dgamma = torch.empty(257); "
+           "my_dgamma_kernel[(triton.cdiv(257, 32),)](partial, dgamma, 100, 257, 257, BLOCK_M=32, BLOCK_N=32)")
+MASK_EXAMPLE = ("With N = 257 columns the last program's lanes 257…287, and with M = 100 rows the rows 100…127 "
+                "of the last step, would read or write past the partials (past the tensor)")
 
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.rmsnorm_dgamma_kernel`, launched through
-            ``reduce_gamma_gradient(partial, dtype, kernel=kernel)``.
 
-    Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises for a
-        learner's mistake.
+def _signatures():
+    return [({"partial_ptr": "*fp32", "dgamma_ptr": f"*{t}", "M": "i32", "N": "i32", "partial_row_stride": "i32",
+              "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}, {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N})
+            for t in ("fp32", "fp16")]
 
-    Source: solutions/05_gamma_reduction.ipynb.
-    """
-    early = preflight(EXERCISE, kernel, rmsnorm_dgamma_kernel)
-    if early is not None:
-        return early
+
+def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
+    """Launch ``kernel`` as ``reduce_gamma_gradient`` does, on a guarded copy of the partials."""
+    partial = buffers.input("partial", case.inputs["partial"], case.row_stride)
+    M, N = partial.shape
+    dgamma = buffers.output("dgamma", (N,), case.inputs["dtype"], partial.device)
+    kernel[(triton.cdiv(N, BLOCK_N),)](partial, dgamma, M, N, partial.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    return {"dgamma": dgamma}
+
+
+def judge(kernel) -> Feedback:
+    """In the checker's child process: run the rebuilt kernel on every case and diagnose dgamma."""
     cases = partial_cases()
-
-    def launch(case, k):
-        return {"dgamma": reduce_gamma_gradient(case.inputs["partial"], case.inputs["dtype"], kernel=k)}
-
-    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch)
+    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch, _sum, EXAMPLE)
     if isinstance(outputs, Feedback):
         return outputs
     runs = [Run(case, out, _sum(case)) for case, out in zip(cases, outputs)]
     article = outputs[0]["dgamma"].tolist()
     return diagnose(
         EXERCISE, runs, SYMPTOMS,
-        f"dgamma matches the float64 column sums on {len(cases)} cases (M = 1 … 100, N = 2 … 257, "
-        f"float32 and float16); the article's partials [[1, 2], [3, 4]] give {article}.",
+        f"dgamma matches the float64 column sums on {len(cases)} cases (M = 1 … 100, N = 2 … 257, rows further "
+        f"apart than N, float32 and float16); nothing outside the tensors was read or written; it compiles for a "
+        f"GPU; the article's partials [[1, 2], [3, 4]] give {article}.",
     )
+
+
+@never_raises(EXERCISE)
+def check_dgamma_kernel(kernel) -> Feedback:
+    """Run a learner's column-sum kernel on the checker's cases and say what is wrong, in plain words.
+
+    The kernel runs in a separate process (:mod:`rmsnorm.checkers.isolate`), in
+    NaN-guarded buffers, launched as ``reduce_gamma_gradient(partial, dtype,
+    kernel=kernel)`` launches it; under the interpreter it is also compiled for
+    a CUDA target.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel with the signature of
+            :func:`rmsnorm.rmsnorm_dgamma_kernel`.
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong". Never raises, never hangs.
+
+    Source: solutions/05_gamma_reduction.ipynb.
+    """
+    return check_kernel(EXERCISE, kernel, rmsnorm_dgamma_kernel, (__name__, "judge"), _signatures(), MASK_EXAMPLE)

@@ -23,20 +23,22 @@ import torch
 
 from .. import backward as _backward
 from .. import forward as _forward
+from .. import reduction as _reduction
 from ..contract import ContractError
 from ..device import default_device
 from ..testing import make_inputs, oracle
 from .diagnose import Case, Run, close, evidence, first_difference, tolerance
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
 EXERCISE = "06 · autograd.Function"
 
 
 @contextlib.contextmanager
 def _count_launches():
-    """Count calls of the forward and dx launchers' allocations (each launcher allocates once per call)."""
-    counts = {"forward_op": 0, "backward_rows": 0}
-    originals = (_forward.new_output, _backward.new_output)
+    """Count calls of the three launchers, through their allocations (each allocates before it launches)."""
+    counts = {"forward_op": 0, "backward_rows": 0, "reduce_gamma_gradient": 0}
+    modules = {"forward_op": _forward, "backward_rows": _backward, "reduce_gamma_gradient": _reduction}
+    originals = {name: module.new_output for name, module in modules.items()}
 
     def counting(name, original):
         def new_output(shape, dtype, device):
@@ -44,12 +46,13 @@ def _count_launches():
             return original(shape, dtype, device)
         return new_output
 
-    _forward.new_output = counting("forward_op", originals[0])
-    _backward.new_output = counting("backward_rows", originals[1])
+    for name, module in modules.items():
+        module.new_output = counting(name, originals[name])
     try:
         yield counts
     finally:
-        _forward.new_output, _backward.new_output = originals
+        for name, module in modules.items():
+            module.new_output = originals[name]
 
 
 def _explain_autograd_error(error: BaseException) -> str | None:
@@ -73,47 +76,62 @@ def _explain_autograd_error(error: BaseException) -> str | None:
     return None
 
 
-def check_autograd_function(function_class) -> Feedback:
-    """Apply a learner's autograd.Function and say what is wrong with its wiring, in plain words.
+#: (M, N, dtype, epsilon) of each case: M = 1; N = 257 and 256; float16; a non-default epsilon with a row of zeros.
+CASES = ((1, 257, torch.float32, 1e-6), (17, 257, torch.float32, 1e-6), (17, 256, torch.float16, 1e-6),
+         (5, 33, torch.float32, 0.5))
 
-    Args:
-        function_class: a subclass of ``torch.autograd.Function`` whose
-            ``forward(ctx, x, gamma, epsilon)`` returns y and whose
-            ``backward(ctx, dy)`` returns one gradient per input.
 
-    Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises for a
-        learner's mistake.
+def judge(function_class) -> Feedback:
+    """In the checker's child process: apply the learner's Function on every case and compare with the oracle."""
+    from . import isolate
 
-    Source: solutions/06_autograd_and_training.ipynb.
-    """
     name = name_of(function_class)
     if not (isinstance(function_class, type) and issubclass(function_class, torch.autograd.Function)):
         return wrong(EXERCISE, f"{name} is not a subclass of torch.autograd.Function.")
     device = default_device()
     summaries = []
-    for M, N, dtype in ((1, 257, torch.float32), (17, 257, torch.float32), (17, 256, torch.float16)):
+    for M, N, dtype, epsilon in CASES:
+        label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (f" with epsilon = {epsilon}" if epsilon != 1e-6 else "")
+        isolate.progress(f"the case {label}")
         x, gamma, _ = make_inputs(M, N, dtype, device=device, seed=M + N)
+        if epsilon != 1e-6:
+            x[0] = 0
         weight = make_inputs(N, M, torch.float32, device=device, seed=N)[0]  # (N, M): loss reads y transposed
         x.requires_grad_(True)
         gamma.requires_grad_(True)
+        saved = x.detach().clone(), gamma.detach().clone()
         stage = "forward"
         try:
             with _count_launches() as launches:
-                y = function_class.apply(x, gamma, 1e-6)
+                y = function_class.apply(x, gamma, epsilon)
+                if not isinstance(y, torch.Tensor):
+                    return wrong(EXERCISE, f"on {label}, forward returned a {type(y).__name__}, not the tensor y.")
+                if y.dtype != x.dtype or y.shape != x.shape:
+                    return wrong(EXERCISE, f"on {label}, y is {str(y.dtype).removeprefix('torch.')} of shape "
+                                 f"{tuple(y.shape)}; x is {str(x.dtype).removeprefix('torch.')} of shape {tuple(x.shape)}: "
+                                 "return y from forward_op as it is (same dtype and shape as x).")
                 stage = "backward"
                 (y.t().float() * weight).sum().backward()  # dy = weight.t(): not contiguous
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, f"{name}.{stage}")
-            return wrong(EXERCISE, _explain_autograd_error(error) or describe_error(f"{name}.{stage}", error))
-        label = f"{M}×{N} {str(dtype).removeprefix('torch.')}"
+            return wrong(EXERCISE, _explain_autograd_error(error) or describe_error(
+                f"{name}.{stage}", error, "x = torch.randn(3, 257, requires_grad=True); "
+                "MyRMSNormFunction.apply(x, torch.ones(257), 1e-6).sum().backward()"))
+        for tensor, before, what in ((x, saved[0], "x"), (gamma, saved[1], "gamma")):
+            if not torch.equal(tensor.detach(), before):
+                return wrong(EXERCISE, f"on {label}, {what} changed: your forward or backward wrote into an input "
+                             "(an in-place operation such as `mul_`, `+=`, `copy_` on it). Leave the inputs as they are.")
         if launches["forward_op"] == 0:
             return wrong(EXERCISE, "forward never called forward_op (the Triton kernel): y must come from the kernel.")
         if launches["backward_rows"] == 0:
             return wrong(EXERCISE, "backward never called backward_rows (the dx kernel): dx and dgamma must come from the kernels.")
+        if launches["reduce_gamma_gradient"] == 0:
+            return wrong(EXERCISE, "backward never called reduce_gamma_gradient (the dgamma kernel): `partial.sum(0)` "
+                         "gives the right numbers in PyTorch, but the exercise is the Triton column sum: "
+                         "`dgamma = reduce_gamma_gradient(partial, gamma.dtype)`.")
         dy = weight.t().to(dtype)
-        y64, dx64, dgamma64 = oracle(x, gamma, dy)
+        y64, dx64, dgamma64 = oracle(x, gamma, dy, epsilon)
         if gamma.grad is None:
             return wrong(EXERCISE, "gamma got no gradient (None): backward must return dgamma as its second value.")
         for what, got, want in (("y", y, y64), ("x.grad", x.grad, dx64), ("gamma.grad", gamma.grad, dgamma64)):
@@ -121,13 +139,37 @@ def check_autograd_function(function_class) -> Feedback:
             if not close(got, want, tol):
                 run = Run(Case(label, {"x": x}), {what: got}, {what: want})
                 shown = evidence(run, what, first_difference(got, want, tol))
-                hint = {"y": "forward must return y from forward_op.",
+                hint = {"y": "forward must return y from forward_op(x, gamma, epsilon).",
                         "x.grad": "backward must return dx from backward_rows first.",
                         "gamma.grad": "backward must return dgamma = reduce_gamma_gradient(partial, gamma.dtype) second."}[what]
+                if epsilon != 1e-6:
+                    hint = (f"the other cases pass: epsilon = {epsilon} is not passed on. Hand forward's `epsilon` to "
+                            "forward_op(x, gamma, epsilon), keep it as `ctx.epsilon` and pass it to backward_rows.")
                 return wrong(EXERCISE, f"{shown}: {hint}")
         summaries.append(label)
     return passed(
         EXERCISE,
         f"y, x.grad and gamma.grad match the float64 oracle ({', '.join(summaries)}), with a non-contiguous dy; "
-        "forward and backward ran the Triton kernels.",
+        "forward_op, backward_rows and reduce_gamma_gradient ran the Triton kernels; the inputs were left unchanged.",
     )
+
+
+@never_raises(EXERCISE)
+def check_autograd_function(function_class) -> Feedback:
+    """Apply a learner's autograd.Function and say what is wrong with its wiring, in plain words.
+
+    Runs in a separate process (:mod:`rmsnorm.checkers.isolate`) with a time limit.
+
+    Args:
+        function_class: a subclass of ``torch.autograd.Function`` whose
+            ``forward(ctx, x, gamma, epsilon)`` returns y and whose
+            ``backward(ctx, dy)`` returns one gradient per input.
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong". Never raises, never hangs.
+
+    Source: solutions/06_autograd_and_training.ipynb.
+    """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [function_class], f"your {name_of(function_class)}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numbers
 
 from .diagnose import fmt
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
 EXERCISE_PREDICT = "07 · prediction"
 EXERCISE_READ = "07 · reading the samples"
@@ -41,6 +41,10 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= EXACT["atol"] + EXACT["rtol"] * abs(b)
 
 
+def _short(arg) -> str:
+    return "samples" if hasattr(arg, "columns") else repr(arg)
+
+
 def _call(exercise, fn, *args):
     """(value, None) or (None, Feedback) for a learner's function call."""
     try:
@@ -48,9 +52,11 @@ def _call(exercise, fn, *args):
     except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
         if is_not_implemented(error):
             return None, not_done(exercise, name_of(fn))
-        return None, wrong(exercise, describe_error(name_of(fn), error))
+        example = f"{getattr(fn, '__name__', 'f')}({', '.join(_short(a) for a in args)})"
+        return None, wrong(exercise, describe_error(name_of(fn), error, example))
 
 
+@never_raises(EXERCISE_PREDICT)
 def check_prediction(my_prediction) -> Feedback:
     """Check that a prediction is stated, well formed, before the measurement.
 
@@ -64,6 +70,14 @@ def check_prediction(my_prediction) -> Feedback:
 
     Source: solutions/07_benchmark.ipynb.
     """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE_PREDICT, (__name__, "judge_prediction"), [my_prediction],
+                                    f"your {name_of(my_prediction)}")
+
+
+def judge_prediction(my_prediction) -> Feedback:
+    """In the checker's child process: call the learner's prediction and check its form."""
     guess, problem = _call(EXERCISE_PREDICT, my_prediction)
     if problem is not None:
         return problem
@@ -79,6 +93,8 @@ _PERCENT_SLIPS = [
     ("that is a fraction, not a percentage", lambda k, r: (k - r) / r),
     ("the sign is reversed (reference − kernel)", lambda k, r: 100 * (r - k) / r),
     ("that is the ratio kernel / reference, not the change", lambda k, r: 100 * k / r),
+    ("the sign is lost (an absolute value): a kernel that takes less time gives a negative change",
+     lambda k, r: abs(100 * (k - r) / r)),
 ]
 
 _MEDIAN_SLIPS = [
@@ -97,17 +113,22 @@ def _toy_samples():
 
 
 def _check_percent(percent_change) -> Feedback | None:
+    given = {}
     for path, (kernel, reference) in ARTICLE_MEDIANS.items():
         got, problem = _call(EXERCISE_READ, percent_change, kernel, reference)
         if problem is not None:
             return problem
-        if not isinstance(got, numbers.Real):
+        if not isinstance(got, numbers.Real) or isinstance(got, bool):
             return wrong(EXERCISE_READ, f"{name_of(percent_change)} must return a number; got {got!r}")
+        given[path] = float(got)
+    for path, (kernel, reference) in ARTICLE_MEDIANS.items():
         expected = 100 * (kernel - reference) / reference
-        if not _same(float(got), expected):
-            what = next((w for w, slip in _PERCENT_SLIPS if _same(float(got), slip(kernel, reference))), None)
+        if not _same(given[path], expected):
+            # a slip is named only when it explains both of the article's medians (abs() agrees with +35.54 %)
+            what = next((w for w, slip in _PERCENT_SLIPS
+                         if all(_same(given[p], slip(*ARTICLE_MEDIANS[p])) for p in ARTICLE_MEDIANS)), None)
             shown = (f"for the article's {path} medians, {kernel} µs (kernel) and {reference} µs (reference), "
-                     f"you give {fmt(float(got))}, expected {expected:+.2f}")
+                     f"you give {fmt(given[path])}, expected {fmt(expected)}")
             fix = "percent = 100 · (kernel − reference) / reference, as in the article."
             return wrong(EXERCISE_READ, f"{what}: {shown}. {fix}" if what else f"{shown}. {fix}")
     return None
@@ -138,12 +159,15 @@ def _check_median(median_us, samples) -> Feedback | None:
             got, problem = _call(EXERCISE_READ, median_us, samples, path, impl)
             if problem is not None:
                 return problem
+            if not isinstance(got, numbers.Real):
+                return wrong(EXERCISE_READ, f"{name_of(median_us)} must return a number; got {type(got).__name__}")
             if not _same(float(got), float(rows.median())):
                 return wrong(EXERCISE_READ, f"on the real samples, {path}/{impl}: you give {fmt(float(got))}, "
                              f"the median of its {len(rows)} samples is {fmt(float(rows.median()))}.")
     return None
 
 
+@never_raises(EXERCISE_READ)
 def check_benchmark_reading(median_us, percent_change, samples, prediction=None, where: str = "") -> Feedback:
     """Check the learner's median and percent functions, then confront the prediction with the samples.
 
@@ -158,16 +182,28 @@ def check_benchmark_reading(median_us, percent_change, samples, prediction=None,
 
     Returns:
         Feedback: "passed" (with the measured changes and whether the
-        prediction held), "not done yet" or "wrong". Never raises for a
-        learner's mistake.
+        prediction held), "not done yet" or "wrong". Never raises, never
+        hangs (it runs in a separate process with a time limit).
 
     Source: solutions/07_benchmark.ipynb.
     """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE_READ, (__name__, "judge_reading"),
+                                    [median_us, percent_change, samples, prediction, where], "your functions")
+
+
+def judge_reading(median_us, percent_change, samples, prediction=None, where: str = "") -> Feedback:
+    """In the checker's child process: check the learner's median and percent, then the prediction."""
+    original = samples.copy(deep=True)
     problem = _check_percent(percent_change) or _check_median(median_us, samples)
     if problem is not None:
         return problem
+    if not samples.equals(original):
+        return wrong(EXERCISE_READ, f"{name_of(median_us)} changed the samples table it was given (an `inplace=True`, "
+                     "or a column assigned): select rows with boolean masks and leave the table as it is.")
     parts, held = [], []
-    guess = prediction() if prediction is not None and check_prediction(prediction).passed else None
+    guess = prediction() if prediction is not None and judge_prediction(prediction).passed else None
     for path in PATHS:
         kernel, reference = median_us(samples, path, "triton"), median_us(samples, path, "reference")
         change = percent_change(kernel, reference)

@@ -28,9 +28,10 @@ from ..forward import forward_op
 from ..testing import TOLERANCES
 from .diagnose import close, fmt
 from .ex04_dx import check_dx_kernel
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
 EXERCISE = "08 · hypothesis"
+EXERCISE_FIX = "08 · fixed dx kernel"
 #: Row lengths of the hypothesis check: BLOCK_SIZE = 4, 256, 512, 1024.
 NS = (3, 256, 257, 1000)
 EPS = 1e-6
@@ -57,12 +58,19 @@ WRONG_HYPOTHESES = [
      lambda N: N / _block(N), "The output is 1 / sqrt(mean + eps) for a row of ones."),
     ("BLOCK_SIZE / N: the square root is missing",
      lambda N: _block(N) / N, "y = 1 / sqrt(N / BLOCK_SIZE + eps)."),
+    ("the same as y_correct: no bug at all",
+     lambda N: 1 / math.sqrt(1 + EPS),
+     "The bug shows whenever BLOCK_SIZE > N: the sum is divided by BLOCK_SIZE, so the mean is N / BLOCK_SIZE, not 1."),
+    ("computed with BLOCK_SIZE rounded down to a power of two (256 for N = 257)",
+     lambda N: 1 / math.sqrt(N / (1 << (N.bit_length() - 1)) + EPS),
+     "BLOCK_SIZE = triton.next_power_of_2(N) rounds up: 512 for N = 257, so that the block covers the whole row."),
     ("computed with BLOCK_SIZE = 512 for every N",
      lambda N: 1 / math.sqrt(N / 512 + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N): 4 for N = 3, 256 for N = 256 (where the bug hides), 1024 for N = 1000."),
 ]
 
 
+@never_raises(EXERCISE)
 def check_hypothesis(predict) -> Feedback:
     """Compare a learner's prediction for rows of ones with what the two kernels really give.
 
@@ -70,11 +78,18 @@ def check_hypothesis(predict) -> Feedback:
         predict: a function ``N -> (y_correct, y_buggy)`` (two floats).
 
     Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises for a
-        learner's mistake.
+        Feedback: "passed", "not done yet" or "wrong". Never raises, never
+        hangs (it runs in a separate process with a time limit).
 
     Source: solutions/08_n_vs_block_exercise.ipynb.
     """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [predict], f"your {name_of(predict)}")
+
+
+def judge(predict) -> Feedback:
+    """In the checker's child process: the learner's predictions against both kernels."""
     name = name_of(predict)
     tol = TOLERANCES[torch.float32]
     guesses, seen = [], []
@@ -84,9 +99,9 @@ def check_hypothesis(predict) -> Feedback:
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, name)
-            return wrong(EXERCISE, describe_error(name, error))
+            return wrong(EXERCISE, describe_error(name, error, f"predict({N})"))
         if not (isinstance(guess, (tuple, list)) and len(guess) == 2
-                and all(isinstance(v, numbers.Real) for v in guess)):
+                and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in guess)):
             return wrong(EXERCISE, f"{name}({N}) must return two numbers (y_correct, y_buggy); got {guess!r}")
         guesses.append(tuple(float(v) for v in guess))
         seen.append(observed(N))
@@ -124,4 +139,4 @@ def check_fixed_dx_kernel(kernel) -> Feedback:
 
     Source: solutions/08_n_vs_block_exercise.ipynb.
     """
-    return check_dx_kernel(kernel, exercise="08 · fixed dx kernel")
+    return check_dx_kernel(kernel, exercise=EXERCISE_FIX)

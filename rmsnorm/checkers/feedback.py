@@ -12,6 +12,7 @@ Source: solutions/*.ipynb (every check cell).
 
 from __future__ import annotations
 
+import functools
 import html
 import inspect
 import traceback
@@ -54,8 +55,16 @@ class Feedback:
             f'<div style="border-left: 4px solid {colour}; padding: 0.3em 0.8em; margin: 0.3em 0">'
             f'<b style="color: {colour}">{html.escape(self.status)}</b> '
             f"<span style=\"color: #57606a\">[{html.escape(self.exercise)}]</span><br>"
-            f"{html.escape(self.message)}</div>"
+            f"{code_to_html(self.message)}</div>"
         )
+
+
+def code_to_html(text: str) -> str:
+    """Escape ``text`` for HTML and show each `backquoted` span as <code> (no literal backquotes left)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backquote: escape everything as it is
+        return html.escape(text)
+    return "".join(html.escape(part) if i % 2 == 0 else f"<code>{html.escape(part)}</code>" for i, part in enumerate(parts))
 
 
 def passed(exercise: str, message: str) -> Feedback:
@@ -93,22 +102,69 @@ def is_not_implemented(error: BaseException) -> bool:
     return False
 
 
-def describe_error(name: str, error: BaseException) -> str:
+_NOT_LEARNER = ("/rmsnorm/", "/torch/", "/triton/", "/multiprocessing/", "/cloudpickle/", "/numpy/", "/site-packages/")
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen and len(chain) < 10:
+        chain.append(error)
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return chain
+
+
+def learner_frame(error: BaseException):
+    """The innermost traceback frame in the learner's code (a cell or their file), across chained errors."""
+    for link in reversed(_chain(error)):  # the original error is last in the chain
+        for frame in reversed(traceback.extract_tb(link.__traceback__)):
+            if not any(part in frame.filename for part in _NOT_LEARNER) and "rmsnorm_checker_" not in frame.filename:
+                return frame
+        for frame in reversed(traceback.extract_tb(link.__traceback__)):
+            if "rmsnorm_checker_" in frame.filename:  # a kernel the checker defined again from the learner's cell
+                return frame
+    return None
+
+
+def _place(filename: str) -> str:
+    """'your cell' for a notebook cell (or a kernel the checker defined again from one), else the file's name."""
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    if filename.startswith("<") or "ipykernel" in filename or "rmsnorm_checker_" in filename:
+        return "your cell"
+    return f"`{name}`"
+
+
+def describe_error(name: str, error: BaseException, example: str = "") -> str:
     """One plain sentence for an exception raised by the learner's code.
 
-    Names the exception, its first line, and the learner's line it came from
-    when the traceback reaches a notebook cell or file outside the package.
+    Names the original exception (Triton's interpreter wraps it), its first
+    line, the learner's line and its text, and how to call the code yourself.
     """
-    first = (str(error).strip().splitlines() or [""])[0][:300]
+    original = _chain(error)[-1]
+    first = (str(original).strip().splitlines() or [""])[0][:300]
+    frame = learner_frame(error)
     where = ""
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if "/rmsnorm/" not in frame.filename and "/torch/" not in frame.filename and "/triton/" not in frame.filename:
-            where = f" (at `{frame.line.strip()}`)" if frame.line else ""
-            break
-    return (
-        f"{name} raised {type(error).__name__}: {first}{where}. Call it yourself on a small "
-        "input to see the whole traceback."
-    )
+    if frame is not None:
+        text = f": `{frame.line.strip()}`" if frame.line else ""
+        where = f" at line {frame.lineno} of {_place(frame.filename)}{text}"
+    how = f" To see the whole traceback, call it yourself, e.g. `{example}`." if example else (
+        " Call it yourself on a small input to see the whole traceback.")
+    return f"{name} raised {type(original).__name__}{where}: {first}.{how}"
+
+
+def never_raises(exercise: str):
+    """Decorator: a checker that meets an error of its own returns a "wrong" Feedback saying so, never raises."""
+    def decorate(check):
+        @functools.wraps(check)
+        def checked(*args, **kwargs):
+            try:
+                return check(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 - a checker never raises in a learner's notebook
+                return Feedback(exercise, WRONG, f"the checker could not judge this answer: "
+                                f"{describe_error('your code, or the checker,', error)} If your code looks "
+                                "right, please report this to the course's instructors.")
+        return checked
+    return decorate
 
 
 def name_of(obj) -> str:

@@ -1,0 +1,38 @@
+"""Imported once by the checkers' forkserver under the interpreter: every child forks from a warm process.
+
+Importing :mod:`rmsnorm` and its checkers and running each package kernel once
+on a tiny input takes about a second in a fresh process (imports, and the
+interpreter's first launch); done here once, each child of
+:mod:`rmsnorm.checkers.isolate` starts with it done. Never imported on a GPU
+machine: a process that touched CUDA cannot fork children that use it.
+
+Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+
+import torch
+
+import rmsnorm
+from rmsnorm import checkers  # noqa: F401  (the checkers' modules, imported once)
+from rmsnorm.device import is_interpreted
+
+
+def _warm_up() -> None:
+    if not is_interpreted(rmsnorm.rmsnorm_forward_kernel):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.ones(2, 33)
+        gamma = torch.ones(33)
+        _, rstd = rmsnorm.forward_op(x, gamma)
+        _, partial = rmsnorm.backward_rows(x, gamma, x.clone(), rstd, 1e-6)
+        rmsnorm.reduce_gamma_gradient(partial, torch.float32)
+    if importlib.util.find_spec("pandas") is not None:  # exercise 07's samples are a DataFrame
+        import pandas  # noqa: F401
+
+
+_warm_up()

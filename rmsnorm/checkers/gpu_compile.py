@@ -1,0 +1,133 @@
+"""Compile a learner's kernel for a CUDA target while it runs in the interpreter: the parent's side.
+
+The compiler needs Triton imported with the interpreter off, so it runs in a
+server process of its own (:mod:`rmsnorm.checkers._gpu_compile`, started once
+per session): the checker hands it the kernel's source, runs the cases at the
+same time, then reads the answer. On a GPU machine nothing is started: the
+kernel is compiled for real in the checker's child, and
+:func:`compile_error_message` words its error the same way.
+
+Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb;
+Triton's ``triton.compile`` and ``triton.compiler.ASTSource``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import pickle
+import select
+import subprocess
+import sys
+import time
+
+from . import _gpu_compile
+from .feedback import name_of
+from .isolate import interpreted
+
+#: Seconds the compile server may take for one kernel (one compilation per dtype; about 0.5 s each, cached after).
+COMPILE_TIME_LIMIT_S = 120.0
+
+_COMPILER: subprocess.Popen | None = None
+_JOBS = 0
+
+
+def _compiler() -> subprocess.Popen:
+    """The compile server (one per session): a fresh interpreter with Triton's interpreter off."""
+    global _COMPILER
+    if _COMPILER is None or _COMPILER.poll() is not None:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        _COMPILER = subprocess.Popen(
+            [sys.executable, _gpu_compile.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=env,
+        )
+    return _COMPILER
+
+
+def _stop_compiler() -> None:
+    global _COMPILER
+    if _COMPILER is not None:
+        _COMPILER.kill()
+        _COMPILER.wait()
+        _COMPILER = None
+
+
+def start_gpu_compile(spec: dict, signatures):
+    """Hand a kernel to the compile server for a CUDA target; None on a GPU (it is compiled for real there).
+
+    Returns:
+        The server, which answers in :func:`finish_gpu_compile`, or None.
+    """
+    if not interpreted():
+        return None
+    global _JOBS
+    _JOBS += 1
+    try:
+        server = _compiler()
+        job = pickle.dumps({"job": _JOBS, "kernel": spec, "signatures": signatures})
+        server.stdin.write(len(job).to_bytes(8, "big") + job)
+        server.stdin.flush()
+    except (OSError, pickle.PicklingError):
+        _stop_compiler()
+        return None
+    return server, _JOBS
+
+
+def cancel_gpu_compile(server) -> None:
+    """Forget a job handed to the server (the run failed first): the server is stopped, a new one starts next time."""
+    if server is not None:
+        _stop_compiler()
+
+
+def finish_gpu_compile(server, limit_s: float | None = None) -> dict | None:
+    """The compile result ({"ok": True} or the error), or None when it could not run (no compiler, time-out)."""
+    if server is None:
+        return None
+    server, job = server
+    deadline = time.monotonic() + (limit_s or COMPILE_TIME_LIMIT_S)
+    while True:  # answers to jobs nobody waited for (an interrupted check) are skipped
+        ready, _, _ = select.select([server.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = server.stdout.readline() if ready else b""
+        try:
+            result = json.loads(line.decode()) if line else None
+        except ValueError:
+            result = None
+        if result is None:
+            _stop_compiler()
+            return None
+        if result.get("job") == job:
+            return result if result.get("ok") is not None else None
+
+
+def gpu_rejects(name: str, line: int | None, text: str, message: str) -> str:
+    """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile)."""
+    where = f" at line {line} of your cell, `{text}`" if line else ""
+    lines = message.strip().splitlines()
+    return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: "
+            f"{lines[-1] if lines else ''} (The interpreter is lenient; the GPU is not: e.g. a loop variable must "
+            "keep its dtype, so start an accumulator as `tl.zeros(..., dtype=tl.float32)` or `0.0`, and a "
+            "block's width must be a `tl.constexpr`.)")
+
+
+def compile_error_message(kernel, error: BaseException) -> str | None:
+    """For a Triton CompilationError (a GPU compiling the learner's kernel): the message with its line; else None."""
+    try:
+        from triton.compiler.errors import CompilationError
+    except ImportError:  # pragma: no cover
+        return None
+    found = next((e for e in [error, error.__cause__, error.__context__] if isinstance(e, CompilationError)), None)
+    if found is None:
+        return None
+    line, text = None, ""
+    node = getattr(found, "node", None)
+    try:
+        lines, first = inspect.getsourcelines(kernel.fn)
+        def_index = next((i for i, t in enumerate(lines) if t.lstrip().startswith("def ")), 0)
+        if node is not None and getattr(node, "lineno", None) is not None:
+            index = def_index + node.lineno - 1
+            line, text = first + index, lines[index].strip()
+    except (OSError, TypeError, IndexError):
+        pass
+    cause = found.__cause__ or found
+    return gpu_rejects(name_of(kernel), line, text, f"{type(cause).__name__}: {cause}" if cause is not found else str(found))

@@ -1,0 +1,239 @@
+"""Run the learner's code in a child process, so that nothing it does can crash, hang or break the checker.
+
+A learner's kernel that reads outside its tensor kills the process that runs
+it (Triton's interpreter reads raw memory); a loop whose start never advances
+never ends. So every checker runs the learner's code in a child process with
+a time limit, and turns what happened into a :class:`Feedback`:
+
+- the child died of a signal → "your kernel read or wrote outside the tensor";
+- no progress for :data:`CASE_TIME_LIMIT_S` seconds → "did not finish";
+- anything else the child reports is the checker's own feedback.
+
+Children come from a ``forkserver`` (a clean server process that imports torch
+once, never CUDA, then forks one child per check): about 0.3 s per check
+instead of the 2 s of a fresh interpreter, and on a GPU machine each child
+initialises CUDA itself. A learner's ``@triton.jit`` kernel is defined in a
+notebook cell, which a child cannot import: its source is shipped
+(:class:`KernelSource`) and executed again in the child, after the child has
+chosen the interpreter exactly as the parent did. Plain Python functions and
+classes travel with cloudpickle.
+
+Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb;
+Python's ``multiprocessing`` (forkserver), cloudpickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing
+import multiprocessing.spawn as mp_spawn
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import cloudpickle
+
+from ._gpu_compile import define_kernel
+from .feedback import Feedback, wrong
+from .shipping import KernelSource, restore_sources, source_lines
+
+#: Seconds a child may run without reporting progress (one case, or the start-up) before it is stopped.
+CASE_TIME_LIMIT_S = 60.0
+#: Modules the forkserver imports once, none of which touches CUDA (torch.testing.assert_close imports
+#: torch.distributed.tensor on its first call: about a second, paid once here instead of in every child).
+PRELOAD = ["torch", "torch.testing", "torch.distributed.tensor"]
+
+_CONTEXT = None
+
+
+def _context():
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        # Under the interpreter the server also imports rmsnorm and runs each kernel once (warm children);
+        # on a GPU it must not touch CUDA, so it imports torch only.
+        _CONTEXT.set_forkserver_preload(PRELOAD + (["rmsnorm.checkers._warm"] if interpreted() else []))
+    return _CONTEXT
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _progress_reporter(conn):
+    def report(what: str) -> None:
+        conn.send(("progress", what))
+    return report
+
+
+#: In a child: called with a label before each case (set by :func:`_child_main`); a no-op in the parent.
+progress = lambda what: None  # noqa: E731
+
+
+def _child_main(conn, payload: bytes, interpret: bool) -> None:
+    """Entry point of a child: choose the interpreter, rebuild the learner's objects, run the target."""
+    global progress
+    try:
+        if interpreted() != interpret:  # the forkserver inherited the parent's TRITON_INTERPRET
+            raise RuntimeError(f"the checker's child runs kernels {'not ' if interpret else ''}in the interpreter, unlike its parent")
+        target, args, sources = cloudpickle.loads(payload)
+        restore_sources(args, sources)  # the learner's line numbers and text in tracebacks
+        folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
+        args = [define_kernel(a.spec, folder) if isinstance(a, KernelSource) else a for a in args]
+        progress = _progress_reporter(conn)
+        module_name, function_name = target
+        result = getattr(importlib.import_module(module_name), function_name)(*args)
+        conn.send(("done", cloudpickle.dumps(result)))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which turns it into feedback
+        conn.send(("error", (type(error).__name__, str(error), traceback.format_exc())))
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+@dataclass
+class Outcome:
+    """How a child ended: ``kind`` is "done", "error", "crashed", "timeout" or "unpicklable"."""
+
+    kind: str
+    value: object = None
+    last_progress: str = ""
+    seconds: float = 0.0
+
+
+def start(target: tuple[str, str], args, *, interpret: bool):
+    """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome."""
+    try:
+        payload = cloudpickle.dumps((target, list(args), source_lines(args)))
+    except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
+        return Outcome("unpicklable", f"{type(error).__name__}: {error}")
+    ctx = _context()
+    parent, child = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child_main, args=(child, payload, interpret), daemon=True)
+    with _without_main():
+        process.start()
+    child.close()
+    return process, parent
+
+
+@contextlib.contextmanager
+def _without_main():
+    """Children do not import the parent's ``__main__`` (a script, or ipykernel's launcher): nothing there is needed."""
+    original = mp_spawn.get_preparation_data
+
+    def preparation_data(name):
+        data = original(name)
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+        return data
+
+    mp_spawn.get_preparation_data = preparation_data
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = original
+
+
+def wait(started, limit_s: float) -> Outcome:
+    """Wait for a child started by :func:`start`, at most ``limit_s`` seconds without progress."""
+    if isinstance(started, Outcome):
+        return started
+    process, conn = started
+    begin, last = time.monotonic(), "starting"
+    try:
+        while True:
+            if not conn.poll(limit_s):
+                _stop(process)
+                return Outcome("timeout", limit_s, last, time.monotonic() - begin)
+            try:
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                process.join(5)
+                code = process.exitcode
+                return Outcome("crashed", code, last, time.monotonic() - begin)
+            if kind == "progress":
+                last = value
+                continue
+            process.join(5)
+            if kind == "done":
+                return Outcome("done", cloudpickle.loads(value), last, time.monotonic() - begin)
+            return Outcome(kind, value, last, time.monotonic() - begin)
+    finally:
+        conn.close()
+        if process.is_alive():
+            _stop(process)
+
+
+def _stop(process) -> None:
+    process.kill()
+    process.join(5)
+
+
+def interpreted() -> bool:
+    """True when this process runs kernels in Triton's interpreter (a child must do the same)."""
+    from ..device import is_interpreted
+    from ..forward import rmsnorm_forward_kernel
+
+    return is_interpreted(rmsnorm_forward_kernel)
+
+
+def crash_message(outcome: Outcome, who: str) -> str:
+    """Plain words for a child that died: a signal means memory outside the tensors was touched."""
+    code = outcome.value
+    signame = ""
+    if isinstance(code, int) and code < 0:
+        try:
+            signame = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            pass
+    return (f"{who} read or wrote outside the tensor and stopped the process running it{signame}, "
+            f"during {outcome.last_progress}: check the row offset (`row * row_stride`) and the masks "
+            "(`cols < N`, also on the last row). Your notebook is safe: the checker ran it in a separate process.")
+
+
+def timeout_message(outcome: Outcome, who: str) -> str:
+    """Plain words for a child stopped by the time limit."""
+    loop = ("Does the loop's start advance (`for start in range(0, M, BLOCK_M)`), and does a `while` condition "
+            "ever become false?" if who.startswith("your kernel") else "Does every `while` condition become false?")
+    return (f"{who} did not finish in {outcome.value:g} s (during {outcome.last_progress}): a loop never ends. "
+            f"{loop} The checker stopped it; your notebook is safe.")
+
+
+def outcome_feedback(exercise: str, outcome: Outcome, who: str) -> Feedback:
+    """The feedback of a finished child: its own result, or a message for a crash, a time-out or an error."""
+    if outcome.kind == "done":
+        return outcome.value
+    if outcome.kind == "crashed":
+        return wrong(exercise, crash_message(outcome, who))
+    if outcome.kind == "timeout":
+        return wrong(exercise, timeout_message(outcome, who))
+    if outcome.kind == "unpicklable":
+        return wrong(exercise, f"the checker could not hand {who} to its separate process ({outcome.value}); "
+                     "define it in a cell of its own, using only numbers, strings and modules from outside.")
+    name, text, trace = outcome.value
+    return wrong(exercise, f"the checker failed while judging {who} ({name}: {text.splitlines()[0] if text else ''}). "
+                 "Please report this, with your code, to the course's instructors.")
+
+
+def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> Feedback:
+    """Run a checker's ``target(*args)`` on a learner's Python function or class in a child.
+
+    The learner's objects travel with cloudpickle (by value when defined in a
+    notebook). When they cannot travel (an open file among their globals…),
+    the check runs in this process instead: it still never raises, but cannot
+    stop an endless loop.
+    """
+    started = start(target, args, interpret=interpreted())
+    if isinstance(started, Outcome) and started.kind == "unpicklable":
+        return getattr(importlib.import_module(target[0]), target[1])(*args)
+    return outcome_feedback(exercise, wait(started, CASE_TIME_LIMIT_S), who)
+
+
+if sys.platform == "win32":  # pragma: no cover - the course runs on Linux (Triton's requirement)
+    raise ImportError("rmsnorm.checkers needs a POSIX system (forkserver)")
