@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover
     _interpreter = None
 
 from .diagnose import Case, Outputs
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, source_of, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, learner_frame, name_of, not_done, source_of, wrong
 from .kernels import unmasked_accesses
 
 #: Elements of NaN after the last element a kernel may touch, in every guarded buffer.
@@ -256,15 +256,11 @@ def _caused_by(error: BaseException, kind: type) -> str:
 
 
 def _learner_line(error: BaseException) -> str:
-    """' (at `x = tl.load(...)`)' for the deepest frame of the learner's code in the exception chain, or ''."""
-    seen = 0
-    while error is not None and seen < 10:
-        text = describe_error("", error)
-        if " (at `" in text:
-            return " (at `" + text.split(" (at `", 1)[1].split("`)", 1)[0] + "`)"
-        error = error.__cause__ or error.__context__
-        seen += 1
-    return ""
+    """' (at line 12: `x = tl.load(...)`)' for the deepest frame of the learner's code in the exception chain, or ''."""
+    frame = learner_frame(error)
+    if frame is None or not frame.line:
+        return ""
+    return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
 
 
 def preflight_part2(exercise: str, kernel, reference, unmasked_note: str) -> Feedback | None:
