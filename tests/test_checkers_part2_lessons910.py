@@ -112,3 +112,11 @@ def test_guard_finds_writes_outside_and_keeps_nan_around():
     buffer[5] = 1.0  # padding of row 0
     buffer[-1] = 1.0  # the guard
     assert written_outside(view, buffer).tolist() == [5, buffer.numel() - 1]
+
+
+@cpu_only
+def test_a_loop_variable_cast_with_to_gets_the_tl_cast_hint():
+    # Under the interpreter `for row in range(pid, M, P)` gives a Python int, which has no .to (a learner found it)
+    kernel = wv.mutate(one_pass_backward_kernel, ("tl.cast(row, tl.int64) * row_stride + cols", "row.to(tl.int64) * row_stride + cols"))
+    feedback = checkers.check_one_pass_kernel(kernel)
+    assert feedback.status == "wrong" and "tl.cast(row, tl.int64)" in feedback.message, feedback

@@ -149,6 +149,9 @@ def describe_error(name: str, error: BaseException, example: str = "") -> str:
         where = f" at line {frame.lineno} of {_place(frame.filename)}{text}"
     how = f" To see the whole traceback, call it yourself, e.g. `{example}`." if example else (
         " Call it yourself on a small input to see the whole traceback.")
+    if "'int' object has no attribute 'to'" in first:  # a loop variable under the interpreter
+        how = (" Under Triton's interpreter a loop variable (and a plain integer argument) is a Python int, "
+               "which has no `.to`: write `tl.cast(row, tl.int64)`, which works on the GPU too." + how)
     return f"{name} raised {type(original).__name__}{where}: {first}.{how}"
 
 
