@@ -153,3 +153,19 @@ def test_checkers_never_raise_whatever_is_returned(value):
                                                   "programs_per_sm": 1, "num_stages": 1}),
     ]
     assert all(isinstance(f, Feedback) and f.status == "wrong" for f in results), results
+
+
+@pytest.mark.parametrize("exercise", ["11", "12.1", "12.2"])
+def test_code_that_never_returns_is_stopped_with_a_message(exercise, monkeypatch):
+    from rmsnorm.checkers import isolate
+
+    monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", 4.0)
+
+    def forever(*args, **kwargs):
+        while True:
+            pass
+
+    check = {"11": checkers.check_fake_implementation, "12.1": checkers.check_copy_fraction,
+             "12.2": checkers.check_pick_config}[exercise]
+    feedback = check(forever)
+    assert feedback.status == "wrong" and "did not finish in 4 s" in feedback.message, feedback

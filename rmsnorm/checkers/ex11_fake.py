@@ -157,6 +157,17 @@ def _mismatch(name, out, exp, case, x, gamma) -> str | None:
 
 
 def check_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
+    """Run :func:`judge_fake_implementation` on the learner's code in a child process with a time limit.
+
+    Same arguments and result; a learner's code that crashes, hangs or raises
+    becomes a "wrong" Feedback, never an exception or a hung notebook.
+    """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE, (__name__, "judge_fake_implementation"), [fake_forward, fake_backward], "your fake implementations")
+
+
+def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
     """Check the learner's fake implementations against the package's registered ones.
 
     Args:

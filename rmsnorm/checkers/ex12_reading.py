@@ -102,6 +102,17 @@ FRACTION_CASE = (100_000, 300, "float16", "backward", 100.0, 4000.0)
 
 
 def check_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | None = None) -> Feedback:
+    """Run :func:`judge_copy_fraction` on the learner's code in a child process with a time limit.
+
+    Same arguments and result; a learner's code that crashes, hangs or raises
+    becomes a "wrong" Feedback, never an exception or a hung notebook.
+    """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE_FRACTION, (__name__, "judge_copy_fraction"), [copy_fraction, fast_csv, copy_rate_gbps], f"your {name_of(copy_fraction)}")
+
+
+def judge_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | None = None) -> Feedback:
     """Check ``copy_fraction(M, N, dtype, pass_, us, copy_rate_gbps) -> float``.
 
     Args:
@@ -206,6 +217,17 @@ def _as_config(got) -> dict | None:
 
 
 def check_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
+    """Run :func:`judge_pick_config` on the learner's code in a child process with a time limit.
+
+    Same arguments and result; a learner's code that crashes, hangs or raises
+    becomes a "wrong" Feedback, never an exception or a hung notebook.
+    """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE_PICK, (__name__, "judge_pick_config"), [pick_config, tuning_csv, shapes], f"your {name_of(pick_config)}")
+
+
+def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
     """Check ``pick_config(timings, M, N, dtype, pass_) -> {knob: value}``.
 
     Args:
