@@ -43,7 +43,8 @@ def _imports(path: Path) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            candidates = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            # `from pkg import sub` imports the submodule pkg.sub; `from pkg import name` imports pkg
+            candidates = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         elif isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
         else:
