@@ -120,3 +120,14 @@ def test_a_loop_variable_cast_with_to_gets_the_tl_cast_hint():
     kernel = wv.mutate(one_pass_backward_kernel, ("tl.cast(row, tl.int64) * row_stride + cols", "row.to(tl.int64) * row_stride + cols"))
     feedback = checkers.check_one_pass_kernel(kernel)
     assert feedback.status == "wrong" and "tl.cast(row, tl.int64)" in feedback.message, feedback
+
+
+@pytest.mark.parametrize("exercise", ["09", "10"])
+def test_the_kernel_is_judged_in_the_checkers_separate_process(exercise, monkeypatch):
+    from rmsnorm.checkers import isolate
+
+    started = []
+    real_start = isolate.start
+    monkeypatch.setattr(isolate, "start", lambda *a, **k: started.append(a[0]) or real_start(*a, **k))
+    assert RIGHT[exercise]().passed
+    assert started and started[0][1] in ("judge_long_row", "judge_one_pass")

@@ -37,7 +37,9 @@ from ..testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
-from .guarded import DEFAULT_TIME_LIMIT_S, bounds_checked, preflight_part2, run_guarded, surround, written_outside
+from .guarded import (
+    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, preflight_part2, run_guarded, surround, written_outside,
+)
 
 EXERCISE = "09 · looped forward kernel"
 
@@ -210,6 +212,15 @@ def _launch(case: LoopCase, kernel) -> dict[str, torch.Tensor]:
 
 
 def check_long_row_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+    """Judge a learner's kernel in the checker's separate process; see :func:`judge_long_row` for what is checked.
+
+    A kernel that crashes the process, or spoils its GPU context, or runs past
+    the time limit, gives a message here, never a dead notebook kernel.
+    """
+    return judged_in_child(EXERCISE, (__name__, "judge_long_row"), kernel, time_limit_s)
+
+
+def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
     """Launch a learner's looped forward kernel on the checker's cases and say what is wrong.
 
     Args:

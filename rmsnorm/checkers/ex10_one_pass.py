@@ -40,7 +40,9 @@ from ..testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
-from .guarded import DEFAULT_TIME_LIMIT_S, bounds_checked, preflight_part2, run_guarded, surround, written_outside
+from .guarded import (
+    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, preflight_part2, run_guarded, surround, written_outside,
+)
 
 EXERCISE = "10 · one-pass backward loop"
 
@@ -188,6 +190,15 @@ def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
 
 
 def check_one_pass_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+    """Judge a learner's kernel in the checker's separate process; see :func:`judge_one_pass` for what is checked.
+
+    A kernel that crashes the process, or spoils its GPU context, or runs past
+    the time limit, gives a message here, never a dead notebook kernel.
+    """
+    return judged_in_child(EXERCISE, (__name__, "judge_one_pass"), kernel, time_limit_s)
+
+
+def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
     """Launch a learner's one-pass backward loop on a persistent grid and say what is wrong.
 
     Args:

@@ -294,3 +294,32 @@ def preflight_part2(exercise: str, kernel, reference, unmasked_note: str) -> Fee
         for line, call in found:
             return wrong(exercise, f"line {line} of {name}, `{call}`, has no mask. {unmasked_note}")
     return None
+
+
+def judged_in_child(exercise: str, target: tuple[str, str], kernel, time_limit_s: float) -> Feedback:
+    """Run ``target(kernel, time_limit_s)`` (a whole check) in the checker's separate process.
+
+    The kernel travels as its source (:mod:`rmsnorm.checkers.shipping`) and is
+    defined again there; the check's own guards and timer run in that process,
+    and a crash (a segfault, an illegal address that spoils a GPU context) or a
+    hang past ``time_limit_s`` + the per-case limit becomes a message here. What
+    cannot travel (not a kernel) is judged in this process, which never raises.
+    """
+    import importlib
+
+    from . import isolate
+    from .shipping import KernelSource, is_kernel, kernel_spec
+
+    judge = getattr(importlib.import_module(target[0]), target[1])
+    if not is_kernel(kernel):
+        return judge(kernel, time_limit_s)
+    try:
+        spec = kernel_spec(kernel)
+    except Exception:  # noqa: BLE001 - a kernel whose source cannot be found is judged here
+        return judge(kernel, time_limit_s)
+    started = isolate.start(target, [KernelSource(spec), time_limit_s], interpret=isolate.interpreted())
+    if isinstance(started, isolate.Outcome):  # could not be pickled
+        return judge(kernel, time_limit_s)
+    outcome = isolate.wait(started, time_limit_s + isolate.CASE_TIME_LIMIT_S)
+    return isolate.outcome_feedback(exercise, outcome, f"your kernel {name_of(kernel)}")
+
