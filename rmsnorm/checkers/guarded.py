@@ -11,8 +11,7 @@ The checkers of lessons 09 and 10 launch the learner's kernel themselves
 - a kernel that never ends is stopped: under the CPU interpreter a SIGALRM
   timer raises :class:`KernelTimeout` inside the kernel's Python loop; on a
   GPU (where the launch returns at once, after compiling) the checker polls a
-  CUDA event and gives up ``time_limit_s`` after each launch (the GPU keeps
-  running the kernel: the message says to restart the Jupyter kernel);
+  CUDA event and gives up ``time_limit_s`` after each launch;
 - under the interpreter, every address a load, store or atomic touches must
   lie in one of those buffers (:func:`bounds_checked` wraps the interpreter's
   memory operations): a read far outside, which would crash the Python
@@ -20,9 +19,10 @@ The checkers of lessons 09 and 10 launch the learner's kernel themselves
 - any exception from the learner's code becomes a "wrong" (or "not done
   yet") :class:`~rmsnorm.checkers.Feedback` naming the learner's line.
 
-The general runner that isolates every checker in a child process with a
-time limit supersedes the timer; the NaN guards stay useful (they name the
-mistake).
+All of this runs inside the checker's separate process
+(:func:`judged_in_child`, on :mod:`rmsnorm.checkers.isolate`): a crash, an
+illegal address that spoils a GPU context, or a kernel still running on the
+GPU ends with that process, never with the learner's notebook.
 
 Source: solutions/09_the_long_row.ipynb, solutions/10_one_pass_backward.ipynb.
 """
@@ -197,8 +197,7 @@ def wait_for_gpu(deadline: float) -> bool:
 
 
 def _timeout_message(kernel, case: Case, seconds: float) -> str:
-    where = "the GPU is still running it: restart the Jupyter kernel before anything else" \
-        if torch.cuda.is_available() else "it was stopped"
+    where = "it was stopped with the checker's separate process; your notebook is not affected"
     return (f"on {case.label}: {name_of(kernel)} did not finish within {seconds:g} s ({where}). A loop that never "
             "ends: check that its bound and its step move towards the end (e.g. `for start in range(0, N, "
             "BLOCK_SIZE)`; a `while` loop must change its own condition).")
