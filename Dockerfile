@@ -1,7 +1,7 @@
 # JupyterLab on the course, kernels on an NVIDIA GPU.
 #
 #   DOCKER_BUILDKIT=1 docker build -t rmsnorm-triton .
-#   docker run --gpus all -p 8888:8888 rmsnorm-triton
+#   docker run --init --gpus all -p 8888:8888 rmsnorm-triton
 #
 # Needs BuildKit (the default builder of Docker 23+; Debian's docker.io 20.10 with
 # DOCKER_BUILDKIT=1) and, for --gpus, the NVIDIA Container Toolkit on the host. Open the

@@ -227,12 +227,14 @@ if [ -n "$CERT" ]; then
 fi
 
 t=$SECONDS
-docker run --rm --name "$NAME-env" "$IMAGE" python -m rmsnorm.check_env | sed 's/^/  /'
+docker run --rm --init --name "$NAME-env" "$IMAGE" python -m rmsnorm.check_env | sed 's/^/  /'
 say "check_env passed ($(elapsed $t))"
 
 t=$SECONDS
 # The same pytest options as `make test`; the image has no make (neither has PyTorch's).
-if ! docker run --rm --name "$NAME-tests" "$IMAGE" sh -c \
+# --init: an init process reaps what the checkers' child processes leave (without it pytest, as PID 1,
+# once hung at the end of this run); timeout: a hang fails this step instead of eating CI's budget.
+if ! timeout --kill-after=30 1800 "$DOCKER_CLI" run --rm --init --name "$NAME-tests" "$IMAGE" sh -c \
      'mkdir -p "$FIGURES_DIR" && exec python -m pytest -q -p no:cacheprovider -n "$1" --dist loadfile tests notebooks --nbval-lax --nbval-current-env --nbval-cell-timeout=1200' \
      sh "$JOBS" >"$WORK/pytest.log" 2>&1; then
   tail -n 40 "$WORK/pytest.log" >&2
@@ -243,7 +245,7 @@ say "pytest in the image: $(tail -n 1 "$WORK/pytest.log" | tr -d '=' | sed 's/^ 
 t=$SECONDS
 TOKEN=test-docker-$RANDOM$RANDOM
 # The image's own CMD (jupyter lab on 0.0.0.0:8888); JUPYTER_TOKEN fixes the token.
-docker run -d --name "$NAME-lab" -e "JUPYTER_TOKEN=$TOKEN" -p 127.0.0.1::8888 "$IMAGE" >/dev/null
+docker run -d --init --name "$NAME-lab" -e "JUPYTER_TOKEN=$TOKEN" -p 127.0.0.1::8888 "$IMAGE" >/dev/null
 port=$(docker port "$NAME-lab" 8888/tcp | head -n 1 | sed 's/.*://')
 url=http://127.0.0.1:$port
 code=000
