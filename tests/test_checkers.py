@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import math
 import re
 import sys
 from pathlib import Path
