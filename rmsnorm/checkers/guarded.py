@@ -47,7 +47,8 @@ except ImportError:  # pragma: no cover
 
 from .diagnose import Case, Outputs
 from .feedback import Feedback, describe_error, is_not_implemented, learner_frame, name_of, not_done, source_of, wrong
-from .kernels import unmasked_accesses
+from .kernels import first_line, raises_not_implemented, unmasked_accesses
+from .shipping import is_kernel
 
 #: Elements of NaN after the last element a kernel may touch, in every guarded buffer.
 GUARD = 1024
@@ -275,10 +276,10 @@ def preflight_part2(exercise: str, kernel, reference, unmasked_note: str) -> Fee
         A "not done yet" or "wrong" :class:`Feedback`, or None when the kernel may be launched.
     """
     name = name_of(kernel)
-    if not hasattr(kernel, "fn") or not callable(getattr(kernel, "__getitem__", None)):
+    if not is_kernel(kernel):
         return wrong(exercise, f"{name} is not a Triton kernel: put `@triton.jit` on the line above `def`.")
     source = source_of(kernel)
-    if source is not None and "NotImplementedError" in source:
+    if source is not None and raises_not_implemented(source):  # the skeleton's raise, as kernels.preflight finds it
         return not_done(exercise, name)
     expected = list(inspect.signature(reference.fn).parameters)
     got = list(inspect.signature(kernel.fn).parameters)
@@ -291,7 +292,7 @@ def preflight_part2(exercise: str, kernel, reference, unmasked_note: str) -> Fee
         except SyntaxError:
             found = []
         for line, call in found:
-            return wrong(exercise, f"line {line} of {name}, `{call}`, has no mask. {unmasked_note}")
+            return wrong(exercise, f"line {first_line(kernel) + line - 1} of your cell, `{call}`, has no mask. {unmasked_note}")
     return None
 
 

@@ -43,7 +43,8 @@ RAISED = " raised "
 # --------------------------------------------------------------------------- reading the kernel
 
 
-def _first_line(kernel) -> int:
+def first_line(kernel) -> int:
+    """Line of the kernel's decorator in its cell or file (1 when the source cannot be read)."""
     try:
         return inspect.getsourcelines(kernel.fn)[1]
     except (OSError, TypeError):
@@ -80,7 +81,7 @@ def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback |
             f"keep the signature of `{reference.fn.__name__}`, in the same order, with "
             f"{' and '.join(by_keyword)} last and spelled exactly (the launcher passes them by name).",
         )
-    first = _first_line(kernel)
+    first = first_line(kernel)
     for line, call in unmasked_accesses(source):
         return wrong(
             exercise,
@@ -238,7 +239,7 @@ def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
         if not _nan_where_finite(outputs, want):
             source = source_of(kernel) or ""
             loads = masked_loads_without_other(source)
-            first = _first_line(kernel)
+            first = first_line(kernel)
             where = (f"line {first + loads[0][0] - 1} of your cell, `{loads[0][1]}`, has a mask but no `other=`"
                      if loads else "a masked load has no `other=`")
             return wrong(exercise, f"on {case.label}, {where}: on a GPU its masked lanes hold whatever memory "
