@@ -169,3 +169,12 @@ def test_code_that_never_returns_is_stopped_with_a_message(exercise, monkeypatch
              "12.2": checkers.check_pick_config}[exercise]
     feedback = check(forever)
     assert feedback.status == "wrong" and "did not finish in 4 s" in feedback.message, feedback
+
+
+def test_an_error_inside_pandas_names_the_learners_line_not_pandas():
+    def pick(timings, M, N, dtype, pass_):
+        return timings["L2"]  # a KeyError raised inside pandas' Cython code
+
+    feedback = checkers.check_pick_config(pick)
+    assert feedback.status == "wrong" and "KeyError" in feedback.message, feedback
+    assert '`return timings["L2"]' in feedback.message and ".pxi" not in feedback.message, feedback

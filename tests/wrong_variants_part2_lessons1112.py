@@ -93,7 +93,7 @@ FAKE = {
     "dgamma in x's dtype": ((fake_forward, _bwd_dgamma_in_x_dtype), "dgamma is bfloat16, x's dtype; expected gamma's, float32"),
     "dgamma None": ((fake_forward, _bwd_dgamma_none), "dgamma is None. An operator must return tensors"),
     "dx in gamma's dtype": ((fake_forward, _bwd_dx_in_gamma_dtype), "dx is float32, gamma's dtype; expected x's, bfloat16"),
-    "typo": ((fake_forward, _bwd_typo), "raised NameError: name 'gama' is not defined (line "),
+    "typo": ((fake_forward, _bwd_typo), "raised NameError at line "),
 }
 
 
@@ -171,5 +171,5 @@ PICK_CONFIG = {
     "shape not filtered": (_pick(filter_shape=False), "timed at another shape"),
     "pass not filtered": (_pick(filter_pass=False), "timed for the other pass"),
     "a tuple": (lambda t, M, N, d, p: (8, 256, 4, 2, 2), "must return a dict with the keys"),
-    "KeyError": (lambda t, M, N, d, p: t["L2"], "raised KeyError: 'L2' (line "),
+    "KeyError": (lambda t, M, N, d, p: t["L2"], "raised KeyError at line "),
 }

@@ -36,23 +36,6 @@ from ..contract import ContractError
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
 
 
-def describe_learner_error(name: str, error: BaseException) -> str:
-    """One plain sentence for an exception from the learner's code, naming the learner's own line and its number.
-
-    Like :func:`describe_error`, but the line is the last frame outside the package and outside installed
-    libraries (pandas, torch, numpy…), so a KeyError raised inside pandas points at the learner's indexing.
-    """
-    import traceback
-
-    first = (str(error).strip().splitlines() or [""])[0][:300]
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if not any(part in frame.filename for part in ("/rmsnorm/", "site-packages", "dist-packages", "<frozen")):
-            where = f" (line {frame.lineno}: `{frame.line.strip()}`)" if frame.line else f" (line {frame.lineno})"
-            return (f"{name} raised {type(error).__name__}: {first}{where}. Call it yourself on a small input "
-                    "to see the whole traceback.")
-    return describe_error(name, error)
-
-
 EXERCISE = "11 · fake implementation"
 EPS = 1e-6
 
@@ -108,7 +91,7 @@ def _call(fn, case: FakeCase, op: str):
                 f"{name_of(fn)} ran real work on {case.label}: {type(error).__name__}: "
                 f"{str(error).splitlines()[0][:160]}. A fake implementation never launches the kernel or reads "
                 "values (its inputs have shapes but no data): only allocate the outputs, e.g. x.new_empty(shape, dtype=...)."))
-        return None, wrong(EXERCISE, describe_learner_error(name_of(fn), error))
+        return None, wrong(EXERCISE, describe_error(name_of(fn), error))
 
 
 def _compare(fn, case: FakeCase, op: str, names: tuple[str, str]) -> Feedback | None:

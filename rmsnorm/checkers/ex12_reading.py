@@ -33,8 +33,7 @@ import numbers
 from collections.abc import Mapping
 
 from .diagnose import fmt
-from .ex11_fake import describe_learner_error
-from .feedback import Feedback, is_not_implemented, name_of, not_done, passed, wrong
+from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
 
 EXERCISE_FRACTION = "12 · fraction of the copy rate"
 EXERCISE_PICK = "12 · picking a configuration"
@@ -54,7 +53,7 @@ def _call(exercise, fn, *args):
     except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
         if is_not_implemented(error):
             return None, not_done(exercise, name_of(fn))
-        return None, wrong(exercise, describe_learner_error(name_of(fn), error))
+        return None, wrong(exercise, describe_error(name_of(fn), error))
 
 
 # --------------------------------------------------------------------------- 12.1 fraction of the copy rate

@@ -102,7 +102,10 @@ def is_not_implemented(error: BaseException) -> bool:
     return False
 
 
-_NOT_LEARNER = ("/rmsnorm/", "/torch/", "/triton/", "/multiprocessing/", "/cloudpickle/", "/numpy/", "/site-packages/")
+#: Frames that are not the learner's: the package, installed libraries (also Debian's dist-packages, and
+#: Cython sources such as pandas' ``hashtable_class_helper.pxi``, whose frames carry a relative name), Python's own.
+_NOT_LEARNER = ("/rmsnorm/", "/torch/", "/triton/", "/multiprocessing/", "/cloudpickle/", "/numpy/", "/site-packages/",
+                "/dist-packages/", ".pxi", ".pyx", "<frozen")
 
 
 def _chain(error: BaseException) -> list[BaseException]:
