@@ -18,8 +18,8 @@
 #   CONSTRAINTS  Pin file applied to every pip install. Default: constraints.txt
 #   PIP_ARGS     Extra pip arguments for the set-up, e.g. PIP_ARGS="--no-cache-dir".
 #   JOBS         pytest-xdist workers for `make test`, a number or auto; 1 runs serially.
-#                Used only when pytest-xdist is importable (not on the GPU machine). Each
-#                notebook stays on one worker (--dist loadfile). Default: 2; measured on
+#                Used only when pytest-xdist is importable. Tests are handed out one by one
+#                and each notebook whole (--dist load + conftest.py). Default: 2; measured on
 #                the 2-core CI machine, 2 workers cut the full run by about 40 %.
 #   PYTEST_ARGS  Extra pytest arguments, e.g. PYTEST_ARGS="-x -k forward".
 #   NB_TIMEOUT   Seconds one notebook cell may run, in `make test` and `make run`. Default: 1200.
@@ -110,7 +110,7 @@ test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exe
 	$(call require,pytest nbval)
 	@mkdir -p "$(FIGURES_DIR)"
 	@xdist=""; \
-	case "$(JOBS)" in 0|1) ;; *) if $(PY) -c 'import xdist' 2>/dev/null; then xdist="-n $(JOBS) --dist loadfile"; fi;; esac; \
+	case "$(JOBS)" in 0|1) ;; *) if $(PY) -c 'import xdist' 2>/dev/null; then xdist="-n $(JOBS) --dist load"; fi;; esac; \
 	set -x; \
 	$(PY) -m pytest $$xdist $(wildcard tests) $(NOTEBOOKS) \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) $(PYTEST_ARGS)
