@@ -274,3 +274,19 @@ def test_a_global_the_gpu_compiler_refuses_is_named_though_the_interpreter_runs_
     namespace = _define_in_cell(_kernel_with_helper("1.0"), "<helper cell, plain global>")
     feedback = checkers.check_forward_kernel(namespace["rmsnorm_forward_kernel"])
     assert "compiler for a GPU rejects it" in feedback.message and "Cannot access global variable SCALE" in feedback.message, feedback
+
+
+def test_the_gpu_compile_message_says_what_ran(monkeypatch):
+    # Under the interpreter the kernel ran and only the compile check refused it; on a GPU nothing
+    # ran, so the message must not mention the interpreter and shows a call that gives the whole error.
+    from rmsnorm.checkers import gpu_compile
+
+    args = ("`my_kernel`", 21, "acc += x", "CompilationError: Loop-carried variable acc has initial type int32", "my_kernel[(3,)](x)")
+    monkeypatch.setattr(gpu_compile, "interpreted", lambda: True)
+    cpu = gpu_compile.gpu_rejects(*args)
+    monkeypatch.setattr(gpu_compile, "interpreted", lambda: False)
+    gpu = gpu_compile.gpu_rejects(*args)
+    for message in (cpu, gpu):
+        assert wv.GPU_REJECTS in message and "at line 21 of your cell, `acc += x`" in message and "initial type int32" in message
+    assert cpu.startswith("the interpreter runs `my_kernel`") and "my_kernel[(3,)](x)" not in cpu
+    assert "interpreter" not in gpu and gpu.startswith("`my_kernel` does not compile") and "e.g. `my_kernel[(3,)](x)`" in gpu

@@ -56,8 +56,17 @@ def mutate(kernel, *replacements: tuple[str, str]):
 
 F, D, G = rmsnorm.rmsnorm_forward_kernel, rmsnorm.rmsnorm_dx_kernel, rmsnorm.rmsnorm_dgamma_kernel
 SKELETON = ("    row = tl.program_id(0)", "    raise NotImplementedError()\n    row = tl.program_id(0)")
-#: Lines that make a kernel never end: `start` never advances.
-ENDLESS = "    start = 0\n    while start < N:\n        start = start * 2\n"
+
+def endless(store: str) -> str:
+    """A loop that never advances (start * 2 stays 0) and stores on every turn, as a learner's would.
+
+    The store matters: a loop without side effects is removed by the GPU compiler (LLVM may delete
+    it), and the kernel then ends and gives the right numbers on a GPU. ``store`` is a
+    `tl.store(...)` to one of the kernel's outputs, inside the tensor.
+    """
+    return f"    start = 0\n    while start < N:\n        {store}\n        start = start * 2\n"
+
+
 #: Messages of the classes every kernel checker must name (asserted substrings).
 CRASHED = "read or wrote outside the tensor"  # a signal on the CPU, an illegal memory access on a GPU
 NEVER_ENDS = "did not finish in"
@@ -90,7 +99,7 @@ FORWARD = {
     "every lane stored (mask cols < BLOCK_SIZE)": (mutate(F, ("cols, y, mask=mask)", "cols, y, mask=cols < BLOCK_SIZE)")), "it wrote outside y"),
     "writes y into x": (mutate(F, ("tl.store(y_ptr + row * y_row_stride + cols, y, mask=mask)", "tl.store(x_ptr + row * x_row_stride + cols, y, mask=mask)")), "it wrote into x, an input"),
     "reads far outside (the process dies)": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * 1099511627776 + cols")), CRASHED),
-    "never ends": (mutate(F, ("    cols = tl.arange(0, BLOCK_SIZE)\n", "    cols = tl.arange(0, BLOCK_SIZE)\n" + ENDLESS)), NEVER_ENDS),
+    "never ends": (mutate(F, ("    cols = tl.arange(0, BLOCK_SIZE)\n", "    cols = tl.arange(0, BLOCK_SIZE)\n" + endless("tl.store(rstd_ptr + row, start)"))), NEVER_ENDS),
     "accumulator changes dtype in a loop": (mutate(F, ("    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "    acc = 0\n    for _ in range(0, 1):\n        acc += tl.sum(x * x, axis=0)\n    rstd = tl.rsqrt(acc / N + eps)")), GPU_REJECTS),
 }
 
@@ -115,7 +124,7 @@ DX = {
     "x read with the row offset of BLOCK_SIZE": (mutate(D, ("x = tl.load(x_ptr + offsets,", "x = tl.load(x_ptr + row * BLOCK_SIZE + cols,")), READ_OUTSIDE),
     "writes dx into dy": (mutate(D, ("tl.store(dx_ptr + offsets", "tl.store(dy_ptr + offsets")), "it wrote into dy, an input"),
     "reads far outside (the process dies)": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + (row + 1) * 1099511627776)")), CRASHED),
-    "never ends": (mutate(D, ("    mask = cols < N\n", "    mask = cols < N\n" + ENDLESS)), NEVER_ENDS),
+    "never ends": (mutate(D, ("    mask = cols < N\n", "    mask = cols < N\n" + endless("tl.store(partial_ptr + row * row_stride, start)"))), NEVER_ENDS),
     "accumulator changes dtype in a loop": (mutate(D, ("    mean_ux = tl.sum(u * x, axis=0) / N", "    acc = 0\n    for _ in range(0, 1):\n        acc += tl.sum(u * x, axis=0)\n    mean_ux = acc / N")), GPU_REJECTS),
 }
 

@@ -100,18 +100,32 @@ def finish_gpu_compile(server, limit_s: float | None = None) -> dict | None:
             return result if result.get("ok") is not None else None
 
 
-def gpu_rejects(name: str, line: int | None, text: str, message: str) -> str:
-    """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile)."""
+def gpu_rejects(name: str, line: int | None, text: str, message: str, example: str = "") -> str:
+    """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile).
+
+    Under the interpreter it says that the interpreter ran the kernel; on a GPU, where nothing
+    ran, it says only that the kernel does not compile, and shows a call (``example``) that
+    gives the whole compiler error.
+    """
     where = f" at line {line} of your cell, `{text}`" if line else ""
     lines = message.strip().splitlines()
-    return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: "
-            f"{lines[-1] if lines else ''} (The interpreter is lenient; the GPU is not: e.g. a loop variable must "
-            "keep its dtype, so start an accumulator as `tl.zeros(..., dtype=tl.float32)` or `0.0`, and a "
-            "block's width must be a `tl.constexpr`.)")
+    last = lines[-1] if lines else ""
+    if interpreted():
+        return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: {last} (The "
+                "interpreter is lenient; the GPU is not: e.g. a loop variable must keep its dtype, so start an "
+                "accumulator as `tl.zeros(..., dtype=tl.float32)` or `0.0`, and a block's width must be a "
+                "`tl.constexpr`.)")
+    how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
+    return (f"{name} does not compile: Triton's compiler for a GPU rejects it{where}: {last} (common causes: a keyword "
+            "the function does not take; an accumulator whose dtype changes in a loop, so start it as "
+            f"`tl.zeros(..., dtype=tl.float32)` or `0.0`; a block's width that is not a `tl.constexpr`.){how}")
 
 
-def compile_error_message(kernel, error: BaseException) -> str | None:
-    """For a Triton CompilationError (a GPU compiling the learner's kernel): the message with its line; else None."""
+def compile_error_message(kernel, error: BaseException, example: str = "") -> str | None:
+    """For a Triton CompilationError (a GPU compiling the learner's kernel): the message with its line; else None.
+
+    ``example`` is a call the learner can run to see the compiler's whole error (see :func:`gpu_rejects`).
+    """
     try:
         from triton.compiler.errors import CompilationError
     except ImportError:  # pragma: no cover
@@ -130,4 +144,5 @@ def compile_error_message(kernel, error: BaseException) -> str | None:
     except (OSError, TypeError, IndexError):
         pass
     cause = found.__cause__ or found
-    return gpu_rejects(name_of(kernel), line, text, f"{type(cause).__name__}: {cause}" if cause is not found else str(found))
+    return gpu_rejects(name_of(kernel), line, text, f"{type(cause).__name__}: {cause}" if cause is not found else str(found),
+                       example)

@@ -219,7 +219,7 @@ def run_kernel_cases(
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
                 if is_not_implemented(error):
                     return not_done(exercise, name)
-                rejected = gpu_compile.compile_error_message(kernel, error)
+                rejected = gpu_compile.compile_error_message(kernel, error, example)
                 if rejected is not None:  # on a GPU the kernel is compiled here, in the child
                     return wrong(exercise, rejected)
                 if "illegal memory access" in str(error) or "illegal address" in str(error):
