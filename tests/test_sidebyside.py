@@ -12,6 +12,9 @@ from rmsnorm.bench import RESULTS_DIR, backward_bytes, forward_bytes
 from rmsnorm.bench.sidebyside import GRID, PROVIDERS, backward_candidates, forward_candidates, ratio_table
 from rmsnorm.fast import backward_config, forward_config
 
+#: Run-to-run spread of the measured copy rate (see test_committed_h200_table_...).
+COPY_RATE_SPREAD = 0.01
+
 
 @pytest.mark.parametrize("M, N, dtype", GRID, ids=[f"{M}x{N}-{str(d)[6:]}" for M, N, d in GRID])
 def test_the_sweep_contains_the_tables_choice(M, N, dtype):
@@ -38,7 +41,10 @@ def test_committed_h200_table_is_complete_checked_and_below_the_copy_ceiling():
         nbytes = forward_bytes if row["pass_"] == "forward" else backward_bytes
         assert row["bytes"] == nbytes(row["M"], row["N"], getattr(torch, row["dtype"]))
         assert row["tbps"] == pytest.approx(row["bytes"] / row["us"] / 1e6)
-    assert table["copy_fraction"].max() <= 1.0  # L2-cold: no rate above the measured copy rate
+    # L2-cold: no rate above the measured copy rate, give or take the copy's own spread: the same
+    # 1 GiB copy timed 4220, 4250, 4261 and 4256 GB/s in four runs on 2026-12-01 (about 1 %), and a
+    # kernel that streams at the copy's rate reads up to that much above one run's copy.
+    assert table["copy_fraction"].max() <= 1.0 + COPY_RATE_SPREAD
     fast = set(table.provider)
     assert {"fast", "compile", "compile_nomix", "eager", "liger"} <= fast <= set(PROVIDERS)
     article = table[table.provider == "article"]
