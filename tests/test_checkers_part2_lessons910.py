@@ -131,3 +131,10 @@ def test_the_kernel_is_judged_in_the_checkers_separate_process(exercise, monkeyp
     monkeypatch.setattr(isolate, "start", lambda *a, **k: started.append(a[0]) or real_start(*a, **k))
     assert RIGHT[exercise]().passed
     assert started and started[0][1] in ("judge_long_row", "judge_one_pass")
+
+
+def test_a_renamed_pointer_is_accepted_as_in_lessons_03_to_05():
+    # The checker launches positionally (BLOCK_SIZE by keyword), so, as in 03-05, only the
+    # constexpr's name is fixed; one preflight (checkers.kernels.preflight) serves both days.
+    renamed = wv.mutate(long_row_forward_kernel, ("    x_ptr,  #", "    x_in,  #"), ("x_row = x_ptr + row", "x_row = x_in + row"))
+    assert checkers.check_long_row_kernel(renamed).passed

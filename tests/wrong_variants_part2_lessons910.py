@@ -71,6 +71,11 @@ LONG_ROW = {
         mutate(L, ("        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n        sum_sq += x * x",
                    "        x = tl.load(x_row + start + cols, mask=mask, other=0.0)\n        sum_sq += x * x")),
         "Convert each loaded value to float32"),
+    "BLOCK_SIZE spelled differently": (
+        mutate(L, ("BLOCK_SIZE: tl.constexpr,", "BLOCK: tl.constexpr,"), ("cols = tl.arange(0, BLOCK_SIZE)", "cols = tl.arange(0, BLOCK)"),
+               ("sum_sq = tl.zeros([BLOCK_SIZE]", "sum_sq = tl.zeros([BLOCK]"), ("range(0, N, BLOCK_SIZE):  # pass 1", "range(0, N, BLOCK):  # pass 1"),
+               ("range(0, N, BLOCK_SIZE):  # pass 2", "range(0, N, BLOCK):  # pass 2")),
+        "keep the signature of `long_row_forward_kernel`"),
 }
 
 #: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).
@@ -112,6 +117,8 @@ ONE_PASS = {
         "address the rows with `row * row_stride`"),
     "no mask on the dx store": (mutate(B, ("(u - x_hat * mean_ux) * rstd, mask=mask)", "(u - x_hat * mean_ux) * rstd)")),
                                 "has no mask"),
+    "an extra parameter": (mutate(B, ("BLOCK_SIZE: tl.constexpr,", "BLOCK_SIZE: tl.constexpr, EXTRA: tl.constexpr = 1,")),
+                           "keep the signature of `one_pass_backward_kernel`"),
 }
 
 #: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).

@@ -38,8 +38,9 @@ from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
 from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, preflight_part2, run_guarded, surround, written_outside,
+    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, run_guarded, surround, written_outside,
 )
+from .kernels import preflight
 
 EXERCISE = "09 · looped forward kernel"
 
@@ -236,10 +237,10 @@ def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
 
     Source: solutions/09_the_long_row.ipynb.
     """
-    early = preflight_part2(
+    early = preflight(
         EXERCISE, kernel, long_row_forward_kernel,
-        "The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes past the row: "
-        "pass `mask=start + cols < N` (and `other=0.0` to a load).",
+        "The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes past the row, "
+        "which `mask = start + cols < N` leaves out",
     )
     if early is not None:
         return early

@@ -41,8 +41,9 @@ from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
 from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, preflight_part2, run_guarded, surround, written_outside,
+    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, run_guarded, surround, written_outside,
 )
+from .kernels import preflight
 
 EXERCISE = "10 · one-pass backward loop"
 
@@ -214,10 +215,10 @@ def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
 
     Source: solutions/10_one_pass_backward.ipynb.
     """
-    early = preflight_part2(
+    early = preflight(
         EXERCISE, kernel, one_pass_backward_kernel,
-        "With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row); "
-        "pass `mask=cols < N` (and `other=0.0` to a load).",
+        "With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
+        "which `mask = cols < N` leaves out",
     )
     if early is not None:
         return early

@@ -30,7 +30,6 @@ Source: solutions/09_the_long_row.ipynb, solutions/10_one_pass_backward.ipynb.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import signal
 import threading
 import time
@@ -46,9 +45,7 @@ except ImportError:  # pragma: no cover
     _interpreter = None
 
 from .diagnose import Case, Outputs
-from .feedback import Feedback, describe_error, is_not_implemented, learner_frame, name_of, not_done, source_of, wrong
-from .kernels import first_line, raises_not_implemented, unmasked_accesses
-from .shipping import is_kernel
+from .feedback import Feedback, describe_error, is_not_implemented, learner_frame, name_of, not_done, wrong
 
 #: Elements of NaN after the last element a kernel may touch, in every guarded buffer.
 GUARD = 1024
@@ -261,39 +258,6 @@ def _learner_line(error: BaseException) -> str:
     if frame is None or not frame.line:
         return ""
     return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
-
-
-def preflight_part2(exercise: str, kernel, reference, unmasked_note: str) -> Feedback | None:
-    """Before any launch: a Triton kernel, not the skeleton, the reference's signature, every block access masked.
-
-    Args:
-        exercise: name shown in the feedback.
-        kernel: the learner's ``@triton.jit`` function.
-        reference: the kernel whose signature the checker launches with.
-        unmasked_note: what an unmasked access would do in this exercise (ends the message).
-
-    Returns:
-        A "not done yet" or "wrong" :class:`Feedback`, or None when the kernel may be launched.
-    """
-    name = name_of(kernel)
-    if not is_kernel(kernel):
-        return wrong(exercise, f"{name} is not a Triton kernel: put `@triton.jit` on the line above `def`.")
-    source = source_of(kernel)
-    if source is not None and raises_not_implemented(source):  # the skeleton's raise, as kernels.preflight finds it
-        return not_done(exercise, name)
-    expected = list(inspect.signature(reference.fn).parameters)
-    got = list(inspect.signature(kernel.fn).parameters)
-    if got != expected:
-        return wrong(exercise, f"{name} takes ({', '.join(got)}), but the checker passes ({', '.join(expected)}): "
-                     "keep the exercise's signature, same names, same order.")
-    if source is not None:
-        try:
-            found = unmasked_accesses(source)
-        except SyntaxError:
-            found = []
-        for line, call in found:
-            return wrong(exercise, f"line {first_line(kernel) + line - 1} of your cell, `{call}`, has no mask. {unmasked_note}")
-    return None
 
 
 def judged_in_child(exercise: str, target: tuple[str, str], kernel, time_limit_s: float) -> Feedback:
