@@ -26,7 +26,7 @@ from __future__ import annotations
 import numbers
 
 from .diagnose import fmt
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
+from .feedback import Feedback, call_learner, name_of, never_raises, passed, wrong
 
 EXERCISE_PREDICT = "07 · prediction"
 EXERCISE_READ = "07 · reading the samples"
@@ -46,14 +46,9 @@ def _short(arg) -> str:
 
 
 def _call(exercise, fn, *args):
-    """(value, None) or (None, Feedback) for a learner's function call."""
-    try:
-        return fn(*args), None
-    except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-        if is_not_implemented(error):
-            return None, not_done(exercise, name_of(fn))
-        example = f"{getattr(fn, '__name__', 'f')}({', '.join(_short(a) for a in args)})"
-        return None, wrong(exercise, describe_error(name_of(fn), error, example))
+    """:func:`call_learner` with the call written out (a table of samples shown as `samples`)."""
+    example = f"{getattr(fn, '__name__', 'f')}({', '.join(_short(a) for a in args)})"
+    return call_learner(exercise, fn, *args, example=example)
 
 
 @never_raises(EXERCISE_PREDICT)

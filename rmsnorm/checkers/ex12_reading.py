@@ -33,7 +33,7 @@ import numbers
 from collections.abc import Mapping
 
 from .diagnose import fmt
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+from .feedback import Feedback, call_learner, name_of, passed, wrong
 
 EXERCISE_FRACTION = "12 · fraction of the copy rate"
 EXERCISE_PICK = "12 · picking a configuration"
@@ -45,15 +45,6 @@ _SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 def _same(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * abs(b) + 1e-12
-
-
-def _call(exercise, fn, *args):
-    try:
-        return fn(*args), None
-    except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-        if is_not_implemented(error):
-            return None, not_done(exercise, name_of(fn))
-        return None, wrong(exercise, describe_error(name_of(fn), error))
 
 
 # --------------------------------------------------------------------------- 12.1 fraction of the copy rate
@@ -126,7 +117,7 @@ def judge_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | No
     Source: solutions/12_tuning_and_side_by_side.ipynb.
     """
     M, N, dtype, pass_, us, copy = FRACTION_CASE
-    got, problem = _call(EXERCISE_FRACTION, copy_fraction, *FRACTION_CASE)
+    got, problem = call_learner(EXERCISE_FRACTION, copy_fraction, *FRACTION_CASE)
     if problem is not None:
         return problem
     if isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(float(got)):
@@ -140,7 +131,7 @@ def judge_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | No
     if fast_csv is not None:
         timed = fast_csv[fast_csv["us"].notna() & fast_csv["copy_fraction"].notna()]  # a provider that failed its check has no time
         for row in timed.itertuples(index=False):
-            got, problem = _call(EXERCISE_FRACTION, copy_fraction, int(row.M), int(row.N), row.dtype, row.pass_,
+            got, problem = call_learner(EXERCISE_FRACTION, copy_fraction, int(row.M), int(row.N), row.dtype, row.pass_,
                                  float(row.us), float(copy_rate_gbps))
             if problem is not None:
                 return problem
@@ -243,7 +234,7 @@ def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
     Source: solutions/12_tuning_and_side_by_side.ipynb.
     """
     toy = toy_timings()
-    got, problem = _call(EXERCISE_PICK, pick_config, toy.copy(), *TOY_SHAPE)
+    got, problem = call_learner(EXERCISE_PICK, pick_config, toy.copy(), *TOY_SHAPE)
     if problem is not None:
         return problem
     config = _as_config(got)
@@ -260,7 +251,7 @@ def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
     for M, N, dtype, pass_ in shapes:
         if expected_pick(tuning_csv, M, N, dtype, pass_) is None:
             continue  # that shape was not swept in this run of the benchmark
-        got, problem = _call(EXERCISE_PICK, pick_config, tuning_csv.copy(), M, N, dtype, pass_)
+        got, problem = call_learner(EXERCISE_PICK, pick_config, tuning_csv.copy(), M, N, dtype, pass_)
         if problem is not None:
             return problem
         expected = expected_pick(tuning_csv, M, N, dtype, pass_)
