@@ -35,10 +35,10 @@ import triton.language as tl
 from ..device import default_device
 from ..testing import make_inputs
 from .cases import describe
-from .diagnose import Case, Run, Symptom, _case_passes, diagnose
+from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, wrong
 from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, run_guarded, surround, written_outside,
+    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, refine, run_guarded, surround, written_outside,
 )
 from .kernels import preflight
 
@@ -261,14 +261,8 @@ def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
         f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; BLOCK_SIZE = 16, 32 and 64, "
         f"so every row takes 1 to 5 blocks); a row of 257 ones gives {outputs[0]['y'][0, 0].item():.7f}.",
     )
-    if feedback.passed:
-        return feedback
-    strided = [r for r in runs if r.case.row_stride]
-    others = [r for r in runs if not r.case.row_stride]
-    if strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
-        return wrong(EXERCISE, f"every case with row_stride = N passes, but not {strided[0].case.label}: address the "
-                     "rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has row_stride > N).")
-    if "is still NaN" in feedback.message:
-        return wrong(EXERCISE, feedback.message + " Everything around x and gamma is NaN here, so a read outside "
-                     "the row (a mask or bound past N, or another row's offset) shows up as NaN.")
-    return feedback
+    return refine(EXERCISE, feedback, runs, SYMPTOMS,
+                  "address the rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has "
+                  "row_stride > N).",
+                  "Everything around x and gamma is NaN here, so a read outside the row (a mask or bound past N, "
+                  "or another row's offset) shows up as NaN.")

@@ -41,7 +41,7 @@ from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, wrong
 from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, run_guarded, surround, written_outside,
+    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, refine, run_guarded, surround, written_outside,
 )
 from .kernels import preflight
 
@@ -248,15 +248,6 @@ def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
         f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases ({describe(cases)}; "
         f"P = 1, 3 and 4 programs, more programs than rows included).",
     )
-    if feedback.passed:
-        return feedback
-    symptom_named = any(s.summary in feedback.message for s in SYMPTOMS)
-    strided = [r for r in runs if r.case.row_stride]
-    others = [r for r in runs if not r.case.row_stride]
-    if not symptom_named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
-        return wrong(EXERCISE, f"every case with row_stride = N passes, but not {strided[0].case.label}: address "
-                     "the rows with `row * row_stride`, never `row * N`.")
-    if "is still NaN" in feedback.message:
-        return wrong(EXERCISE, feedback.message + " Everything around the inputs is NaN here, so a read outside a "
-                     "row (a mask past N, another row's offset) shows up as NaN.")
-    return feedback
+    return refine(EXERCISE, feedback, runs, SYMPTOMS, "address the rows with `row * row_stride`, never `row * N`.",
+                  "Everything around the inputs is NaN here, so a read outside a row (a mask past N, another row's "
+                  "offset) shows up as NaN.")

@@ -44,7 +44,7 @@ try:  # the interpreter's builder, wrapped by bounds_checked (absent or differen
 except ImportError:  # pragma: no cover
     _interpreter = None
 
-from .diagnose import Case, Outputs
+from .diagnose import Case, Outputs, Run, Symptom, _case_passes
 from .feedback import Feedback, describe_error, is_not_implemented, learner_frame, name_of, not_done, wrong
 
 #: Elements of NaN after the last element a kernel may touch, in every guarded buffer.
@@ -258,6 +258,27 @@ def _learner_line(error: BaseException) -> str:
     if frame is None or not frame.line:
         return ""
     return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
+
+
+def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms: Sequence[Symptom], stride_fix: str,
+           nan_note: str) -> Feedback:
+    """After :func:`~rmsnorm.checkers.diagnose.diagnose` failed: the two hints the guarded cases allow.
+
+    When no symptom was named and only the cases whose rows are further apart
+    than N fail, the rows are addressed with N: ``stride_fix`` ends that
+    message. When a value is still NaN, ``nan_note`` (where the NaN comes from
+    in this exercise) is added. Otherwise ``feedback`` as it is.
+    """
+    if feedback.passed:
+        return feedback
+    named = any(s.summary in feedback.message for s in symptoms)
+    strided = [r for r in runs if r.case.row_stride]
+    others = [r for r in runs if not r.case.row_stride]
+    if not named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
+        return wrong(exercise, f"every case with row_stride = N passes, but not {strided[0].case.label}: {stride_fix}")
+    if "is still NaN" in feedback.message:
+        return wrong(exercise, f"{feedback.message} {nan_note}")
+    return feedback
 
 
 def judged_in_child(exercise: str, target: tuple[str, str], kernel, time_limit_s: float) -> Feedback:
