@@ -23,7 +23,9 @@ from rmsnorm.fast import (
 )
 from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
 from rmsnorm.reference import backward_from_rstd
-from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
+from rmsnorm.testing import (
+    TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle, rstd_oracle,
+)
 
 GPU = torch.cuda.is_available()
 gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU (bf16 and the large cases run there)")
@@ -51,7 +53,7 @@ def _check_all(x, gamma, dy, eps=1e-6):
     y64, dx64, dg64 = oracle(x, gamma, dy, eps, on=x.device)
     assert y.dtype == x.dtype and dx.dtype == x.dtype and dgamma.dtype == gamma.dtype
     assert_close(y, y64, dtype=x.dtype, msg="y")
-    assert_close(rstd, torch.rsqrt(x.double().square().mean(-1) + eps), dtype=torch.float32, msg="rstd")
+    assert_close(rstd, rstd_oracle(x, eps), dtype=torch.float32, msg="rstd")
     assert_close(dx, dx64, dtype=x.dtype, msg="dx")
     assert_close(dgamma, dg64, tol=dgamma_tolerance(x.shape[0], x.dtype, gamma.dtype), msg="dgamma")
     return y, rstd, dx, dgamma
@@ -67,7 +69,7 @@ def test_campaign_against_the_float64_oracle(M, N, dtype, device):
 def test_backward_checked_on_its_own_with_the_saved_rstd(M, N, device):
     x, gamma, dy = make_inputs(M, N, torch.float32, device=device, seed=3)
     # an rstd the forward did not compute (scaled by 1.5): the backward must use the one it is given
-    rstd = (1.5 * torch.rsqrt(x.double().square().mean(-1) + 1e-6)).float()
+    rstd = (1.5 * rstd_oracle(x, 1e-6)).float().to(x.device)
     dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
     dx64, dg64 = backward_from_rstd(x.double(), gamma.double(), dy.double(), rstd.double())
     assert_close(dx, dx64, msg="dx")
@@ -333,7 +335,7 @@ def test_forward_past_2_31_elements_uses_int64_offsets():
     y, rstd = rmsnorm_fast_forward(x, None)
     tail = x[-4:]
     assert_close(y[-4:], oracle(tail, torch.ones(N, device="cuda")), dtype=torch.bfloat16)
-    assert_close(rstd[-4:], torch.rsqrt(tail.double().square().mean(-1) + 1e-6), dtype=torch.float32)
+    assert_close(rstd[-4:], rstd_oracle(tail, 1e-6), dtype=torch.float32)
 
 
 def test_config_tables_cover_every_n():
