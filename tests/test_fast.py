@@ -18,9 +18,10 @@ import torch
 import rmsnorm
 from rmsnorm import ContractError, device as _device
 from rmsnorm.fast import (
-    FAST_MAX_N, FastConfig, FastRMSNorm, backward_config, forward_config, rmsnorm_fast, rmsnorm_fast_backward,
-    rmsnorm_fast_forward,
+    FAST_MAX_N, FastConfig, FastRMSNorm, backward_config, forward_config, grid_size, num_programs, rmsnorm_fast,
+    rmsnorm_fast_backward, rmsnorm_fast_forward,
 )
+from rmsnorm.fast.config import INTERPRETER_PROGRAMS
 from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
 from rmsnorm.reference import backward_from_rstd
 from rmsnorm.testing import (
@@ -344,3 +345,14 @@ def test_config_tables_cover_every_n():
             cfg = backward_config(N, dtype)
             assert cfg.one_block(N) or cfg.BLOCK_M == 1  # the looped backward takes one row per step
             assert forward_config(N, dtype).BLOCK_N >= min(N, 1024)
+
+
+def test_grid_size_is_programs_per_sm_times_sms_capped_by_the_row_blocks(device):
+    persistent, per_block = FastConfig(1, 256, 4, programs_per_sm=2), FastConfig(1, 256, 4, programs_per_sm=None)
+    assert grid_size(persistent, 1000, 132) == 264 and grid_size(persistent, 100, 132) == 100
+    assert grid_size(per_block, 1000, 132) == 1000 and grid_size(persistent, 1, 132) == 1
+    if device.type == "cuda":  # num_programs is grid_size with this card's SM count
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        assert num_programs(persistent, device, 10**6) == grid_size(persistent, 10**6, sms) == 2 * sms
+    else:  # the interpreter runs programs one after another: a few are enough
+        assert num_programs(persistent, device, 1000) == INTERPRETER_PROGRAMS

@@ -32,6 +32,9 @@ import math
 import numbers
 from collections.abc import Mapping
 
+import torch
+
+from ..bench.results import backward_bytes, forward_bytes
 from .diagnose import fmt
 from .feedback import Feedback, call_learner, name_of, passed, wrong
 
@@ -40,7 +43,6 @@ EXERCISE_PICK = "12 · picking a configuration"
 #: |yours − expected| ≤ 1e-9 · |expected| + 1e-12 (pure arithmetic).
 RTOL = 1e-9
 KNOBS = ("BLOCK_M", "BLOCK_N", "num_warps", "programs_per_sm", "num_stages")
-_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def _same(a: float, b: float) -> bool:
@@ -51,11 +53,8 @@ def _same(a: float, b: float) -> bool:
 
 
 def minimum_bytes(M: int, N: int, dtype: str, pass_: str) -> int:
-    """The course's byte convention (gamma in x's dtype): the minimum traffic of one pass, in bytes."""
-    s = _SIZE[dtype]
-    if pass_ == "forward":
-        return 2 * M * N * s + N * s + 4 * M
-    return 3 * M * N * s + 2 * N * s + 4 * M
+    """The course's byte convention (gamma in x's dtype) for a row of ``fast.csv``: :mod:`rmsnorm.bench`'s counts."""
+    return (forward_bytes if pass_ == "forward" else backward_bytes)(M, N, getattr(torch, dtype))
 
 
 def expected_fraction(M, N, dtype, pass_, us, copy_rate_gbps) -> float:
@@ -64,7 +63,7 @@ def expected_fraction(M, N, dtype, pass_, us, copy_rate_gbps) -> float:
 
 
 def _fraction_slips(M, N, dtype, pass_, us, copy):
-    s = _SIZE[dtype]
+    s = getattr(torch, dtype).itemsize
     right = minimum_bytes(M, N, dtype, pass_)
     rate = lambda nbytes, seconds=us * 1e-6, ceiling=copy * 1e9: nbytes / seconds / ceiling  # noqa: E731
     small = N * s * (1 if pass_ == "forward" else 2) + 4 * M

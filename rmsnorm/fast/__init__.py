@@ -10,7 +10,7 @@ Public API:
   registered custom op (``torch.compile(fullgraph=True)`` traces it whole).
 - :class:`FastRMSNorm` — a ``torch.nn.RMSNorm`` subclass that calls it.
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers.
-- :class:`FastConfig`, :func:`forward_config`, :func:`backward_config` — the knobs.
+- :class:`FastConfig`, :func:`forward_config`, :func:`backward_config`, :func:`grid_size` — the knobs.
 - :func:`check_fast_inputs`, :data:`FAST_MAX_N` — the contract.
 
 Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
@@ -18,7 +18,7 @@ Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
 
 from .autograd import FastRMSNorm, rmsnorm_fast
 from .backward import rmsnorm_fast_backward, rmsnorm_fast_backward_kernel, rmsnorm_fast_dgamma_kernel
-from .config import FastConfig, backward_config, forward_config, num_programs
+from .config import FastConfig, backward_config, forward_config, grid_size, num_programs
 from .contract import FAST_DTYPES, FAST_MAX_N, INTERPRETER_BF16_REASON, check_fast_inputs
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 
@@ -31,6 +31,7 @@ __all__ = [
     "backward_config",
     "check_fast_inputs",
     "forward_config",
+    "grid_size",
     "num_programs",
     "rmsnorm_fast",
     "rmsnorm_fast_backward",

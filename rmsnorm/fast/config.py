@@ -76,13 +76,18 @@ def num_programs(config: FastConfig, device: torch.device, row_blocks: int) -> i
     partials is written. Under the interpreter, where programs run one after
     another, P = INTERPRETER_PROGRAMS (capped): the same kernels, fewer steps.
     """
-    if device.type == "cuda" and config.programs_per_sm is None:
-        p = row_blocks
-    elif device.type == "cuda":
-        p = sm_count(device.index if device.index is not None else torch.cuda.current_device())
-        p *= config.programs_per_sm
-    else:
-        p = INTERPRETER_PROGRAMS
+    if device.type != "cuda":
+        return max(1, min(INTERPRETER_PROGRAMS, row_blocks))
+    return grid_size(config, row_blocks, sm_count(device.index if device.index is not None else torch.cuda.current_device()))
+
+
+def grid_size(config: FastConfig, row_blocks: int, sms: int) -> int:
+    """P on a GPU with ``sms`` SMs: ``sms × programs_per_sm`` (None: ``row_blocks``), between 1 and ``row_blocks``.
+
+    The arithmetic of :func:`num_programs` without a device, for any card
+    (lesson 12 tabulates it for the H200's 132 SMs on a machine without one).
+    """
+    p = row_blocks if config.programs_per_sm is None else sms * config.programs_per_sm
     return max(1, min(p, row_blocks))
 
 
