@@ -111,6 +111,9 @@ def describe(kernel) -> str:
 
 #: When True, :func:`new_output` fills every new output with NaN (tests turn it on).
 POISON_OUTPUTS = False
+#: When True, :func:`new_output` raises AssertionError: nothing may be allocated (see
+#: :func:`rmsnorm.testing.refused_before_allocating`).
+FORBID_OUTPUTS = False
 
 
 def new_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -119,8 +122,11 @@ def new_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     Normally ``torch.empty`` (the kernel must write every element). While
     :data:`POISON_OUTPUTS` is set (see :func:`rmsnorm.testing.poisoned_outputs`)
     the tensor is filled with NaN, so an element the kernel forgets to write
-    cannot pass a comparison.
+    cannot pass a comparison. While :data:`FORBID_OUTPUTS` is set it raises
+    AssertionError instead: a launcher allocated before its contract refused.
     """
+    if FORBID_OUTPUTS:
+        raise AssertionError("an output was allocated before the contract was checked")
     out = torch.empty(shape, dtype=dtype, device=device)
     if POISON_OUTPUTS:
         out.fill_(float("nan"))

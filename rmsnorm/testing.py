@@ -16,7 +16,9 @@ notebooks/04_backward_derivation.ipynb (dx), notebooks/05_gamma_reduction.ipynb
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -149,6 +151,76 @@ def poisoned_outputs():
         yield
     finally:
         _device.POISON_OUTPUTS = previous
+
+
+class RecordedLaunch(NamedTuple):
+    """One launch through a :func:`recording` stand-in: ``kernel[grid](*args, **kwargs)``."""
+
+    grid: tuple
+    args: tuple
+    kwargs: dict
+
+
+def recording(kernel):
+    """A stand-in for ``kernel`` in a launcher's ``kernel=`` seam that records each launch, then makes it.
+
+    Args:
+        kernel: a ``@triton.jit`` kernel (launched as ``kernel[grid](...)``).
+
+    Returns:
+        (stand_in, launches): pass ``stand_in`` as the launcher's ``kernel=``;
+        ``launches`` gets a :class:`RecordedLaunch` per launch.
+
+    Source: notebooks/03_forward_kernel.ipynb §4 (how ``forward_op`` launches the kernel).
+    """
+    launches: list[RecordedLaunch] = []
+
+    class _Recording:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launches.append(RecordedLaunch(tuple(grid), args, kwargs))
+                return kernel[grid](*args, **kwargs)
+
+            return launch
+
+    return _Recording(), launches
+
+
+@contextlib.contextmanager
+def outputs_forbidden():
+    """Within this block any launcher's output allocation (``device.new_output``) raises AssertionError."""
+    previous = _device.FORBID_OUTPUTS
+    _device.FORBID_OUTPUTS = True
+    try:
+        yield
+    finally:
+        _device.FORBID_OUTPUTS = previous
+
+
+@contextlib.contextmanager
+def refused_before_allocating(match: str | None = None):
+    """Assert that the block raises ContractError, before any launcher allocated an output.
+
+    Args:
+        match: a regular expression the error's message must contain (``re.search``), or None.
+
+    Raises:
+        AssertionError: when the block raised nothing, when an output was
+            allocated first, or when the message does not match. Any other
+            exception from the block propagates.
+
+    Source: notebooks/03_forward_kernel.ipynb §4 (checks before allocation).
+    """
+    from .contract import ContractError
+
+    with outputs_forbidden():
+        try:
+            yield
+        except ContractError as error:
+            if match is not None and re.search(match, str(error)) is None:
+                raise AssertionError(f"the ContractError {str(error)!r} does not match {match!r}") from error
+        else:
+            raise AssertionError("no ContractError was raised")
 
 
 def check_canary(device=None) -> None:

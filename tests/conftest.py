@@ -5,7 +5,7 @@ import torch
 
 import rmsnorm  # noqa: F401  (selects GPU or interpreter before anything else)
 from rmsnorm.device import default_device
-from rmsnorm.testing import check_canary, poisoned_outputs
+from rmsnorm.testing import check_canary, outputs_forbidden, poisoned_outputs
 
 # tests/browser drives JupyterLab in a headless Chromium: only `make test-browser` runs it
 # (it names the folder, which collect_ignore does not block).
@@ -31,3 +31,10 @@ def _poison_outputs():
 @pytest.fixture
 def device() -> torch.device:
     return default_device()
+
+
+@pytest.fixture
+def no_allocation():
+    """Fail the test if a launcher (article's or fast) allocates an output before refusing."""
+    with outputs_forbidden():
+        yield

@@ -17,20 +17,7 @@ from rmsnorm import (
     reduce_gamma_gradient,
     rmsnorm as rmsnorm_fn,
 )
-from rmsnorm import device as device_mod
 from rmsnorm.testing import rstd_oracle
-
-
-@pytest.fixture
-def no_allocation(monkeypatch):
-    """Fail the test if a launcher allocates an output before refusing."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("an output was allocated before the contract was checked")
-
-    monkeypatch.setattr(device_mod, "new_output", refuse)
-    for mod in ("forward", "backward", "reduction"):
-        monkeypatch.setattr(f"rmsnorm.{mod}.new_output", refuse)
 
 
 def ok(M=4, N=8, dtype=torch.float32, device=None):
@@ -175,3 +162,33 @@ def test_rmsnorm_rejects_bad_rank(x, pattern):
 def test_module_rejects(shape, eps, pattern):
     with pytest.raises(ContractError, match=pattern):
         RMSNorm(shape, eps=eps)
+
+
+def test_refused_before_allocating_fails_on_each_way_a_check_can_be_missed():
+    from rmsnorm.device import new_output
+    from rmsnorm.testing import refused_before_allocating
+
+    x, gamma = ok()
+    with refused_before_allocating("x must be contiguous"):
+        forward_op(x.t(), gamma)
+    with pytest.raises(AssertionError, match="no ContractError was raised"), refused_before_allocating():
+        pass
+    with pytest.raises(AssertionError, match="allocated before the contract"), refused_before_allocating():
+        forward_op(x, gamma)  # accepted: it allocates its outputs
+    with pytest.raises(AssertionError, match="allocated before the contract"), refused_before_allocating():
+        new_output((2,), torch.float32, x.device)
+        raise ContractError("too late")
+    with pytest.raises(AssertionError, match="does not match"), refused_before_allocating("gamma"):
+        forward_op(x.t(), gamma)
+    assert forward_op(x, gamma)[0].shape == x.shape  # the guard is off again
+
+
+def test_recording_stand_in_records_and_launches():
+    from rmsnorm import rmsnorm_forward_kernel
+    from rmsnorm.testing import recording
+
+    x, gamma = ok(M=3, N=5)
+    stand_in, launches = recording(rmsnorm_forward_kernel)
+    y, _ = forward_op(x, gamma, kernel=stand_in)
+    assert [(launch.grid, launch.kwargs["BLOCK_SIZE"]) for launch in launches] == [((3,), 8)]
+    assert torch.equal(y, forward_op(x, gamma)[0])
