@@ -19,11 +19,16 @@ from rmsnorm.bench import runs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def script(monkeypatch):
+def _load_script():
     spec = importlib.util.spec_from_file_location("benchmark_script", ROOT / "scripts" / "benchmark.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def script(monkeypatch):
+    module = _load_script()
     monkeypatch.setattr(bench, "require_cuda", lambda: None)
     monkeypatch.setattr(runs, "require_cuda", lambda: None)
     monkeypatch.setattr(runs, "time_whole_calls", lambda fn, **kw: (fn(), np.linspace(40.0, 60.0, bench.SAMPLES))[1])
@@ -53,9 +58,7 @@ def test_quick_run_writes_results_that_load_and_add_up(script, tmp_path):
 
 
 def test_without_cuda_the_script_says_so_and_exits_2(capsys):
-    spec = importlib.util.spec_from_file_location("benchmark_script", ROOT / "scripts" / "benchmark.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_script()
     if bench.timing.torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the refusal is for machines without one")
     assert module.main(["--quick"]) == 2
