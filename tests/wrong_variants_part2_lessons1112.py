@@ -173,3 +173,7 @@ PICK_CONFIG = {
     "a tuple": (lambda t, M, N, d, p: (8, 256, 4, 2, 2), "must return a dict with the keys"),
     "KeyError": (lambda t, M, N, d, p: t["L2"], "raised KeyError at line "),
 }
+
+#: Variants that are the same slip as another in the checker's data, so they get its message: ignoring
+#: the l2 column lets the warm samples win, exactly as keeping only the warm ones does.
+SAME_MESSAGE = {"l2 ignored": "warm samples"}

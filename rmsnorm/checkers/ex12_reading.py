@@ -223,8 +223,9 @@ def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
         pick_config: the learner's function; ``timings`` has one row per sample with
             columns M, N, dtype, pass_, BLOCK_M, BLOCK_N, num_warps, programs_per_sm,
             num_stages, l2 ("cold" or "warm") and us (µs).
-        tuning_csv: the committed ``fast_tuning.csv`` with an ``l2`` column added
-            (all "cold"), or None to skip that part.
+        tuning_csv: the committed ``fast_tuning.csv`` (one L2-cold sample per
+            configuration; an ``l2`` column of "cold" is added when it has none),
+            or None to skip that part.
         shapes: (M, N, dtype, pass_) tuples of ``tuning_csv`` to check.
 
     Returns:
@@ -246,6 +247,8 @@ def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
         if label in _PICK_SLIPS:
             return wrong(EXERCISE_PICK, f"{_PICK_SLIPS[label]}: {shown}.")
         return wrong(EXERCISE_PICK, f"{shown}.")
+    if tuning_csv is not None and "l2" not in tuning_csv.columns:
+        tuning_csv = tuning_csv.assign(l2="cold")  # the committed sweep's samples are all L2-cold
     picked = []
     for M, N, dtype, pass_ in shapes:
         if expected_pick(tuning_csv, M, N, dtype, pass_) is None:
