@@ -43,7 +43,7 @@ BAD_FORWARD = {
     "gamma too long": (lambda x, g: (x, torch.ones(9, device=x.device)), r"gamma must have shape \(N,\) = \(8,\); got \(9,\)"),
     "gamma 2-D": (lambda x, g: (x, g.view(1, 8)), r"gamma must have shape \(N,\) = \(8,\); got \(1, 8\)"),
     "scratch 4097 x 4096": (
-        lambda x, g: (torch.empty(4097, 4096, device=x.device), torch.ones(4096, device=x.device)),
+        lambda x, g: (torch.zeros(4097, 4096, device=x.device), torch.ones(4096, device=x.device)),  # not empty: NaN != NaN
         r"\(4097, 4096\) needs M\*N\*4 = 67,125,248 bytes .*67,108,864 bytes \(64 MiB\)",
     ),
 }
