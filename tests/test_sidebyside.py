@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from rmsnorm.bench import RESULTS_DIR
 from rmsnorm.bench.sidebyside import GRID, PROVIDERS, backward_candidates, check_table, forward_candidates, ratio_table
@@ -18,6 +19,13 @@ from rmsnorm.fast import backward_config, forward_config
 def test_the_sweep_contains_the_tables_choice(M, N, dtype):
     assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
     assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
+
+
+@pytest.mark.parametrize("N", [1024, 4096, 6144, 8192])
+def test_the_forward_sweep_tries_the_loop_rung_where_one_block_would_do(N):
+    assert forward_config(N, torch.bfloat16).one_block(N)
+    loop_widths = {c.BLOCK_N for c in forward_candidates(N, torch.bfloat16) if not c.one_block(N)}
+    assert loop_widths == ({b for b in (2048, 4096) if b < N} if N >= 4096 else set())
 
 
 def test_ratio_table_divides_the_other_providers_time_by_the_fast_time():

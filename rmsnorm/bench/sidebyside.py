@@ -142,6 +142,10 @@ def forward_candidates(N: int, dtype: torch.dtype):
         if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
             continue
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
+    if base.one_block(N) and N >= 4096:  # the loop rung at one-block widths (sweeps 4-6)
+        for block_n, warps in itertools.product((2048, 4096), (8, 16)):
+            if block_n < N:
+                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
     if not base.one_block(N) and N <= 16384:  # the whole row in one block instead of the loop
         for warps in (8, 16, 32):
             yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=None, num_stages=1)
