@@ -24,12 +24,13 @@ table was chosen on an H200 from L2-cold sweeps, all kept in
 redesign; 3, the forward again, after its one-block-per-program grid lost
 the loop around its body; 4 and 5, the forward's small-row tiles with 1–2
 warps and the loop rung at one-block widths, three samples per config in 5;
-6, the forward at M = 16384 bf16 for N = 4608 … 8192, one block of 8192
-against the loop over 4096-wide blocks (the loop wins only at N = 8192, by
-2 %, and loses 6–21 % below it: lesson 09 reads it). Sweeps 4–6 left the
-table unchanged: the table is keyed by (N, dtype), and their winners at one M
-lose at another (at N = 4096 the loop over 2048-wide blocks is 3 % faster at
-M = 32768 bf16, 2 % slower at M = 4096 fp16).
+6, the forward at M = 16384 bf16 for N = 4608 … 8192, blocks of 2048, 4096
+and 8192 with 8 and 16 warps (one block of 8192 is the fastest at 4608,
+5120 and 7168; a loop, not the same one, is 2 % faster at 6144 and 8192:
+lesson 09 §4 reads it). Sweeps 4–6 left the table unchanged: it is keyed
+by (N, dtype), and their 2–3 % winners at one M lose at another (at N = 4096
+the loop over 2048-wide blocks is 3 % faster at M = 32768 bf16, 2 % slower
+at M = 4096 fp16).
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb.
 """
