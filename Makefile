@@ -99,8 +99,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 # Jupyter refuses to run as root unless told; root is the only user on many containers and VMs.
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # The course's JupyterLab settings (lab-settings/overrides.json: no "official Jupyter news?"
-# pop-up), read as defaults in place of the installation's app settings folder.
-LAB_SETTINGS := --LabApp.app_settings_dir="$(CURDIR)/lab-settings"
+# pop-up), read as defaults in place of the installation's app settings folder; and the
+# course's own workspaces (the open tabs JupyterLab restores), so that tabs left open in
+# another project or another clone do not reopen here, each starting a kernel.
+LAB_SETTINGS := --LabApp.app_settings_dir="$(CURDIR)/lab-settings" --LabApp.workspaces_dir="$(CURDIR)/build/lab-workspaces"
 lab: $(SETUP)  ## Open JupyterLab on the course (LAB_ARGS=... for more options).
 	$(call require,jupyterlab)
 	@mkdir -p "$(FIGURES_DIR)"
