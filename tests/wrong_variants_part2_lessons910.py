@@ -11,7 +11,7 @@ Never import this from the course package or a notebook.
 
 from __future__ import annotations
 
-from wrong_variants import mutate
+from wrong_variants import GPU_REJECTS, mutate
 
 from rmsnorm.checkers.ex09_long_row import long_row_forward_kernel as L
 from rmsnorm.checkers.ex10_one_pass import one_pass_backward_kernel as B
@@ -76,6 +76,11 @@ LONG_ROW = {
                ("sum_sq = tl.zeros([BLOCK_SIZE]", "sum_sq = tl.zeros([BLOCK]"), ("range(0, N, BLOCK_SIZE):  # pass 1", "range(0, N, BLOCK):  # pass 1"),
                ("range(0, N, BLOCK_SIZE):  # pass 2", "range(0, N, BLOCK):  # pass 2")),
         "keep the signature of `long_row_forward_kernel`"),
+    "accumulator changes dtype in the loop (runs in the interpreter, not on a GPU)": (
+        mutate(L, ("    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n", "    sum_sq = 0\n"),
+               ("        sum_sq += x * x\n", "        sum_sq += tl.sum(x * x, axis=0)\n"),
+               ("tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)", "tl.rsqrt(sum_sq / N + eps)")),
+        GPU_REJECTS),
 }
 
 #: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).
@@ -119,6 +124,9 @@ ONE_PASS = {
                                 "has no mask"),
     "an extra parameter": (mutate(B, ("BLOCK_SIZE: tl.constexpr,", "BLOCK_SIZE: tl.constexpr, EXTRA: tl.constexpr = 1,")),
                            "keep the signature of `one_pass_backward_kernel`"),
+    "accumulator changes dtype in the loop (runs in the interpreter, not on a GPU)": (
+        mutate(B, ("    dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n", "    dgamma_acc = 0.0\n")),
+        GPU_REJECTS),
 }
 
 #: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).

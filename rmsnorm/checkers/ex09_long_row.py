@@ -16,7 +16,8 @@ the accumulator reset inside the loop (only the last block counted); the last,
 partial block skipped (``N // BLOCK_SIZE`` blocks); the loop bound off by one
 (``range(0, N - 1, BLOCK_SIZE)``); gamma loaded with the row's offset; each
 block normalised by its own sum (one pass, rstd stored per block); plus,
-before any launch, an unmasked load or store and a wrong signature; and, after,
+before any launch, an unmasked load or store and a wrong signature; a kernel a
+GPU would not compile (checked under the interpreter too); and, after,
 rows addressed with N instead of row_stride, writes outside y or rstd,
 unwritten elements, a time-out, float16-only failures.
 
@@ -34,15 +35,19 @@ import triton.language as tl
 
 from ..device import default_device
 from ..testing import make_inputs
+from . import isolate
 from .cases import describe
 from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, wrong
+from .feedback import Feedback, never_raises, wrong
 from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, refine, run_guarded, surround, written_outside,
+    DEFAULT_TIME_LIMIT_S, bounds_checked, refine, run_guarded, surround, written_outside,
 )
-from .kernels import preflight
+from .kernels import check_kernel
 
 EXERCISE = "09 · looped forward kernel"
+#: What an unmasked access would do here (ends the preflight's message).
+MASK_NOTE = ("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes past the row, "
+             "which `mask = start + cols < N` leaves out")
 
 
 @triton.jit
@@ -212,17 +217,36 @@ def _launch(case: LoopCase, kernel) -> dict[str, torch.Tensor]:
     return {"y": y, "rstd": rstd, "_outside": (written_outside(y, y_buffer), written_outside(rstd, rstd_buffer))}
 
 
-def check_long_row_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
-    """Judge a learner's kernel in the checker's separate process; see :func:`judge_long_row` for what is checked.
+def _signatures():
+    """The launch's argument types, for the compile check of a CUDA target (float32 and float16 x)."""
+    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "y_ptr": f"*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
+              "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}) for t in ("fp32", "fp16")]
 
-    A kernel that crashes the process, or spoils its GPU context, or runs past
-    the time limit, gives a message here, never a dead notebook kernel.
+
+@never_raises(EXERCISE)
+def check_long_row_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+    """Judge a learner's kernel as lessons 03–05's checkers do (:func:`~rmsnorm.checkers.kernels.check_kernel`).
+
+    Before any launch, :func:`~rmsnorm.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
+    exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
+    interpreter) and :func:`judge_long_row` in the checker's separate process, so a crash, a spoiled GPU context or a
+    kernel that never ends gives a message here, never a dead notebook kernel.
+
+    Args:
+        kernel: the learner's ``@triton.jit`` kernel, with the signature of :func:`long_row_forward_kernel`.
+        time_limit_s: seconds all launches together may take.
+
+    Returns:
+        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the mistake. Never raises.
+
+    Source: solutions/09_the_long_row.ipynb.
     """
-    return judged_in_child(EXERCISE, (__name__, "judge_long_row"), kernel, time_limit_s)
+    return check_kernel(EXERCISE, kernel, long_row_forward_kernel, (__name__, "judge_long_row"), _signatures(), MASK_NOTE,
+                        extra_args=(time_limit_s,), limit_s=time_limit_s + isolate.CASE_TIME_LIMIT_S)
 
 
 def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
-    """Launch a learner's looped forward kernel on the checker's cases and say what is wrong.
+    """In the checker's child process: launch the looped forward kernel on the checker's cases, say what is wrong.
 
     Args:
         kernel: a ``@triton.jit`` kernel with the signature of
@@ -237,13 +261,6 @@ def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
 
     Source: solutions/09_the_long_row.ipynb.
     """
-    early = preflight(
-        EXERCISE, kernel, long_row_forward_kernel,
-        "The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes past the row, "
-        "which `mask = start + cols < N` leaves out",
-    )
-    if early is not None:
-        return early
     cases = loop_cases()
     outputs = run_guarded(EXERCISE, kernel, cases, _launch, time_limit_s)
     if isinstance(outputs, Feedback):

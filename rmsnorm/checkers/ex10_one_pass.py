@@ -21,8 +21,9 @@ LayerNorm's dβ), with gamma (u · x̂); rows stepped by 1 instead of P (rows
 counted more than once); the partial stored inside the loop (a program without
 rows never stores it); the partial never stored; the partial stored at the
 row's index instead of the program's (writes outside partial); an accumulator
-in 16 bits; plus a wrong signature, unmasked accesses, rows addressed with N
-instead of row_stride, a time-out.
+in 16 bits; plus a wrong signature, unmasked accesses, a kernel a GPU would not
+compile (checked under the interpreter too), rows addressed with N instead of
+row_stride, a time-out.
 
 Source: solutions/10_one_pass_backward.ipynb.
 """
@@ -37,15 +38,19 @@ import triton.language as tl
 
 from ..device import default_device
 from ..testing import make_inputs
+from . import isolate
 from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
-from .feedback import Feedback, wrong
+from .feedback import Feedback, never_raises, wrong
 from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, judged_in_child, refine, run_guarded, surround, written_outside,
+    DEFAULT_TIME_LIMIT_S, bounds_checked, refine, run_guarded, surround, written_outside,
 )
-from .kernels import preflight
+from .kernels import check_kernel
 
 EXERCISE = "10 · one-pass backward loop"
+#: What an unmasked access would do here (ends the preflight's message).
+MASK_NOTE = ("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
+             "which `mask = cols < N` leaves out")
 
 
 @triton.jit
@@ -190,17 +195,37 @@ def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
     return finite.numel() > 0 and bool((finite != 0).any()) and bool((finite.to(bits).float() == finite).all())
 
 
-def check_one_pass_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
-    """Judge a learner's kernel in the checker's separate process; see :func:`judge_one_pass` for what is checked.
+def _signatures():
+    """The launch's argument types, for the compile check of a CUDA target (float32 and float16 x)."""
+    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}", "dx_ptr": f"*{t}",
+              "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32", "BLOCK_SIZE": "constexpr"},
+             {"BLOCK_SIZE": 512}) for t in ("fp32", "fp16")]
 
-    A kernel that crashes the process, or spoils its GPU context, or runs past
-    the time limit, gives a message here, never a dead notebook kernel.
+
+@never_raises(EXERCISE)
+def check_one_pass_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+    """Judge a learner's kernel as lessons 03–05's checkers do (:func:`~rmsnorm.checkers.kernels.check_kernel`).
+
+    Before any launch, :func:`~rmsnorm.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
+    exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
+    interpreter) and :func:`judge_one_pass` in the checker's separate process, so a crash, a spoiled GPU context or a
+    kernel that never ends gives a message here, never a dead notebook kernel.
+
+    Args:
+        kernel: the learner's ``@triton.jit`` kernel, with the signature of :func:`one_pass_backward_kernel`.
+        time_limit_s: seconds all launches together may take.
+
+    Returns:
+        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the mistake. Never raises.
+
+    Source: solutions/10_one_pass_backward.ipynb.
     """
-    return judged_in_child(EXERCISE, (__name__, "judge_one_pass"), kernel, time_limit_s)
+    return check_kernel(EXERCISE, kernel, one_pass_backward_kernel, (__name__, "judge_one_pass"), _signatures(), MASK_NOTE,
+                        extra_args=(time_limit_s,), limit_s=time_limit_s + isolate.CASE_TIME_LIMIT_S)
 
 
 def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
-    """Launch a learner's one-pass backward loop on a persistent grid and say what is wrong.
+    """In the checker's child process: launch the one-pass backward loop on a persistent grid, say what is wrong.
 
     Args:
         kernel: a ``@triton.jit`` kernel with the signature of
@@ -215,13 +240,6 @@ def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
 
     Source: solutions/10_one_pass_backward.ipynb.
     """
-    early = preflight(
-        EXERCISE, kernel, one_pass_backward_kernel,
-        "With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
-        "which `mask = cols < N` leaves out",
-    )
-    if early is not None:
-        return early
     cases = grid_cases()
     outputs = run_guarded(EXERCISE, kernel, cases, _launch, time_limit_s)
     if isinstance(outputs, Feedback):

@@ -112,13 +112,16 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     last = lines[-1] if lines else ""
     if interpreted():
         return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: {last} (The "
-                "interpreter is lenient; the GPU is not: e.g. a loop variable must keep its dtype, so start an "
-                "accumulator as `tl.zeros(..., dtype=tl.float32)` or `0.0`, and a block's width must be a "
-                "`tl.constexpr`.)")
+                f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")
     how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
     return (f"{name} does not compile: Triton's compiler for a GPU rejects it{where}: {last} (common causes: a keyword "
-            "the function does not take; an accumulator whose dtype changes in a loop, so start it as "
-            f"`tl.zeros(..., dtype=tl.float32)` or `0.0`; a block's width that is not a `tl.constexpr`.){how}")
+            f"the function does not take; {_LOOP_VARIABLE}; {_CONSTEXPR_WIDTH}.){how}")
+
+
+#: The two GPU-only rules a kernel that runs in the interpreter most often breaks.
+_LOOP_VARIABLE = ("a variable changed in a loop must keep its dtype and shape, so start an accumulator as what it "
+                  "will be: `tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a single number")
+_CONSTEXPR_WIDTH = "a block's width must be a `tl.constexpr`"
 
 
 def compile_error_message(kernel, error: BaseException, example: str = "") -> str | None:

@@ -20,9 +20,10 @@ The checkers of lessons 09 and 10 launch the learner's kernel themselves
   yet") :class:`~rmsnorm.checkers.Feedback` naming the learner's line.
 
 All of this runs inside the checker's separate process
-(:func:`judged_in_child`, on :mod:`rmsnorm.checkers.isolate`): a crash, an
-illegal address that spoils a GPU context, or a kernel still running on the
-GPU ends with that process, never with the learner's notebook.
+(:func:`rmsnorm.checkers.kernels.check_kernel`, on :mod:`rmsnorm.checkers.isolate`,
+as for lessons 03–05): a crash, an illegal address that spoils a GPU context, or
+a kernel still running on the GPU ends with that process, never with the
+learner's notebook.
 
 Source: solutions/09_the_long_row.ipynb, solutions/10_one_pass_backward.ipynb.
 """
@@ -44,6 +45,7 @@ try:  # the interpreter's builder, wrapped by bounds_checked (absent or differen
 except ImportError:  # pragma: no cover
     _interpreter = None
 
+from . import gpu_compile
 from .diagnose import Case, Outputs, Run, Symptom, _case_passes
 from .feedback import Feedback, describe_error, is_not_implemented, learner_frame, name_of, not_done, wrong
 
@@ -234,6 +236,9 @@ def run_guarded(
                              "the row offset (`row * row_stride`), the column offset, and the mask.")
             if is_not_implemented(error):
                 return not_done(exercise, name_of(kernel))
+            rejected = gpu_compile.compile_error_message(kernel, error)
+            if rejected is not None:  # on a GPU the kernel is compiled here, in the child
+                return wrong(exercise, rejected)
             return wrong(exercise, f"on {case.label}: " + describe_error(name_of(kernel), error))
         if not finished:
             return wrong(exercise, _timeout_message(kernel, case, time_limit_s))
@@ -279,32 +284,3 @@ def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms: Seq
     if "is still NaN" in feedback.message:
         return wrong(exercise, f"{feedback.message} {nan_note}")
     return feedback
-
-
-def judged_in_child(exercise: str, target: tuple[str, str], kernel, time_limit_s: float) -> Feedback:
-    """Run ``target(kernel, time_limit_s)`` (a whole check) in the checker's separate process.
-
-    The kernel travels as its source (:mod:`rmsnorm.checkers.shipping`) and is
-    defined again there; the check's own guards and timer run in that process,
-    and a crash (a segfault, an illegal address that spoils a GPU context) or a
-    hang past ``time_limit_s`` + the per-case limit becomes a message here. What
-    cannot travel (not a kernel) is judged in this process, which never raises.
-    """
-    import importlib
-
-    from . import isolate
-    from .shipping import KernelSource, is_kernel, kernel_spec
-
-    judge = getattr(importlib.import_module(target[0]), target[1])
-    if not is_kernel(kernel):
-        return judge(kernel, time_limit_s)
-    try:
-        spec = kernel_spec(kernel)
-    except Exception:  # noqa: BLE001 - a kernel whose source cannot be found is judged here
-        return judge(kernel, time_limit_s)
-    started = isolate.start(target, [KernelSource(spec), time_limit_s], interpret=isolate.interpreted())
-    if isinstance(started, isolate.Outcome):  # could not be pickled
-        return judge(kernel, time_limit_s)
-    outcome = isolate.wait(started, time_limit_s + isolate.CASE_TIME_LIMIT_S)
-    return isolate.outcome_feedback(exercise, outcome, f"your kernel {name_of(kernel)}")
-

@@ -259,16 +259,19 @@ def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
 # --------------------------------------------------------------------------- in the parent
 
 
-def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], signatures, mask_example: str) -> Feedback:
+def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], signatures, mask_example: str,
+                 extra_args: tuple = (), limit_s: float | None = None) -> Feedback:
     """Judge a learner's kernel: preflight, then the GPU compile and the isolated run, at the same time.
 
     Args:
         exercise: name shown in the feedback.
         kernel: the learner's ``@triton.jit`` kernel.
         reference: the package kernel with the signature the launcher expects.
-        target: (module, function) run in the child with the rebuilt kernel; returns a Feedback.
+        target: (module, function) run in the child as ``target(rebuilt_kernel, *extra_args)``; returns a Feedback.
         signatures: [(signature, constexprs)] of the package kernel's parameters, for the GPU compile.
         mask_example: see :func:`preflight`.
+        extra_args: more arguments for ``target`` (picklable).
+        limit_s: seconds the child may take; default :data:`isolate.CASE_TIME_LIMIT_S`.
 
     Returns:
         A :class:`Feedback`; never raises.
@@ -283,8 +286,8 @@ def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], sign
     renamed = [({names[ours.index(k)]: v for k, v in sig.items()}, {names[ours.index(k)]: v for k, v in const.items()})
                for sig, const in signatures]
     compiling = gpu_compile.start_gpu_compile(spec, renamed)
-    outcome = isolate.wait(isolate.start(target, [KernelSource(spec)], interpret=isolate.interpreted()),
-                           isolate.CASE_TIME_LIMIT_S)
+    outcome = isolate.wait(isolate.start(target, [KernelSource(spec), *extra_args], interpret=isolate.interpreted()),
+                           isolate.CASE_TIME_LIMIT_S if limit_s is None else limit_s)
     if outcome.kind in ("crashed", "timeout"):
         gpu_compile.cancel_gpu_compile(compiling)
         return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
