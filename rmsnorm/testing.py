@@ -19,6 +19,7 @@ import contextlib
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
+from unittest import mock
 
 import torch
 
@@ -138,19 +139,13 @@ def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None,
     return y64, dx64, dgamma64
 
 
-@contextlib.contextmanager
 def poisoned_outputs():
     """Within this block every kernel output starts as NaN (see ``device.new_output``).
 
     An element a kernel forgets to write then stays NaN, and NaN never passes
-    :func:`assert_close`.
+    :func:`assert_close`. A context manager (``unittest.mock.patch.object`` on the flag).
     """
-    previous = _device.POISON_OUTPUTS
-    _device.POISON_OUTPUTS = True
-    try:
-        yield
-    finally:
-        _device.POISON_OUTPUTS = previous
+    return mock.patch.object(_device, "POISON_OUTPUTS", True)
 
 
 class RecordedLaunch(NamedTuple):
@@ -186,15 +181,12 @@ def recording(kernel):
     return _Recording(), launches
 
 
-@contextlib.contextmanager
 def outputs_forbidden():
-    """Within this block any launcher's output allocation (``device.new_output``) raises AssertionError."""
-    previous = _device.FORBID_OUTPUTS
-    _device.FORBID_OUTPUTS = True
-    try:
-        yield
-    finally:
-        _device.FORBID_OUTPUTS = previous
+    """Within this block any launcher's output allocation (``device.new_output``) raises AssertionError.
+
+    A context manager (``unittest.mock.patch.object`` on the flag).
+    """
+    return mock.patch.object(_device, "FORBID_OUTPUTS", True)
 
 
 @contextlib.contextmanager
