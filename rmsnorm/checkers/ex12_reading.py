@@ -223,9 +223,9 @@ def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
         pick_config: the learner's function; ``timings`` has one row per sample with
             columns M, N, dtype, pass_, BLOCK_M, BLOCK_N, num_warps, programs_per_sm,
             num_stages, l2 ("cold" or "warm") and us (µs).
-        tuning_csv: the committed ``fast_tuning.csv`` (one L2-cold sample per
-            configuration; an ``l2`` column of "cold" is added when it has none),
-            or None to skip that part.
+        tuning_csv: the committed ``fast_tuning.csv`` (one L2-cold sample per row,
+            several rows for a configuration timed in several sweeps; an ``l2``
+            column of "cold" is added when it has none), or None to skip that part.
         shapes: (M, N, dtype, pass_) tuples of ``tuning_csv`` to check.
 
     Returns:
