@@ -235,7 +235,7 @@ t=$SECONDS
 # --init: an init process reaps what the checkers' child processes leave (without it pytest, as PID 1,
 # once hung at the end of this run); timeout: a hang fails this step instead of eating CI's budget.
 if ! timeout --kill-after=30 1800 "$DOCKER_CLI" run --rm --init --name "$NAME-tests" "$IMAGE" sh -c \
-     'mkdir -p "$FIGURES_DIR" && exec python -m pytest -q -p no:cacheprovider -n "$1" --dist loadfile tests notebooks --nbval-lax --nbval-current-env --nbval-cell-timeout=1200' \
+     'mkdir -p "$FIGURES_DIR" && exec python -m pytest -q -p no:cacheprovider -n "$1" --dist load tests notebooks --nbval-lax --nbval-current-env --nbval-cell-timeout=1200' \
      sh "$JOBS" >"$WORK/pytest.log" 2>&1; then
   tail -n 40 "$WORK/pytest.log" >&2
   fail "pytest tests notebooks in the image (log: $WORK/pytest.log)"
