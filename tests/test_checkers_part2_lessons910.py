@@ -138,3 +138,12 @@ def test_a_renamed_pointer_is_accepted_as_in_lessons_03_to_05():
     # constexpr's name is fixed; one preflight (checkers.kernels.preflight) serves both days.
     renamed = wv.mutate(long_row_forward_kernel, ("    x_ptr,  #", "    x_in,  #"), ("x_row = x_ptr + row", "x_row = x_in + row"))
     assert checkers.check_long_row_kernel(renamed).passed
+
+
+def test_the_exercise_09_cases_are_those_its_notebook_announces():
+    # solutions/09: "seven cases ... smaller than N in six of them; in one, a block of 64 is wider than a row of 40"
+    from rmsnorm.checkers.ex09_long_row import loop_cases
+
+    cases = loop_cases()
+    wider = [(c.block, c.N) for c in cases if c.block >= c.N]
+    assert len(cases) == 7 and wider == [(64, 40)]

@@ -251,8 +251,8 @@ def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
     Args:
         kernel: a ``@triton.jit`` kernel with the signature of
             :func:`long_row_forward_kernel` (x_ptr, gamma_ptr, y_ptr, rstd_ptr,
-            row_stride, N, eps, BLOCK_SIZE), launched with M programs and
-            BLOCK_SIZE < N.
+            row_stride, N, eps, BLOCK_SIZE), launched with M programs and,
+            in all cases but one, BLOCK_SIZE < N.
         time_limit_s: seconds all launches together may take.
 
     Returns:
