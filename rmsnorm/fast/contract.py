@@ -6,7 +6,8 @@ naming the tensor, the rule and the value, before anything is allocated):
 - ``x``: float32, float16 or bfloat16, 2-D (M, N) with 1 ≤ N ≤ 65536 and any
   M ≥ 0 (offsets are int64, so M·N ≥ 2³¹ is fine). The last dimension must
   have unit stride; the row stride may be anything (a slice ``buf[:, :N]`` is
-  read in place). The functional :func:`rmsnorm.fast.rmsnorm_fast` makes any
+  read in place). The strides of an empty tensor (M = 0) are not checked:
+  they describe no memory, and nothing is read. The functional :func:`rmsnorm.fast.rmsnorm_fast` makes any
   other layout contiguous first (one copy) and flattens leading dimensions.
 - ``gamma``: (N,) float32, float16 or bfloat16 with unit stride, on x's
   device; its dtype may differ from x's (fp32 weights, bf16 activations).
@@ -54,7 +55,9 @@ def _require_dtype(name: str, t: torch.Tensor) -> None:
 
 
 def _require_unit_last_stride(name: str, t: torch.Tensor) -> None:
-    if t.dim() >= 1 and t.shape[-1] > 1 and t.stride(-1) != 1:
+    # An empty tensor's strides describe no layout: torch calls every empty tensor contiguous, and
+    # .contiguous() returns it unchanged (the dy of y.sum() for an empty batch is expanded, strides (0, 0)).
+    if t.dim() >= 1 and t.shape[-1] > 1 and t.stride(-1) != 1 and t.numel() > 0:
         raise ContractError(
             f"{name} must have unit stride in its last dimension; got strides {tuple(t.stride())} "
             f"for shape {tuple(t.shape)} (rmsnorm_fast copies such inputs once; the launchers do not)"

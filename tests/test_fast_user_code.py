@@ -1,0 +1,95 @@
+"""The fast path in ordinary model code: empty batches, broadcast gradients, torch's eps default, compiled views.
+
+What a user's code does without thinking about the kernels: a reduced loss
+(``.sum()``, ``.mean()``) gives the backward an expanded dy with zero strides;
+an MoE expert or the last shard of a dataset gives an empty batch;
+``torch.nn.RMSNorm(eps=None)`` is swapped for :class:`FastRMSNorm`; q/k heads
+are views of a fused QKV buffer; ``torch.compile(dynamic=True)`` is the
+default for varying sequence lengths. Each is checked against a stated
+oracle: the float64 reference, the installed torch's own ``torch.nn.RMSNorm``,
+or the same code run eagerly (bit for bit under the ``aot_eager`` backend,
+which runs the traced graph with eager kernels; within the dtype's declared
+tolerance under inductor, whose kernels around ours round differently).
+
+Under the CPU interpreter bf16 is refused, so the bf16 cases run on a GPU
+(``gpu`` mark). Inductor on the CPU needs a C++ compiler; where there is none
+those cases skip with the reason (:func:`rmsnorm.testing.inductor_unavailable`).
+"""
+
+import pytest
+import torch
+
+from rmsnorm.fast import FastRMSNorm, rmsnorm_fast
+from rmsnorm.testing import assert_close, dgamma_tolerance, make_inputs, oracle
+
+GPU = torch.cuda.is_available()
+gpu_only = [pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="bf16 runs on a GPU only (the interpreter refuses it)")]
+EXACT = {"rtol": 0, "atol": 0}
+
+
+def _leaf(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone().requires_grad_()
+
+
+# ----------------------------------------------------------------------------- empty batches, reduced losses
+
+EMPTY_SHAPES = [(0, 40), (0, 1), (3, 0, 40), (0, 5, 40)]
+DTYPE_PAIRS = [(torch.float32, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.float16)]
+
+
+@pytest.mark.parametrize("loss", ["sum", "mean"])
+@pytest.mark.parametrize("x_dtype, gamma_dtype", DTYPE_PAIRS, ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_an_empty_batch_gives_an_empty_dx_and_a_zero_dgamma(shape, x_dtype, gamma_dtype, loss, device):
+    N = shape[-1]
+    x = torch.randn(shape, device=device).to(x_dtype).requires_grad_()
+    gamma = (1 + torch.randn(N, device=device) / 4).to(gamma_dtype).requires_grad_()
+    y = rmsnorm_fast(x, gamma)
+    assert y.shape == x.shape and y.dtype == x_dtype
+    getattr(y, loss)().backward()  # dy: an expanded empty tensor, strides all 0
+    assert x.grad.shape == x.shape and x.grad.dtype == x_dtype
+    assert gamma.grad.dtype == gamma_dtype and torch.equal(gamma.grad.cpu(), torch.zeros(N, dtype=gamma_dtype))
+    bare = _leaf(x)
+    getattr(rmsnorm_fast(bare, None), loss)().backward()
+    assert bare.grad.shape == x.shape and bare.grad.dtype == x_dtype
+
+
+@pytest.mark.parametrize("elementwise_affine", [True, False])
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_an_empty_batch_through_the_module(shape, elementwise_affine, device):
+    N = shape[-1]
+    fast = FastRMSNorm(N, eps=1e-6, elementwise_affine=elementwise_affine, device=device, dtype=torch.float16)
+    x = torch.randn(shape, device=device).requires_grad_()  # fp32 activations, fp16 weight
+    fast(x).sum().backward()
+    assert x.grad.shape == x.shape and x.grad.dtype == torch.float32
+    if elementwise_affine:
+        assert fast.weight.grad.dtype == torch.float16
+        assert torch.equal(fast.weight.grad.cpu(), torch.zeros(N, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("loss", ["sum", "mean", "column_sums", "row_sums"])
+def test_a_broadcast_dy_from_a_reduced_loss(loss, device):
+    M, N = 24, 40
+    x, gamma, v = make_inputs(M, N, torch.float32, device=device, seed=21)
+    xr, gr = _leaf(x), _leaf(gamma)
+    y = rmsnorm_fast(xr, gr)
+    strides = []
+    y.register_hook(lambda g: strides.append(g.stride()))
+    if loss == "sum":
+        y.sum().backward()
+        dy, layout = torch.ones(M, N), (0, 0)
+    elif loss == "mean":
+        y.mean().backward()  # torch's MeanBackward divides the expanded ones: a dense dy, layout not asserted
+        dy, layout = torch.full((M, N), 1 / (M * N)), None
+    elif loss == "column_sums":  # y.sum(0) · v[0]: dy = v[0] expanded over the rows
+        (y.sum(0) * v[0]).sum().backward()
+        dy, layout = v[0].cpu().expand(M, N), (0, 1)
+    else:  # y.sum(1) · v[:, 0]: dy = v[:, 0] expanded over the columns
+        (y.sum(1) * v[:, 0]).sum().backward()
+        dy, layout = v[:, 0].cpu()[:, None].expand(M, N), (1, 0)
+    assert len(strides) == 1
+    if layout is not None:
+        assert strides[0] == layout  # the layout the backward was really given
+    _, dx64, dg64 = oracle(x, gamma, dy)
+    assert_close(xr.grad, dx64, msg="dx")
+    assert_close(gr.grad, dg64, tol=dgamma_tolerance(M, x.dtype, gamma.dtype), msg="dgamma")
