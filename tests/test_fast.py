@@ -305,7 +305,7 @@ def test_double_backward_is_a_clear_error(device):
 
 def test_fast_module_is_a_drop_in_for_torch_nn_rmsnorm(device):
     torch.manual_seed(1)
-    ref = torch.nn.RMSNorm(64, device=device)  # eps=None: finfo(x.dtype).eps at call time
+    ref = torch.nn.RMSNorm(64, device=device)  # eps=None: the eps of the computation dtype (float32)
     fast = FastRMSNorm(64, device=device)
     assert isinstance(fast, torch.nn.RMSNorm) and fast.eps is None
     with torch.no_grad():

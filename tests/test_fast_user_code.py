@@ -16,11 +16,13 @@ Under the CPU interpreter bf16 is refused, so the bf16 cases run on a GPU
 those cases skip with the reason (:func:`rmsnorm.testing.inductor_unavailable`).
 """
 
+import itertools
+
 import pytest
 import torch
 
 from rmsnorm.fast import FastRMSNorm, rmsnorm_fast
-from rmsnorm.testing import assert_close, dgamma_tolerance, make_inputs, oracle
+from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, make_inputs, oracle
 
 GPU = torch.cuda.is_available()
 gpu_only = [pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="bf16 runs on a GPU only (the interpreter refuses it)")]
@@ -93,3 +95,32 @@ def test_a_broadcast_dy_from_a_reduced_loss(loss, device):
     _, dx64, dg64 = oracle(x, gamma, dy)
     assert_close(xr.grad, dx64, msg="dx")
     assert_close(gr.grad, dg64, tol=dgamma_tolerance(M, x.dtype, gamma.dtype), msg="dgamma")
+
+
+# ----------------------------------------------------------------------------- eps=None is torch.nn.RMSNorm's
+
+_PAIRS = list(itertools.product((torch.float32, torch.float16, torch.bfloat16), repeat=2))
+
+
+def _pair(x_dtype, w_dtype):
+    marks = gpu_only if torch.bfloat16 in (x_dtype, w_dtype) else []
+    return pytest.param(x_dtype, w_dtype, id=f"x_{str(x_dtype)[6:]}-w_{str(w_dtype)[6:]}", marks=marks)
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's own module, mixed dtypes
+@pytest.mark.parametrize("x_dtype, w_dtype", [_pair(*p) for p in _PAIRS])
+def test_eps_none_gives_what_the_installed_torch_nn_rmsnorm_gives(x_dtype, w_dtype, device):
+    # scale 0.01: mean(x²) ≈ 1e-4, where finfo(float16).eps = 9.8e-4 would dominate and finfo(float32).eps does not
+    g = torch.Generator().manual_seed(22)
+    x = (0.01 * torch.randn(5, 7, 64, generator=g)).to(device, x_dtype)
+    ref = torch.nn.RMSNorm(64, device=device, dtype=w_dtype)
+    with torch.no_grad():
+        ref.weight.copy_(1 + torch.randn(64, generator=g) / 4)
+    fast = FastRMSNorm(64, device=device, dtype=w_dtype)
+    fast.load_state_dict(ref.state_dict())
+    assert ref.eps is None and fast.eps is None
+    y, y_ref = fast(x), ref(x)
+    assert y.dtype == y_ref.dtype == x_dtype
+    torch.testing.assert_close(y, y_ref, **TOLERANCES[x_dtype])
+    bare, bare_ref = FastRMSNorm(64, elementwise_affine=False), torch.nn.RMSNorm(64, elementwise_affine=False)
+    torch.testing.assert_close(bare(x), bare_ref(x), **TOLERANCES[x_dtype])

@@ -137,8 +137,12 @@ class FastRMSNorm(torch.nn.RMSNorm):
 
     Same constructor (``normalized_shape`` must be (N,) with N ≤ 65536),
     ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``;
-    ``eps=None`` means ``torch.finfo(x.dtype).eps`` at call time, as there;
-    ``elementwise_affine=False`` runs without a weight.
+    ``eps=None`` means, as there, the machine epsilon of the dtype the norm is
+    computed in, not of x's dtype: ``torch.finfo(torch.float32).eps`` ≈ 1.19e-7
+    for float32, float16 and bfloat16 x alike (``torch.finfo(torch.float16).eps``,
+    9.8e-4, would swamp mean(x²) for small activations);
+    ``elementwise_affine=False`` runs without a weight. y has x's dtype, as
+    ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair.
 
     Raises:
         ContractError: for a normalized_shape of more than one dimension or
@@ -161,5 +165,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N)."""
-        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        # eps=None: torch takes the epsilon of its computation dtype (torch._decomp's _fused_rms_norm),
+        # float32 for every dtype the fast path accepts, and the kernels compute in float32 too
+        eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
         return rmsnorm_fast(x, self.weight, eps)
