@@ -21,8 +21,10 @@ import itertools
 import pytest
 import torch
 
+import rmsnorm.fast.autograd as fast_autograd
 from rmsnorm.fast import FastRMSNorm, rmsnorm_fast
-from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, make_inputs, oracle
+from rmsnorm.fast.autograd import _as_rows
+from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
 
 GPU = torch.cuda.is_available()
 gpu_only = [pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="bf16 runs on a GPU only (the interpreter refuses it)")]
@@ -124,3 +126,87 @@ def test_eps_none_gives_what_the_installed_torch_nn_rmsnorm_gives(x_dtype, w_dty
     torch.testing.assert_close(y, y_ref, **TOLERANCES[x_dtype])
     bare, bare_ref = FastRMSNorm(64, elementwise_affine=False), torch.nn.RMSNorm(64, elementwise_affine=False)
     torch.testing.assert_close(bare(x), bare_ref(x), **TOLERANCES[x_dtype])
+
+
+# ----------------------------------------------------------------------------- torch.compile over views
+
+T, H, D = 6, 4, 40  # tokens, heads, head dim: a fused QKV buffer is (T, 3·H·D)
+
+
+def _layouts(device):
+    """name → (base leaf, function of the base giving x (..., D), whether x's rows collapse to one row stride)."""
+    g = torch.Generator().manual_seed(23)
+
+    def base(*shape):
+        return torch.randn(*shape, generator=g).to(device).requires_grad_()
+
+    return {
+        "slice": (base(T, D + 24), lambda b: b[:, 8:8 + D], True),  # buf[:, :N]-like: row stride D + 24
+        "slice_3d": (base(3, T, D + 8), lambda b: b[..., :D], True),  # (3, T, D), strides (T·(D+8), D+8, 1)
+        "head_view": (base(T, 3 * H * D), lambda b: b[:, :H * D].view(T, H, D), False),  # q heads of a QKV
+        "k_heads": (base(T, 3, H, D), lambda b: b[:, 1], False),  # k heads of a (T, 3, H, D) view
+        "transposed": (base(H, T, D), lambda b: b.transpose(0, 1), False),  # (T, H, D) read as (H, T, D)
+        "column_major": (base(D, T), lambda b: b.t(), False),  # stride(-1) = T: copied first
+    }
+
+
+LAYOUTS = list(_layouts("cpu"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_rows_are_read_in_place_exactly_when_one_row_stride_describes_them(layout, device):
+    b, make_x, collapsible = _layouts(device)[layout]
+    x = make_x(b)
+    rows = _as_rows(x)
+    assert rows.shape == (x.numel() // D, D) and rows.stride(-1) == 1
+    assert (rows.data_ptr() == x.data_ptr()) == collapsible  # a view when possible, else one copy
+    assert torch.equal(rows, x.reshape(-1, D))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_kernel_reads_a_collapsible_view_in_place_under_compile(layout, device, monkeypatch):
+    b, make_x, collapsible = _layouts(device)[layout]
+    seen = []
+    launcher = fast_autograd.rmsnorm_fast_forward
+
+    def recording(x, gamma, eps):
+        seen.append((x.data_ptr(), x.stride()))
+        return launcher(x, gamma, eps)
+
+    monkeypatch.setattr(fast_autograd, "rmsnorm_fast_forward", recording)  # what the op's implementation calls
+    torch._dynamo.reset()
+    x = make_x(b)
+    torch.compile(lambda t: rmsnorm_fast(make_x(t), None), fullgraph=True, backend="aot_eager")(b)
+    assert len(seen) == 1 and (seen[0][0] == x.data_ptr()) == collapsible
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fullgraph", [True, False], ids=["fullgraph", "graph_breaks_allowed"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_compile_over_a_view_gives_the_eager_numbers(layout, fullgraph, backend, device):
+    if backend == "inductor" and inductor_unavailable(device):
+        pytest.skip(inductor_unavailable(device))
+    b, make_x, _ = _layouts(device)[layout]
+    gamma = _leaf(1 + torch.randn(D, device=device) / 4)
+    dy = torch.randn(make_x(b).shape, device=device)
+
+    def f(base, gamma):
+        return rmsnorm_fast(make_x(base), gamma)
+
+    def run(fn):
+        base, g = _leaf(b), _leaf(gamma)
+        y = fn(base, g)
+        (y * dy).sum().backward()
+        return y, base.grad, g.grad
+
+    y, dbase, dgamma = run(f)
+    x = make_x(b).detach()
+    y64, dx64, dg64 = oracle(x.reshape(-1, D), gamma, dy.reshape(-1, D))
+    assert_close(y.reshape(-1, D), y64, msg="eager y")  # the eager numbers are right to begin with
+    assert_close(make_x(dbase).reshape(-1, D), dx64, msg="eager dx")
+    assert_close(dgamma, dg64, tol=dgamma_tolerance(x.numel() // D, x.dtype, gamma.dtype), msg="eager dgamma")
+    torch._dynamo.reset()
+    compiled = run(torch.compile(f, fullgraph=fullgraph, backend=backend))
+    tol = EXACT if backend == "aot_eager" else TOLERANCES[torch.float32]
+    for name, got, want in zip(("y", "dbase", "dgamma"), compiled, (y, dbase, dgamma)):
+        torch.testing.assert_close(got, want, **tol, msg=lambda m, name=name: f"{name}: {m}")

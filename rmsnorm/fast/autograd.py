@@ -85,13 +85,17 @@ _backward_op.register_autograd(_no_double_backward, setup_context=_setup_nothing
 
 
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
-    """(…, N) → (M, N) with unit column stride: a view when possible, else one copy."""
+    """(…, N) → (M, N) with unit column stride: a view when possible, else one copy.
+
+    ``reshape`` is a view when the leading dimensions collapse to one row
+    stride (``buf[:, :N]``, ``buf[..., :N]``) and one contiguous copy when
+    they do not (a head view ``qkv[:, :H * D].view(T, H, D)``, transposed
+    leading dimensions). It decides from sizes and strides, so torch.compile
+    traces it; a ``view`` tried inside ``try``/``except`` cannot be traced.
+    """
     if t.shape[-1] > 1 and t.stride(-1) != 1:
         t = t.contiguous()
-    try:
-        return t.view(-1, t.shape[-1])
-    except RuntimeError:  # leading dimensions that no single row stride describes
-        return t.contiguous().view(-1, t.shape[-1])
+    return t.reshape(-1, t.shape[-1])
 
 
 def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
