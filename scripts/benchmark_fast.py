@@ -43,11 +43,11 @@ def main(argv=None) -> int:
 
     from rmsnorm.bench import copy_bandwidth_gbps
     from rmsnorm.bench.timing import L2_FLUSH_BYTES
-    from rmsnorm.bench.sidebyside import GRID, PROVIDERS, ratio_table, side_by_side, tune
+    from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, ratio_table, side_by_side, tune
 
     args.out.mkdir(parents=True, exist_ok=True)
     shapes = [GRID[int(i)] for i in args.only.split(",")] if args.only else list(GRID)
-    providers = args.providers.split(",") if args.providers else list(PROVIDERS)
+    providers = args.providers.split(",") if args.providers else list(SIDE_BY_SIDE)
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__}")
     if args.tune:
         pd.DataFrame(tune(shapes, args.tune_budget, args.tune_passes.split(","))).to_csv(args.out / "fast_tuning.csv", index=False)

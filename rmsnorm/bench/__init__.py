@@ -1,26 +1,35 @@
 """Benchmarks: time the kernels honestly, after checking them; read the committed results anywhere.
 
-Three modules, one concern each:
+One concern per module:
 
-- :mod:`rmsnorm.bench.timing` — the timers: whole calls (the article's
-  protocol), graph replay, and :func:`kernel_time_us`, the **L2-cold** kernel
-  time (profiler, with L2 flushed before every call) that every rate of the
-  course is computed from. They refuse to run without CUDA.
-- :mod:`rmsnorm.bench.runs` — what is timed (the package's kernels, the PyTorch
-  reference, Liger-Kernel when it imports), the oracle check in front of every
-  timing, the 128 × 257 protocol and the M × N sweep.
-- :mod:`rmsnorm.bench.results` — the declared byte count (the minimum traffic,
-  the same for every implementation: a lower bound), the summary and difference
-  tables, the environment record and the committed results. Works on any machine.
+- :mod:`rmsnorm.bench.providers` — the one provider list (fast, floor, article, reference,
+  eager, compile, compile_nomix, liger, quack): how a model calls each, its passes on their
+  own, what it refuses and why; the one oracle check in front of every timing.
+- :mod:`rmsnorm.bench.floor` — the fast kernels behind a bare autograd.Function: what any
+  Triton path costs the host.
+- :mod:`rmsnorm.bench.timing` — the timers: whole calls (the article's protocol), host
+  time, graph replay, and :func:`kernel_time_us`, the **L2-cold** kernel time (profiler,
+  with L2 flushed before every call) that every rate of the course is computed from. They
+  refuse to run without CUDA.
+- :mod:`rmsnorm.bench.runs` — lesson 07: the 128 × 257 protocol and the M × N sweep.
+- :mod:`rmsnorm.bench.sidebyside` — lesson 12: every provider's passes, kernel time; the
+  table's checks. :mod:`rmsnorm.bench.tuning` — the fast path's config sweep.
+- :mod:`rmsnorm.bench.wholecall` — what a model's call costs: whole call, host, graph
+  replay and kernel time through each provider's public entry point.
+- :mod:`rmsnorm.bench.results` — the declared byte count (the minimum traffic, the same for
+  every implementation: a lower bound), the summary and difference tables, the environment
+  record, and the committed results (:func:`results_dir` finds them). Works on any machine.
 
-Every public name is re-exported here: ``from rmsnorm.bench import kernel_time_us``.
+The names used across lessons are re-exported here: ``from rmsnorm.bench import kernel_time_us``.
 Needs pandas (the ``course``/``test`` extras), unlike the rest of the package.
 Benchmarks never assert a speed-up.
 
-Source: notebooks/07_benchmark.ipynb.
+Source: notebooks/07_benchmark.ipynb, notebooks/12_tuning_and_side_by_side.ipynb.
 """
 
 from ..contract import MAX_SCRATCH_BYTES  # scripts/benchmark.py reads it as bench.MAX_SCRATCH_BYTES
+from . import providers, timing  # noqa: F401  (submodules: rmsnorm.bench.providers, rmsnorm.bench.timing)
+from .providers import PROVIDER_NAMES, PROVIDERS, Provider, check_calls, pass_calls, prepare, provider, whole_calls
 from .results import (
     BYTE_CONVENTION,
     RATE_COLUMNS,
@@ -30,12 +39,16 @@ from .results import (
     Results,
     backward_bytes,
     bytes_moved,
+    canonical_names,
     difference_table,
     environment_info,
     forward_backward_bytes,
     forward_bytes,
+    load_fast_table,
     load_results,
+    load_whole_call,
     recompute_rates,
+    results_dir,
     summarize,
 )
 from .runs import (
@@ -44,7 +57,6 @@ from .runs import (
     PATHS,
     SWEEP_M,
     SWEEP_N,
-    check_calls,
     liger_status,
     make_calls,
     measure_shape,
@@ -56,6 +68,8 @@ from .timing import (
     CALLS_PER_SAMPLE,
     FLUSH_KERNEL_NAME,
     GRAPH_REP_MS,
+    HOST_CALLS_PER_SAMPLE,
+    HOST_SAMPLES,
     L2_FLUSH_BYTES,
     PROFILED_CALLS,
     SAMPLES,
@@ -70,16 +84,19 @@ from .timing import (
     require_cuda,
     rmsnorm_bench_l2_flush_kernel,
     time_graph_replay,
+    time_host_calls,
     time_whole_calls,
 )
 
 __all__ = [
-    "BYTE_CONVENTION", "CALLS_PER_SAMPLE", "DEFAULT_SHAPE", "FLUSH_KERNEL_NAME", "GRAPH_REP_MS", "IMPLS",
-    "L2_FLUSH_BYTES", "MAX_SCRATCH_BYTES", "PATHS", "PROFILED_CALLS", "RATE_COLUMNS", "RESULT_FILES", "RESULTS_DIR",
-    "SAMPLES", "STAT_COLUMNS", "SWEEP_M", "SWEEP_N", "WARMUP_CALLS",
-    "BenchmarkUnavailableError", "KernelProfile", "Results",
-    "backward_bytes", "bytes_moved", "check_calls", "copy_bandwidth_gbps", "difference_table", "environment_info",
-    "flush_l2", "forward_backward_bytes", "forward_bytes", "gbps", "kernel_time_us", "liger_status", "load_results",
-    "make_calls", "measure_shape", "profile_kernels", "recompute_rates", "require_cuda", "rmsnorm_bench_l2_flush_kernel",
-    "run_protocol", "run_sweep", "summarize", "sweep_shapes", "time_graph_replay", "time_whole_calls",
+    "BYTE_CONVENTION", "CALLS_PER_SAMPLE", "DEFAULT_SHAPE", "FLUSH_KERNEL_NAME", "GRAPH_REP_MS",
+    "HOST_CALLS_PER_SAMPLE", "HOST_SAMPLES", "IMPLS", "L2_FLUSH_BYTES", "MAX_SCRATCH_BYTES", "PATHS",
+    "PROFILED_CALLS", "PROVIDERS", "PROVIDER_NAMES", "RATE_COLUMNS", "RESULT_FILES", "RESULTS_DIR", "SAMPLES",
+    "STAT_COLUMNS", "SWEEP_M", "SWEEP_N", "WARMUP_CALLS", "BenchmarkUnavailableError", "KernelProfile", "Provider",
+    "Results", "backward_bytes", "bytes_moved", "canonical_names", "check_calls", "copy_bandwidth_gbps",
+    "difference_table", "environment_info", "flush_l2", "forward_backward_bytes", "forward_bytes", "gbps",
+    "kernel_time_us", "liger_status", "load_fast_table", "load_results", "load_whole_call", "make_calls",
+    "measure_shape", "pass_calls", "prepare", "profile_kernels", "provider", "recompute_rates", "require_cuda",
+    "results_dir", "rmsnorm_bench_l2_flush_kernel", "run_protocol", "run_sweep", "summarize", "sweep_shapes",
+    "time_graph_replay", "time_host_calls", "time_whole_calls", "whole_calls",
 ]

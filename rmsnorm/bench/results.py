@@ -11,6 +11,7 @@ Triton's tutorials and quack's ``benchmarks/benchmark_rmsnorm.py``.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from dataclasses import dataclass
@@ -23,10 +24,14 @@ import pandas as pd
 import torch
 import triton
 
+from .providers import OLD_NAMES
 from .timing import gbps
 
-#: Where the committed H200 results live (inside the checkout).
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results" / "h200"
+#: Environment variable naming a results folder to read instead of the checkout's results/h200.
+RESULTS_DIR_ENV = "RMSNORM_RESULTS_DIR"
+#: Where the committed H200 results live: $RMSNORM_RESULTS_DIR, else results/h200 of the checkout that
+#: holds this package (rmsnorm/bench/results.py → three levels up). The one place that finds it.
+RESULTS_DIR = Path(os.environ.get(RESULTS_DIR_ENV) or Path(__file__).resolve().parents[2] / "results" / "h200")
 #: Columns of the summary statistics (all in µs per call, except ``samples``).
 STAT_COLUMNS = ("median_us", "mean_us", "min_us", "max_us", "std_us", "samples")
 #: Sweep rate columns and the time column each is computed from.
@@ -37,6 +42,34 @@ BYTE_CONVENTION = (
     "backward 3*M*N*s + 2*N*s_w + 4*M (s, s_w: bytes per element of x and gamma; rstd float32); "
     "no implementation is charged its scratch"
 )
+
+
+def results_dir(path: str | Path | None = None) -> Path:
+    """The folder committed results are read from: ``path``, else :data:`RESULTS_DIR`.
+
+    Every reader of committed results asks this function (``load_results``, the side-by-side
+    and whole-call loaders, tools/readme_fast_table.py), so that one place knows where they are.
+
+    Args:
+        path: a folder written by scripts/benchmark*.py, or None for :data:`RESULTS_DIR`.
+
+    Returns:
+        The folder, which exists.
+
+    Raises:
+        FileNotFoundError: it does not exist; for the default, the message says that the
+            package was installed without the checkout's results/ and how to point at a copy.
+    """
+    folder = Path(path) if path is not None else RESULTS_DIR
+    if folder.is_dir():
+        return folder
+    if path is None:
+        raise FileNotFoundError(
+            f"rmsnorm.bench: no results folder at {folder}. The committed results live in the course's checkout "
+            f"(results/h200/), and this rmsnorm package was installed without it. Pass the folder explicitly, or set "
+            f"{RESULTS_DIR_ENV}=/path/to/checkout/results/h200"
+        )
+    raise FileNotFoundError(f"rmsnorm.bench: no results folder at {folder}")
 
 
 def _itemsize(dtype: torch.dtype) -> int:
@@ -255,7 +288,7 @@ def load_results(path: str | Path | None = None) -> Results:
 
     Source: notebooks/07_benchmark.ipynb.
     """
-    folder = Path(path) if path is not None else RESULTS_DIR
+    folder = results_dir(path)
     frames = {}
     for name, filename in RESULT_FILES.items():
         file = folder / filename
@@ -264,3 +297,61 @@ def load_results(path: str | Path | None = None) -> Results:
         frames[name] = pd.read_csv(file)
     environment = json.loads((folder / "environment.json").read_text(encoding="utf-8"))
     return Results(**frames, environment=environment)
+
+
+#: Columns that hold a provider's name, in the committed CSVs of either benchmark.
+NAME_COLUMNS = ("impl", "provider")
+
+
+def canonical_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every provider name in today's vocabulary (``triton`` → ``article``, :data:`OLD_NAMES`).
+
+    Results written before the one provider list called the article's kernels ``triton``;
+    they keep their files, and every loader reads them through this function.
+
+    Returns:
+        A copy; the ``impl``/``provider`` columns mapped, everything else as it was.
+    """
+    out = frame.copy()
+    for column in NAME_COLUMNS:
+        if column in out.columns:
+            out[column] = out[column].replace(OLD_NAMES)
+    return out
+
+
+def _read_csv(name: str, path: str | Path | None, how: str) -> pd.DataFrame:
+    file = results_dir(path) / name
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} is missing; {how}")
+    return canonical_names(pd.read_csv(file))
+
+
+def load_fast_table(path: str | Path | None = None) -> pd.DataFrame:
+    """The fast path's side-by-side (``fast.csv``): kernel time per (M, N, dtype, pass_, provider), µs.
+
+    Args:
+        path: results folder; default :func:`results_dir`'s.
+
+    Raises:
+        FileNotFoundError: the folder or the file is missing.
+    """
+    return _read_csv("fast.csv", path, "run scripts/benchmark_fast.py --out <folder> on a GPU")
+
+
+#: File of the whole-call benchmark (scripts/benchmark_whole_call.py), beside its environment record.
+WHOLE_CALL_FILE = "whole_call.csv"
+WHOLE_CALL_ENVIRONMENT = "whole_call_environment.json"
+
+
+def load_whole_call(path: str | Path | None = None) -> pd.DataFrame:
+    """The whole-call benchmark (``whole_call.csv``): one row per (M, N, dtype, provider, pass_).
+
+    Columns are :data:`rmsnorm.bench.wholecall.COLUMNS` (µs per call; NaN where not measured).
+
+    Args:
+        path: results folder; default :func:`results_dir`'s.
+
+    Raises:
+        FileNotFoundError: the folder or the file is missing (then it was not measured yet).
+    """
+    return _read_csv(WHOLE_CALL_FILE, path, "run scripts/benchmark_whole_call.py --out <folder> on a GPU")

@@ -1,8 +1,9 @@
 """Benchmark runs: the timed callables, their oracle check, the protocol and the sweep.
 
-Every run compares each callable's outputs with the float64 oracle before it
-times anything; a callable that fails is not timed. Benchmarks never assert a
-speed-up.
+The callables come from the one provider list (:mod:`rmsnorm.bench.providers`),
+and every run compares their outputs with the float64 oracle
+(:func:`rmsnorm.bench.providers.check_calls`) before it times anything; a
+callable that fails is not timed. Benchmarks never assert a speed-up.
 
 Source: notebooks/07_benchmark.ipynb; quack's ``benchmarks/benchmark_rmsnorm.py``
 (named providers, one declared byte count for every provider).
@@ -16,12 +17,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..autograd import rmsnorm
 from ..contract import MAX_SCRATCH_BYTES, scratch_bytes
 from ..device import default_device
-from ..forward import forward_op
-from ..reference import rmsnorm_reference
-from ..testing import assert_close, make_inputs, oracle, poisoned_outputs, rstd_oracle
+from ..testing import make_inputs
+from .providers import check_calls, imported, pass_calls, provider, whole_calls
 from .results import bytes_moved
 from .timing import gbps, kernel_time_us, profile_kernels, require_cuda, time_graph_replay, time_whole_calls
 
@@ -32,35 +31,31 @@ SWEEP_M = (128, 1024, 8192)
 SWEEP_N = (257, 1024, 4096)
 #: What is timed: the forward alone, or forward + backward through autograd.
 PATHS = ("forward", "forward_backward")
-#: Implementations: the package's kernels, the PyTorch reference, Liger-Kernel (when importable).
+#: Implementations (provider names of rmsnorm.bench.providers): the article's kernels, the PyTorch reference,
+#: Liger-Kernel (when it imports).
 IMPLS = ("triton", "reference", "liger")
-
-
-def _liger_function():
-    """Liger-Kernel's RMSNorm autograd Function, or the reason it is not importable."""
-    try:
-        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
-    except Exception as err:  # ImportError, or a Liger/Triton version mismatch
-        return None, f"{type(err).__name__}: {err}"
-    return LigerRMSNormFunction, None
+#: The label lesson 07's committed results give each provider (the article's kernels are still ``triton`` there).
+_LABELS = {"article": "triton"}
+_PROVIDERS = {_LABELS.get(name, name): name for name in ("article", "reference", "liger")}
 
 
 def liger_status() -> str | None:
     """None when Liger-Kernel's RMSNorm imports, else one line saying why not."""
-    return _liger_function()[1]
+    return imported("liger_kernel.ops.rms_norm", "LigerRMSNormFunction")[1]
 
 
 def make_calls(
     x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, epsilon: float = 1e-6, *, include_liger: bool = True
 ) -> dict[tuple[str, str], Callable[[], Any]]:
-    """The callables the benchmark times, keyed by (path, impl).
+    """The callables the benchmark times, keyed by (path, impl), from the one provider list.
 
-    ``forward``: ``forward_op(x, gamma)`` → (y, rstd); ``rmsnorm_reference``
-    → y; Liger → y. ``forward_backward``: ``impl(x, gamma)`` then
-    ``.backward(dy)`` through autograd, on private leaf copies of x and gamma
-    whose ``.grad`` is set to None first (each call does the same work, no
-    accumulation); returns (dx, dgamma). Liger runs with ``casting_mode="llama"``
-    and ``in_place=False`` (in place, it would overwrite ``dy`` with dx).
+    ``forward``: each provider's forward pass alone (:func:`rmsnorm.bench.providers.pass_calls`):
+    ``forward_op(x, gamma)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
+    Liger → y. ``forward_backward``: the whole call through autograd
+    (:func:`rmsnorm.bench.providers.whole_calls`): ``rmsnorm(x, gamma).backward(dy)`` and the
+    like, on private leaf copies of x and gamma whose ``.grad`` is set to None first (each call
+    does the same work, no accumulation); returns (dx, dgamma). Liger runs with
+    ``casting_mode="llama"`` and ``in_place=False`` (in place, it would overwrite ``dy`` with dx).
 
     Args:
         x: (M, N) float32/float16, contiguous, CUDA (or CPU under the interpreter).
@@ -74,75 +69,12 @@ def make_calls(
 
     Source: notebooks/07_benchmark.ipynb.
     """
-    impls: dict[str, Callable] = {"triton": rmsnorm, "reference": rmsnorm_reference}
-    liger, _ = _liger_function() if include_liger else (None, None)
-    if liger is not None:
-        impls["liger"] = lambda a, g, e: liger.apply(a, g, e, 0.0, "llama", False)
-    calls: dict[tuple[str, str], Callable[[], Any]] = {
-        ("forward", "triton"): lambda: forward_op(x, gamma, epsilon),
-        ("forward", "reference"): lambda: rmsnorm_reference(x, gamma, epsilon),
-    }
-    if "liger" in impls:
-        calls[("forward", "liger")] = lambda: impls["liger"](x, gamma, epsilon)
-    for impl, fn in impls.items():
-        calls[("forward_backward", impl)] = _train_step(fn, x, gamma, dy, epsilon)
+    impls = [i for i in IMPLS if i != "liger" or (include_liger and liger_status() is None)]
+    calls: dict[tuple[str, str], Callable[[], Any]] = {}
+    for path, build, pass_ in (("forward", pass_calls, "forward"), ("forward_backward", whole_calls, "forward_backward")):
+        for impl in impls:
+            calls[(path, impl)] = build(provider(_PROVIDERS[impl]), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
     return calls
-
-
-def _train_step(fn, x, gamma, dy, epsilon) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
-    x_leaf = x.detach().clone().requires_grad_(True)
-    gamma_leaf = gamma.detach().clone().requires_grad_(True)
-
-    def step():
-        x_leaf.grad = None
-        gamma_leaf.grad = None
-        fn(x_leaf, gamma_leaf, epsilon).backward(dy)
-        return x_leaf.grad, gamma_leaf.grad
-
-    return step
-
-
-def check_calls(
-    calls: dict[tuple[str, str], Callable[[], Any]], x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor,
-    epsilon: float = 1e-6,
-) -> list[str]:
-    """Compare every callable's outputs with the float64 oracle, before any timing.
-
-    Runs each callable once with NaN-poisoned kernel outputs and compares y
-    (and rstd, for ``forward_op``), or dx and dgamma, with
-    :func:`rmsnorm.testing.oracle` through :func:`rmsnorm.testing.assert_close`
-    (the declared tolerance of the dtype).
-
-    Args:
-        calls: from :func:`make_calls` on the same x, gamma, dy, epsilon.
-        x, gamma, dy, epsilon: the inputs the callables were built on.
-
-    Returns:
-        One line per comparison that passed, e.g. ``'forward/triton y 128x257 float32'``.
-
-    Raises:
-        AssertionError: the first comparison that fails (nothing should be timed then).
-
-    Source: notebooks/07_benchmark.ipynb.
-    """
-    y64, dx64, dgamma64 = oracle(x, gamma, dy, epsilon)
-    rstd64 = rstd_oracle(x, epsilon)
-    shape = f"{x.shape[0]}x{x.shape[1]} {str(x.dtype).removeprefix('torch.')}"
-    passed = []
-    with poisoned_outputs():
-        for (path, impl), call in calls.items():
-            out = call()
-            if path == "forward":
-                y = out[0] if isinstance(out, tuple) else out
-                pairs = [("y", y, y64)] + ([("rstd", out[1], rstd64)] if isinstance(out, tuple) else [])
-            else:
-                pairs = [("dx", out[0], dx64), ("dgamma", out[1], dgamma64)]
-            for name, actual, expected in pairs:
-                label = f"{path}/{impl} {name} {shape}"
-                assert_close(actual, expected, dtype=x.dtype, msg=lambda m, label=label: f"{label}: {m}")
-                passed.append(label)
-    return passed
-
 
 
 def sweep_shapes() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

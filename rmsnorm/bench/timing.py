@@ -1,12 +1,15 @@
 """Timers: whole calls (the article's protocol), graph replay, and L2-cold kernel time.
 
-Three ways to put a number on one call, from widest to narrowest:
+Four ways to put a number on one call, from widest to narrowest:
 
 - **Whole call** (:func:`time_whole_calls`, the article's protocol): CUDA
   events around whole Python calls (allocations, contract checks, autograd and
   launches included); 20 warm-up calls excluded; 50 samples of 20 calls each;
   per-call µs = sample time / 20. Back-to-back calls on the same buffers: the
   caches are warm.
+- **Host time** (:func:`time_host_calls`): CPU wall-clock time per call of
+  back-to-back calls that never wait for the GPU: what the host spends issuing
+  one call (Python, dispatch, checks, allocations, launches).
 - **Graph replay** (:func:`time_graph_replay`, ``triton.testing.do_bench_cudagraph``):
   the same calls captured in a CUDA graph and replayed, so the host is out of
   the interval. Also back to back, so also L2-warm.
@@ -26,6 +29,7 @@ Source: notebooks/07_benchmark.ipynb; the protocol is the original article's
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -42,6 +46,9 @@ WARMUP_CALLS = 20
 SAMPLES = 50
 #: Calls inside one sample, between one pair of CUDA events (per-call µs = sample / 20).
 CALLS_PER_SAMPLE = 20
+#: Host-time samples (the reported number is their median) and calls per sample.
+HOST_SAMPLES = 20
+HOST_CALLS_PER_SAMPLE = 50
 #: ``do_bench_cudagraph``'s repetition budget, in ms of GPU time per measurement.
 GRAPH_REP_MS = 20
 #: Calls recorded by the profiler for the device-kernel time.
@@ -114,6 +121,50 @@ def time_whole_calls(
         events.append((start, end))
     torch.cuda.synchronize()
     return np.array([s.elapsed_time(e) * 1e3 / calls_per_sample for s, e in events])  # ms → µs
+
+
+def time_host_calls(
+    fn: Callable[[], Any], *, warmup: int = WARMUP_CALLS, samples: int = HOST_SAMPLES,
+    calls_per_sample: int = HOST_CALLS_PER_SAMPLE,
+) -> np.ndarray:
+    """Host time per call: CPU wall-clock time of back-to-back calls, with no synchronisation between them.
+
+    ``warmup`` calls are run and not timed. Then, ``samples`` times: the GPU is
+    synchronised (outside the interval), ``time.perf_counter`` is read, ``fn`` is called
+    ``calls_per_sample`` times, ``time.perf_counter`` is read again. The interval is what
+    the host spends issuing the calls (Python, dispatch, checks, allocations, kernel
+    launches), not when the GPU finishes them: the GPU runs behind, in its own time. The
+    host would wait only if CUDA's launch queue filled up (about a thousand pending
+    launches); a sample of 50 calls stays well below that, so a call the GPU takes longer
+    over than the host is still charged its host time only, unless the call itself
+    synchronises (``.item()``, a copy to the host), which then shows here.
+
+    Args:
+        fn: zero-argument callable that enqueues GPU work (its result is ignored).
+        warmup: calls excluded before timing.
+        samples: timed samples.
+        calls_per_sample: calls between the two clock readings.
+
+    Returns:
+        (samples,) float64 array: µs of host time per call of each sample.
+
+    Raises:
+        BenchmarkUnavailableError: no CUDA GPU.
+
+    Source: notebooks/07_benchmark.ipynb; issue 15 (host µs per call, CPU wall time of N calls).
+    """
+    require_cuda()
+    for _ in range(warmup):
+        fn()
+    out = np.empty(samples)
+    for i in range(samples):
+        torch.cuda.synchronize()  # the queue starts empty: no sample waits for an earlier one's kernels
+        start = time.perf_counter()
+        for _ in range(calls_per_sample):
+            fn()
+        out[i] = (time.perf_counter() - start) * 1e6 / calls_per_sample
+    torch.cuda.synchronize()
+    return out
 
 
 def time_graph_replay(fn: Callable[[], Any], *, rep_ms: float = GRAPH_REP_MS) -> float:

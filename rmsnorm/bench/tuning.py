@@ -1,0 +1,129 @@
+"""Tuning the fast path: the candidate configurations around the table's choice, and the sweep that times them.
+
+:func:`forward_candidates` and :func:`backward_candidates` list the table's configuration
+(:func:`rmsnorm.fast.forward_config`, :func:`~rmsnorm.fast.backward_config`) and its
+neighbours: rows per step, warps, persistence, pipelining, and the loop rung. :func:`tune`
+checks every candidate's output against the table's own, then times it L2-cold
+(:func:`rmsnorm.bench.kernel_time_us`). ``scripts/benchmark_fast.py --tune`` writes the rows
+to results/h200/fast_tuning.csv; the sweep history lives with the results.
+
+Source: notebooks/12_tuning_and_side_by_side.ipynb; quack ``rmsnorm_config.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+
+from ..fast import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
+from ..testing import TOLERANCES, dgamma_tolerance, make_inputs
+from .providers import EPS
+from .timing import kernel_time_us
+
+
+def _around(value: int, lo: int = 1, hi: int = 64):
+    return sorted({v for v in (value // 2, value, value * 2, value * 4) if lo <= v <= hi})
+
+
+def forward_candidates(N: int, dtype: torch.dtype):
+    """The forward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
+
+    Rows per step around the table's BLOCK_M, 4, 8 or 16 warps, one program per row block or
+    4-8 per SM with 1 or 3 stages; at one-block widths from 4096 also the loop rung (blocks
+    of 2048 and 4096); for looped rows also one block of 16384.
+
+    Yields:
+        :class:`rmsnorm.fast.FastConfig`, the table's own among them.
+    """
+    base = forward_config(N, dtype)
+    block_ms = _around(base.BLOCK_M) if base.one_block(N) else [1, 2]
+    persist = [(None, 1), (4, 1), (4, 3), (8, 1), (8, 3)]
+    for block_m, warps, (pps, stages) in itertools.product(block_ms, (4, 8, 16), persist):
+        if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
+            continue
+        yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
+    if base.one_block(N) and N >= 4096:  # the loop rung at one-block widths (sweeps 4-6)
+        for block_n, warps in itertools.product((2048, 4096), (8, 16)):
+            if block_n < N:
+                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
+    if not base.one_block(N) and N <= 16384:  # the whole row in one block instead of the loop
+        for warps in (8, 16, 32):
+            yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=None, num_stages=1)
+
+
+def backward_candidates(N: int, dtype: torch.dtype):
+    """The backward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
+
+    One-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4 stages. Looped
+    rows (and blocks wider than 8192): the loop's block of 2048-8192 with 1-4 programs per
+    SM, and one block of 16384.
+
+    Yields:
+        :class:`rmsnorm.fast.FastConfig`, the table's own among them.
+    """
+    base = backward_config(N, dtype)
+    if not base.one_block(N) or base.BLOCK_N > 8192:  # the column loop, and one block of 16384
+        for block_n, warps, pps in itertools.product((2048, 4096, 8192), (8, 16), (1, 2, 4)):
+            if block_n < N:
+                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
+        if N <= 16384:
+            for warps, stages in itertools.product((16, 32), (1, 2)):
+                yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
+        return
+    for block_m, warps, pps, stages in itertools.product(_around(base.BLOCK_M)[:3], (8, 16), (1, 2), (2, 3, 4)):
+        yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
+
+
+def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
+    """Time every candidate config of every shape, each checked against the table's own output first.
+
+    Args:
+        shapes: (M, N, dtype) triples, on CUDA.
+        budget_s: seconds the whole sweep may take; it stops (and says so) when spent.
+        passes: ``"forward"`` and/or ``"backward"``.
+
+    Returns:
+        One dict per candidate: M, N, dtype (a name), pass_, the config's fields, us
+        (L2-cold kernel time, µs; NaN when it failed) and error ("" or the failure in one line).
+
+    Raises:
+        BenchmarkUnavailableError: no CUDA GPU.
+    """
+    rows = []
+    started = time.perf_counter()
+    for M, N, dtype in shapes:
+        x, gamma, dy = make_inputs(M, N, dtype, device="cuda", seed=1)
+        y0, rstd = rmsnorm_fast_forward(x, gamma, EPS)
+        dx0, dg0 = rmsnorm_fast_backward(x, gamma, rstd, dy)
+        sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
+        for pass_, cands in ((p, sweeps[p]) for p in passes):
+            for cfg in cands:
+                if time.perf_counter() - started > budget_s:
+                    print(f"  tuning budget of {budget_s:.0f} s spent; stopping")
+                    return rows
+                try:
+                    if pass_ == "forward":
+                        fn = lambda cfg=cfg: rmsnorm_fast_forward(x, gamma, EPS, config=cfg)  # noqa: E731
+                        y, _ = fn()
+                        torch.testing.assert_close(y, y0, **TOLERANCES[dtype])
+                    else:
+                        fn = lambda cfg=cfg: rmsnorm_fast_backward(x, gamma, rstd, dy, config=cfg)  # noqa: E731
+                        dx, dg = fn()
+                        torch.testing.assert_close(dx, dx0, **TOLERANCES[dtype])
+                        torch.testing.assert_close(dg.double(), dg0.double(), **dgamma_tolerance(M, dtype, gamma.dtype))
+                    us = kernel_time_us(fn, calls=10, warmup=2)
+                    error = ""
+                except Exception as err:  # noqa: BLE001
+                    us, error = float("nan"), f"{type(err).__name__}: {str(err)[:200]}"
+                rows.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, **cfg.__dict__,
+                                 us=us, error=error))
+        key = (M, N, str(dtype).removeprefix("torch."))
+        best = {p: min((r for r in rows if (r["M"], r["N"], r["dtype"]) == key and r["pass_"] == p and r["us"] == r["us"]),
+                       key=lambda r: r["us"], default=None) for p in ("forward", "backward")}
+        for p, r in best.items():
+            if r:
+                print(f"  tune {M}x{N} {dtype} {p}: best {r['us']:.1f} us with "
+                      f"{ {k: r[k] for k in ('BLOCK_M', 'BLOCK_N', 'num_warps', 'programs_per_sm', 'num_stages')} }")
+    return rows
