@@ -1,9 +1,13 @@
-"""Write (or check) the fast path's H200 ratio table in README.md from results/h200/fast.csv.
+"""Write (or check) the fast path's H200 tables in README.md: kernel time and whole-call time, from the CSVs.
 
-    python tools/readme_fast_table.py          # rewrite the table between the markers
-    python tools/readme_fast_table.py --check  # exit 1 if README.md differs from the CSV
+    python tools/readme_fast_table.py          # rewrite the tables between their markers
+    python tools/readme_fast_table.py --check  # exit 1 if README.md differs from the CSVs
 
-The README's numbers are never typed: tests/test_sidebyside.py runs the check.
+Two blocks: between ``fast-table`` markers the side-by-side of kernel time
+(results/h200/fast.csv); between ``whole-call-table`` markers kernel time and whole-call
+time side by side, and which one a model feels (results/h200/whole_call.csv). The second
+block stays empty until whole_call.csv is committed. The README's numbers are never typed:
+tests/test_sidebyside.py runs the check.
 """
 
 from __future__ import annotations
@@ -16,8 +20,19 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout, for `import rmsnorm`
 START, END = "<!-- fast-table:start -->", "<!-- fast-table:end -->"
+WHOLE_START, WHOLE_END = "<!-- whole-call-table:start -->", "<!-- whole-call-table:end -->"
 OTHERS = ("compile", "compile_nomix", "eager", "liger", "article")
+#: Columns of the whole-call tables: (header, provider, time column).
+WHOLE_COLUMNS = (
+    ("fast: kernels", "fast", "kernel_us"), ("fast: whole call", "fast", "whole_call_us"),
+    ("fast: host", "fast", "host_us"), ("fast: CUDA graph", "fast", "graph_us"),
+    ("floor: whole call", "floor", "whole_call_us"), ("eager: kernels", "eager", "kernel_us"),
+    ("eager: whole call", "eager", "whole_call_us"), ("eager: CUDA graph", "eager", "graph_us"),
+    ("compile", "compile", "whole_call_us"), ("Liger", "liger", "whole_call_us"),
+    ("QuACK", "quack", "whole_call_us"), ("article", "article", "whole_call_us"),
+)
 
 
 def render(table: pd.DataFrame) -> str:
@@ -43,26 +58,85 @@ def render(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def updated(readme: str, table: pd.DataFrame) -> str:
-    """README text with the block between the markers replaced by :func:`render`."""
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{render(table)}\n{END}{tail}"
+def _whole_table(table: pd.DataFrame, pass_: str) -> list[str]:
+    sub = table[table.pass_ == pass_].set_index(["M", "N", "dtype", "provider"])
+    lines = ["| M × N, dtype | " + " | ".join(h for h, _, _ in WHOLE_COLUMNS) + " |",
+             "|---" * (len(WHOLE_COLUMNS) + 1) + "|"]
+    for M, N, dtype in table[["M", "N", "dtype"]].drop_duplicates().itertuples(index=False):
+        cells = []
+        for _, provider, column in WHOLE_COLUMNS:
+            value = sub[column].get((M, N, dtype, provider), math.nan)
+            cells.append("—" if math.isnan(value) else f"{value:.1f}")
+        lines.append(f"| {M} × {N} {dtype} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render_whole_call(table: pd.DataFrame) -> str:
+    """The whole-call block: what a model feels, then forward + backward and forward tables (µs per call)."""
+    fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])
+    fast = fb.xs("fast", level="provider")
+    host_bound = int((fast["whole_call_us"] > 2 * fast["kernel_us"]).sum())
+    shown = {provider for _, provider, _ in WHOLE_COLUMNS}
+    missing = table[(table.check != "ok") & table.provider.isin(shown)].drop_duplicates(["provider", "check"])
+    lines = [
+        "Kernel time is the GPU's share of a call. A model calls the norm as a Python function and feels the",
+        "**whole call**: host, dispatch, launches and kernels, or, when it replays its step from a CUDA graph",
+        "(`torch.cuda.graph`, `torch.compile(mode=\"reduce-overhead\")`), the **CUDA graph** column. Measured",
+        "on an H200 in one run (`scripts/benchmark_whole_call.py`, committed in `results/h200/whole_call.csv`),",
+        "through each one's public entry point (`FastRMSNorm`, `rmsnorm.rmsnorm`, `F.rms_norm`, …), every output",
+        "checked against the float64 oracle first. µs per call: *kernels* from `torch.profiler` with L2 flushed;",
+        "*whole call* from CUDA events around 20 back-to-back calls (median of 50); *host* the CPU time to issue",
+        "one call; *floor* the fast kernels behind a bare `torch.autograd.Function`, what any Triton path costs",
+        f"the host. At {host_bound} of {len(fast)} shapes the fast path's whole forward + backward is more than",
+        "twice its kernel time: there the host, not the GPU, sets the pace.",
+        "",
+        "Forward + backward (`y = norm(x)`, then `y.backward(dy)`):",
+        "",
+        *_whole_table(table, "forward_backward"),
+        "",
+        "Forward, inference (x and the weight without `requires_grad`):",
+        "",
+        *_whole_table(table, "forward"),
+    ]
+    if len(missing):
+        reasons = "; ".join(f"{r.provider}, {r.check.rstrip('.!')}" for r in missing.itertuples())
+        lines += ["", f"Not timed (—): {reasons}."]
+    return "\n".join(lines)
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}{chr(10) if body else ''}{end}{tail}"
+
+
+def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None) -> str:
+    """README text with the fast-table block rendered from ``table`` (fast.csv) and the
+    whole-call block from ``whole`` (whole_call.csv), or left empty when ``whole`` is None."""
+    text = _replace(readme, START, END, render(table))
+    return _replace(text, WHOLE_START, WHOLE_END, "" if whole is None else render_whole_call(whole))
 
 
 def main(argv=None) -> int:
+    """Rewrite README.md's tables (or, with --check, exit 1 when they differ from the CSVs)."""
+    from rmsnorm.bench.results import WHOLE_CALL_FILE, load_fast_table, load_whole_call, results_dir
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the CSVs")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--results", type=Path, default=None, help="results folder (default: results/h200)")
     args = parser.parse_args(argv)
-    readme_path = ROOT / "README.md"
-    readme = readme_path.read_text()
-    new = updated(readme, pd.read_csv(ROOT / "results" / "h200" / "fast.csv"))
+    folder = results_dir(args.results)
+    readme = args.readme.read_text()
+    whole = load_whole_call(folder) if (folder / WHOLE_CALL_FILE).is_file() else None
+    new = updated(readme, load_fast_table(folder), whole)
     if args.check:
         if new != readme:
-            print("README.md's fast-path table differs from results/h200/fast.csv: run tools/readme_fast_table.py")
+            print(f"{args.readme.name}'s fast-path tables differ from {folder}/fast.csv and {WHOLE_CALL_FILE}: "
+                  "run tools/readme_fast_table.py")
             return 1
         return 0
-    readme_path.write_text(new)
+    args.readme.write_text(new)
     return 0
 
 

@@ -1,0 +1,88 @@
+"""tools/readme_fast_table.py: the README's fast-path tables are generated from the CSVs, never typed.
+
+The whole-call block is checked against a fixture (tests/data/whole_call_fixture.csv, made-up
+numbers in whole_call.csv's columns) until the H200's whole_call.csv is committed; then the
+README check of tests/test_sidebyside.py covers the real one.
+"""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rmsnorm.bench import RESULTS_DIR, load_fast_table, wholecall
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "whole_call_fixture.csv"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("readme_fast_table", ROOT / "tools" / "readme_fast_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tool():
+    return _tool()
+
+
+@pytest.fixture(scope="module")
+def whole():
+    return pd.read_csv(FIXTURE)
+
+
+def test_the_fixture_has_whole_call_csvs_columns():
+    assert list(pd.read_csv(FIXTURE).columns) == list(wholecall.COLUMNS)
+
+
+def test_the_whole_call_block_sets_kernel_time_beside_whole_call_time_and_says_which_a_model_feels(tool, whole):
+    text = tool.render_whole_call(whole)
+    header = next(line for line in text.splitlines() if line.startswith("| M × N"))
+    assert header.index("fast: kernels") < header.index("fast: whole call") < header.index("fast: CUDA graph")
+    assert "feels the\n**whole call**" in text and "Forward + backward" in text and "Forward, inference" in text
+    fast = whole[(whole.provider == "fast") & (whole.pass_ == "forward_backward")].iloc[0]
+    row = next(line for line in text.splitlines() if line.startswith(f"| {fast['M']} × {fast['N']} {fast['dtype']} |"))
+    assert row.split(" | ")[1:3] == [f"{fast.kernel_us:.1f}", f"{fast.whole_call_us:.1f}"]  # from the CSV, not typed
+    slow = whole[(whole.provider == "fast") & (whole.pass_ == "forward_backward")]
+    assert f"At {int((slow.whole_call_us > 2 * slow.kernel_us).sum())} of {len(slow)} shapes" in text
+
+
+def test_a_provider_not_timed_shows_a_dash_and_its_reason(tool, whole):
+    text = tool.render_whole_call(whole)
+    assert "article, refused: the article's contract: x must be float32 or float16" in text
+    assert "quack, wrong: AssertionError" in text
+    bf16 = next(line for line in text.splitlines() if line.startswith("| 64 × 4096 bfloat16 |"))
+    assert bf16.rstrip(" |").endswith("—")  # the article's column, refused at bf16
+
+
+def test_the_whole_call_block_is_empty_until_whole_call_csv_exists(tool, whole):
+    readme = (ROOT / "README.md").read_text()
+    fast = load_fast_table()
+    before = tool.updated(readme, fast, None)
+    assert f"{tool.WHOLE_START}\n{tool.WHOLE_END}" in before
+    after = tool.updated(readme, fast, whole)
+    assert "fast: whole call" in after and "fast: whole call" not in before
+    assert tool.updated(after, fast, None) == before  # and the block can be emptied again
+
+
+@pytest.mark.slow
+def test_the_check_finds_a_readme_out_of_date_once_whole_call_csv_is_committed(tmp_path, whole):
+    results = tmp_path / "h200"
+    shutil.copytree(RESULTS_DIR, results)
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    tool = str(ROOT / "tools" / "readme_fast_table.py")
+    command = [sys.executable, tool, "--readme", str(readme), "--results", str(results)]
+    assert subprocess.run(command + ["--check"], capture_output=True).returncode == 0
+    whole.to_csv(results / "whole_call.csv", index=False)
+    done = subprocess.run(command + ["--check"], capture_output=True, text=True)
+    assert done.returncode == 1 and "run tools/readme_fast_table.py" in done.stdout
+    assert subprocess.run(command, capture_output=True).returncode == 0  # --write is the default
+    assert subprocess.run(command + ["--check"], capture_output=True).returncode == 0
+    assert "fast: CUDA graph" in readme.read_text()
