@@ -81,7 +81,9 @@ def check_epsilon(epsilon, name: str = "epsilon") -> None:
     """
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise ContractError(f"{name} must be a real number; got {type(epsilon).__name__} {epsilon!r}")
-    if not math.isfinite(epsilon) or epsilon <= 0:
+    # comparisons, not math.isfinite: torch.compile(dynamic=True) makes a module's float eps symbolic,
+    # and traces (guards on) a comparison where it cannot trace math.isfinite. NaN fails both.
+    if not 0 < epsilon < math.inf:
         raise ContractError(f"{name} must be finite and > 0; got {epsilon!r}")
 
 

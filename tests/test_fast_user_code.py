@@ -17,11 +17,14 @@ those cases skip with the reason (:func:`rmsnorm.testing.inductor_unavailable`).
 """
 
 import itertools
+import math
 
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounterWithBackend
 
 import rmsnorm.fast.autograd as fast_autograd
+from rmsnorm import ContractError
 from rmsnorm.fast import FastRMSNorm, rmsnorm_fast
 from rmsnorm.fast.autograd import _as_rows
 from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
@@ -210,3 +213,77 @@ def test_torch_compile_over_a_view_gives_the_eager_numbers(layout, fullgraph, ba
     tol = EXACT if backend == "aot_eager" else TOLERANCES[torch.float32]
     for name, got, want in zip(("y", "dbase", "dgamma"), compiled, (y, dbase, dgamma)):
         torch.testing.assert_close(got, want, **tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+# ----------------------------------------------------------------------------- torch.compile(dynamic=True)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("eps", [1e-6, None])
+@pytest.mark.parametrize("fullgraph", [True, False], ids=["fullgraph", "graph_breaks_allowed"])
+def test_dynamic_shapes_compile_to_one_graph_without_recompiles(fullgraph, eps, backend, device):
+    if backend == "inductor" and inductor_unavailable(device):
+        pytest.skip(inductor_unavailable(device))
+    torch.manual_seed(24)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), FastRMSNorm(48, eps=eps), torch.nn.Linear(48, 4)).to(device)
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    counter = CompileCounterWithBackend(backend)  # counts the times its backend is handed a graph
+    compiled = torch.compile(model, dynamic=True, fullgraph=fullgraph, backend=counter)
+    tol = EXACT if backend == "aot_eager" else TOLERANCES[torch.float32]
+    for seq_len in (5, 9, 13):
+        x = torch.randn(2, seq_len, 32, device=device)
+        model.zero_grad()
+        want = model(x)
+        want.square().sum().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        got = compiled(x)
+        got.square().sum().backward()
+        torch.testing.assert_close(got, want, **tol)
+        for p, grad in zip(model.parameters(), grads):
+            torch.testing.assert_close(p.grad, grad, **tol)
+        if seq_len == 5:
+            compiles_after_the_first_call = counter.frame_count
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1  # the whole model in one graph
+    # No recompile for the second and third lengths. (The first call may hand the backend a graph twice:
+    # eps starts as a symbolic float, the op's float argument specialises it, and Dynamo restarts once.)
+    recompiles = counter.frame_count - compiles_after_the_first_call
+    assert recompiles == 0, f"{recompiles} recompiles for the second and third sequence lengths"
+
+
+BAD_EPS = [(0.0, "finite and > 0; got 0.0"), (-1e-6, "finite and > 0; got -1e-06"), (math.nan, "got nan"),
+           (math.inf, "got inf"), (-math.inf, "got -inf"), (True, "real number; got bool"),
+           ("1e-6", "real number; got str")]
+
+
+@pytest.mark.parametrize("eps, pattern", BAD_EPS, ids=[repr(e) for e, _ in BAD_EPS])
+def test_a_bad_eps_is_still_a_clear_eager_error(eps, pattern, device):
+    x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+        rmsnorm_fast(x, gamma, eps)
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+        FastRMSNorm(8, eps=eps)  # at construction, as the article's RMSNorm does
+    module = FastRMSNorm(8, device=device)
+    module.eps = eps  # set after construction: refused at the call
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+        module(x)
+
+
+@pytest.mark.parametrize("eps, pattern", BAD_EPS[:5], ids=[repr(e) for e, _ in BAD_EPS[:5]])
+def test_a_bad_eps_under_compile_is_the_same_error(eps, pattern, device):
+    x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: rmsnorm_fast(x, gamma, eps), backend="aot_eager")
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+        compiled(x)
+    # a module compiled with dynamic shapes and a good eps, then given a bad one: the guard on eps fails,
+    # Dynamo retraces the check, and the check raises (fullgraph=True wraps it in torch._dynamo's Unsupported)
+    module = FastRMSNorm(8, eps=1e-6, device=device)
+    compiled = torch.compile(module, dynamic=True, backend="aot_eager")
+    compiled(x)
+    module.eps = eps
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+        compiled(x)

@@ -150,8 +150,9 @@ class FastRMSNorm(torch.nn.RMSNorm):
 
     Raises:
         ContractError: for a normalized_shape of more than one dimension or
-            wider than 65536 (at construction); for inputs outside the fast
-            contract (at call time).
+            wider than 65536, or an eps that is not None and not a finite
+            real number > 0 (at construction); for inputs or an eps outside
+            the fast contract (at call time).
 
     Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
     """
@@ -166,6 +167,8 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 f"FastRMSNorm normalises the last dimension only: normalized_shape must be (N,) "
                 f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
             )
+        if eps is not None:
+            check_epsilon(eps, "eps")  # as the article's RMSNorm does: the mistake shows where it is made
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N)."""
