@@ -26,7 +26,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 import rmsnorm.fast.autograd as fast_autograd
 from rmsnorm import ContractError
 from rmsnorm.fast import FastRMSNorm, rmsnorm_fast
-from rmsnorm.fast.autograd import _as_rows
+from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
 from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
 
 GPU = torch.cuda.is_available()
@@ -72,6 +72,15 @@ def test_an_empty_batch_through_the_module(shape, elementwise_affine, device):
     if elementwise_affine:
         assert fast.weight.grad.dtype == torch.float16
         assert torch.equal(fast.weight.grad.cpu(), torch.zeros(N, dtype=torch.float16))
+
+
+def test_opcheck_passes_on_an_empty_batch_with_an_expanded_dy(device):
+    x, gamma = torch.empty(0, 40, device=device), torch.ones(40, device=device)
+    y, rstd = _forward_op(x, gamma, 1e-6)
+    dy = torch.ones(1, 1, device=device).expand(0, 40)  # what y.sum() hands the backward
+    assert dy.stride() == (0, 0)
+    torch.library.opcheck(_backward_op, (x, gamma, rstd, dy))
+    torch.library.opcheck(_forward_op, (x.requires_grad_(), gamma.requires_grad_(), 1e-6))
 
 
 @pytest.mark.parametrize("loss", ["sum", "mean", "column_sums", "row_sums"])
