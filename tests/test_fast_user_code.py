@@ -53,7 +53,7 @@ def test_an_empty_batch_gives_an_empty_dx_and_a_zero_dgamma(shape, x_dtype, gamm
     gamma = (1 + torch.randn(N, device=device) / 4).to(gamma_dtype).requires_grad_()
     y = rmsnorm_fast(x, gamma)
     assert y.shape == x.shape and y.dtype == x_dtype
-    getattr(y, loss)().backward()  # dy: an expanded empty tensor, strides all 0
+    getattr(y, loss)().backward()  # .sum(): dy is an expanded empty tensor, strides (0, 0)
     assert x.grad.shape == x.shape and x.grad.dtype == x_dtype
     assert gamma.grad.dtype == gamma_dtype and torch.equal(gamma.grad.cpu(), torch.zeros(N, dtype=gamma_dtype))
     bare = _leaf(x)
