@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import os
 import re
 import sys
 from pathlib import Path
@@ -26,8 +27,9 @@ import torch
 import rmsnorm
 import rmsnorm.buggy
 import wrong_variants as wv
+import wrong_variants_part2_lessons910 as wv910
 from rmsnorm import checkers
-from rmsnorm.checkers import Feedback, isolate
+from rmsnorm.checkers import Feedback, gpu_compile, isolate, kernels
 from rmsnorm.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm.checkers.kernels import unmasked_accesses
 
@@ -85,6 +87,7 @@ WRONG = [
     *_cases(wv.DGAMMA, checkers.check_dgamma_kernel),
     *_cases(wv.AUTOGRAD, checkers.check_autograd_function),
     *_cases(wv.HYPOTHESIS, checkers.check_hypothesis),
+    pytest.param(checkers.check_fixed_dx_kernel, *wv.DX["masked load of dy without other"], id="08 fix: no other="),
 ]
 
 
@@ -94,8 +97,7 @@ HANG_LIMIT_S = 4.0
 
 @pytest.mark.parametrize(("check", "variant", "expected"), WRONG)
 def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
-    if expected == wv.NO_OTHER and not isolate.interpreted():
-        pytest.skip("on a GPU the masked lanes of a load without other= are undefined, often 0: only the interpreter's NaN fill shows them")
+    # On every device: a load without other= is named by the interpreter's judge, which runs on a GPU machine too.
     if expected == wv.NEVER_ENDS:
         monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
@@ -290,3 +292,94 @@ def test_the_gpu_compile_message_says_what_ran(monkeypatch):
         assert wv.GPU_REJECTS in message and "at line 21 of your cell, `acc += x`" in message and "initial type int32" in message
     assert cpu.startswith("the interpreter runs `my_kernel`") and "my_kernel[(3,)](x)" not in cpu
     assert "interpreter" not in gpu and gpu.startswith("`my_kernel` does not compile") and "e.g. `my_kernel[(3,)](x)`" in gpu
+
+
+# --------------------------------------------------------------------------- one verdict on every device
+
+
+def test_every_device_runs_the_interpreters_judge_with_nan_in_masked_lanes(monkeypatch):
+    # A GPU reads 0 (or anything) in the masked lanes of a load without other=; the interpreter's judge, run on
+    # every machine, fills them with NaN and names the load.
+    asked = []
+    real_start = isolate.start
+    monkeypatch.setattr(isolate, "start", lambda *a, **k: asked.append(k["interpret"]) or real_start(*a, **k))
+    feedback = checkers.check_forward_kernel(wv.FORWARD["masked load of x without other"][0])
+    assert feedback.status == "wrong" and wv.NO_OTHER in feedback.message and "(often 0" in feedback.message, feedback
+    assert asked == ([True] if isolate.interpreted() else [True, False])
+
+
+def test_on_a_gpu_machine_the_interpreters_judge_is_a_fresh_child_with_the_interpreter_on(monkeypatch):
+    # As on a GPU machine (kernels compiled in this process): the interpreter's child is started afresh with
+    # TRITON_INTERPRET=1 and no CUDA, and this process's environment is left as it was.
+    monkeypatch.setattr(isolate, "interpreted", lambda: False)
+    monkeypatch.setattr(kernels, "judges", lambda: (True,))  # the interpreter's judge alone (no GPU to run the other)
+    environments = []
+    real_environment = isolate._environment
+    monkeypatch.setattr(isolate, "_environment", lambda env: environments.append(env) or real_environment(env))
+    before = dict(os.environ)
+    feedback = checkers.check_forward_kernel(wv.FORWARD["masked load of x without other"][0])
+    assert feedback.status == "wrong" and wv.NO_OTHER in feedback.message, feedback
+    assert environments == [{"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}] and dict(os.environ) == before
+    assert checkers.check_long_row_kernel(wv910.L).passed  # 09's bounds check works in such a child too
+
+
+def _done(status: str, message: str) -> isolate.Outcome:
+    return isolate.Outcome("done", Feedback("03 · forward kernel", status, message), "the case a row of 257 ones")
+
+
+_NO_OTHER = f"on a row of 257 ones, line 20 of your cell, `tl.load(x_ptr + cols, mask=mask)`, {wv.NO_OTHER}: ..."
+_GPU_REJECTS = f"`k` does not compile: {gpu_compile.REJECTS} at line 21 of your cell, `acc += x`: ..."
+_RAISED = "on a row of 257 ones: `k` raised AttributeError at line 20 of your cell: ..."
+_TIMEOUT = isolate.Outcome("timeout", 60.0, "the case a row of 257 ones")
+_STOPPED = isolate.Outcome("stopped", None, "the case a row of 257 ones")
+
+
+_ACC = {"ok": False, "line": 21, "text": "acc += x", "message": "CompilationError: acc"}  # the CPU's compile check
+
+#: (judges' outcomes, the CPU's compile check, a substring of the verdict): "passed" when it ends with " ok".
+VERDICTS = {
+    "the GPU read 0s: the interpreter's NaN": ([_done("wrong", _NO_OTHER), _done("passed", "GPU ok")], None, _NO_OTHER),
+    "GPU only": ([_done("passed", "ok"), _done("wrong", "illegal memory access")], None, "illegal memory access"),
+    "both: the CPU's words": ([_done("wrong", "y is wrong"), _done("wrong", "y is off")], None, "y is wrong"),
+    "the GPU's compiler first": ([_done("wrong", "y is wrong"), _done("wrong", _GPU_REJECTS)], None, _GPU_REJECTS),
+    "but the interpreter's own error": ([_done("wrong", _RAISED), _done("wrong", _GPU_REJECTS)], None, _RAISED),
+    "a time-out": ([_TIMEOUT, _STOPPED], None, "did not finish in 60 s"),
+    "a crash": ([_done("passed", "ok"), isolate.Outcome("crashed", -11, "the case x")], None, wv.CRASHED),
+    "CPU: the compile check": ([_done("passed", "ok")], _ACC, "but Triton's compiler for a GPU rejects it at line 21"),
+    "CPU: one judge": ([_done("passed", "CPU ok")], None, "CPU ok"),
+    "both pass: the GPU's numbers": ([_done("passed", "CPU ok"), _done("passed", "GPU ok")], None, "GPU ok"),
+}
+
+
+@pytest.mark.parametrize("case", VERDICTS)
+def test_the_verdict_is_wrong_when_either_judge_says_so(case, monkeypatch):
+    outcomes, compiled, expected = VERDICTS[case]
+    monkeypatch.setattr(gpu_compile, "interpreted", lambda: True)
+    feedback = kernels.verdict("03 · forward kernel", "`k`", outcomes, compiled)
+    assert feedback.status == ("passed" if expected.endswith(" ok") else "wrong"), feedback
+    assert expected in feedback.message, feedback
+
+
+gpu_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the CPU runs the other tests)")
+
+#: Every wrong kernel of exercises 03, 04, 05, 08 (the fix), 09 and 10 with the message the CPU gives it.
+KERNEL_VARIANTS = [
+    *_cases(wv.FORWARD, checkers.check_forward_kernel), *_cases(wv.DX, checkers.check_dx_kernel),
+    *_cases(wv.DGAMMA, checkers.check_dgamma_kernel), *_cases(wv.DX, checkers.check_fixed_dx_kernel),
+    *_cases(wv910.LONG_ROW, checkers.check_long_row_kernel), *_cases(wv910.ONE_PASS, checkers.check_one_pass_kernel),
+]
+
+
+@pytest.mark.gpu
+@gpu_only
+@pytest.mark.parametrize(("check", "variant", "expected"), KERNEL_VARIANTS)
+def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, monkeypatch):
+    if expected == wv.NEVER_ENDS:
+        monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
+        expected = f"did not finish in {HANG_LIMIT_S:g} s"
+    feedback = check(variant)  # the interpreter's judge and the GPU's
+    assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
+    assert expected in feedback.message, feedback
+    if expected != wv.GPU_REJECTS:  # worded as on a GPU (nothing ran), and the interpreter alone runs it
+        monkeypatch.setattr(kernels, "judges", lambda: (True,))
+        assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words

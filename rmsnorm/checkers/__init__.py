@@ -4,14 +4,18 @@ One checker per exercise (one module each, ``exNN_*.py``); each returns a
 :class:`Feedback` ("passed", "not done yet" or "wrong" with a plain-words
 message naming the mistake and the numbers that show it). A checker never
 raises, never crashes and never hangs, whatever the learner's code does: the
-learner's code runs in a child process with a time limit
-(:mod:`rmsnorm.checkers.isolate`). Kernels are launched exactly as the
-package's launchers launch them (``forward_op``, ``backward_rows``,
-``reduce_gamma_gradient``), inside NaN-guarded buffers
-(:mod:`rmsnorm.checkers.kernels`), so a learner's kernel must have the
-signature of the package kernel it replaces.
+learner's code runs in a child process with one time limit
+(:mod:`rmsnorm.checkers.isolate`). Every kernel exercise (03, 04, 05, 08's
+fix, 09, 10) is judged by one harness (:mod:`rmsnorm.checkers.kernels`): the
+kernel is read first (:mod:`rmsnorm.checkers.preflight`), then launched
+inside NaN-guarded buffers (:mod:`rmsnorm.checkers.guards`) in Triton's
+interpreter on every machine, and also on the GPU where there is one, so a
+verdict does not depend on the device. Exercises 03–08 launch the kernel as
+the package's launchers do (``forward_op``, ``backward_rows``,
+``reduce_gamma_gradient``), so it must have the signature of the package
+kernel it replaces; 09 and 10 have signatures of their own.
 
-Source: solutions/01_formula.ipynb … solutions/08_n_vs_block_exercise.ipynb.
+Source: solutions/01_formula.ipynb … solutions/12_tuning_and_side_by_side.ipynb.
 """
 
 from .ex01_by_hand import check_by_hand
@@ -43,7 +47,7 @@ __all__ = [
     "check_pick_config",
 ]
 
-# Part II (lessons 09-10): checkers that launch the learner's kernel themselves, guarded (see guarded.py).
+# Part II (lessons 09-10): checkers with signatures of their own, judged by the same harness (see kernels.py).
 from .ex09_long_row import check_long_row_kernel  # noqa: E402
 from .ex10_one_pass import check_one_pass_kernel  # noqa: E402
 

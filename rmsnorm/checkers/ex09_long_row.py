@@ -6,10 +6,11 @@ The learner's kernel has a fixed signature (one program per row)::
 
 and the checker launches it with a grid of M programs and a BLOCK_SIZE
 *smaller* than N (16, 32 or 64), so the kernel must loop over column blocks:
-pass 1 sums x², pass 2 reads x again and writes y. Every tensor sits at the
-start of a NaN-filled buffer (:mod:`rmsnorm.checkers.guarded`): a read outside
-the row gives NaN, a write outside the tensor is found, a loop that never ends
-is stopped.
+pass 1 sums x², pass 2 reads x again and writes y. Every tensor sits inside a
+NaN-filled buffer (:mod:`rmsnorm.checkers.guards`): a read outside the row
+gives NaN, a write outside the tensor is found, an access far outside is
+refused before it happens (under the interpreter), a loop that never ends is
+stopped (:mod:`rmsnorm.checkers.isolate`).
 
 Symptoms recognised (each modelled in float64): mean divided by BLOCK_SIZE;
 the accumulator reset inside the loop (only the last block counted); the last,
@@ -35,14 +36,11 @@ import triton.language as tl
 
 from ..device import default_device
 from ..testing import make_inputs
-from . import isolate
 from .cases import describe
 from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, never_raises, wrong
-from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, refine, run_guarded, surround, written_outside,
-)
-from .kernels import check_kernel
+from .feedback import Feedback, never_raises
+from .guards import GUARD, Buffers
+from .kernels import check_kernel, refine, run_kernel_cases
 
 EXERCISE = "09 · looped forward kernel"
 #: What an unmasked access would do here (ends the preflight's message).
@@ -205,16 +203,21 @@ SYMPTOMS = [
 ]
 
 
-def _launch(case: LoopCase, kernel) -> dict[str, torch.Tensor]:
+#: The end of the message for a write outside y.
+Y_FIX = "check the store's mask, `start + cols < N`, and its address, `y_ptr + row * row_stride + start + cols`"
+
+
+def _launch(case: LoopCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
+    """Launch ``kernel`` with M programs and the case's BLOCK_SIZE, on guarded copies of the case's tensors."""
     M, N, stride = case.M, case.N, case.stride
-    capacity = M * stride + case.block  # a read at another row's offset, or one block past, stays in the buffer
-    x, x_buffer = surround(case.inputs["x"], capacity, stride)
-    gamma, gamma_buffer = surround(case.inputs["gamma"], capacity)
-    y, y_buffer = surround(torch.full((M, N), float("nan"), dtype=x.dtype, device=x.device), capacity, stride)
-    rstd, rstd_buffer = surround(torch.full((M,), float("nan"), device=x.device), capacity)
-    with bounds_checked({"x": x_buffer, "gamma": gamma_buffer, "y": y_buffer, "rstd": rstd_buffer}):
-        kernel[(M,)](x, gamma, y, rstd, stride, N, case.epsilon, BLOCK_SIZE=case.block)
-    return {"y": y, "rstd": rstd, "_outside": (written_outside(y, y_buffer), written_outside(rstd, rstd_buffer))}
+    room = GUARD + M * stride + case.block  # a read at another row's offset, or one block past, stays in the buffer
+    x = buffers.input("x", case.inputs["x"], stride, room=room)
+    gamma = buffers.input("gamma", case.inputs["gamma"], room=room)
+    y = buffers.output("y", (M, N), x.dtype, x.device, stride, room=room, fix=Y_FIX)
+    rstd = buffers.output("rstd", (M,), torch.float32, x.device, room=room,
+                          fix="check the store's address: one rstd per row, `rstd_ptr + row`")
+    kernel[(M,)](x, gamma, y, rstd, stride, N, case.epsilon, BLOCK_SIZE=case.block)
+    return {"y": y, "rstd": rstd}
 
 
 def _signatures():
@@ -224,28 +227,28 @@ def _signatures():
 
 
 @never_raises(EXERCISE)
-def check_long_row_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
-    """Judge a learner's kernel as lessons 03–05's checkers do (:func:`~rmsnorm.checkers.kernels.check_kernel`).
+def check_long_row_kernel(kernel) -> Feedback:
+    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm.checkers.kernels.check_kernel`).
 
     Before any launch, :func:`~rmsnorm.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
     exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
-    interpreter) and :func:`judge_long_row` in the checker's separate process, so a crash, a spoiled GPU context or a
-    kernel that never ends gives a message here, never a dead notebook kernel.
+    interpreter) and :func:`judge_long_row` in the checker's separate processes (the interpreter's on every
+    machine, and the GPU's on a GPU machine), so a crash, a spoiled GPU context or a kernel that never ends gives
+    a message here, never a dead notebook kernel.
 
     Args:
         kernel: the learner's ``@triton.jit`` kernel, with the signature of :func:`long_row_forward_kernel`.
-        time_limit_s: seconds all launches together may take.
 
     Returns:
         Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the mistake. Never raises.
 
     Source: solutions/09_the_long_row.ipynb.
     """
-    return check_kernel(EXERCISE, kernel, long_row_forward_kernel, (__name__, "judge_long_row"), _signatures(), MASK_NOTE,
-                        extra_args=(time_limit_s,), limit_s=time_limit_s + isolate.CASE_TIME_LIMIT_S)
+    return check_kernel(EXERCISE, kernel, long_row_forward_kernel, (__name__, "judge_long_row"), _signatures(),
+                        MASK_NOTE)
 
 
-def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+def judge_long_row(kernel) -> Feedback:
     """In the checker's child process: launch the looped forward kernel on the checker's cases, say what is wrong.
 
     Args:
@@ -253,25 +256,17 @@ def judge_long_row(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
             :func:`long_row_forward_kernel` (x_ptr, gamma_ptr, y_ptr, rstd_ptr,
             row_stride, N, eps, BLOCK_SIZE), launched with M programs and,
             in all cases but one, BLOCK_SIZE < N.
-        time_limit_s: seconds all launches together may take.
 
     Returns:
         Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the
-        mistake. Never raises for a learner's mistake, never hangs.
+        mistake. Never raises for a learner's mistake.
 
     Source: solutions/09_the_long_row.ipynb.
     """
     cases = loop_cases()
-    outputs = run_guarded(EXERCISE, kernel, cases, _launch, time_limit_s)
+    outputs = run_kernel_cases(EXERCISE, kernel, cases, _launch, correct, "", bounds=True, reads_outside=False)
     if isinstance(outputs, Feedback):
         return outputs
-    for case, out in zip(cases, outputs):
-        for name, outside in zip(("y", "rstd"), out.pop("_outside")):
-            if len(outside):
-                return wrong(EXERCISE, f"on {case.label}: the kernel wrote {len(outside)} element(s) outside {name} "
-                             f"(first at element {int(outside[0])} of its buffer, which has "
-                             f"{case.M * case.stride if name == 'y' else case.M} in use). Check the store's mask and "
-                             f"address ({name == 'rstd' and 'one rstd per row: `rstd_ptr + row`' or 'row * row_stride + start + cols'}).")
     runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
     feedback = diagnose(
         EXERCISE, runs, SYMPTOMS,

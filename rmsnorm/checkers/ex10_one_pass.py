@@ -11,9 +11,10 @@ stores it once, in row p of the (P, N) float32 ``partial``. The checker sums
 the P rows itself (dgamma) and compares dx and every partial row with the
 float64 oracle, computed from the float32 rstd the kernel was given.
 
-Every tensor sits at the start of a NaN-filled buffer
-(:mod:`rmsnorm.checkers.guarded`): a read outside gives NaN, a write outside
-is found, a loop that never ends is stopped.
+Every tensor sits inside a NaN-filled buffer (:mod:`rmsnorm.checkers.guards`):
+a read outside gives NaN, a write outside is found, an access far outside is
+refused before it happens (under the interpreter), a loop that never ends is
+stopped (:mod:`rmsnorm.checkers.isolate`).
 
 Symptoms recognised: mean(u · x̂) divided by BLOCK_SIZE; dx without its last
 rstd factor; the partial without rstd (dy · x), without x̂ (dy alone: that is
@@ -38,14 +39,11 @@ import triton.language as tl
 
 from ..device import default_device
 from ..testing import make_inputs
-from . import isolate
 from .cases import describe
 from .diagnose import Case, Run, Symptom, _case_passes, diagnose
 from .feedback import Feedback, never_raises, wrong
-from .guarded import (
-    DEFAULT_TIME_LIMIT_S, bounds_checked, refine, run_guarded, surround, written_outside,
-)
-from .kernels import check_kernel
+from .guards import GUARD, Buffers
+from .kernels import check_kernel, refine, run_kernel_cases
 
 EXERCISE = "10 · one-pass backward loop"
 #: What an unmasked access would do here (ends the preflight's message).
@@ -172,20 +170,33 @@ SYMPTOMS = [
 ]
 
 
-def _launch(case: GridCase, kernel) -> dict:
+def _partial_outside(case: GridCase):
+    """Words for a write outside the (P, N) partial, from the offsets written (row index or BLOCK_SIZE apart)."""
+    P, N, block = case.programs, case.N, triton.next_power_of_2(case.N)
+
+    def explain(offsets: list[int]) -> str:
+        if block > N and all(0 <= o and o % block < N for o in offsets):
+            return (f"the partial's rows were stored BLOCK_SIZE = {block} elements apart (`pid * BLOCK_SIZE + cols`), "
+                    f"but partial is a ({P}, N) tensor: row p starts at element p · N = p · {N}, so the last "
+                    "programs wrote past its end. Store at `partial_ptr + pid * N + cols`")
+        return (f"the partial was written outside its {P} rows (at row {offsets[0] // N}): it has one row per "
+                "program, not per data row. Store it once, after the loop, at `partial_ptr + pid * N + cols`")
+    return explain
+
+
+def _launch(case: GridCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
+    """Launch ``kernel`` on P programs, on guarded copies (:mod:`~rmsnorm.checkers.guards`)."""
     M, N, P, stride = case.M, case.N, case.programs, case.stride
-    capacity = max(M, P) * stride + triton.next_power_of_2(N)
-    x, x_buffer = surround(case.inputs["x"], capacity, stride)
-    dy, dy_buffer = surround(case.inputs["dy"], capacity, stride)
-    gamma, gamma_buffer = surround(case.inputs["gamma"], capacity)
-    rstd, rstd_buffer = surround(case.inputs["rstd"], capacity)
-    dx, dx_buffer = surround(torch.full((M, N), float("nan"), dtype=x.dtype, device=x.device), capacity, stride)
-    partial, p_buffer = surround(torch.full((P, N), float("nan"), device=x.device), capacity)
-    buffers = {"x": x_buffer, "dy": dy_buffer, "gamma": gamma_buffer, "rstd": rstd_buffer, "dx": dx_buffer,
-               "partial": p_buffer}
-    with bounds_checked(buffers):
-        kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
-    return {"dx": dx, "partial": partial, "_outside": (written_outside(dx, dx_buffer), written_outside(partial, p_buffer))}
+    room = GUARD + max(M, P) * stride + triton.next_power_of_2(N)  # another row's offset stays in the buffer
+    x = buffers.input("x", case.inputs["x"], stride, room=room)
+    gamma = buffers.input("gamma", case.inputs["gamma"], room=room)
+    rstd = buffers.input("rstd", case.inputs["rstd"], room=room)
+    dy = buffers.input("dy", case.inputs["dy"], stride, room=room)
+    dx = buffers.output("dx", (M, N), x.dtype, x.device, stride, room=room,
+                        fix="check the store's mask (`cols < N`) and its address (`row * row_stride + cols`)")
+    partial = buffers.output("partial", (P, N), torch.float32, x.device, room=room, fix=_partial_outside(case))
+    kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
+    return {"dx": dx, "partial": partial}
 
 
 def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
@@ -203,28 +214,28 @@ def _signatures():
 
 
 @never_raises(EXERCISE)
-def check_one_pass_kernel(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
-    """Judge a learner's kernel as lessons 03–05's checkers do (:func:`~rmsnorm.checkers.kernels.check_kernel`).
+def check_one_pass_kernel(kernel) -> Feedback:
+    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm.checkers.kernels.check_kernel`).
 
     Before any launch, :func:`~rmsnorm.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
     exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
-    interpreter) and :func:`judge_one_pass` in the checker's separate process, so a crash, a spoiled GPU context or a
-    kernel that never ends gives a message here, never a dead notebook kernel.
+    interpreter) and :func:`judge_one_pass` in the checker's separate processes (the interpreter's on every
+    machine, and the GPU's on a GPU machine), so a crash, a spoiled GPU context or a kernel that never ends gives
+    a message here, never a dead notebook kernel.
 
     Args:
         kernel: the learner's ``@triton.jit`` kernel, with the signature of :func:`one_pass_backward_kernel`.
-        time_limit_s: seconds all launches together may take.
 
     Returns:
         Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the mistake. Never raises.
 
     Source: solutions/10_one_pass_backward.ipynb.
     """
-    return check_kernel(EXERCISE, kernel, one_pass_backward_kernel, (__name__, "judge_one_pass"), _signatures(), MASK_NOTE,
-                        extra_args=(time_limit_s,), limit_s=time_limit_s + isolate.CASE_TIME_LIMIT_S)
+    return check_kernel(EXERCISE, kernel, one_pass_backward_kernel, (__name__, "judge_one_pass"), _signatures(),
+                        MASK_NOTE)
 
 
-def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedback:
+def judge_one_pass(kernel) -> Feedback:
     """In the checker's child process: launch the one-pass backward loop on a persistent grid, say what is wrong.
 
     Args:
@@ -232,28 +243,17 @@ def judge_one_pass(kernel, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> Feedba
             :func:`one_pass_backward_kernel` (x_ptr, gamma_ptr, rstd_ptr,
             dy_ptr, dx_ptr, partial_ptr, row_stride, M, N, BLOCK_SIZE),
             launched with a grid of P programs.
-        time_limit_s: seconds all launches together may take.
 
     Returns:
         Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the
-        mistake. Never raises for a learner's mistake, never hangs.
+        mistake. Never raises for a learner's mistake.
 
     Source: solutions/10_one_pass_backward.ipynb.
     """
     cases = grid_cases()
-    outputs = run_guarded(EXERCISE, kernel, cases, _launch, time_limit_s)
+    outputs = run_kernel_cases(EXERCISE, kernel, cases, _launch, correct, "", bounds=True, reads_outside=False)
     if isinstance(outputs, Feedback):
         return outputs
-    for case, out in zip(cases, outputs):
-        dx_out, p_out = out.pop("_outside")
-        if len(p_out):
-            row = int(p_out[0]) // case.N
-            return wrong(EXERCISE, f"on {case.label}: the partial was written outside its {case.programs} rows "
-                         f"(at row {row}): it has one row per program, not per data row. Store it once, after the "
-                         "loop, at `partial_ptr + pid * N + cols`.")
-        if len(dx_out):
-            return wrong(EXERCISE, f"on {case.label}: the kernel wrote {len(dx_out)} element(s) outside dx. Check the "
-                         "store's mask (`cols < N`) and its address (`row * row_stride + cols`).")
     runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
     failing = [r for r in runs if not _case_passes(r)]
     for bits, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):

@@ -93,13 +93,12 @@ def is_not_implemented(error: BaseException) -> bool:
     Triton's interpreter wraps an exception raised inside a kernel in an
     ``InterpreterError`` whose message names the original one.
     """
-    seen = 0
-    while error is not None and seen < 10:
-        if isinstance(error, NotImplementedError) or str(error).startswith("NotImplementedError"):
-            return True
-        error = error.__cause__ or error.__context__
-        seen += 1
-    return False
+    return any(isinstance(e, NotImplementedError) or str(e).startswith("NotImplementedError") for e in _chain(error))
+
+
+def caused_by(error: BaseException, kind: type) -> BaseException | None:
+    """The ``kind`` exception that ``error`` is or wraps (the interpreter wraps a kernel's errors), or None."""
+    return next((e for e in _chain(error) if isinstance(e, kind)), None)
 
 
 #: Frames that are not the learner's: the package, installed libraries (also Debian's dist-packages, and

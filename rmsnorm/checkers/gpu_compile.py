@@ -108,16 +108,19 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     gives the whole compiler error.
     """
     where = f" at line {line} of your cell, `{text}`" if line else ""
+    # Both wordings say REJECTS: check_kernel recognises a GPU's own compile error by it.
     lines = message.strip().splitlines()
     last = lines[-1] if lines else ""
     if interpreted():
-        return (f"the interpreter runs {name}, but Triton's compiler for a GPU rejects it{where}: {last} (The "
+        return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
                 f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")
     how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
-    return (f"{name} does not compile: Triton's compiler for a GPU rejects it{where}: {last} (common causes: a keyword "
+    return (f"{name} does not compile: {REJECTS}{where}: {last} (common causes: a keyword "
             f"the function does not take; {_LOOP_VARIABLE}; {_CONSTEXPR_WIDTH}.){how}")
 
 
+#: Words of every message for a kernel the GPU compiler refuses.
+REJECTS = "Triton's compiler for a GPU rejects it"
 #: The two GPU-only rules a kernel that runs in the interpreter most often breaks.
 _LOOP_VARIABLE = ("a variable changed in a loop must keep its dtype and shape, so start an accumulator as what it "
                   "will be: `tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a single number")

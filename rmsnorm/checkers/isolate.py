@@ -6,20 +6,24 @@ never ends. So every checker runs the learner's code in a child process with
 a time limit, and turns what happened into a :class:`Feedback`:
 
 - the child died of a signal → "your kernel read or wrote outside the tensor";
-- no progress for :data:`CASE_TIME_LIMIT_S` seconds → "did not finish";
+- no progress for :data:`CASE_TIME_LIMIT_S` seconds → "did not finish" (one
+  limit and one message for every exercise);
 - anything else the child reports is the checker's own feedback.
 
 Children come from a ``forkserver`` (a clean server process that imports torch
 once, never CUDA, then forks one child per check): about 0.3 s per check
 instead of the 2 s of a fresh interpreter, and on a GPU machine each child
-initialises CUDA itself. A learner's ``@triton.jit`` kernel is defined in a
-notebook cell, which a child cannot import: its source is shipped
-(:class:`KernelSource`) and executed again in the child, after the child has
-chosen the interpreter exactly as the parent did. Plain Python functions and
-classes travel with cloudpickle.
+initialises CUDA itself. On a GPU machine a child can also be asked to
+interpret its kernels (``start(..., interpret=True)``): it is then a fresh
+process (``spawn``) started with :data:`INTERPRETER_ENVIRONMENT`, so that it
+runs exactly as a CPU machine's child does (Triton's interpreter must be on
+before triton is imported, and a forked child has it imported already). A
+learner's ``@triton.jit`` kernel is defined in a notebook cell, which a child
+cannot import: its source is shipped (:class:`KernelSource`) and executed again
+in the child. Plain Python functions and classes travel with cloudpickle.
 
-Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb;
-Python's ``multiprocessing`` (forkserver), cloudpickle.
+Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb;
+Python's ``multiprocessing`` (forkserver, spawn), cloudpickle.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing
+import multiprocessing.connection as mp_connection
 import multiprocessing.spawn as mp_spawn
+import os
 import signal
 import sys
 import tempfile
@@ -42,11 +48,18 @@ from ._gpu_compile import define_kernel
 from .feedback import Feedback, wrong
 from .shipping import KernelSource, restore_sources, source_lines
 
-#: Seconds a child may run without reporting progress (one case, or the start-up) before it is stopped.
+#: Seconds a child may run the learner's code without reporting progress (one case) before it is stopped: the one
+#: time limit of every exercise.
 CASE_TIME_LIMIT_S = 60.0
+#: Seconds a child may take to start, before it runs anything of the learner's (a fresh interpreter imports torch
+#: and triton; a forked one is ready in a fraction of a second).
+START_TIME_LIMIT_S = 180.0
 #: Modules the forkserver imports once, none of which touches CUDA (torch.testing.assert_close imports
 #: torch.distributed.tensor on its first call: about a second, paid once here instead of in every child).
 PRELOAD = ["torch", "torch.testing", "torch.distributed.tensor"]
+#: The environment of a child that interprets its kernels on a GPU machine: the interpreter on, CUDA out of sight
+#: (its tensors, like a CPU machine's, are on the CPU, where the interpreter's loads and stores are checked).
+INTERPRETER_ENVIRONMENT = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 _CONTEXT = None
 
@@ -75,11 +88,13 @@ progress = lambda what: None  # noqa: E731
 
 
 def _child_main(conn, payload: bytes, interpret: bool) -> None:
-    """Entry point of a child: choose the interpreter, rebuild the learner's objects, run the target."""
+    """Entry point of a child: check where it runs kernels, rebuild the learner's objects, run the target."""
     global progress
     try:
-        if interpreted() != interpret:  # the forkserver inherited the parent's TRITON_INTERPRET
-            raise RuntimeError(f"the checker's child runs kernels {'not ' if interpret else ''}in the interpreter, unlike its parent")
+        conn.send(("ready", None))  # started: from here on, the learner's code runs under the time limit
+        if interpreted() != interpret:  # chosen by the environment the child started with
+            raise RuntimeError(f"the checker's child runs kernels {'not ' if interpret else ''}in the interpreter, "
+                               "unlike what the checker asked for")
         target, args, sources = cloudpickle.loads(payload)
         restore_sources(args, sources)  # the learner's line numbers and text in tracebacks
         folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
@@ -108,18 +123,47 @@ class Outcome:
 
 
 def start(target: tuple[str, str], args, *, interpret: bool):
-    """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome."""
+    """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome.
+
+    Args:
+        target: (module, function) run in the child.
+        args: its arguments (learner's kernels as :class:`KernelSource`).
+        interpret: whether the child runs kernels in Triton's interpreter. As
+            this process does: a child of the forkserver. Interpreted on a GPU
+            machine: a fresh process with :data:`INTERPRETER_ENVIRONMENT`.
+
+    Raises:
+        ValueError: ``interpret`` is False in a process that interprets its kernels (no GPU to compile for).
+    """
+    if not interpret and interpreted():
+        raise ValueError("a process that interprets its kernels cannot start a child that runs them on a GPU")
     try:
         payload = cloudpickle.dumps((target, list(args), source_lines(args)))
     except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
         return Outcome("unpicklable", f"{type(error).__name__}: {error}")
-    ctx = _context()
+    fresh = interpret and not interpreted()
+    ctx = multiprocessing.get_context("spawn") if fresh else _context()
     parent, child = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_child_main, args=(child, payload, interpret), daemon=True)
-    with _without_main():
+    with _without_main(), _environment(INTERPRETER_ENVIRONMENT if fresh else {}):
         process.start()
     child.close()
     return process, parent
+
+
+@contextlib.contextmanager
+def _environment(overrides: dict[str, str]):
+    """``os.environ`` with ``overrides`` while a fresh child is started (it inherits it), as it was afterwards."""
+    before = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
@@ -142,32 +186,70 @@ def _without_main():
 
 def wait(started, limit_s: float) -> Outcome:
     """Wait for a child started by :func:`start`, at most ``limit_s`` seconds without progress."""
-    if isinstance(started, Outcome):
-        return started
-    process, conn = started
-    begin, last = time.monotonic(), "starting"
+    return wait_all([started], limit_s)[0]
+
+
+def wait_all(started: list, limit_s: float) -> list[Outcome]:
+    """Wait for children started by :func:`start`, each at most ``limit_s`` seconds without progress.
+
+    They run at the same time. A child's start-up (until it says it is ready)
+    may take :data:`START_TIME_LIMIT_S`. When one crashes or runs out of time,
+    that decides the verdict: the others are stopped (their Outcome is "stopped").
+
+    Returns:
+        One :class:`Outcome` per child, in the order given.
+    """
+    begin = time.monotonic()
+    outcomes: list[Outcome | None] = [s if isinstance(s, Outcome) else None for s in started]
+    running = {i: (s[0], s[1]) for i, s in enumerate(started) if not isinstance(s, Outcome)}
+    last = {i: ("starting", begin) for i in running}
+    ready: set[int] = set()
+
+    def deadline(i):
+        return last[i][1] + (limit_s if i in ready else START_TIME_LIMIT_S)
+
     try:
-        while True:
-            if not conn.poll(limit_s):
-                _stop(process)
-                return Outcome("timeout", limit_s, last, time.monotonic() - begin)
-            try:
-                kind, value = conn.recv()
-            except (EOFError, OSError):
-                process.join(5)
-                code = process.exitcode
-                return Outcome("crashed", code, last, time.monotonic() - begin)
-            if kind == "progress":
-                last = value
-                continue
-            process.join(5)
-            if kind == "done":
-                return Outcome("done", cloudpickle.loads(value), last, time.monotonic() - begin)
-            return Outcome(kind, value, last, time.monotonic() - begin)
+        while running and not any(o is not None and o.kind in ("crashed", "timeout") for o in outcomes):
+            now = time.monotonic()
+            for i in [i for i in running if now >= deadline(i)]:  # no progress for limit_s
+                _stop(running.pop(i)[0])
+                outcomes[i] = Outcome("timeout", limit_s if i in ready else START_TIME_LIMIT_S, last[i][0], now - begin)
+            if not running:
+                break
+            timeout = max(0.0, min(deadline(i) for i in running) - now)
+            readable = mp_connection.wait([conn for _, conn in running.values()], timeout)
+            for i in [i for i, (_, conn) in running.items() if conn in readable]:
+                outcome = _receive(*running[i], last, i, begin)
+                ready.add(i)
+                if outcome is not None:
+                    running.pop(i)
+                    outcomes[i] = outcome
     finally:
-        conn.close()
-        if process.is_alive():
+        for i, (process, conn) in running.items():
             _stop(process)
+            outcomes[i] = outcomes[i] or Outcome("stopped", None, last[i][0], time.monotonic() - begin)
+        for s in started:
+            if not isinstance(s, Outcome):
+                s[1].close()
+    return outcomes
+
+
+def _receive(process, conn, last: dict, i: int, begin: float) -> Outcome | None:
+    """Read what child ``i`` sent: None after a progress report (``last[i]`` updated), else how it ended."""
+    try:
+        kind, value = conn.recv()
+    except (EOFError, OSError):
+        process.join(5)
+        return Outcome("crashed", process.exitcode, last[i][0], time.monotonic() - begin)
+    if kind in ("progress", "ready"):
+        last[i] = (value if kind == "progress" else last[i][0], time.monotonic())
+        return None
+    process.join(5)
+    if process.is_alive():
+        _stop(process)
+    if kind == "done":
+        return Outcome("done", cloudpickle.loads(value), last[i][0], time.monotonic() - begin)
+    return Outcome(kind, value, last[i][0], time.monotonic() - begin)
 
 
 def _stop(process) -> None:
@@ -176,11 +258,10 @@ def _stop(process) -> None:
 
 
 def interpreted() -> bool:
-    """True when this process runs kernels in Triton's interpreter (a child must do the same)."""
-    from ..device import is_interpreted
-    from ..forward import rmsnorm_forward_kernel
+    """True when this process runs kernels in Triton's interpreter (:func:`rmsnorm.device.interpreter_active`)."""
+    from ..device import interpreter_active
 
-    return is_interpreted(rmsnorm_forward_kernel)
+    return interpreter_active()
 
 
 def crash_message(outcome: Outcome, who: str) -> str:
@@ -199,8 +280,9 @@ def crash_message(outcome: Outcome, who: str) -> str:
 
 def timeout_message(outcome: Outcome, who: str) -> str:
     """Plain words for a child stopped by the time limit."""
-    loop = ("Does the loop's start advance (`for start in range(0, M, BLOCK_M)`), and does a `while` condition "
-            "ever become false?" if who.startswith("your kernel") else "Does every `while` condition become false?")
+    loop = ("Does every loop move towards its end (`for start in range(0, N, BLOCK_SIZE)` does by itself; a "
+            "`while` loop must change its own condition)?" if who.startswith("your kernel")
+            else "Does every `while` condition become false?")
     return (f"{who} did not finish in {outcome.value:g} s (during {outcome.last_progress}): a loop never ends. "
             f"{loop} The checker stopped it; your notebook is safe.")
 

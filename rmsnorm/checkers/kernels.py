@@ -1,177 +1,55 @@
 """How a learner's kernel is judged: read it, compile it for a GPU, run it where it can do no harm.
 
-1. :func:`preflight` reads the kernel (never runs it): a skeleton says "not
-   done yet", a wrong signature or an unmasked block access is named with its
-   line, before anything is launched.
+One harness for every kernel exercise (03, 04, 05, the fix of 08, 09, 10):
+
+1. :func:`~rmsnorm.checkers.preflight.preflight` reads the kernel (never runs
+   it): a skeleton says "not done yet", a wrong signature or an unmasked block
+   access is named with its line, before anything is launched.
 2. :func:`check_kernel` then, at the same time, (a) compiles the kernel for a
    CUDA target on the CPU (:mod:`rmsnorm.checkers.gpu_compile`; only under the
    interpreter: on a GPU it is compiled for real) and (b) runs the exercise's
-   cases in a child process (:mod:`rmsnorm.checkers.isolate`), so that a crash
-   or an endless loop becomes a message.
-3. In the child, :func:`run_kernel_cases` launches the kernel on every case
+   cases in child processes (:mod:`rmsnorm.checkers.isolate`), so that a crash
+   or an endless loop becomes a message, with one time limit. The interpreter's
+   judge runs on every machine (:func:`judges`): on a GPU machine in a child of
+   its own, beside the child that runs the kernel on the GPU. A verdict is
+   "wrong" when either says so, in the words a CPU machine gives.
+3. In a child, :func:`run_kernel_cases` launches the kernel on every case
    with each tensor inside a NaN-guarded buffer (:mod:`rmsnorm.checkers.guards`): NaN before and after it (and in
    the padding of rows, for the cases whose rows are further apart than N), so
    a read outside a tensor shows as NaN, a write outside it changes the
    guard, and a write into an input changes the input. Under the interpreter,
    a masked load without ``other=`` gives NaN in its masked lanes (on a GPU
-   they hold whatever memory held; the interpreter would give 0).
+   they hold whatever memory held, often 0), and for 09 and 10 every address
+   is checked against the buffers before it is touched.
 
 Source: solutions/03_forward_kernel.ipynb, 04_backward_derivation.ipynb,
-05_gamma_reduction.ipynb, 08_n_vs_block_exercise.ipynb.
+05_gamma_reduction.ipynb, 08_n_vs_block_exercise.ipynb, 09_the_long_row.ipynb,
+10_one_pass_backward.ipynb.
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
-import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 
 import torch
 
 from . import gpu_compile, isolate
-from .diagnose import Case, Outputs
-from .guards import Buffers, nan_for_missing_other
-from .shipping import KernelSource, is_kernel, kernel_spec
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, source_of, wrong
+from .diagnose import Case, Outputs, Run, Symptom, _case_passes
+from .feedback import (
+    Feedback, caused_by, describe_error, is_not_implemented, learner_frame, name_of, not_done, source_of, wrong,
+)
+from .guards import Buffers, OutOfBounds, interpreter_guards
+from .preflight import first_line, masked_loads_without_other, preflight, unmasked_accesses  # noqa: F401 (re-exported)
+from .shipping import KernelSource, kernel_spec
 
 #: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
 RAISED = " raised "
 
-
-# --------------------------------------------------------------------------- reading the kernel
-
-
-def first_line(kernel) -> int:
-    """Line of the kernel's decorator in its cell or file (1 when the source cannot be read)."""
-    try:
-        return inspect.getsourcelines(kernel.fn)[1]
-    except (OSError, TypeError):
-        return 1
-
-
-def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback | None:
-    """Static checks of a learner's kernel against the package kernel it replaces.
-
-    Args:
-        exercise: name shown in the feedback.
-        kernel: the learner's ``@triton.jit`` function.
-        reference: the package kernel whose signature the launcher expects.
-        mask_example: what an unmasked access would do in this exercise, in words.
-
-    Returns:
-        A "not done yet" or "wrong" :class:`Feedback`, or None when the kernel may be launched.
-    """
-    name = name_of(kernel)
-    if not is_kernel(kernel):
-        return wrong(exercise, f"{name} is not a Triton kernel: put `@triton.jit` on the line above `def`.")
-    source = source_of(kernel)
-    if source is None:
-        return wrong(exercise, f"the source of {name} cannot be read: define it in a notebook cell or a .py file.")
-    if raises_not_implemented(source):
-        return not_done(exercise, name)
-    expected = inspect.signature(reference.fn).parameters
-    got = list(inspect.signature(kernel.fn).parameters)
-    by_keyword = [p for p, param in expected.items() if "constexpr" in str(param.annotation)]
-    if len(got) != len(expected) or got[len(got) - len(by_keyword):] != by_keyword:
-        return wrong(
-            exercise,
-            f"{name} takes ({', '.join(got)}), but the launcher passes ({', '.join(expected)}): "
-            f"keep the signature of `{reference.fn.__name__}`, in the same order, with "
-            f"{' and '.join(by_keyword)} last and spelled exactly (the launcher passes them by name).",
-        )
-    first = first_line(kernel)
-    for line, call in unmasked_accesses(source):
-        return wrong(
-            exercise,
-            f"line {first + line - 1} of your cell, `{call}`, has no mask. {mask_example}: pass `mask=`, "
-            "and `other=0` for a load.",
-        )
-    return None
-
-
-def raises_not_implemented(source: str) -> bool:
-    """True when the kernel has a ``raise NotImplementedError`` statement (the skeleton), not merely the word."""
-    for node in ast.walk(ast.parse(textwrap.dedent(source))):
-        if isinstance(node, ast.Raise) and node.exc is not None:
-            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
-                return True
-    return False
-
-
-def _block_names(tree) -> set[str]:
-    blocks: set[str] = set()
-    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
-    for _ in range(len(assigns) + 1):  # names may depend on later names inside loops
-        before = len(blocks)
-        for node in assigns:
-            if node.value is not None and _is_block(node.value, blocks):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                blocks.update(t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name))
-        if len(blocks) == before:
-            break
-    return blocks
-
-
-def _is_block(node, blocks) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id in blocks:
-            return True
-        if isinstance(sub, ast.Attribute) and sub.attr == "arange":
-            return True
-    return False
-
-
-def _memory_calls(tree):
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "store"):
-            yield node
-
-
-def unmasked_accesses(source: str) -> list[tuple[int, str]]:
-    """Every ``tl.load``/``tl.store`` of a block of pointers that has no mask.
-
-    A pointer is a *block* when its expression uses ``tl.arange`` or a name
-    assigned (directly or through other names) from one; ``tl.store(rstd_ptr +
-    row, rstd)`` is a single element and needs no mask.
-
-    Returns:
-        (line number within the kernel's source, the call's text) per access.
-    """
-    tree = ast.parse(textwrap.dedent(source))
-    blocks = _block_names(tree)
-    found = []
-    for node in _memory_calls(tree):
-        positional_mask = 2 if node.func.attr == "store" else 1  # store(ptr, value, mask); load(ptr, mask)
-        has_mask = len(node.args) > positional_mask or any(k.arg == "mask" for k in node.keywords)
-        pointer = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"), None)
-        if not has_mask and pointer is not None and _is_block(pointer, blocks):
-            found.append((node.lineno, ast.unparse(node)))
-    return sorted(found)
-
-
-def masked_loads_without_other(source: str) -> list[tuple[int, str]]:
-    """Every ``tl.load`` with a mask and no ``other=``: its masked lanes are undefined on a GPU.
-
-    Returns:
-        (line number within the kernel's source, the call's text) per load.
-    """
-    found = []
-    for node in _memory_calls(ast.parse(textwrap.dedent(source))):
-        if node.func.attr != "load":
-            continue
-        has_mask = len(node.args) > 1 or any(k.arg == "mask" for k in node.keywords)
-        has_other = len(node.args) > 2 or any(k.arg == "other" for k in node.keywords)
-        if has_mask and not has_other:
-            found.append((node.lineno, ast.unparse(node)))
-    return sorted(found)
-
-
 # --------------------------------------------------------------------------- running the cases (in the child)
 
-#: launch(case, kernel, buffers) -> outputs: the kernel launched as the package launcher would.
+#: launch(case, kernel, buffers) -> outputs: the kernel launched as the package launcher (or the exercise) would.
 Launch = Callable[[Case, object, Buffers], Outputs]
 
 
@@ -184,17 +62,31 @@ def _nan_where_finite(outputs: Outputs, expected: Outputs) -> bool:
     return False
 
 
-def _launch(case, kernel, launch, guard_value=float("nan"), nan_other=True):
+def _launch(case, kernel, launch, bounds: bool, guard_value=float("nan"), nan_other=True):
     buffers = Buffers(guard_value)
-    with nan_for_missing_other(nan_other and isolate.interpreted()):
+    with interpreter_guards(nan_other, buffers if bounds else None):
         outputs = launch(case, kernel, buffers)
     return {k: v.detach().cpu().clone() for k, v in outputs.items()}, buffers.problems()
 
 
 def run_kernel_cases(
     exercise: str, kernel, cases: Sequence[Case], launch: Launch, expected: Callable[[Case], Outputs], example: str,
+    *, bounds: bool = False, reads_outside: bool = True,
 ) -> list[Outputs] | Feedback:
     """Launch ``kernel`` on every case in guarded buffers; runs in the checker's child process.
+
+    Under the interpreter (on every device: see :func:`check_kernel`), the
+    masked lanes of a load without ``other=`` read NaN.
+
+    Args:
+        exercise, kernel, cases: what is judged, on what.
+        launch: launches the kernel on one case, its tensors from the :class:`Buffers` it is given.
+        expected: the float64 outputs of a case (where NaN may not appear).
+        example: a call the learner can run to see a whole traceback.
+        bounds: under the interpreter, refuse an access outside every buffer
+            (:class:`OutOfBounds`, named with the learner's line) instead of letting it crash the process.
+        reads_outside: when a NaN reached a result and no ``other=`` is to blame,
+            say "read outside its tensors" (exercises whose symptoms name such reads pass False).
 
     Returns:
         The outputs of every case (CPU copies), or a :class:`Feedback` when the
@@ -208,34 +100,53 @@ def run_kernel_cases(
         for case in cases:
             isolate.progress(f"the case {case.label}")
             try:
-                outputs, problem = _launch(case, kernel, launch)
+                outputs, problem = _launch(case, kernel, launch, bounds)
                 if problem is not None:
                     return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
                 want = expected(case)
                 if _nan_where_finite(outputs, want):
-                    found = _explain_nan(exercise, kernel, case, launch, want)
+                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside)
                     if found is not None:
                         return found
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-                if is_not_implemented(error):
-                    return not_done(exercise, name)
-                rejected = gpu_compile.compile_error_message(kernel, error, example)
-                if rejected is not None:  # on a GPU the kernel is compiled here, in the child
-                    return wrong(exercise, rejected)
-                if "illegal memory access" in str(error) or "illegal address" in str(error):
-                    return wrong(exercise, f"on {case.label}, your kernel {name} read or wrote outside the tensor: "
-                                 "CUDA stopped it with an illegal memory access. Check the row offset "
-                                 "(`row * row_stride`) and the masks (`cols < N`, also on the last row).")
-                return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
+                return _error_feedback(exercise, kernel, case, error, example)
             results.append(outputs)
     return results
 
 
-def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
+def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example: str) -> Feedback:
+    """What an exception from the learner's kernel means, in words (one translator for every kernel exercise)."""
+    name = name_of(kernel)
+    outside = caused_by(error, OutOfBounds)
+    if outside is not None:
+        return wrong(exercise, f"on {case.label}: {name} made {outside}{_learner_line(error)}, outside every tensor "
+                     "it was given (stopped before it happened). Check that address: the row offset "
+                     "(`row * row_stride`), the column offset, and the mask.")
+    if is_not_implemented(error):
+        return not_done(exercise, name)
+    rejected = gpu_compile.compile_error_message(kernel, error, example)
+    if rejected is not None:  # on a GPU the kernel is compiled here, in the child
+        return wrong(exercise, rejected)
+    if "illegal memory access" in str(error) or "illegal address" in str(error):
+        return wrong(exercise, f"on {case.label}, your kernel {name} read or wrote outside the tensor: "
+                     "CUDA stopped it with an illegal memory access. Check the row offset "
+                     "(`row * row_stride`) and the masks (`cols < N`, also on the last row).")
+    return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
+
+
+def _learner_line(error: BaseException) -> str:
+    """' (at line 12: `x = tl.load(...)`)' for the deepest frame of the learner's code in the exception chain, or ''."""
+    frame = learner_frame(error)
+    if frame is None or not frame.line:
+        return ""
+    return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
+
+
+def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside) -> Feedback | None:
     """NaN where a number was expected: an other-less masked load, or a read outside a tensor? None if neither."""
     name = name_of(kernel)
     if isolate.interpreted():
-        outputs, _ = _launch(case, kernel, launch, nan_other=False)
+        outputs, _ = _launch(case, kernel, launch, bounds, nan_other=False)
         if not _nan_where_finite(outputs, want):
             source = source_of(kernel) or ""
             loads = masked_loads_without_other(source)
@@ -243,9 +154,11 @@ def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
             where = (f"line {first + loads[0][0] - 1} of your cell, `{loads[0][1]}`, has a mask but no `other=`"
                      if loads else "a masked load has no `other=`")
             return wrong(exercise, f"on {case.label}, {where}: on a GPU its masked lanes hold whatever memory "
-                         "held (the interpreter happens to give 0), and here they reached the result. "
-                         "Pass `other=0` (the value that adds nothing to a sum).")
-    outputs, problem = _launch(case, kernel, launch, guard_value=1.0)
+                         "held (often 0, so the numbers can look right there), and the checker, which fills them "
+                         "with NaN, found them in the result. Pass `other=0` (the value that adds nothing to a sum).")
+    if not reads_outside:
+        return None
+    outputs, problem = _launch(case, kernel, launch, bounds, guard_value=1.0)
     if problem is not None:
         return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
     if not _nan_where_finite(outputs, want):
@@ -256,25 +169,57 @@ def _explain_nan(exercise, kernel, case, launch, want) -> Feedback | None:
     return None
 
 
+def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms: Sequence[Symptom], stride_fix: str,
+           nan_note: str) -> Feedback:
+    """After :func:`~rmsnorm.checkers.diagnose.diagnose` failed: two hints that cases with a row stride allow.
+
+    When no symptom was named and only the cases whose rows are further apart
+    than N fail, the rows are addressed with N: ``stride_fix`` ends that
+    message. When a value is still NaN, ``nan_note`` (where the NaN comes from
+    in this exercise) is added. Otherwise ``feedback`` as it is.
+    """
+    if feedback.passed:
+        return feedback
+    named = any(s.summary in feedback.message for s in symptoms)
+    strided = [r for r in runs if r.case.row_stride]
+    others = [r for r in runs if not r.case.row_stride]
+    if not named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
+        return wrong(exercise, f"every case with row_stride = N passes, but not {strided[0].case.label}: {stride_fix}")
+    if "is still NaN" in feedback.message:
+        return wrong(exercise, f"{feedback.message} {nan_note}")
+    return feedback
+
+
 # --------------------------------------------------------------------------- in the parent
 
 
-def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], signatures, mask_example: str,
-                 extra_args: tuple = (), limit_s: float | None = None) -> Feedback:
-    """Judge a learner's kernel: preflight, then the GPU compile and the isolated run, at the same time.
+def judges() -> tuple[bool, ...]:
+    """Where the learner's kernel is run, one child each: True for Triton's interpreter, False for the GPU.
+
+    The interpreter's judge (NaN in the masked lanes of a load without
+    ``other=``, guarded buffers on the CPU) runs on every machine, so a verdict
+    does not depend on the device; on a GPU machine the kernel is also compiled
+    and run on the GPU, which finds what the interpreter cannot (the GPU's own
+    compile errors, illegal addresses).
+    """
+    return (True,) if isolate.interpreted() else (True, False)
+
+
+def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], signatures, mask_example: str) -> Feedback:
+    """Judge a learner's kernel: preflight, then the GPU compile and the isolated runs, at the same time.
 
     Args:
         exercise: name shown in the feedback.
         kernel: the learner's ``@triton.jit`` kernel.
         reference: the package kernel with the signature the launcher expects.
-        target: (module, function) run in the child as ``target(rebuilt_kernel, *extra_args)``; returns a Feedback.
+        target: (module, function) run in each child as ``target(rebuilt_kernel)``; returns a Feedback.
         signatures: [(signature, constexprs)] of the package kernel's parameters, for the GPU compile.
         mask_example: see :func:`preflight`.
-        extra_args: more arguments for ``target`` (picklable).
-        limit_s: seconds the child may take; default :data:`isolate.CASE_TIME_LIMIT_S`.
 
     Returns:
-        A :class:`Feedback`; never raises.
+        A :class:`Feedback`; never raises. "wrong" when any judge of
+        :func:`judges` says so, in the words a CPU machine gives (the
+        interpreter's), except that a GPU's own compile error is worded as on a GPU.
     """
     early = preflight(exercise, kernel, reference, mask_example)
     if early is not None:
@@ -285,14 +230,40 @@ def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], sign
     ours = list(inspect.signature(reference.fn).parameters)
     renamed = [({names[ours.index(k)]: v for k, v in sig.items()}, {names[ours.index(k)]: v for k, v in const.items()})
                for sig, const in signatures]
-    compiling = gpu_compile.start_gpu_compile(spec, renamed)
-    outcome = isolate.wait(isolate.start(target, [KernelSource(spec), *extra_args], interpret=isolate.interpreted()),
-                           isolate.CASE_TIME_LIMIT_S if limit_s is None else limit_s)
-    if outcome.kind in ("crashed", "timeout"):
+    compiling = gpu_compile.start_gpu_compile(spec, renamed)  # under the interpreter only
+    started = [isolate.start(target, [KernelSource(spec)], interpret=interpret) for interpret in judges()]
+    outcomes = isolate.wait_all(started, isolate.CASE_TIME_LIMIT_S)
+    if any(o.kind in ("crashed", "timeout") for o in outcomes):
         gpu_compile.cancel_gpu_compile(compiling)
-        return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
-    compiled = gpu_compile.finish_gpu_compile(compiling)
-    raised = outcome.kind == "done" and RAISED in outcome.value.message  # the interpreter's own error says more
+        return verdict(exercise, name, outcomes, None)
+    return verdict(exercise, name, outcomes, gpu_compile.finish_gpu_compile(compiling))
+
+
+def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compiled: dict | None) -> Feedback:
+    """One verdict from the judges' outcomes (in the order of :func:`judges`) and the CPU's compile check.
+
+    In this order: a judge that crashed or ran out of time; the interpreter's
+    own error; a GPU compiler's refusal (the CPU's compile check, or the GPU's
+    own compile in its child); the interpreter's "wrong" (the words a CPU
+    machine gives); the GPU's verdict; the interpreter's.
+
+    Args:
+        exercise: name shown in the feedback.
+        name: the learner's kernel, as :func:`~rmsnorm.checkers.feedback.name_of` gives it.
+        outcomes: the interpreter's :class:`~rmsnorm.checkers.isolate.Outcome`, then the GPU's if there is one.
+        compiled: the answer of :func:`~rmsnorm.checkers.gpu_compile.finish_gpu_compile`, or None.
+    """
+    who = f"your kernel {name}"
+    ended = next((o for o in outcomes if o.kind in ("crashed", "timeout")), None)
+    if ended is not None:
+        return isolate.outcome_feedback(exercise, ended, who)
+    interpreted, *on_gpu = [isolate.outcome_feedback(exercise, o, who) for o in outcomes]
+    raised = not interpreted.passed and RAISED in interpreted.message  # the interpreter's own error says more
     if compiled is not None and not compiled["ok"] and not raised:
         return wrong(exercise, gpu_compile.gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"]))
-    return isolate.outcome_feedback(exercise, outcome, f"your kernel {name}")
+    rejected = [f for f in on_gpu if gpu_compile.REJECTS in f.message]  # the GPU compiled it in its child
+    if rejected and not raised:
+        return rejected[0]
+    if not interpreted.passed or not on_gpu:
+        return interpreted
+    return on_gpu[0]

@@ -1,0 +1,145 @@
+"""Reading a learner's kernel before it runs: the skeleton, the signature, unmasked accesses, loads without ``other=``.
+
+:func:`preflight` never runs the kernel: a skeleton says "not done yet", a
+wrong signature or an unmasked block access is named with its line, before
+anything is launched (:func:`rmsnorm.checkers.kernels.check_kernel` calls it first).
+
+Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from .feedback import Feedback, name_of, not_done, source_of, wrong
+from .shipping import is_kernel
+
+# --------------------------------------------------------------------------- reading the kernel
+
+
+def first_line(kernel) -> int:
+    """Line of the kernel's decorator in its cell or file (1 when the source cannot be read)."""
+    try:
+        return inspect.getsourcelines(kernel.fn)[1]
+    except (OSError, TypeError):
+        return 1
+
+
+def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback | None:
+    """Static checks of a learner's kernel against the package kernel it replaces.
+
+    Args:
+        exercise: name shown in the feedback.
+        kernel: the learner's ``@triton.jit`` function.
+        reference: the package kernel whose signature the launcher expects.
+        mask_example: what an unmasked access would do in this exercise, in words.
+
+    Returns:
+        A "not done yet" or "wrong" :class:`Feedback`, or None when the kernel may be launched.
+    """
+    name = name_of(kernel)
+    if not is_kernel(kernel):
+        return wrong(exercise, f"{name} is not a Triton kernel: put `@triton.jit` on the line above `def`.")
+    source = source_of(kernel)
+    if source is None:
+        return wrong(exercise, f"the source of {name} cannot be read: define it in a notebook cell or a .py file.")
+    if raises_not_implemented(source):
+        return not_done(exercise, name)
+    expected = inspect.signature(reference.fn).parameters
+    got = list(inspect.signature(kernel.fn).parameters)
+    by_keyword = [p for p, param in expected.items() if "constexpr" in str(param.annotation)]
+    if len(got) != len(expected) or got[len(got) - len(by_keyword):] != by_keyword:
+        return wrong(
+            exercise,
+            f"{name} takes ({', '.join(got)}), but the launcher passes ({', '.join(expected)}): "
+            f"keep the signature of `{reference.fn.__name__}`, in the same order, with "
+            f"{' and '.join(by_keyword)} last and spelled exactly (the launcher passes them by name).",
+        )
+    first = first_line(kernel)
+    for line, call in unmasked_accesses(source):
+        return wrong(
+            exercise,
+            f"line {first + line - 1} of your cell, `{call}`, has no mask. {mask_example}: pass `mask=`, "
+            "and `other=0` for a load.",
+        )
+    return None
+
+
+def raises_not_implemented(source: str) -> bool:
+    """True when the kernel has a ``raise NotImplementedError`` statement (the skeleton), not merely the word."""
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                return True
+    return False
+
+
+def _block_names(tree) -> set[str]:
+    blocks: set[str] = set()
+    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
+    for _ in range(len(assigns) + 1):  # names may depend on later names inside loops
+        before = len(blocks)
+        for node in assigns:
+            if node.value is not None and _is_block(node.value, blocks):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                blocks.update(t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name))
+        if len(blocks) == before:
+            break
+    return blocks
+
+
+def _is_block(node, blocks) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in blocks:
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "arange":
+            return True
+    return False
+
+
+def _memory_calls(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "store"):
+            yield node
+
+
+def unmasked_accesses(source: str) -> list[tuple[int, str]]:
+    """Every ``tl.load``/``tl.store`` of a block of pointers that has no mask.
+
+    A pointer is a *block* when its expression uses ``tl.arange`` or a name
+    assigned (directly or through other names) from one; ``tl.store(rstd_ptr +
+    row, rstd)`` is a single element and needs no mask.
+
+    Returns:
+        (line number within the kernel's source, the call's text) per access.
+    """
+    tree = ast.parse(textwrap.dedent(source))
+    blocks = _block_names(tree)
+    found = []
+    for node in _memory_calls(tree):
+        positional_mask = 2 if node.func.attr == "store" else 1  # store(ptr, value, mask); load(ptr, mask)
+        has_mask = len(node.args) > positional_mask or any(k.arg == "mask" for k in node.keywords)
+        pointer = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "pointer"), None)
+        if not has_mask and pointer is not None and _is_block(pointer, blocks):
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def masked_loads_without_other(source: str) -> list[tuple[int, str]]:
+    """Every ``tl.load`` with a mask and no ``other=``: its masked lanes are undefined on a GPU.
+
+    Returns:
+        (line number within the kernel's source, the call's text) per load.
+    """
+    found = []
+    for node in _memory_calls(ast.parse(textwrap.dedent(source))):
+        if node.func.attr != "load":
+            continue
+        has_mask = len(node.args) > 1 or any(k.arg == "mask" for k in node.keywords)
+        has_other = len(node.args) > 2 or any(k.arg == "other" for k in node.keywords)
+        if has_mask and not has_other:
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
