@@ -6,9 +6,7 @@ passes the same consistency checks as the committed results. The numbers are fak
 with anything measured.
 """
 
-import importlib.util
-from pathlib import Path
-
+import checkout_scripts
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,14 +14,9 @@ import pytest
 from rmsnorm import bench
 from rmsnorm.bench import runs
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("benchmark_script", ROOT / "scripts" / "benchmark.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return checkout_scripts.load("scripts/benchmark.py")
 
 
 @pytest.fixture

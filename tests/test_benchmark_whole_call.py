@@ -5,10 +5,9 @@ timing, the rows of whole_call.csv, the targets and the tables. Here it runs on 
 interpreter) with fixed fake times, which are never compared with anything measured.
 """
 
-import importlib.util
 import math
-from pathlib import Path
 
+import checkout_scripts
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,15 +15,11 @@ import torch
 
 from rmsnorm.bench import load_whole_call, timing, wholecall
 
-ROOT = Path(__file__).resolve().parent.parent
 FAKE = {"whole_call_us": 40.0, "host_us": 30.0, "kernel_us": 4.0, "graph_us": 5.0}
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("benchmark_whole_call", ROOT / "scripts" / "benchmark_whole_call.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return checkout_scripts.load("scripts/benchmark_whole_call.py")
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ numbers in whole_call.csv's columns) until the H200's whole_call.csv is committe
 README check of tests/test_sidebyside.py covers the real one.
 """
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import checkout_scripts
 import pandas as pd
 import pytest
 
@@ -21,10 +21,7 @@ FIXTURE = ROOT / "tests" / "data" / "whole_call_fixture.csv"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("readme_fast_table", ROOT / "tools" / "readme_fast_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return checkout_scripts.load("tools/readme_fast_table.py")
 
 
 @pytest.fixture(scope="module")
