@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rmsnorm.bench import load_whole_call, timing, wholecall
+from rmsnorm.bench import RESULTS_DIR, load_whole_call, timing, wholecall
 
 FAKE = {"whole_call_us": 40.0, "host_us": 30.0, "kernel_us": 4.0, "graph_us": 5.0}
 
@@ -101,3 +101,18 @@ def test_summary_pivots_one_pass_by_shape_and_provider_in_the_runs_order():
                     ("fast", "forward"): (20, 14, 3)})
     pivot = wholecall.summary(table, "forward_backward", "host_us")
     assert list(pivot.columns) == ["fast", "eager"] and pivot.loc[(64, 4096, "bfloat16"), "eager"] == 50
+
+
+@pytest.mark.skipif(not (RESULTS_DIR / "whole_call.csv").is_file(), reason="results/h200/whole_call.csv not committed yet")
+def test_committed_whole_call_csv_is_complete_and_every_number_was_checked_first():
+    table = load_whole_call()
+    assert list(table.columns) == list(wholecall.COLUMNS)
+    shapes = {(m, n, str(d).removeprefix("torch.")) for m, n, d in wholecall.SHAPES}
+    assert set(map(tuple, table[["M", "N", "dtype"]].drop_duplicates().to_numpy().tolist())) == shapes
+    assert (table.groupby(["M", "N", "dtype", "provider"]).size() == len(wholecall.WHOLE_CALL_PASSES)).all()
+    timed = table["check"].str.startswith("ok")  # "ok", or "ok; graph_us failed: …" when one timer could not run
+    assert {"fast", "floor", "eager"} <= set(table.loc[timed, "provider"])
+    times = ["whole_call_us", "host_us"]
+    assert (table.loc[timed, times] > 0).all().all() and table.loc[~timed, times].isna().all().all()
+    article = table[(table["provider"] == "article") & (table["dtype"] == "bfloat16")]
+    assert article["check"].str.startswith("refused: the article's contract").all()  # refused, never faked

@@ -1,7 +1,7 @@
 """Write (or check) the fast path's H200 tables in README.md: kernel time and whole-call time, from the CSVs.
 
-    python tools/readme_fast_table.py          # rewrite the tables between their markers
-    python tools/readme_fast_table.py --check  # exit 1 if README.md differs from the CSVs
+    python tools/readme_fast_table.py [--write]  # rewrite the tables between their markers
+    python tools/readme_fast_table.py --check    # exit 1 if README.md differs from the CSVs
 
 Two blocks: between ``fast-table`` markers the side-by-side of kernel time
 (results/h200/fast.csv); between ``whole-call-table`` markers kernel time and whole-call
@@ -123,6 +123,7 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the CSVs")
+    parser.add_argument("--write", action="store_true", help="rewrite README.md's tables (the default)")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--results", type=Path, default=None, help="results folder (default: results/h200)")
     args = parser.parse_args(argv)
