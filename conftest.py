@@ -7,10 +7,27 @@ process, which on a GPU starts CUDA and compiles the variant) then ran alone for
 end. Under `--dist load` this scheduler hands out each test on its own and each notebook whole.
 (`--dist loadgroup` with an xdist_group mark per notebook would say the same, but pytest 9 keeps
 the node id where pytest-xdist 3.8 no longer changes it, and the groups are silently ignored.)
+
+It also makes nbval start each notebook's kernel over unix sockets, with the kernel's stderr kept
+and put into the error when the kernel dies at start (tests/kernel_start.py says why).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("nbval"):
+        # tests/ is on sys.path once pytest imports tests/conftest.py; a run of notebooks alone puts it there here.
+        tests = str(Path(__file__).resolve().parent / "tests")
+        if tests not in sys.path:
+            sys.path.insert(0, tests)
+        import kernel_start
+
+        kernel_start.install_in_nbval()
 
 
 @pytest.hookimpl(optionalhook=True)

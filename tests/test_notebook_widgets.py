@@ -18,6 +18,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+from kernel_start import AsyncKernelManager  # ipc sockets, no ports to race for; stderr in a start error
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions", "exercises") for p in (ROOT / folder).glob("*.ipynb"))
 WIDGET_CALL = re.compile(r"\binteract(ive)?\(")
@@ -107,6 +109,7 @@ def _execute(nb, path):
         run = copy.deepcopy(nb)
         try:
             NotebookClient(run, timeout=120, startup_timeout=120, kernel_name="python3",
+                           kernel_manager_class=AsyncKernelManager,
                            resources={"metadata": {"path": str(path.parent)}}).execute()
         except (CellTimeoutError, DeadKernelError):
             if attempt == 2:
