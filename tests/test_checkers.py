@@ -308,6 +308,26 @@ def test_every_device_runs_the_interpreters_judge_with_nan_in_masked_lanes(monke
     assert asked == ([True] if isolate.interpreted() else [True, False])
 
 
+#: Right kernels with a masked load without other= whose masked lanes never reach a result.
+UNREACHED_OTHER = {
+    "03": (checkers.check_forward_kernel, wv.mutate(rmsnorm.rmsnorm_forward_kernel, (
+        "gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask)"))),
+    "09": (checkers.check_long_row_kernel, wv.mutate(wv910.L, (
+        "tl.load(gamma_ptr + start + cols, mask=mask, other=0.0)", "tl.load(gamma_ptr + start + cols, mask=mask)"))),
+    "10": (checkers.check_one_pass_kernel, wv.mutate(wv910.B, (
+        "x = tl.load(x_ptr + offsets, mask=mask, other=0.0)", "x = tl.where(mask, tl.load(x_ptr + offsets, mask=mask), 0.0)"))),
+}
+
+
+@pytest.mark.parametrize("exercise", UNREACHED_OTHER)
+def test_a_load_without_other_whose_masked_lanes_reach_nothing_passes(exercise):
+    # The interpreter's judge looks at the result, not at the source: a rule on the source alone would refuse these.
+    check, kernel = UNREACHED_OTHER[exercise]
+    assert kernels.masked_loads_without_other(inspect.getsource(kernel.fn))
+    feedback = check(kernel)
+    assert feedback.passed, feedback
+
+
 def test_on_a_gpu_machine_the_interpreters_judge_is_a_fresh_child_with_the_interpreter_on(monkeypatch):
     # As on a GPU machine (kernels compiled in this process): the interpreter's child is started afresh with
     # TRITON_INTERPRET=1 and no CUDA, and this process's environment is left as it was.

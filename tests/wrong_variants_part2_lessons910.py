@@ -11,7 +11,7 @@ Never import this from the course package or a notebook.
 
 from __future__ import annotations
 
-from wrong_variants import GPU_REJECTS, mutate
+from wrong_variants import GPU_REJECTS, NO_OTHER, mutate
 
 from rmsnorm.checkers.ex09_long_row import long_row_forward_kernel as L
 from rmsnorm.checkers.ex10_one_pass import one_pass_backward_kernel as B
@@ -21,6 +21,21 @@ LOOP_2 = "    for start in range(0, N, BLOCK_SIZE):  # pass 2: read x again, nor
 LOAD_1 = ("        mask = start + cols < N\n"
           "        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n"
           "        sum_sq += x * x\n")
+#: The load of x in pass 1 and in pass 2, each with what follows it (so that each occurs once).
+X_1 = "        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n        sum_sq"
+X_2 = "        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)\n        gamma"
+MASK_1, MASK_2 = "        mask = start + cols < N\n" + X_1, "        mask = start + cols < N\n" + X_2
+
+
+def _without_start(text: str) -> tuple[str, str]:
+    """The replacement that drops the block's start from the address in ``text``."""
+    return text, text.replace("x_row + start + cols", "x_row + cols")
+
+
+def _mask(text: str, mask: str) -> tuple[str, str]:
+    """The replacement that writes ``mask`` for ``start + cols < N`` in ``text``."""
+    return text, text.replace("start + cols < N", mask, 1)
+
 
 #: Exercise 09: name → (kernel, substring of the feedback).
 LONG_ROW = {
@@ -81,6 +96,37 @@ LONG_ROW = {
                ("        sum_sq += x * x\n", "        sum_sq += tl.sum(x * x, axis=0)\n"),
                ("tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)", "tl.rsqrt(sum_sq / N + eps)")),
         GPU_REJECTS),
+    # Issue 18: the address without the block's start (the ones row cannot show it), the store side, the mask.
+    "x loaded without the block's start": (
+        mutate(L, _without_start(X_1), _without_start(X_2)),
+        "every block reads the first block: the load address lacks the block's start"),
+    "x loaded without the block's start in pass 1": (
+        mutate(L, _without_start(X_1)), "in pass 1 every block reads the first block: its load of x lacks"),
+    "x loaded without the block's start in pass 2": (
+        mutate(L, _without_start(X_2)), "in pass 2 every block reads the first block of x"),
+    "gamma loaded without the block's start": (
+        mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(gamma_ptr + cols")),
+        "every block reads the first block of gamma"),
+    "y stored without the block's start": (
+        mutate(L, ("tl.store(y_ptr + row * row_stride + start + cols", "tl.store(y_ptr + row * row_stride + cols")),
+        "every block writes into the first block of y: the store address lacks the block's start"),
+    "mask without the block's start (cols < N)": (
+        mutate(L, _mask(MASK_1, "cols < N"), _mask(MASK_2, "cols < N")), "the mask lacks the block's start (`cols < N`)"),
+    "mask against BLOCK_SIZE, not N": (
+        mutate(L, _mask(MASK_1, "start + cols < BLOCK_SIZE"), _mask(MASK_2, "start + cols < BLOCK_SIZE")),
+        "the mask compares with BLOCK_SIZE instead of N"),
+    "sum of squares accumulated in x's dtype": (
+        mutate(L, ("sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)", "sum_sq = tl.zeros([BLOCK_SIZE], dtype=x_ptr.dtype.element_ty)"),
+               (X_1, X_1.replace(".to(tl.float32)", ""))),
+        "the sum of squares is accumulated in float16: 17×257 float16 (random), BLOCK_SIZE = 64 gives rstd[0]"),
+    "x loaded without other= in pass 1": (mutate(L, (X_1, X_1.replace(", other=0.0", ""))), NO_OTHER),
+    "tl.sum forgotten (rstd per lane)": (
+        mutate(L, ("tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)", "tl.rsqrt(sum_sq / N + eps)")),
+        "Value argument cannot be block type if pointer argument is not a block"),
+    "y rows addressed with N": (
+        mutate(L, ("tl.store(y_ptr + row * row_stride", "tl.store(y_ptr + row * N")),
+        "it wrote outside y (between its rows, element offset 100): check the store's mask, `start + cols < N`, and "
+        "its address, `y_ptr + row * row_stride + start + cols`"),
 }
 
 #: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).

@@ -12,22 +12,26 @@ gives NaN, a write outside the tensor is found, an access far outside is
 refused before it happens (under the interpreter), a loop that never ends is
 stopped (:mod:`rmsnorm.checkers.isolate`).
 
-Symptoms recognised (each modelled in float64): mean divided by BLOCK_SIZE;
-the accumulator reset inside the loop (only the last block counted); the last,
-partial block skipped (``N // BLOCK_SIZE`` blocks); the loop bound off by one
-(``range(0, N - 1, BLOCK_SIZE)``); gamma loaded with the row's offset; each
-block normalised by its own sum (one pass, rstd stored per block); plus,
-before any launch, an unmasked load or store and a wrong signature; a kernel a
-GPU would not compile (checked under the interpreter too); and, after,
-rows addressed with N instead of row_stride, writes outside y or rstd,
-unwritten elements, a time-out, float16-only failures.
+Symptoms recognised (each modelled in float64, :mod:`rmsnorm.checkers.ex09_symptoms`):
+mean divided by BLOCK_SIZE; the accumulator reset inside the loop (only the
+last block counted); the last, partial block skipped (``N // BLOCK_SIZE``
+blocks); the loop bound off by one (``range(0, N - 1, BLOCK_SIZE)``); gamma
+loaded with the row's offset; each block normalised by its own sum (one pass,
+rstd stored per block); an address without the block's start (x in both
+passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
+writes the first block); the mask without the block's start (``cols < N``) or
+against BLOCK_SIZE; the sum of squares accumulated in float16; plus, before
+any launch, an unmasked load or store and a wrong signature; a kernel a GPU
+would not compile (checked under the interpreter too); and, after, a masked
+load without ``other=`` whose lanes reach y, rows addressed with N instead of
+row_stride, writes outside y or rstd, unwritten elements, a time-out,
+float16-only failures.
 
 Source: solutions/09_the_long_row.ipynb.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -37,8 +41,9 @@ import triton.language as tl
 from ..device import default_device
 from ..testing import make_inputs
 from .cases import describe
-from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, never_raises
+from .diagnose import Case, Run, diagnose
+from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
+from .feedback import Feedback, never_raises, wrong
 from .guards import GUARD, Buffers
 from .kernels import check_kernel, refine, run_kernel_cases
 
@@ -119,90 +124,6 @@ def loop_cases() -> list[LoopCase]:
     ]
 
 
-def _model(case: LoopCase, sum_cols: slice | None = None, y_cols: int | None = None, per_block: bool = False,
-           divide_by: float | None = None) -> dict[str, torch.Tensor]:
-    """float64 outputs of a loop that sums x² over ``sum_cols`` and writes y on columns < ``y_cols``."""
-    x, gamma = case.f64("x"), case.f64("gamma")
-    N, eps = case.N, case.epsilon
-    sumsq = x[:, sum_cols or slice(None)].square().sum(-1, keepdim=True)
-    rstd = torch.rsqrt(sumsq / (divide_by or N) + eps)
-    y = x * rstd * gamma
-    if per_block:
-        blocks = [slice(s, min(s + case.block, N)) for s in range(0, N, case.block)]
-        for b in blocks:
-            y[:, b] = x[:, b] * torch.rsqrt(x[:, b].square().sum(-1, keepdim=True) / N + eps) * gamma[b]
-        rstd = torch.rsqrt(x[:, blocks[-1]].square().sum(-1, keepdim=True) / N + eps)
-    if y_cols is not None:
-        y[:, y_cols:] = float("nan")
-    return {"y": y, "rstd": rstd.reshape(-1)}
-
-
-def correct(case: LoopCase) -> dict[str, torch.Tensor]:
-    """The float64 oracle: rstd = 1/sqrt(mean(x²) + eps), y = x · rstd · gamma."""
-    return _model(case)
-
-
-def _last_start(case: LoopCase) -> int:
-    return (case.N - 1) // case.block * case.block
-
-
-def _floor_cols(case: LoopCase) -> int:
-    return case.N // case.block * case.block
-
-
-def _off_by_one_cols(case: LoopCase) -> int:
-    return min(case.N, math.ceil((case.N - 1) / case.block) * case.block)
-
-
-def _gamma_row_offset(case: LoopCase) -> dict[str, torch.Tensor]:
-    out = _model(case)
-    out["y"][1:] = float("nan")  # row r ≥ 1 reads gamma at r · row_stride + c: the NaN past gamma's N elements
-    return out
-
-
-_SKIP_FIX = ("Loop over every block, the last (partial) one included: `for start in range(0, N, BLOCK_SIZE)`, "
-             "and let the mask `start + cols < N` switch off the lanes past the row.")
-
-SYMPTOMS = [
-    Symptom(
-        "the mean is divided by BLOCK_SIZE instead of N",
-        lambda c: _model(c, divide_by=c.block),
-        "The loop visits cdiv(N, BLOCK_SIZE) blocks, but the row has N values: divide the sum of squares by N.",
-    ),
-    Symptom(
-        "the accumulator is reset inside the loop: only the last block's squares are counted",
-        lambda c: _model(c, sum_cols=slice(_last_start(c), None)),
-        "Create `sum_sq = tl.zeros(...)` once, before the loop; inside, only add to it.",
-    ),
-    Symptom(
-        "the last, partial block is skipped (N // BLOCK_SIZE blocks, rounded down)",
-        lambda c: _model(c, sum_cols=slice(0, _floor_cols(c)), y_cols=_floor_cols(c)),
-        _SKIP_FIX,
-    ),
-    Symptom(
-        "the last, partial block is skipped in the sum of squares (N // BLOCK_SIZE blocks, rounded down)",
-        lambda c: _model(c, sum_cols=slice(0, _floor_cols(c))),
-        _SKIP_FIX,
-    ),
-    Symptom(
-        "the loop bound is off by one: `range(0, N - 1, BLOCK_SIZE)` misses the last block when it holds one column",
-        lambda c: _model(c, sum_cols=slice(0, _off_by_one_cols(c)), y_cols=_off_by_one_cols(c)),
-        "The loop bound is N itself: `range(0, N, BLOCK_SIZE)` (the mask handles the end of the row).",
-    ),
-    Symptom(
-        "gamma is loaded with the row's offset: row 1 onwards reads gamma past its N elements",
-        _gamma_row_offset,
-        "gamma has one value per column, shared by every row: load it at `gamma_ptr + start + cols`.",
-    ),
-    Symptom(
-        "each block is normalised by its own sum of squares (one pass), and rstd is the last block's",
-        lambda c: _model(c, per_block=True),
-        "rstd needs the whole row: finish the sum of squares over every block (pass 1), then read the row again "
-        "to normalise it (pass 2), and store one rstd per row.",
-    ),
-]
-
-
 #: The end of the message for a write outside y.
 Y_FIX = "check the store's mask, `start + cols < N`, and its address, `y_ptr + row * row_stride + start + cols`"
 
@@ -268,6 +189,12 @@ def judge_long_row(kernel) -> Feedback:
     if isinstance(outputs, Feedback):
         return outputs
     runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
+    rounded = sum_in_16_bits(runs)
+    if rounded is not None:
+        return wrong(EXERCISE, f"the sum of squares is accumulated in float16: {rounded}, a float16 rounding "
+                     "away, and past 65504 the sum overflows (rstd = 0). Accumulate in float32 whatever x's dtype: "
+                     "`sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)`, adding the squares of float32 values "
+                     "(`.to(tl.float32)` right after the load).")
     feedback = diagnose(
         EXERCISE, runs, SYMPTOMS,
         f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; BLOCK_SIZE = 16, 32 and 64, "

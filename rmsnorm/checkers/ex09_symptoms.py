@@ -1,0 +1,201 @@
+"""The wrong loops of exercise 09, modelled in float64: what each classic slip makes of y and rstd.
+
+:data:`SYMPTOMS` (for :func:`rmsnorm.checkers.diagnose.diagnose`) and
+:func:`sum_in_16_bits` serve :mod:`rmsnorm.checkers.ex09_long_row`. Most
+models are closed forms; the address and mask slips run the reference loop
+itself on the case's memory (:func:`emulate`), NaN around x and gamma as in the
+checker's buffers.
+
+Source: solutions/09_the_long_row.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .cases import FLOAT16_MAX
+from .diagnose import Case, Symptom, close, tolerance
+
+
+def _model(case, sum_cols: slice | None = None, y_cols: int | None = None, per_block: bool = False,
+           divide_by: float | None = None) -> dict[str, torch.Tensor]:
+    """float64 outputs of a loop that sums x² over ``sum_cols`` and writes y on columns < ``y_cols``."""
+    x, gamma = case.f64("x"), case.f64("gamma")
+    N, eps = case.N, case.epsilon
+    sumsq = x[:, sum_cols or slice(None)].square().sum(-1, keepdim=True)
+    rstd = torch.rsqrt(sumsq / (divide_by or N) + eps)
+    y = x * rstd * gamma
+    if per_block:
+        blocks = [slice(s, min(s + case.block, N)) for s in range(0, N, case.block)]
+        for b in blocks:
+            y[:, b] = x[:, b] * torch.rsqrt(x[:, b].square().sum(-1, keepdim=True) / N + eps) * gamma[b]
+        rstd = torch.rsqrt(x[:, blocks[-1]].square().sum(-1, keepdim=True) / N + eps)
+    if y_cols is not None:
+        y[:, y_cols:] = float("nan")
+    return {"y": y, "rstd": rstd.reshape(-1)}
+
+
+def correct(case: Case) -> dict[str, torch.Tensor]:
+    """The float64 oracle: rstd = 1/sqrt(mean(x²) + eps), y = x · rstd · gamma."""
+    return _model(case)
+
+
+def _last_start(case: Case) -> int:
+    return (case.N - 1) // case.block * case.block
+
+
+def _floor_cols(case: Case) -> int:
+    return case.N // case.block * case.block
+
+
+def _off_by_one_cols(case: Case) -> int:
+    return min(case.N, math.ceil((case.N - 1) / case.block) * case.block)
+
+
+def _gamma_row_offset(case: Case) -> dict[str, torch.Tensor]:
+    out = _model(case)
+    out["y"][1:] = float("nan")  # row r ≥ 1 reads gamma at r · row_stride + c: the NaN past gamma's N elements
+    return out
+
+
+def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at: bool = True,
+             mask: str = "start + cols < N") -> dict[str, torch.Tensor]:
+    """The reference loop run in float64 on the case's memory (NaN around x and gamma), with one slip or none.
+
+    Args:
+        case: a :class:`~rmsnorm.checkers.ex09_long_row.LoopCase` (its ``block`` and ``stride``).
+        x1, x2: whether x's load address in pass 1 / pass 2 includes the block's start (`x_row + start + cols`).
+        gamma_at, y_at: the same for gamma's load and y's store.
+        mask: "start + cols < N", "cols < N" or "start + cols < BLOCK_SIZE".
+
+    Returns:
+        y (never-written elements NaN) and rstd, as the interpreter would leave them (programs and blocks in order).
+    """
+    M, N, B, S = case.M, case.N, case.block, case.stride
+    nan = float("nan")
+    x_memory = torch.full((M * S + 2 * B,), nan, dtype=torch.float64)
+    y_memory = x_memory.clone()
+    for r in range(M):
+        x_memory[r * S: r * S + N] = case.f64("x")[r]
+    gamma_memory = torch.cat([case.f64("gamma"), torch.full((2 * B,), nan, dtype=torch.float64)])
+    lanes = torch.arange(B)
+    live = {"start + cols < N": lambda start: start + lanes < N, "cols < N": lambda start: lanes < N,
+            "start + cols < BLOCK_SIZE": lambda start: start + lanes < B}[mask]
+    rstd = torch.empty(M, dtype=torch.float64)
+    for r in range(M):
+        sum_sq = torch.zeros(B, dtype=torch.float64)
+        for start in range(0, N, B):  # pass 1
+            x = torch.where(live(start), x_memory[r * S + start * x1 + lanes], 0.0)
+            sum_sq += x * x
+        rstd[r] = torch.rsqrt(sum_sq.sum() / N + case.epsilon)
+        for start in range(0, N, B):  # pass 2
+            on = live(start)
+            x = torch.where(on, x_memory[r * S + start * x2 + lanes], 0.0)
+            gamma = torch.where(on, gamma_memory[start * gamma_at + lanes], 0.0)
+            y_memory[(r * S + start * y_at + lanes)[on]] = (x * rstd[r] * gamma)[on]
+    return {"y": torch.stack([y_memory[r * S: r * S + N] for r in range(M)]), "rstd": rstd}
+
+
+_SKIP_FIX = ("Loop over every block, the last (partial) one included: `for start in range(0, N, BLOCK_SIZE)`, "
+             "and let the mask `start + cols < N` switch off the lanes past the row.")
+
+SYMPTOMS = [
+    Symptom(
+        "the mean is divided by BLOCK_SIZE instead of N",
+        lambda c: _model(c, divide_by=c.block),
+        "The loop visits cdiv(N, BLOCK_SIZE) blocks, but the row has N values: divide the sum of squares by N.",
+    ),
+    Symptom(
+        "the accumulator is reset inside the loop: only the last block's squares are counted",
+        lambda c: _model(c, sum_cols=slice(_last_start(c), None)),
+        "Create `sum_sq = tl.zeros(...)` once, before the loop; inside, only add to it.",
+    ),
+    Symptom(
+        "the last, partial block is skipped (N // BLOCK_SIZE blocks, rounded down)",
+        lambda c: _model(c, sum_cols=slice(0, _floor_cols(c)), y_cols=_floor_cols(c)),
+        _SKIP_FIX,
+    ),
+    Symptom(
+        "the last, partial block is skipped in the sum of squares (N // BLOCK_SIZE blocks, rounded down)",
+        lambda c: _model(c, sum_cols=slice(0, _floor_cols(c))),
+        _SKIP_FIX,
+    ),
+    Symptom(
+        "the loop bound is off by one: `range(0, N - 1, BLOCK_SIZE)` misses the last block when it holds one column",
+        lambda c: _model(c, sum_cols=slice(0, _off_by_one_cols(c)), y_cols=_off_by_one_cols(c)),
+        "The loop bound is N itself: `range(0, N, BLOCK_SIZE)` (the mask handles the end of the row).",
+    ),
+    Symptom(
+        "gamma is loaded with the row's offset: row 1 onwards reads gamma past its N elements",
+        _gamma_row_offset,
+        "gamma has one value per column, shared by every row: load it at `gamma_ptr + start + cols`.",
+    ),
+    Symptom(
+        "each block is normalised by its own sum of squares (one pass), and rstd is the last block's",
+        lambda c: _model(c, per_block=True),
+        "rstd needs the whole row: finish the sum of squares over every block (pass 1), then read the row again "
+        "to normalise it (pass 2), and store one rstd per row.",
+    ),
+    Symptom(
+        "every block reads the first block: the load address lacks the block's start (x is loaded at `x_row + cols`)",
+        lambda c: emulate(c, x1=False, x2=False),
+        "Load each block at `x_row + start + cols`, in both passes: the mask `start + cols < N` says which lanes are "
+        "columns, the address says where the block is. (A row of ones cannot show it: every block holds ones.)",
+    ),
+    Symptom(
+        "in pass 1 every block reads the first block: its load of x lacks the block's start, so the sum of squares "
+        "adds the first block once per block",
+        lambda c: emulate(c, x1=False),
+        "Load x at `x_row + start + cols` in pass 1, as in pass 2.",
+    ),
+    Symptom(
+        "in pass 2 every block reads the first block of x: its load address lacks the block's start",
+        lambda c: emulate(c, x2=False),
+        "Load x at `x_row + start + cols` in pass 2, as in pass 1.",
+    ),
+    Symptom(
+        "every block reads the first block of gamma: its load address lacks the block's start",
+        lambda c: emulate(c, gamma_at=False),
+        "gamma has one value per column: load it at `gamma_ptr + start + cols`.",
+    ),
+    Symptom(
+        "every block writes into the first block of y: the store address lacks the block's start",
+        lambda c: emulate(c, y_at=False),
+        "Store at `y_ptr + row * row_stride + start + cols` (the columns past the first block are never written).",
+    ),
+    Symptom(
+        "the mask lacks the block's start (`cols < N`): the last block reads past the end of the row",
+        lambda c: emulate(c, mask="cols < N"),
+        "Lane c of a block is column start + c: mask with `start + cols < N`.",
+    ),
+    Symptom(
+        "the mask compares with BLOCK_SIZE instead of N (`start + cols < BLOCK_SIZE`): only the first block is "
+        "read and written",
+        lambda c: emulate(c, mask="start + cols < BLOCK_SIZE"),
+        "The row has N columns: `mask = start + cols < N`.",
+    ),
+]
+
+
+def sum_in_16_bits(runs) -> str | None:
+    """Evidence that only rstd is off, by a float16 rounding (0 past 65504), and beyond tolerance short of 65504; else None.
+
+    A float16 accumulator rounds the sum at every block; float16 squares
+    added to a float32 accumulator stay within tolerance until a square overflows.
+    """
+    shown = None
+    for run in runs:
+        case, got, want = run.case, run.actual["rstd"].double(), run.expected["rstd"]
+        x, gamma = case.f64("x"), case.f64("gamma")
+        if not close(run.actual["y"], x * got.unsqueeze(-1) * gamma, tolerance(run.actual["y"])):
+            return None  # y does not follow the rstd the kernel stored
+        overflow = x.square().sum(-1) >= FLOAT16_MAX
+        if not torch.all(torch.where(overflow, got == 0, (got - want).abs() <= 2 ** -8 * want)):
+            return None
+        off = ~overflow & ~torch.isclose(got, want, **tolerance(run.actual["rstd"]))
+        if shown is None and off.any():
+            row = int(torch.nonzero(off)[0])
+            shown = f"{case.label} gives rstd[{row}] = {got[row].item():.6g}, expected {want[row].item():.6g}"
+    return shown
