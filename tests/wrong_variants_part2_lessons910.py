@@ -173,6 +173,27 @@ ONE_PASS = {
     "accumulator changes dtype in the loop (runs in the interpreter, not on a GPU)": (
         mutate(B, ("    dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n", "    dgamma_acc = 0.0\n")),
         GPU_REJECTS),
+    # Issue 18: the partial's rows BLOCK_SIZE apart (its message described the row-index slip), and the loop's slips.
+    "partial rows BLOCK_SIZE apart (pid * BLOCK_SIZE)": (
+        mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * BLOCK_SIZE + cols")),
+        "the partial's rows were stored BLOCK_SIZE = 512 elements apart (`pid * BLOCK_SIZE + cols`), while partial is "
+        "a (4, N) tensor whose row p starts at element p · N = p · 257"),
+    "offsets from pid, not row": (
+        mutate(B, ("offsets = tl.cast(row, tl.int64) * row_stride", "offsets = tl.cast(pid, tl.int64) * row_stride")),
+        "each program reads and writes its first row again and again: the offsets use `pid`"),
+    "rstd loaded at pid": (mutate(B, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + pid)")),
+                           "every row of a program uses the rstd of its first row"),
+    "every program starts at row 0": (mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(0, M, P)"))),
+                                      "every program starts at row 0 (`range(0, M, P)`)"),
+    "accumulator reset inside the loop": (
+        mutate(B, (ROW_LOOP, ROW_LOOP + "        dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n")),
+        "each program's partial holds its last row only"),
+    "dy loaded without other=": (
+        mutate(B, ("dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)", "dy = tl.load(dy_ptr + offsets, mask=mask)")),
+        NO_OTHER),
+    "row cast with .to (fails under the interpreter)": (
+        mutate(B, ("tl.cast(row, tl.int64) * row_stride + cols", "row.to(tl.int64) * row_stride + cols")),
+        "has no `.to`: write `tl.cast(row, tl.int64)`, which works on the GPU too"),
 }
 
 #: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).

@@ -16,15 +16,19 @@ a read outside gives NaN, a write outside is found, an access far outside is
 refused before it happens (under the interpreter), a loop that never ends is
 stopped (:mod:`rmsnorm.checkers.isolate`).
 
-Symptoms recognised: mean(u · x̂) divided by BLOCK_SIZE; dx without its last
-rstd factor; the partial without rstd (dy · x), without x̂ (dy alone: that is
-LayerNorm's dβ), with gamma (u · x̂); rows stepped by 1 instead of P (rows
-counted more than once); the partial stored inside the loop (a program without
-rows never stores it); the partial never stored; the partial stored at the
-row's index instead of the program's (writes outside partial); an accumulator
-in 16 bits; plus a wrong signature, unmasked accesses, a kernel a GPU would not
-compile (checked under the interpreter too), rows addressed with N instead of
-row_stride, a time-out.
+Symptoms recognised (modelled in float64, :mod:`rmsnorm.checkers.ex10_symptoms`):
+mean(u · x̂) divided by BLOCK_SIZE; dx without its last rstd factor; the
+partial without rstd (dy · x), without x̂ (dy alone: that is LayerNorm's dβ),
+with gamma (u · x̂); rows stepped by 1 instead of P (rows counted more than
+once); every program starting at row 0; offsets from ``pid`` instead of the
+loop's ``row``; rstd loaded at ``pid``; the accumulator reset inside the loop;
+the partial stored inside the loop (a program without rows never stores it);
+the partial never stored; the partial stored at the row's index instead of the
+program's, or with its rows BLOCK_SIZE apart (writes outside partial, told
+apart by where they land); an accumulator in 16 bits; plus a wrong signature,
+unmasked accesses, a kernel a GPU would not compile (checked under the
+interpreter too), a masked load without ``other=`` whose lanes reach a result,
+rows addressed with N instead of row_stride, a time-out.
 
 Source: solutions/10_one_pass_backward.ipynb.
 """
@@ -40,7 +44,8 @@ import triton.language as tl
 from ..device import default_device
 from ..testing import make_inputs
 from .cases import describe
-from .diagnose import Case, Run, Symptom, _case_passes, diagnose
+from .diagnose import Case, Run, _case_passes, diagnose
+from .ex10_symptoms import SYMPTOMS, correct
 from .feedback import Feedback, never_raises, wrong
 from .guards import GUARD, Buffers
 from .kernels import check_kernel, refine, run_kernel_cases
@@ -116,58 +121,6 @@ def grid_cases() -> list[GridCase]:
     ]
 
 
-def _terms(case: GridCase):
-    x, gamma, dy = case.f64("x"), case.f64("gamma"), case.f64("dy")
-    rstd = case.f64("rstd").unsqueeze(-1)
-    return x, gamma, dy, rstd, x * rstd
-
-
-def _model(case: GridCase, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_rows=0.0):
-    """float64 dx and (P, N) partial of a variant; ``term`` is what each row adds to its program's partial."""
-    x, gamma, dy, rstd, x_hat = _terms(case)
-    u = dy * gamma
-    mean_ux = (u * x_hat).sum(-1, keepdim=True) / (divide_by or case.N)
-    dx = (u - x_hat * mean_ux) * (rstd if dx_rstd else 1.0)
-    added = {"dy·x̂": dy * x_hat, "dy·x": dy * x, "dy": dy, "u·x̂": u * x_hat}[term]
-    P = case.programs
-    partial = torch.zeros(P, case.N, dtype=torch.float64)
-    for p in range(P):
-        rows = list(range(p, case.M, step or P))
-        if rows:
-            partial[p] = added[rows].sum(0)
-        else:
-            partial[p] = empty_rows
-    return {"dx": dx, "partial": partial}
-
-
-def correct(case: GridCase) -> dict[str, torch.Tensor]:
-    """The float64 oracle: dx = rstd · (u − x̂ · mean(u · x̂)); partial[p] = Σ over rows p, p + P, … of dy · x̂."""
-    return _model(case)
-
-
-SYMPTOMS = [
-    Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N", lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
-            "The masked lanes add zeros, but the row has N values: divide the sum by N."),
-    Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
-            "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),
-    Symptom("the dgamma partial adds dy · x, without rstd", lambda c: _model(c, term="dy·x"),
-            "dgamma = Σ dy · x̂ with x̂ = x · rstd: add `dy * x_hat`, not `dy * x`."),
-    Symptom("the dgamma partial adds dy alone, without x̂ (that is LayerNorm's dβ, not RMSNorm's dgamma)",
-            lambda c: _model(c, term="dy"), "Add `dy * x_hat` to the accumulator."),
-    Symptom("the dgamma partial adds u · x̂ = dy · gamma · x̂: gamma is not part of dgamma",
-            lambda c: _model(c, term="u·x̂"), "dgamma = Σ dy · x̂: use dy, not u = dy · gamma, in the accumulator."),
-    Symptom("rows are stepped by 1 instead of by the grid size P: rows are counted more than once",
-            lambda c: _model(c, step=1),
-            "Program p must take rows p, p + P, p + 2P, …: `for row in range(pid, M, P)` with "
-            "`P = tl.num_programs(0)`; with step 1, row r lands in the partial of every program p ≤ r."),
-    Symptom("the partial is stored inside the loop, so a program that gets no rows never stores its row",
-            lambda c: _model(c, empty_rows=float("nan")),
-            "Store the accumulator once, after the loop: a program without rows then writes its zeros "
-            "(the checker launches more programs than rows on purpose)."),
-    Symptom("the partial is never stored", lambda c: {"partial": torch.full((c.programs, c.N), float("nan"))},
-            "After the loop, store the accumulator in row pid: `tl.store(partial_ptr + pid * N + cols, dgamma_acc, "
-            "mask=mask)`."),
-]
 
 
 def _partial_outside(case: GridCase):
@@ -177,7 +130,7 @@ def _partial_outside(case: GridCase):
     def explain(offsets: list[int]) -> str:
         if block > N and all(0 <= o and o % block < N for o in offsets):
             return (f"the partial's rows were stored BLOCK_SIZE = {block} elements apart (`pid * BLOCK_SIZE + cols`), "
-                    f"but partial is a ({P}, N) tensor: row p starts at element p · N = p · {N}, so the last "
+                    f"while partial is a ({P}, N) tensor whose row p starts at element p · N = p · {N}: the last "
                     "programs wrote past its end. Store at `partial_ptr + pid * N + cols`")
         return (f"the partial was written outside its {P} rows (at row {offsets[0] // N}): it has one row per "
                 "program, not per data row. Store it once, after the loop, at `partial_ptr + pid * N + cols`")

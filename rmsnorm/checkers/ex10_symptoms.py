@@ -1,0 +1,109 @@
+"""The wrong loops of exercise 10, modelled in float64: what each classic slip makes of dx and the partial.
+
+:data:`SYMPTOMS` (for :func:`rmsnorm.checkers.diagnose.diagnose`) serve
+:mod:`rmsnorm.checkers.ex10_one_pass`. Closed forms for the formula slips; the
+slips of the loop (rows, offsets, rstd's address, the accumulator) run the
+reference loop itself, program after program (:func:`emulate`).
+
+Source: solutions/10_one_pass_backward.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .diagnose import Symptom
+
+
+def _terms(case):
+    x, gamma, dy = case.f64("x"), case.f64("gamma"), case.f64("dy")
+    rstd = case.f64("rstd").unsqueeze(-1)
+    return x, gamma, dy, rstd, x * rstd
+
+
+def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_rows=0.0):
+    """float64 dx and (P, N) partial of a variant; ``term`` is what each row adds to its program's partial."""
+    x, gamma, dy, rstd, x_hat = _terms(case)
+    u = dy * gamma
+    mean_ux = (u * x_hat).sum(-1, keepdim=True) / (divide_by or case.N)
+    dx = (u - x_hat * mean_ux) * (rstd if dx_rstd else 1.0)
+    added = {"dy·x̂": dy * x_hat, "dy·x": dy * x, "dy": dy, "u·x̂": u * x_hat}[term]
+    P = case.programs
+    partial = torch.zeros(P, case.N, dtype=torch.float64)
+    for p in range(P):
+        rows = list(range(p, case.M, step or P))
+        if rows:
+            partial[p] = added[rows].sum(0)
+        else:
+            partial[p] = empty_rows
+    return {"dx": dx, "partial": partial}
+
+
+def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str = "pid", reset: bool = False):
+    """The reference loop in float64, programs in order, with one slip or none.
+
+    Args:
+        case: a :class:`~rmsnorm.checkers.ex10_one_pass.GridCase`.
+        offsets_at: "row" (`row * row_stride + cols`) or "pid" (`pid * row_stride + cols`) for x, dy and dx.
+        rstd_at: "row" (`rstd_ptr + row`) or "pid".
+        first_row: "pid" (`range(pid, M, P)`) or "0" (`range(0, M, P)`).
+        reset: the accumulator is set to zeros at the top of every turn of the loop.
+
+    Returns:
+        dx (rows never written NaN) and the (P, N) partial.
+    """
+    x, gamma, dy, rstd, _ = _terms(case)
+    M, N, P = case.M, case.N, case.programs
+    dx = torch.full((M, N), float("nan"), dtype=torch.float64)
+    partial = torch.zeros(P, N, dtype=torch.float64)
+    for p in range(P):
+        for row in range(p if first_row == "pid" else 0, M, P):
+            at, r = (row if offsets_at == "row" else p), rstd[row if rstd_at == "row" else p]
+            x_hat, u = x[at] * r, dy[at] * gamma
+            dx[at] = (u - x_hat * (u * x_hat).sum() / N) * r
+            partial[p] = (0 if reset else partial[p]) + dy[at] * x_hat
+    return {"dx": dx, "partial": partial}
+
+
+def correct(case) -> dict[str, torch.Tensor]:
+    """The float64 oracle: dx = rstd · (u − x̂ · mean(u · x̂)); partial[p] = Σ over rows p, p + P, … of dy · x̂."""
+    return _model(case)
+
+
+SYMPTOMS = [
+    Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N", lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: divide the sum by N."),
+    Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
+            "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),
+    Symptom("the dgamma partial adds dy · x, without rstd", lambda c: _model(c, term="dy·x"),
+            "dgamma = Σ dy · x̂ with x̂ = x · rstd: add `dy * x_hat`, not `dy * x`."),
+    Symptom("the dgamma partial adds dy alone, without x̂ (that is LayerNorm's dβ, not RMSNorm's dgamma)",
+            lambda c: _model(c, term="dy"), "Add `dy * x_hat` to the accumulator."),
+    Symptom("the dgamma partial adds u · x̂ = dy · gamma · x̂: gamma is not part of dgamma",
+            lambda c: _model(c, term="u·x̂"), "dgamma = Σ dy · x̂: use dy, not u = dy · gamma, in the accumulator."),
+    Symptom("rows are stepped by 1 instead of by the grid size P: rows are counted more than once",
+            lambda c: _model(c, step=1),
+            "Program p must take rows p, p + P, p + 2P, …: `for row in range(pid, M, P)` with "
+            "`P = tl.num_programs(0)`; with step 1, row r lands in the partial of every program p ≤ r."),
+    Symptom("the partial is stored inside the loop, so a program that gets no rows never stores its row",
+            lambda c: _model(c, empty_rows=float("nan")),
+            "Store the accumulator once, after the loop: a program without rows then writes its zeros "
+            "(the checker launches more programs than rows on purpose)."),
+    Symptom("the partial is never stored", lambda c: {"partial": torch.full((c.programs, c.N), float("nan"))},
+            "After the loop, store the accumulator in row pid: `tl.store(partial_ptr + pid * N + cols, dgamma_acc, "
+            "mask=mask)`."),
+    Symptom("each program reads and writes its first row again and again: the offsets use `pid` where they need "
+            "the loop's `row`", lambda c: emulate(c, offsets_at="pid"),
+            "Inside the loop the row is `row`: `offsets = tl.cast(row, tl.int64) * row_stride + cols` (pid only "
+            "picks the first row, and the row of the partial)."),
+    Symptom("every row of a program uses the rstd of its first row: rstd is loaded at `rstd_ptr + pid`",
+            lambda c: emulate(c, rstd_at="pid"), "Each row has its own rstd: `tl.load(rstd_ptr + row)`."),
+    Symptom("every program starts at row 0 (`range(0, M, P)`): the rows of the other programs are never written, "
+            "and rows 0, P, 2P, … are added to every partial", lambda c: emulate(c, first_row="0"),
+            "Program pid starts at its own row: `for row in range(pid, M, P)`."),
+    Symptom("the accumulator is reset inside the loop: each program's partial holds its last row only",
+            lambda c: emulate(c, reset=True),
+            "Create `dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` once, before the loop; inside, only add "
+            "to it."),
+]
