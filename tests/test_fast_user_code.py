@@ -179,13 +179,13 @@ def test_rows_are_read_in_place_exactly_when_one_row_stride_describes_them(layou
 def test_the_kernel_reads_a_collapsible_view_in_place_under_compile(layout, device, monkeypatch):
     b, make_x, collapsible = _layouts(device)[layout]
     seen = []
-    launcher = fast_autograd.rmsnorm_fast_forward
+    launcher = fast_autograd.launch_forward
 
-    def recording(x, gamma, eps):
+    def recording(x, gamma, eps, config=None):
         seen.append((x.data_ptr(), x.stride()))
-        return launcher(x, gamma, eps)
+        return launcher(x, gamma, eps, config)
 
-    monkeypatch.setattr(fast_autograd, "rmsnorm_fast_forward", recording)  # what the op's implementation calls
+    monkeypatch.setattr(fast_autograd, "launch_forward", recording)  # what the op's implementation calls
     torch._dynamo.reset()
     x = make_x(b)
     torch.compile(lambda t: rmsnorm_fast(make_x(t), None), fullgraph=True, backend="aot_eager")(b)

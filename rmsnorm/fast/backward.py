@@ -42,6 +42,7 @@ import triton.language as tl
 from ..device import new_output
 from .config import FastConfig, backward_config, num_programs
 from .contract import check_fast_backward_inputs
+from .launch import DirectLauncher
 
 #: Column block and row block of the dgamma reduction kernel.
 REDUCE_BLOCK_N = 128
@@ -183,6 +184,21 @@ def rmsnorm_fast_backward(
     Source: notebooks/10_one_pass_backward.ipynb.
     """
     check_fast_backward_inputs(x, gamma, rstd, dy)
+    return launch_backward(x, gamma, rstd, dy, config)
+
+
+_launch = DirectLauncher(rmsnorm_fast_backward_kernel)
+_launch_dgamma = DirectLauncher(rmsnorm_fast_dgamma_kernel)
+
+
+def launch_backward(
+    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`rmsnorm_fast_backward` without its checks: for callers that have checked the inputs already.
+
+    Launches through :class:`~rmsnorm.fast.launch.DirectLauncher`.
+    """
     M, N = x.shape
     config = config or backward_config(N, x.dtype)
     dx = new_output((M, N), x.dtype, x.device)
@@ -190,20 +206,36 @@ def rmsnorm_fast_backward(
         return dx, None if gamma is None else torch.zeros(N, dtype=gamma.dtype, device=x.device)
     one_block = config.one_block(N)
     block_m = config.BLOCK_M if one_block else 1
-    P = num_programs(config, x.device, triton.cdiv(M, block_m))
+    P = num_programs(config, x.device, -(-M // block_m))
     partial = new_output((P, N), torch.float32, x.device) if gamma is not None else dx
     mean_ux = rstd if one_block else new_output((M,), torch.float64 if x.dtype == torch.float32 else torch.float32, x.device)
-    rmsnorm_fast_backward_kernel[(P,)](
-        x, x.stride(0), x if gamma is None else gamma, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
-        M, N,
-        HAS_GAMMA=gamma is not None, COMPUTE=tl.float64 if x.dtype == torch.float32 else tl.float32,
-        ONE_BLOCK=one_block, BLOCK_M=block_m, BLOCK_N=config.BLOCK_N,
-        NUM_STAGES=config.num_stages, num_warps=config.num_warps,
+    w = x if gamma is None else gamma
+    _launch(
+        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, gamma is not None), (P,),
+        x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
+        M, N, gamma is not None, tl.float64 if x.dtype == torch.float32 else tl.float32,
+        one_block, block_m, config.BLOCK_N, config.num_stages,
+        num_warps=config.num_warps,
     )
     if gamma is None:
         return dx, None
     dgamma = new_output((N,), gamma.dtype, x.device)
-    rmsnorm_fast_dgamma_kernel[(triton.cdiv(N, REDUCE_BLOCK_N),)](
-        partial, dgamma, P, N, BLOCK_P=REDUCE_BLOCK_P, BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
+    _launch_dgamma(
+        (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15, (P == 1, not P & 15, P >> 31), N),
+        (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N, num_warps=4,
     )
     return dx, dgamma
+
+
+def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_block: bool, block_m: int,
+                 has_gamma: bool) -> tuple:
+    """The fused backward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
+
+    The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype and
+    address mod 16, the config (its constexprs and ``num_warps``).
+    """
+    M, N = x.shape
+    return (x.device.index, x.dtype, w.dtype, partial.dtype, mean_ux.dtype,
+            x.data_ptr() & 15, w.data_ptr() & 15, rstd.data_ptr() & 15, dy.data_ptr() & 15, dx.data_ptr() & 15,
+            partial.data_ptr() & 15, mean_ux.data_ptr() & 15, x.stride(0), dy.stride(0), dx.stride(0),
+            (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_gamma)

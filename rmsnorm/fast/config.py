@@ -103,6 +103,7 @@ def _tile_rows(block_n: int, tile: int) -> int:
     return max(1, min(64, tile // block_n))
 
 
+@functools.lru_cache(maxsize=None)
 def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's forward configuration for rows of N columns in ``dtype``.
 
@@ -119,6 +120,7 @@ def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
                       programs_per_sm=None, num_stages=1)
 
 
+@functools.lru_cache(maxsize=None)
 def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's backward configuration for rows of N columns in ``dtype``.
 

@@ -27,6 +27,7 @@ import triton.language as tl
 from ..device import new_output
 from .config import FastConfig, forward_config, num_programs
 from .contract import check_fast_inputs
+from .launch import DirectLauncher
 
 
 @triton.jit
@@ -118,17 +119,44 @@ def rmsnorm_fast_forward(
     Source: notebooks/09_the_long_row.ipynb.
     """
     check_fast_inputs(x, gamma, eps)
+    return launch_forward(x, gamma, float(eps), config)
+
+
+_launch = DirectLauncher(rmsnorm_fast_forward_kernel)
+
+
+def launch_forward(
+    x: torch.Tensor, gamma: torch.Tensor | None, eps: float, config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`rmsnorm_fast_forward` without its checks: for callers that have checked the inputs already.
+
+    ``eps`` must be a Python float. Launches through :class:`~rmsnorm.fast.launch.DirectLauncher`,
+    keyed by :func:`forward_key`.
+    """
     M, N = x.shape
     config = config or forward_config(N, x.dtype)
     y = new_output((M, N), x.dtype, x.device)
     rstd = new_output((M,), torch.float32, x.device)
     if M == 0:
         return y, rstd
-    row_blocks = triton.cdiv(M, config.BLOCK_M)
+    row_blocks = -(-M // config.BLOCK_M)
     P = num_programs(config, x.device, row_blocks)
-    rmsnorm_fast_forward_kernel[(P,)](
-        x, x.stride(0), x if gamma is None else gamma, y, y.stride(0), rstd, M, N, float(eps),
-        HAS_GAMMA=gamma is not None, ONE_BLOCK=config.one_block(N), BLOCK_M=config.BLOCK_M, BLOCK_N=config.BLOCK_N,
-        PERSISTENT=P < row_blocks, NUM_STAGES=config.num_stages, num_warps=config.num_warps,
+    w = x if gamma is None else gamma
+    _launch(
+        forward_key(x, w, y, rstd, config, P < row_blocks, gamma is not None), (P,),
+        x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
+        gamma is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
+        num_warps=config.num_warps,
     )
     return y, rstd
+
+
+def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_gamma: bool) -> tuple:
+    """The forward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
+
+    The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype and
+    address mod 16, the config (its constexprs and ``num_warps``).
+    """
+    M, N = x.shape
+    return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
+            rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent, has_gamma)

@@ -1,0 +1,276 @@
+"""The fast path's lean eager call: the direct launch's cache key, its fallbacks, streams, CUDA graphs.
+
+rmsnorm/fast/launch.py launches a compiled kernel below Triton's ``kernel[grid]``
+binder. Its one risk is a cache key coarser than Triton's specialisation (a
+kernel compiled at M = 1 treats M as the constant 1, and must never run at
+M = 2). The CPU tests check the key's classes; the GPU tests check that the
+kernel it reuses is the very object Triton's own binder picks for the same
+arguments, that both launch paths give the same numbers, that it launches
+on the current stream, and that CUDA graphs (a ``torch.cuda.graph`` capture,
+and ``torch.compile(mode="reduce-overhead")`` training) give eager's numbers.
+"""
+
+import warnings
+from dataclasses import replace
+
+import pytest
+import torch
+import triton
+
+import rmsnorm  # noqa: F401  (selects GPU or interpreter first)
+from rmsnorm.fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm.fast import launch as launch_module
+from rmsnorm.fast.forward import _launch as forward_launcher
+from rmsnorm.fast.forward import rmsnorm_fast_forward_kernel
+from rmsnorm.fast.config import FastConfig, forward_config, num_programs
+from rmsnorm.fast.forward import forward_key
+from rmsnorm.fast.launch import DirectLauncher, triton_is_tested
+from rmsnorm.testing import make_inputs
+
+GPU = torch.cuda.is_available() and not rmsnorm.device.interpreter_active()
+gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU: the direct launch calls compiled kernels")
+two_gpus = pytest.mark.skipif(
+    not (GPU and torch.cuda.device_count() >= 2),
+    reason="needs two CUDA GPUs (only one-GPU machines were lent when this was written)",
+)
+
+
+# ----------------------------------------------------------------------------- the key (any machine)
+
+
+def _forward_key(x, gamma=None, config=None):
+    M, N = x.shape
+    config = config or forward_config(N, x.dtype)
+    w = x if gamma is None else gamma
+    y, rstd = torch.empty(M, N, dtype=x.dtype), torch.empty(M)
+    return forward_key(x, w, y, rstd, config, False, gamma is not None)
+
+
+def test_the_forward_key_tells_apart_what_triton_specialises_on():
+    buf = torch.zeros(64 * 64 + 16, dtype=torch.float16)
+    x = buf[: 32 * 64].view(32, 64)
+    base = _forward_key(x)
+    assert _forward_key(buf[16:16 + 32 * 64].view(32, 64)) != _forward_key(buf[1:1 + 32 * 64].view(32, 64))
+    assert _forward_key(buf[1:1 + 32 * 64].view(32, 64)) != base  # 2 bytes in: not 16-byte aligned
+    assert _forward_key(x[:1]) != _forward_key(x[:2]) != _forward_key(x[:16])  # M = 1 is a constant to Triton
+    assert _forward_key(x.float()) != base  # dtype
+    assert _forward_key(x, gamma=torch.ones(64)) != base  # a weight, and its dtype
+    assert _forward_key(buf[: 32 * 80].view(32, 80)[:, :64]) != base  # another row stride
+    other = FastConfig(BLOCK_M=4, BLOCK_N=64, num_warps=4, programs_per_sm=None, num_stages=1)
+    assert _forward_key(x, config=other) != _forward_key(x, config=replace(other, num_warps=8))
+    assert _forward_key(x, config=other) != _forward_key(x, config=replace(other, BLOCK_M=8))
+    assert _forward_key(x[:17]) == _forward_key(x[:31])  # M = 17 and 31: one class for Triton too
+
+
+def test_an_untested_triton_falls_back_with_one_warning(monkeypatch):
+    monkeypatch.setattr(launch_module, "triton_is_tested", lambda version=triton.__version__: False)
+    monkeypatch.setattr(DirectLauncher, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="not one of the versions"):
+        first = DirectLauncher(rmsnorm_fast_forward_kernel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = DirectLauncher(rmsnorm_fast_forward_kernel)  # once per process
+    assert not first.usable and not second.usable
+    assert triton_is_tested("3.6.0") and triton_is_tested("3.7.1") and not triton_is_tested("9.0.0")
+
+
+# ----------------------------------------------------------------------------- x checked once, quickly
+
+
+def _contract_cases(device):
+    """(what is wrong or None, x, gamma, eps): each case breaks at most one rule of check_fast_inputs."""
+    dt = torch.float32
+    x = torch.randn(8, 64, device=device, dtype=dt)
+    g = torch.randn(64, device=device, dtype=dt)
+    other = "cpu" if device.type == "cuda" else "meta"
+    yield None, x, g, 1e-6
+    yield None, x, None, 1e-6
+    yield None, x, g.half(), 1e-5
+    yield None, x[:, :1], g[:1], 1e-6  # N = 1: any column stride
+    yield None, torch.randn(64, 8, device=device).t()[:, :1], g[:1], 1e-6
+    yield "x is not a tensor", x.tolist(), g, 1e-6
+    yield "x is 3-D", x.view(2, 4, 64), g, 1e-6
+    yield "x is 1-D", x[0], g, 1e-6
+    yield "x is float64", x.double(), g, 1e-6
+    yield "x is int", x.int(), g, 1e-6
+    yield "x is on another device", x.to(other), g, 1e-6
+    yield "x's column stride", x.t().contiguous().t(), g, 1e-6
+    yield "x is sparse", x.to_sparse(), g, 1e-6
+    yield "N = 0", x[:, :0], g[:0], 1e-6
+    yield "gamma's shape", x, g[:32], 1e-6
+    yield "gamma is 2-D", x, g.view(1, 64), 1e-6
+    yield "gamma's stride", x, torch.randn(128, device=device)[::2], 1e-6
+    yield "gamma is float64", x, g.double(), 1e-6
+    yield "gamma is on another device", x, g.to(other), 1e-6
+    yield "gamma is not a tensor", x, g.tolist(), 1e-6
+    yield "eps = 0", x, g, 0.0
+    yield "eps < 0", x, g, -1e-6
+    yield "eps is nan", x, g, float("nan")
+    yield "eps is inf", x, g, float("inf")
+    yield "eps is a bool", x, g, True
+    yield "eps is a string", x, g, "1e-6"
+
+
+def test_the_quick_check_passes_only_what_every_rule_passes(device):
+    """check_fast_inputs reads a few attributes for the common valid case (_plainly_valid);
+    anything it does not pass goes through every rule, so every bad input is still refused."""
+    from rmsnorm.fast.contract import _plainly_valid, check_fast_inputs
+
+    for wrong, x, gamma, eps in _contract_cases(device):
+        if wrong is None:
+            assert _plainly_valid(x, gamma, eps), "a common valid call takes the quick check"
+            check_fast_inputs(x, gamma, eps)
+        else:
+            assert not _plainly_valid(x, gamma, eps), wrong
+            with pytest.raises(rmsnorm.ContractError):
+                check_fast_inputs(x, gamma, eps)
+    assert not _plainly_valid(torch.randn(4, 64, device=device), None, 1)  # an int eps: valid, the slow way
+    check_fast_inputs(torch.randn(4, 64, device=device), None, 1)
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+
+def _forward_variants():
+    """Inputs that differ in what Triton specialises on: M (1, a multiple of 16, neither), alignment, dtype."""
+    for dtype in (torch.float16, torch.float32):
+        for M in (1, 2, 16, 17, 64):
+            for offset in (0, 1, 8):  # 1 element in: misaligned; 8: aligned, but rows 264 apart (not 16k)
+                N = 256
+                buf = torch.randn(M * (N + offset) + offset, device="cuda", dtype=dtype)
+                yield buf[offset:offset + M * (N + offset)].view(M, N + offset)[:, :N]
+
+
+@gpu_only
+def test_one_key_never_stands_for_two_of_tritons_kernels():
+    """Where two launches share a key of ours, Triton's own binder picks the same compiled kernel for both,
+    and that is the kernel our cache holds: nothing compiled for one class of arguments runs another."""
+    picks: dict = {}
+    for x in _forward_variants():
+        M, N = x.shape
+        cfg = forward_config(N, x.dtype)
+        rows = -(-M // cfg.BLOCK_M)
+        P = num_programs(cfg, x.device, rows)
+        y, rstd = torch.empty(M, N, device="cuda", dtype=x.dtype), torch.empty(M, device="cuda")
+        triton_pick = rmsnorm_fast_forward_kernel[(P,)](  # Triton's own binder, not our cache
+            x, x.stride(0), x, y, y.stride(0), rstd, M, N, 1e-6, False, cfg.one_block(N), cfg.BLOCK_M, cfg.BLOCK_N,
+            P < rows, cfg.num_stages, num_warps=cfg.num_warps)
+        key = forward_key(x, x, y, rstd, cfg, P < rows, False)
+        assert picks.setdefault(key, triton_pick) is triton_pick, f"one key, two kernels: M={M}, {x.dtype}"
+        for _ in range(2):  # a miss, then a hit
+            got, _ = rmsnorm_fast_forward(x, None)
+        assert forward_launcher.cache[forward_key(x, x, got, rstd, cfg, P < rows, False)] is triton_pick
+        torch.testing.assert_close(got, y, rtol=0, atol=0)
+    assert len(set(map(id, picks.values()))) > 1  # the variants did reach several specialisations
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_direct_and_binder_launches_give_the_same_numbers(dtype, monkeypatch):
+    x, gamma, dy = make_inputs(300, 1000, dtype, device="cuda", seed=3)
+    direct = [rmsnorm_fast_forward(x, gamma) for _ in range(2)][-1]
+    direct_bwd = rmsnorm_fast_backward(x, gamma, direct[1], dy)
+    rmsnorm_fast_backward(x, gamma, direct[1], dy)
+    monkeypatch.setattr(DirectLauncher, "__call__", lambda self, grid, *args, **opts: self.kernel[grid](*args, **opts))
+    binder = rmsnorm_fast_forward(x, gamma)
+    binder_bwd = rmsnorm_fast_backward(x, gamma, binder[1], dy)
+    for a, b in zip((*direct, *direct_bwd), (*binder, *binder_bwd)):
+        assert torch.equal(a, b)
+
+
+@gpu_only
+def test_it_launches_on_the_current_stream():
+    x, gamma, dy = make_inputs(2048, 4096, torch.float16, device="cuda", seed=4)
+    expected = rmsnorm_fast(x, gamma)
+    rmsnorm_fast(x, gamma)  # cached
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x_side = x * 1  # written on the side stream: a launch on another stream would race with it
+        got = rmsnorm_fast(x_side, gamma)
+    side.synchronize()
+    assert torch.equal(got, expected)
+
+
+@two_gpus
+def test_a_kernel_cached_on_one_gpu_is_not_reused_on_another():
+    x0, gamma0, _ = make_inputs(64, 4096, torch.bfloat16, device="cuda:0", seed=5)
+    x1, gamma1 = x0.to("cuda:1"), gamma0.to("cuda:1")
+    y0 = rmsnorm_fast(x0, gamma0)
+    rmsnorm_fast(x0, gamma0)
+    with torch.cuda.device(0):  # tensors on cuda:1 while cuda:0 is current
+        y1 = rmsnorm_fast(x1, gamma1)
+    assert y1.device == x1.device and torch.equal(y1.cpu(), y0.cpu())
+    with torch.cuda.device(1):
+        y1 = rmsnorm_fast(x1, gamma1)
+        y1 = rmsnorm_fast(x1, gamma1)
+    assert torch.equal(y1.cpu(), y0.cpu())
+    assert {key[0] for key in forward_launcher.cache} >= {0, 1}
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_cuda_graph_replays_forward_and_backward_with_eager_numbers(dtype):
+    norm = FastRMSNorm(4096, eps=1e-6, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(512, 4096, device="cuda", dtype=dtype, requires_grad=True)
+    dy = torch.randn_like(x)
+
+    def step():
+        norm.weight.grad = None
+        x.grad = None
+        y = norm(x)
+        y.backward(dy)
+        return y
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as PyTorch's CUDA-graph docs do
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    y_eager = step().detach().clone()
+    dx_eager, dgamma_eager = x.grad.clone(), norm.weight.grad.clone()
+    graph = torch.cuda.CUDAGraph()
+    x.grad = norm.weight.grad = None
+    with torch.cuda.graph(graph):
+        y_graph = norm(x)
+        y_graph.backward(dy)
+    with torch.no_grad():
+        x.grad.fill_(float("nan"))
+        norm.weight.grad.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y_graph, y_eager)
+    assert torch.equal(x.grad, dx_eager)
+    assert torch.equal(norm.weight.grad, dgamma_eager)  # bitwise: a fixed-order reduction
+
+
+def _train(norm_cls, steps=4):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), norm_cls(512, eps=1e-6), torch.nn.Linear(512, 64)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    data = torch.randn(steps, 128, 256, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    losses = []
+    for i in range(steps):
+        torch.compiler.cudagraph_mark_step_begin()
+        loss = compiled(data[i]).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses, [p.detach().clone() for p in model.parameters()]
+
+
+@gpu_only
+def test_reduce_overhead_training_matches_torch_rmsnorm():
+    """``torch.compile(mode="reduce-overhead")`` (CUDA graphs), written as PyTorch documents it."""
+    torch._dynamo.reset()
+    fast_losses, fast_params = _train(FastRMSNorm)
+    torch._dynamo.reset()
+    ref_losses, ref_params = _train(torch.nn.RMSNorm)
+    torch.testing.assert_close(torch.tensor(fast_losses), torch.tensor(ref_losses), rtol=1e-4, atol=1e-6)
+    for got, want in zip(fast_params, ref_params):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
