@@ -4,12 +4,13 @@ A model calls the norm as a Python function, and at the sizes real batches
 have the host's time per call is what the model feels. So the eager path
 is kept as short as it can be:
 
-- eager calls go through :class:`_FastRMSNormFunction`, a
+- eager calls (no ``torch.compile`` tracing, no ``TorchDispatchMode`` active,
+  no meta tensor) go through :class:`_FastRMSNormFunction`, a
   ``torch.autograd.Function`` whose forward and backward call the launchers
   directly (:func:`~rmsnorm.fast.forward.launch_forward`,
   :func:`~rmsnorm.fast.backward.launch_backward`), with no dispatcher in
   between, and x checked once per call;
-- ``torch.compile`` (and meta tensors) see two operators, defined with
+- ``torch.compile``, dispatch modes and meta tensors see two operators, defined with
   ``torch.library.define``/``impl`` and given fake implementations with
   ``torch.library.register_fake``:
 
@@ -203,7 +204,9 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6)
     if x.shape[-1] == 0:
         raise ContractError(f"x must have 1 <= N columns; got shape {tuple(x.shape)}")
     rows = x if x.dim() == 2 and (x.stride(1) == 1 or x.shape[1] == 1) else _as_rows(x)
-    if torch.compiler.is_compiling() or x.device.type == "meta":  # the operator: what torch.compile traces
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+        # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
+        # FlopCounterMode, an op log) or a meta tensor must see
         check_epsilon(eps, "eps")  # before the op: its schema would refuse a non-float less clearly
         y, _rstd = _forward_op(rows, gamma, float(eps))
     else:
