@@ -101,6 +101,10 @@ FORWARD = {
     "reads far outside (the process dies)": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * 1099511627776 + cols")), CRASHED),
     "never ends": (mutate(F, ("    cols = tl.arange(0, BLOCK_SIZE)\n", "    cols = tl.arange(0, BLOCK_SIZE)\n" + endless("tl.store(rstd_ptr + row, start)"))), NEVER_ENDS),
     "accumulator changes dtype in a loop": (mutate(F, ("    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "    acc = 0\n    for _ in range(0, 1):\n        acc += tl.sum(x * x, axis=0)\n    rstd = tl.rsqrt(acc / N + eps)")), GPU_REJECTS),
+    # Issue 18: an address without the row's offset, on the load and on the store; y stored with x's row stride.
+    "x loaded without the row's offset": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + cols")), "every row reads the first row: the load address of x lacks the row's offset (`row * x_row_stride`)"),
+    "y stored without the row's offset": (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + cols")), "every row writes into the first row of y: the store address lacks the row's offset (`row * y_row_stride`)"),
+    "y stored with x's row stride": (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + row * x_row_stride + cols")), "it wrote outside y (between its rows, element offset 300): check the store's mask (`cols < N`) and its address, `y_ptr + row * y_row_stride + cols` (y has a row stride of its own"),
 }
 
 #: Exercise 04 (and 08's fix): name → (kernel, substring).
@@ -126,6 +130,9 @@ DX = {
     "reads far outside (the process dies)": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + (row + 1) * 1099511627776)")), CRASHED),
     "never ends": (mutate(D, ("    mask = cols < N\n", "    mask = cols < N\n" + endless("tl.store(partial_ptr + row * row_stride, start)"))), NEVER_ENDS),
     "accumulator changes dtype in a loop": (mutate(D, ("    mean_ux = tl.sum(u * x, axis=0) / N", "    acc = 0\n    for _ in range(0, 1):\n        acc += tl.sum(u * x, axis=0)\n    mean_ux = acc / N")), GPU_REJECTS),
+    # Issue 18: the row's offset left out of every address, or out of x's load alone.
+    "offsets without the row's offset": (mutate(D, ("offsets = row * row_stride + cols", "offsets = cols")), "every row reads and writes the first row: the offsets lack the row's offset"),
+    "x loaded without the row's offset": (mutate(D, ("x = tl.load(x_ptr + offsets,", "x = tl.load(x_ptr + cols,")), "every row reads the first row of x: its load address lacks the row's offset (`x_ptr + cols`)"),
 }
 
 #: Exercise 05: name → (kernel, substring).
@@ -146,6 +153,9 @@ DGAMMA = {
     "reads far outside (the process dies)": (mutate(G, ("tl.load(partial_ptr + offsets,", "tl.load(partial_ptr + offsets + 1099511627776,")), CRASHED),
     "loop start never advances": (mutate(G, ("    for start in range(0, M, BLOCK_M):  # fixed order: deterministic\n", "    start = 0\n    while start < M:\n")), NEVER_ENDS),
     "float16 running total (changes dtype in the loop)": (mutate(G, ("total = tl.zeros((BLOCK_N,), dtype=tl.float32)", "total = tl.zeros((BLOCK_N,), dtype=tl.float16)")), GPU_REJECTS),
+    # Issue 18: the loop's row offsets without the step's start; the columns without the program's start.
+    "rows without the step's start": (mutate(G, ("rows = start + tl.arange(0, BLOCK_M)", "rows = tl.arange(0, BLOCK_M)")), "every step adds the first BLOCK_M rows again: the row offsets lack the step's start: a random 100×33 partial"),
+    "columns without the program's start": (mutate(G, ("cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)", "cols = tl.arange(0, BLOCK_N)")), "every program sums the first BLOCK_N columns: the column offsets lack the program's start (`pid * BLOCK_N`)"),
 }
 
 

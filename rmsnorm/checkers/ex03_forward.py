@@ -4,7 +4,8 @@ Symptoms recognised (each a classic mistake, modelled in float64):
 mean divided by BLOCK_SIZE, gamma not applied, eps missing, the eps argument
 ignored, eps added after the square root, multiplying by the RMS instead of
 its inverse, rstd stored as the RMS, squares computed in float16 (overflow
-past 65504), rstd rounded to 16 bits; plus, before any launch, unmasked
+past 65504), rstd rounded to 16 bits, x loaded or y stored without the row's
+offset (every row reads, or writes into, the first row); plus, before any launch, unmasked
 loads/stores and a wrong signature; and, after, unwritten elements (outputs
 start as NaN; a block narrower than the row is named), float16-only failures,
 and what every kernel check finds (:mod:`rmsnorm.checkers.kernels`): reads or
@@ -95,7 +96,30 @@ SYMPTOMS = [
         _fp16_sum,
         "Convert x (and gamma) to float32 right after loading, `.to(tl.float32)`, before squaring and summing.",
     ),
+    Symptom(
+        "every row reads the first row: the load address of x lacks the row's offset (`row * x_row_stride`)",
+        lambda c: _outputs(_first_row(c), torch.rsqrt(sum_of_squares(_first_row(c)) / c.N + c.epsilon)),
+        "Program `row` owns one row: load x at `x_ptr + row * x_row_stride + cols`.",
+    ),
+    Symptom(
+        "every row writes into the first row of y: the store address lacks the row's offset (`row * y_row_stride`)",
+        lambda c: {"y": _last_row_in_first(correct(c)["y"])},
+        "Store at `y_ptr + row * y_row_stride + cols` (the other rows of y are never written).",
+    ),
 ]
+
+
+def _first_row(case: Case) -> Case:
+    """The case with every row of x replaced by its first row (what a load without the row's offset reads)."""
+    x = case.inputs["x"]
+    return Case(case.label, {**case.inputs, "x": x[:1].expand_as(x)}, case.epsilon, row_stride=case.row_stride)
+
+
+def _last_row_in_first(y: torch.Tensor) -> torch.Tensor:
+    """What M programs storing their rows at row 0, in order, leave: the last row there, NaN elsewhere."""
+    left = torch.full_like(y, float("nan"))
+    left[0] = y[-1]
+    return left
 
 
 EXAMPLE = ("x = torch.randn(3, 257); y = torch.empty_like(x); rstd = torch.empty(3); "
@@ -115,7 +139,9 @@ def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     x = buffers.input("x", case.inputs["x"], case.row_stride)
     gamma = buffers.input("gamma", case.inputs["gamma"])
     M, N = x.shape
-    y = buffers.output("y", (M, N), x.dtype, x.device, case.row_stride and case.row_stride + 16)
+    fix = "check the store's mask (`cols < N`) and its address, `y_ptr + row * y_row_stride + cols`" + (
+        " (y has a row stride of its own: here its rows are 16 elements further apart than x's)" if case.row_stride else "")
+    y = buffers.output("y", (M, N), x.dtype, x.device, case.row_stride and case.row_stride + 16, fix=fix)
     rstd = buffers.output("rstd", (M,), torch.float32, x.device)
     BLOCK_SIZE = triton.next_power_of_2(N)
     kernel[(M,)](x, gamma, y, rstd, x.stride(0), y.stride(0), N, float(case.epsilon),

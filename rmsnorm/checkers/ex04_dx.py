@@ -5,7 +5,7 @@ backward is judged. Symptoms recognised, modelled in float64 with
 u = dy · gamma: mean(u · x) divided by BLOCK_SIZE; the −x · r³ · mean(u · x)
 term missing; r or r² instead of r³; mean(u) instead of mean(u · x); gamma
 missing from u; the second term added instead of subtracted; partial without
-rstd or with gamma; plus the pre-launch checks (signature, masks) and
+rstd or with gamma; offsets (or x's load) without the row's offset; plus the pre-launch checks (signature, masks) and
 unwritten elements.
 
 Source: solutions/04_backward_derivation.ipynb and
@@ -96,7 +96,34 @@ SYMPTOMS = [
         lambda c: {"partial": _parts(c)[4] * c.f64("x") * _parts(c)[3]},
         "y = x·r·gamma, so ∂y/∂gamma = x·r: partial = dy · x · rstd, without gamma.",
     ),
+    Symptom(
+        "every row reads and writes the first row: the offsets lack the row's offset (`row * row_stride`)",
+        lambda c: _first_row_only(c),
+        "Program `row` owns one row: `offsets = row * row_stride + cols`, for x, dy, dx and partial alike.",
+    ),
+    Symptom(
+        "every row reads the first row of x: its load address lacks the row's offset (`x_ptr + cols`)",
+        lambda c: _dx_from_first_x(c),
+        "Load x at `x_ptr + offsets`, like dy: `offsets = row * row_stride + cols`.",
+    ),
 ]
+
+
+def _dx_from_first_x(case: Case) -> dict[str, torch.Tensor]:
+    """dx and partial when every row's program reads x of row 0 (dy, rstd of its own row)."""
+    x, gamma, dy, r, u = _parts(case)
+    x0 = x[:1].expand_as(x)
+    return {"dx": r * u - x0 * r.pow(3) * (u * x0).sum(-1, keepdim=True) / case.N, "partial": dy * x0 * r}
+
+
+def _first_row_only(case: Case) -> dict[str, torch.Tensor]:
+    """What M programs reading and writing row 0, in order, leave: the last program's dx and partial in row 0."""
+    x, gamma, dy, r, u = _parts(case)
+    r_last = r[-1:]
+    dx, partial = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    dx[0] = (r_last * u[:1] - x[:1] * r_last.pow(3) * (u[:1] * x[:1]).sum(-1, keepdim=True) / case.N)[0]
+    partial[0] = (dy[:1] * x[:1] * r_last)[0]
+    return {"dx": dx, "partial": partial}
 
 
 EXAMPLE = ("x, gamma, dy = torch.randn(3, 257), torch.ones(257), torch.randn(3, 257); rstd = torch.rsqrt("

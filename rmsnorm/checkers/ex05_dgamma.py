@@ -8,7 +8,9 @@ BLOCK_N = 32 columns, the last one masked); N = 1000; rows 96 elements
 apart (the row stride, not N); float16 dgamma.
 
 Symptoms recognised: a mean over rows instead of a sum; only the first
-BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the
+BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the first
+BLOCK_M rows added at every step (rows without the step's start); every
+program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless
@@ -74,6 +76,18 @@ SYMPTOMS = [
         f"the last M mod BLOCK_M rows are dropped (a partial step of fewer than {BLOCK_M} rows)",
         lambda c: _sum(c, c.M // BLOCK_M * BLOCK_M),
         "Loop with `range(0, M, BLOCK_M)` and mask the rows of the last step with `rows < M`.",
+    ),
+    Symptom(
+        "every step adds the first BLOCK_M rows again: the row offsets lack the step's start",
+        lambda c: {"dgamma": triton.cdiv(c.M, BLOCK_M) * c.f64("partial")[:BLOCK_M].sum(0)},
+        "Step `start` covers rows start … start + BLOCK_M − 1: `rows = start + tl.arange(0, BLOCK_M)`.",
+    ),
+    Symptom(
+        "every program sums the first BLOCK_N columns: the column offsets lack the program's start (`pid * BLOCK_N`)",
+        lambda c: {"dgamma": torch.cat([c.f64("partial")[:, :BLOCK_N].sum(0),
+                                        torch.full((max(0, c.N - BLOCK_N),), float("nan"), dtype=torch.float64)])},
+        "Program pid owns columns pid · BLOCK_N … pid · BLOCK_N + BLOCK_N − 1: `cols = pid * BLOCK_N + tl.arange(0, "
+        "BLOCK_N)` (the columns past the first BLOCK_N are never written).",
     ),
 ]
 
