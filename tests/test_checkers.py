@@ -328,18 +328,24 @@ def test_a_load_without_other_whose_masked_lanes_reach_nothing_passes(exercise):
     assert feedback.passed, feedback
 
 
-def test_on_a_gpu_machine_the_interpreters_judge_is_a_fresh_child_with_the_interpreter_on(monkeypatch):
-    # As on a GPU machine (kernels compiled in this process): the interpreter's child is started afresh with
-    # TRITON_INTERPRET=1 and no CUDA, and this process's environment is left as it was.
+@pytest.mark.parametrize("server", ["second forkserver", "spawn"])
+def test_on_a_gpu_machine_the_interpreters_judge_runs_in_a_child_with_the_interpreter_on(server, monkeypatch):
+    # As on a GPU machine (kernels compiled in this process): the interpreter's child comes from a second
+    # forkserver started with TRITON_INTERPRET=1 and no CUDA (or, without one, from a fresh process started so),
+    # and this process's environment is left as it was.
     monkeypatch.setattr(isolate, "interpreted", lambda: False)
+    if server == "spawn":
+        monkeypatch.setattr(isolate, "_interpreter_server", lambda: None)
     monkeypatch.setattr(kernels, "judges", lambda: (True,))  # the interpreter's judge alone (no GPU to run the other)
-    environments = []
-    real_environment = isolate._environment
+    environments, servers = [], []
+    real_environment, real_through = isolate._environment, isolate._through
     monkeypatch.setattr(isolate, "_environment", lambda env: environments.append(env) or real_environment(env))
+    monkeypatch.setattr(isolate, "_through", lambda s: servers.append(s) or real_through(s))
     before = dict(os.environ)
     feedback = checkers.check_forward_kernel(wv.FORWARD["masked load of x without other"][0])
     assert feedback.status == "wrong" and wv.NO_OTHER in feedback.message, feedback
     assert environments == [{"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}] and dict(os.environ) == before
+    assert servers == ([isolate._INTERPRETER_SERVER] if server == "second forkserver" else [])
     assert checkers.check_long_row_kernel(wv910.L).passed  # 09's bounds check works in such a child too
 
 

@@ -3,10 +3,12 @@
 Importing :mod:`rmsnorm` and its checkers and running each package kernel once
 on a tiny input takes about a second in a fresh process (imports, and the
 interpreter's first launch); done here once, each child of
-:mod:`rmsnorm.checkers.isolate` starts with it done. Never imported on a GPU
-machine: a process that touched CUDA cannot fork children that use it.
+:mod:`rmsnorm.checkers.isolate` starts with it done. On a GPU machine only the
+second server imports it, the one whose children interpret their kernels, with
+CUDA out of sight: the first server's children use CUDA, and a process that
+touched CUDA cannot fork children that use it.
 
-Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb.
+Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 """
 
 from __future__ import annotations

@@ -14,13 +14,16 @@ Children come from a ``forkserver`` (a clean server process that imports torch
 once, never CUDA, then forks one child per check): about 0.3 s per check
 instead of the 2 s of a fresh interpreter, and on a GPU machine each child
 initialises CUDA itself. On a GPU machine a child can also be asked to
-interpret its kernels (``start(..., interpret=True)``): it is then a fresh
-process (``spawn``) started with :data:`INTERPRETER_ENVIRONMENT`, so that it
-runs exactly as a CPU machine's child does (Triton's interpreter must be on
-before triton is imported, and a forked child has it imported already). A
-learner's ``@triton.jit`` kernel is defined in a notebook cell, which a child
-cannot import: its source is shipped (:class:`KernelSource`) and executed again
-in the child. Plain Python functions and classes travel with cloudpickle.
+interpret its kernels (``start(..., interpret=True)``): it then comes from a
+second forkserver, started once with :data:`INTERPRETER_ENVIRONMENT` (Triton's
+interpreter on, CUDA out of sight) and warm like a CPU machine's, so that it
+runs exactly as a CPU machine's child does (the interpreter must be on before
+triton is imported, which the first server's children have done). Where that
+second server cannot be had, a fresh ``spawn`` process with the same
+environment does the same, slower. A learner's ``@triton.jit`` kernel is
+defined in a notebook cell, which a child cannot import: its source is shipped
+(:class:`KernelSource`) and executed again in the child. Plain Python
+functions and classes travel with cloudpickle.
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb;
 Python's ``multiprocessing`` (forkserver, spawn), cloudpickle.
@@ -62,6 +65,7 @@ PRELOAD = ["torch", "torch.testing", "torch.distributed.tensor"]
 INTERPRETER_ENVIRONMENT = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 _CONTEXT = None
+_INTERPRETER_SERVER = None
 
 
 def _context():
@@ -72,6 +76,32 @@ def _context():
         # on a GPU it must not touch CUDA, so it imports torch only.
         _CONTEXT.set_forkserver_preload(PRELOAD + (["rmsnorm.checkers._warm"] if interpreted() else []))
     return _CONTEXT
+
+
+def _interpreter_server():
+    """The second forkserver, for interpreted children on a GPU machine (None where multiprocessing has no room for it)."""
+    global _INTERPRETER_SERVER
+    if _INTERPRETER_SERVER is None:
+        from multiprocessing import forkserver
+
+        if not (hasattr(forkserver, "ForkServer") and hasattr(forkserver, "connect_to_new_process")):
+            return None  # pragma: no cover - another Python's multiprocessing
+        _INTERPRETER_SERVER = forkserver.ForkServer()
+        _INTERPRETER_SERVER.set_forkserver_preload(PRELOAD + ["rmsnorm.checkers._warm"])
+    return _INTERPRETER_SERVER
+
+
+@contextlib.contextmanager
+def _through(server):
+    """Forkserver children started in the block come from ``server`` (multiprocessing keeps one server per process)."""
+    from multiprocessing import forkserver
+
+    original = forkserver.connect_to_new_process
+    forkserver.connect_to_new_process = server.connect_to_new_process
+    try:
+        yield
+    finally:
+        forkserver.connect_to_new_process = original
 
 
 # --------------------------------------------------------------------------- the child
@@ -130,7 +160,8 @@ def start(target: tuple[str, str], args, *, interpret: bool):
         args: its arguments (learner's kernels as :class:`KernelSource`).
         interpret: whether the child runs kernels in Triton's interpreter. As
             this process does: a child of the forkserver. Interpreted on a GPU
-            machine: a fresh process with :data:`INTERPRETER_ENVIRONMENT`.
+            machine: a child of the second forkserver, which runs with
+            :data:`INTERPRETER_ENVIRONMENT`.
 
     Raises:
         ValueError: ``interpret`` is False in a process that interprets its kernels (no GPU to compile for).
@@ -141,19 +172,21 @@ def start(target: tuple[str, str], args, *, interpret: bool):
         payload = cloudpickle.dumps((target, list(args), source_lines(args)))
     except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
         return Outcome("unpicklable", f"{type(error).__name__}: {error}")
-    fresh = interpret and not interpreted()
-    ctx = multiprocessing.get_context("spawn") if fresh else _context()
+    elsewhere = interpret and not interpreted()  # a GPU machine's interpreted child
+    server = _interpreter_server() if elsewhere else None
+    ctx = multiprocessing.get_context("spawn") if elsewhere and server is None else _context()
     parent, child = ctx.Pipe(duplex=False)
     process = ctx.Process(target=_child_main, args=(child, payload, interpret), daemon=True)
-    with _without_main(), _environment(INTERPRETER_ENVIRONMENT if fresh else {}):
-        process.start()
+    with (_without_main(), _environment(INTERPRETER_ENVIRONMENT if elsewhere else {}),
+          _through(server) if server is not None else contextlib.nullcontext()):
+        process.start()  # the second server starts, the first time, with that environment
     child.close()
     return process, parent
 
 
 @contextlib.contextmanager
 def _environment(overrides: dict[str, str]):
-    """``os.environ`` with ``overrides`` while a fresh child is started (it inherits it), as it was afterwards."""
+    """``os.environ`` with ``overrides`` while a child or a server is started (it inherits it), as it was afterwards."""
     before = {name: os.environ.get(name) for name in overrides}
     os.environ.update(overrides)
     try:
