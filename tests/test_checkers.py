@@ -409,3 +409,20 @@ def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, mon
     if expected != wv.GPU_REJECTS:  # worded as on a GPU (nothing ran), and the interpreter alone runs it
         monkeypatch.setattr(kernels, "judges", lambda: (True,))
         assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words
+
+
+def test_a_gpu_compile_error_is_named_however_deep_it_is_wrapped():
+    # A GPU child's launch may wrap the compiler's error more than once; one exception walker finds it.
+    from triton.compiler.errors import CompilationError
+
+    try:
+        try:
+            try:
+                raise CompilationError(inspect.getsource(rmsnorm.rmsnorm_forward_kernel.fn), None, "acc has type int32")
+            except CompilationError as inner:
+                raise RuntimeError("launch failed") from inner
+        except RuntimeError as outer:
+            raise ValueError("judge failed") from outer
+    except ValueError as error:
+        message = gpu_compile.compile_error_message(rmsnorm.rmsnorm_forward_kernel, error)
+    assert message is not None and gpu_compile.REJECTS in message and "acc has type int32" in message, message

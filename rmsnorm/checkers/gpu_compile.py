@@ -23,7 +23,7 @@ import sys
 import time
 
 from . import _gpu_compile
-from .feedback import name_of
+from .feedback import caused_by, name_of
 from .isolate import interpreted
 
 #: Seconds the compile server may take for one kernel (one compilation per dtype; about 0.5 s each, cached after).
@@ -136,7 +136,7 @@ def compile_error_message(kernel, error: BaseException, example: str = "") -> st
         from triton.compiler.errors import CompilationError
     except ImportError:  # pragma: no cover
         return None
-    found = next((e for e in [error, error.__cause__, error.__context__] if isinstance(e, CompilationError)), None)
+    found = caused_by(error, CompilationError)
     if found is None:
         return None
     line, text = None, ""
