@@ -55,7 +55,7 @@ def test_environment_says_h200_with_versions_date_and_protocol():
 def test_protocol_samples_are_50_per_run_at_128x257_fp32():
     samples = RESULTS.samples
     assert set(samples["path"]) == set(bench.PATHS)
-    assert {"triton", "reference"} <= set(samples["impl"]) <= set(bench.IMPLS)
+    assert {"article", "reference"} <= set(samples["impl"]) <= set(bench.IMPLS)
     assert set(zip(samples["M"], samples["N"], samples["dtype"])) == {(128, 257, "float32")}
     counts = samples.groupby(["path", "impl", "repeat"]).size()
     assert (counts == bench.SAMPLES).all()
@@ -132,7 +132,7 @@ def test_kernel_table_adds_up_to_the_sweep_device_time():
 def test_article_rtx3090_differences_to_two_decimals():
     medians = pd.DataFrame(
         {"path": ["forward", "forward", "forward_backward", "forward_backward"],
-         "impl": ["triton", "reference", "triton", "reference"],
+         "impl": ["article", "reference", "article", "reference"],
          "median_us": [70.71, 52.17, 251.44, 267.34]}
     )
     table = bench.difference_table(medians).set_index("path")
@@ -168,11 +168,11 @@ def test_bytes_are_the_same_for_every_impl_and_below_the_article_paths_traffic()
 def test_check_calls_passes_the_package_and_catches_a_wrong_kernel(device):
     x, gamma, dy = make_inputs(3, 257, device=device, seed=1)
     calls = bench.make_calls(x, gamma, dy, include_liger=False)
-    assert set(calls) == {(p, i) for p in bench.PATHS for i in ("triton", "reference")}
+    assert set(calls) == {(p, i) for p in bench.PATHS for i in ("article", "reference")}
     passed = bench.check_calls(calls, x, gamma, dy)
-    assert len(passed) == 7  # forward: y, rstd (triton), y (reference); forward_backward: dx, dgamma each
-    calls[("forward", "triton")] = lambda: forward_op(x, gamma, kernel=rmsnorm_forward_kernel_block_mean)
-    with pytest.raises(AssertionError, match="forward/triton y 3x257"):
+    assert len(passed) == 7  # forward: y, rstd (article), y (reference); forward_backward: dx, dgamma each
+    calls[("forward", "article")] = lambda: forward_op(x, gamma, kernel=rmsnorm_forward_kernel_block_mean)
+    with pytest.raises(AssertionError, match="forward/article y 3x257"):
         bench.check_calls(calls, x, gamma, dy)
 
 

@@ -275,7 +275,7 @@ RESULT_FILES = {name: f"{name}.csv" for name in ("samples", "summary", "differen
 
 
 def load_results(path: str | Path | None = None) -> Results:
-    """Read committed results (CSV files + environment.json) into pandas.
+    """Read committed results (CSV files + environment.json) into pandas, provider names in today's vocabulary.
 
     Args:
         path: folder written by ``scripts/benchmark.py``; default :data:`RESULTS_DIR` (results/h200).
@@ -294,7 +294,7 @@ def load_results(path: str | Path | None = None) -> Results:
         file = folder / filename
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing; run scripts/benchmark.py --out {folder} on a GPU")
-        frames[name] = pd.read_csv(file)
+        frames[name] = canonical_names(pd.read_csv(file))  # results written before the one vocabulary say 'triton'
     environment = json.loads((folder / "environment.json").read_text(encoding="utf-8"))
     return Results(**frames, environment=environment)
 

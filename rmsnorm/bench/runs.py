@@ -33,10 +33,7 @@ SWEEP_N = (257, 1024, 4096)
 PATHS = ("forward", "forward_backward")
 #: Implementations (provider names of rmsnorm.bench.providers): the article's kernels, the PyTorch reference,
 #: Liger-Kernel (when it imports).
-IMPLS = ("triton", "reference", "liger")
-#: The label lesson 07's committed results give each provider (the article's kernels are still ``triton`` there).
-_LABELS = {"article": "triton"}
-_PROVIDERS = {_LABELS.get(name, name): name for name in ("article", "reference", "liger")}
+IMPLS = ("article", "reference", "liger")
 
 
 def liger_status() -> str | None:
@@ -73,7 +70,7 @@ def make_calls(
     calls: dict[tuple[str, str], Callable[[], Any]] = {}
     for path, build, pass_ in (("forward", pass_calls, "forward"), ("forward_backward", whole_calls, "forward_backward")):
         for impl in impls:
-            calls[(path, impl)] = build(provider(_PROVIDERS[impl]), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
+            calls[(path, impl)] = build(provider(impl), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
     return calls
 
 

@@ -101,9 +101,9 @@ _MEDIAN_SLIPS = [
 def _toy_samples():
     import pandas as pd
 
-    rows = [("forward", "triton", us) for us in (3.0, 1.0, 2.0, 100.0)]  # median 2.5, mean 26.5
+    rows = [("forward", "article", us) for us in (3.0, 1.0, 2.0, 100.0)]  # median 2.5, mean 26.5
     rows += [("forward", "reference", us) for us in (10.0, 20.0, 30.0)]
-    rows += [("forward_backward", "triton", us) for us in (7.0, 9.0, 8.0)]
+    rows += [("forward_backward", "article", us) for us in (7.0, 9.0, 8.0)]
     return pd.DataFrame(rows, columns=["path", "impl", "us_per_call"])
 
 
@@ -131,8 +131,8 @@ def _check_percent(percent_change) -> Feedback | None:
 
 def _check_median(median_us, samples) -> Feedback | None:
     toy = _toy_samples()
-    group = toy[(toy["path"] == "forward") & (toy["impl"] == "triton")]["us_per_call"]
-    got, problem = _call(EXERCISE_READ, median_us, toy, "forward", "triton")
+    group = toy[(toy["path"] == "forward") & (toy["impl"] == "article")]["us_per_call"]
+    got, problem = _call(EXERCISE_READ, median_us, toy, "forward", "article")
     if problem is not None:
         return problem
     if not isinstance(got, numbers.Real):
@@ -140,16 +140,16 @@ def _check_median(median_us, samples) -> Feedback | None:
     if not _same(float(got), float(group.median())):
         slips = [(w, slip(group)) for w, slip in _MEDIAN_SLIPS]
         slips += [("the median of every impl's samples of that path", toy[toy["path"] == "forward"]["us_per_call"].median()),
-                  ("the median of every path's samples of that impl", toy[toy["impl"] == "triton"]["us_per_call"].median())]
+                  ("the median of every path's samples of that impl", toy[toy["impl"] == "article"]["us_per_call"].median())]
         what = next((w for w, value in slips if _same(float(got), float(value))), None)
-        shown = (f"on the samples 3, 1, 2, 100 µs (forward, triton; other rows belong to other impls and paths) you give "
+        shown = (f"on the samples 3, 1, 2, 100 µs (forward, article; other rows belong to other impls and paths) you give "
                  f"{fmt(float(got))}, expected the median {fmt(float(group.median()))}")
         if what:
             return wrong(EXERCISE_READ, f"{name_of(median_us)} returns {what}: {shown}. Keep the rows of that path "
                          "and impl, then take the median of their us_per_call (one slow sample barely moves it).")
         return wrong(EXERCISE_READ, f"{shown}.")
     for path in PATHS:
-        for impl in ("triton", "reference"):
+        for impl in ("article", "reference"):
             rows = samples[(samples["path"] == path) & (samples["impl"] == impl)]["us_per_call"]
             got, problem = _call(EXERCISE_READ, median_us, samples, path, impl)
             if problem is not None:
@@ -200,7 +200,7 @@ def judge_reading(median_us, percent_change, samples, prediction=None, where: st
     parts, held = [], []
     guess = prediction() if prediction is not None and judge_prediction(prediction).passed else None
     for path in PATHS:
-        kernel, reference = median_us(samples, path, "triton"), median_us(samples, path, "reference")
+        kernel, reference = median_us(samples, path, "article"), median_us(samples, path, "reference")
         change = percent_change(kernel, reference)
         parts.append(f"{path.replace('_', ' + ')}: {kernel:.2f} µs vs {reference:.2f} µs ({change:+.1f} %)")
         if guess is not None:
@@ -208,5 +208,5 @@ def judge_reading(median_us, percent_change, samples, prediction=None, where: st
             held.append(f"{path.replace('_', ' + ')} {'held' if guess[path] == outcome else 'did not hold'}")
     verdict = f" Your prediction: {', '.join(held)}." if held else ""
     source = f" ({where})" if where else ""
-    return passed(EXERCISE_READ, f"medians and percentages are right. Triton vs reference{source}: "
+    return passed(EXERCISE_READ, f"medians and percentages are right. article vs reference{source}: "
                   f"{'; '.join(parts)}.{verdict}")
