@@ -12,8 +12,10 @@ Public API:
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers.
 - :class:`FastConfig`, :func:`forward_config`, :func:`backward_config`, :func:`grid_size` — the knobs.
 - :func:`check_fast_inputs`, :data:`FAST_MAX_N` — the contract.
+- :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for FastRMSNorm, recognised by
+  behaviour, the weight Parameters kept; :func:`randomise_norm_weights` (lesson 13).
 
-Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
+Source: notebooks/09_the_long_row.ipynb … 13_into_a_model.ipynb.
 """
 
 from .autograd import FastRMSNorm, rmsnorm_fast
@@ -21,6 +23,7 @@ from .backward import rmsnorm_fast_backward, rmsnorm_fast_backward_kernel, rmsno
 from .config import FastConfig, backward_config, forward_config, grid_size, num_programs
 from .contract import FAST_DTYPES, FAST_MAX_N, INTERPRETER_BF16_REASON, check_fast_inputs
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
+from .swap import randomise_norm_weights, swap_rmsnorm
 
 __all__ = [
     "FAST_DTYPES",
@@ -33,10 +36,12 @@ __all__ = [
     "forward_config",
     "grid_size",
     "num_programs",
+    "randomise_norm_weights",
     "rmsnorm_fast",
     "rmsnorm_fast_backward",
     "rmsnorm_fast_backward_kernel",
     "rmsnorm_fast_dgamma_kernel",
     "rmsnorm_fast_forward",
     "rmsnorm_fast_forward_kernel",
+    "swap_rmsnorm",
 ]
