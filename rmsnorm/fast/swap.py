@@ -137,12 +137,15 @@ def _alternatives(x64, w64, eps):
     both = x64 * torch.rsqrt(x64.square().mean((-2, -1), keepdim=True) + eps) * w64
     centred = x64 - x64.mean(-1, keepdim=True)
     return [
-        ("it scales by (1 + weight), as Gemma's norm does; FastRMSNorm scales by weight", rmsnorm_reference(x64, 1 + w64, eps)),
+        ("it scales by (1 + weight), as Gemma's norm does; FastRMSNorm scales by weight",
+         rmsnorm_reference(x64, 1 + w64, eps)),
         ("it ignores its weight", rmsnorm_reference(x64, torch.ones_like(w64), eps)),
         ("it normalises over more than the last dimension", both),
-        ("it subtracts the row's mean (that is LayerNorm)", rmsnorm_reference(centred, w64, eps) if centred.shape[-1] > 1 else None),
+        ("it subtracts the row's mean (that is LayerNorm)",
+         rmsnorm_reference(centred, w64, eps) if centred.shape[-1] > 1 else None),
         ("it adds eps outside the square root", x64 / (x64.square().mean(-1, keepdim=True).sqrt() + eps) * w64),
-        ("it uses another eps than its attribute says", rows(x64) * torch.rsqrt(rows(x64).square().mean(-1, keepdim=True)) * w64),
+        ("it uses another eps than its attribute says",
+         rows(x64) * torch.rsqrt(rows(x64).square().mean(-1, keepdim=True)) * w64),
     ]
 
 
@@ -176,7 +179,8 @@ def _probe(module: torch.nn.Module, dtype: torch.dtype | None) -> str | None:
     what = next((w for w, alt in _alternatives(x64, w64, eps) if alt is not None and close(y64, alt)), None)
     worst = float((y64 - rmsnorm_reference(x64, w64, eps)).abs().max())
     return ((what + ": " if what else "") + f"its output differs from x · rstd · weight (eps = {eps:g}) by up to "
-            f"{worst:.3g} on the probe, beyond {dtype}'s declared tolerance (atol {tol['atol']:g}, rtol {tol['rtol']:g})")
+            f"{worst:.3g} on the probe, beyond {dtype}'s declared tolerance "
+            f"(atol {tol['atol']:g}, rtol {tol['rtol']:g})")
 
 
 def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, build: Build | None = None) -> int:
@@ -238,16 +242,19 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             if verdicts[id(child)] is None:
                 places.append((parent, name, child))
     if _candidate(model) and _claims_rmsnorm(model) and not isinstance(model, FastRMSNorm):
-        refusals.append(f"the model itself ({type(model).__name__}) is a norm: swap it in its parent, or build a FastRMSNorm")
+        refusals.append(f"the model itself ({type(model).__name__}) is a norm: swap it in its parent, "
+                        "or build a FastRMSNorm")
     if refusals:
         raise ContractError("swap_rmsnorm replaced nothing: " + "; ".join(refusals))
     new: dict[int, torch.nn.Module] = {}
     for _, _, child in places:
         if id(child) not in new:
             weight = child.weight
-            module = build(weight.shape[0] if weight is not None else child.normalized_shape[0], _eps_of(child)[1], weight)
+            n = weight.shape[0] if weight is not None else child.normalized_shape[0]
+            module = build(n, _eps_of(child)[1], weight)
             if getattr(module, "weight", None) is not weight:
-                raise ContractError(f"build must keep the weight Parameter it is given; {type(module).__name__} did not")
+                raise ContractError(f"build must keep the weight Parameter it is given; "
+                                    f"{type(module).__name__} did not")
             new[id(child)] = module.train(child.training)
     for parent, name, child in places:
         setattr(parent, name, new[id(child)])

@@ -1,0 +1,271 @@
+"""A training step of a Hugging Face Llama with each norm: tokens/s, peak memory, the norm's share, Amdahl.
+
+What a user of the fast path feels is not the kernel, nor the whole call, but the step. For each
+size (:data:`SIZES`), each norm (:data:`VARIANTS`: the model's own ``LlamaRMSNorm``, ``FastRMSNorm``
+and Liger's ``LigerRMSNorm``, both swapped in by :func:`rmsnorm.fast.swap_rmsnorm`, sharing the
+weight Parameters) and each mode (eager, ``torch.compile(model)``), :func:`run_variant`:
+
+1. builds the variant from one base model (random init, norm weights randomised), AdamW;
+2. **checks before timing**: logits on the step's own batch, against a float32 run of the same
+   weights; the variant is timed only if its error is at most 1.5× the original's
+   (:data:`LOGITS_ERROR_RATIO`), and whether its logits lie within the declared bf16 tolerance of
+   the original's is reported beside;
+3. times full steps (forward with the loss, backward, ``optimizer.step()``, ``zero_grad``): CUDA
+   events around each step, and the host's time to issue it; median, min, max; peak memory;
+4. profiles one more step and attributes its kernels (:mod:`rmsnorm.bench.step_profile`):
+   the norm's share of the step and the Amdahl bound 1 / (1 − share), the best step speed-up a
+   norm that took no time at all could give (reached only when the GPU sets the step's pace).
+
+Needs transformers (the ``models`` extra) and, for Liger, ``liger_kernel``; both imported only
+when used. Never asserts a speed.
+
+Source: notebooks/13_into_a_model.ipynb; scripts/benchmark_model.py; Amdahl, "Validity of the single
+processor approach to achieving large scale computing capabilities" (AFIPS 1967).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from ..fast.swap import randomise_norm_weights, swap_rmsnorm
+from ..testing import TOLERANCES
+from .results import _read_csv
+from .step_profile import STEP_PARTS, attribute_kernels, norm_scopes, step_region
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """A LlamaConfig's sizes and the step's batch: ``batch`` sequences of ``seq`` tokens."""
+
+    name: str
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    seq: int
+    batch: int
+    vocab: int = 32000
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per step."""
+        return self.batch * self.seq
+
+
+#: The GPU-bound size (the issue's 8 layers halved, to fit compiles into the device time) and the host-bound one.
+SIZES = (
+    ModelSize("gpu_bound", layers=4, hidden=2048, intermediate=5632, heads=16, seq=2048, batch=4),
+    ModelSize("host_bound", layers=8, hidden=1024, intermediate=2816, heads=8, seq=512, batch=8),
+)
+#: ``--quick``: a CPU logic check of the whole run (Triton's interpreter, float32, nothing meaningful timed).
+QUICK = ModelSize("quick", layers=2, hidden=64, intermediate=128, heads=4, seq=16, batch=2, vocab=128)
+VARIANTS = ("original", "fast", "liger")
+MODES = ("eager", "compile")
+#: A variant is timed only if its logits' error against the float32 run is at most this × the original's.
+LOGITS_ERROR_RATIO = 1.5
+OUT_OF_TIME = "not run: the time budget would be exceeded"
+COLUMNS = (
+    "size", "layers", "hidden", "intermediate", "heads", "seq", "batch", "tokens", "variant", "mode", "check",
+    "norms_swapped", "logits_rel_err", "logits_err_ratio", "logits_max_abs_diff", "logits_within_tol", "compile_s",
+    "steps", "step_ms", "step_ms_min", "step_ms_max", "host_ms", "tokens_per_s", "peak_mem_gib", "gpu_busy_ms",
+    "norm_fwd_ms", "norm_bwd_ms", "norm_ms", "norm_share", "amdahl_bound",
+)
+KERNEL_COLUMNS = ("size", "variant", "mode", "kernel", "part", "norm", "calls", "us")
+STEP_FILE, KERNELS_FILE, ENVIRONMENT_FILE = "model_step.csv", "model_step_kernels.csv", "model_step_environment.json"
+
+
+def amdahl_bound(share: float) -> float:
+    """1 / (1 − share): the step's speed-up if a part taking ``share`` of it (a fraction < 1) took no time."""
+    return 1.0 / (1.0 - share) if share < 1 else math.inf
+
+
+def build_base(size: ModelSize, device, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
+    """LlamaForCausalLM from a config on ``device`` in ``dtype``: random init, norm weights randomised."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=size.hidden, intermediate_size=size.intermediate, num_hidden_layers=size.layers,
+                         num_attention_heads=size.heads, num_key_value_heads=size.heads, vocab_size=size.vocab,
+                         max_position_embeddings=size.seq)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = LlamaForCausalLM(config)
+    model = model.to(dtype)
+    randomise_norm_weights(model, seed)
+    return model
+
+
+def _liger(n, eps, weight):
+    from liger_kernel.transformers import LigerRMSNorm  # an ImportError is the variant's reason not to run
+
+    norm = LigerRMSNorm(n, eps=eps)  # casting "llama", in place: as apply_liger_kernel_to_llama swaps it in
+    norm.weight = weight
+    return norm
+
+
+def make_variant(base: torch.nn.Module, variant: str, dtype: torch.dtype) -> tuple[torch.nn.Module, int]:
+    """A deep copy of ``base`` with its norms as ``variant`` says; (model, norms swapped)."""
+    model = copy.deepcopy(base)
+    if variant == "original":
+        return model, 0
+    return model, swap_rmsnorm(model, dtype=dtype, build=_liger if variant == "liger" else None)
+
+
+def _is_norm(module) -> bool:
+    return type(module).__name__.endswith("RMSNorm")
+
+
+def _sync(cuda: bool) -> None:
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def _time_steps(step, steps: int, cuda: bool):
+    """(step ms, host ms) per step: CUDA events around each step (wall clock without CUDA), host issue time."""
+    step_ms, host_ms = [], []
+    for _ in range(steps):
+        _sync(cuda)
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t0 = time.perf_counter()
+        step()
+        host_ms.append((time.perf_counter() - t0) * 1e3)
+        if cuda:
+            end.record()
+            end.synchronize()
+            step_ms.append(start.elapsed_time(end))
+        else:
+            step_ms.append(host_ms[-1])
+    return np.array(step_ms), np.array(host_ms)
+
+
+def reference_logits(base: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Logits of a float32 copy of ``base`` on ``ids`` (no grad): what every variant's error is measured against."""
+    model = copy.deepcopy(base).float()
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits.float()
+    del model
+    return logits
+
+
+def _check_logits(row: dict, logits: torch.Tensor, refs: dict, dtype: torch.dtype) -> bool:
+    """Fill the row's logits columns; True when the variant may be timed (error ≤ 1.5× the original's)."""
+    fp32 = refs["fp32"]
+    row["logits_rel_err"] = err = float((logits - fp32).norm() / fp32.norm())
+    refs.setdefault("original", logits)  # the first variant run is the original, eager
+    refs.setdefault("original_err", err)
+    row["logits_err_ratio"] = err / refs["original_err"] if refs["original_err"] > 0 else 1.0
+    tol, original = TOLERANCES[dtype], refs["original"]
+    row["logits_max_abs_diff"] = float((logits - original).abs().max())
+    row["logits_within_tol"] = bool(((logits - original).abs() <= tol["atol"] + tol["rtol"] * original.abs()).all())
+    if row["logits_err_ratio"] <= LOGITS_ERROR_RATIO:
+        return True
+    row["check"] = (f"check failed: logits' error against the float32 run is {row['logits_err_ratio']:.2f}x "
+                    f"the original's (> {LOGITS_ERROR_RATIO}x); not timed")
+    return False
+
+
+def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend):
+    """run_variant's work; its locals (the model, the optimizer, the compiled graph) go when it returns."""
+    cuda, dtype, started = ids.is_cuda, next(base.parameters()).dtype, time.perf_counter()
+    model, row["norms_swapped"] = make_variant(base, variant, dtype)
+    model.train()
+    runner = torch.compile(model, backend=compile_backend) if mode == "compile" else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    logits = runner(input_ids=ids, labels=ids).logits.detach().float()  # with grad: the graph the steps reuse
+    if not _check_logits(row, logits, refs, dtype):
+        return []
+    del logits
+
+    def step():
+        with step_region("forward"):
+            loss = runner(input_ids=ids, labels=ids).loss
+        with step_region("backward"):
+            loss.backward()
+        with step_region("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):
+        step()
+    _sync(cuda)
+    row["compile_s"] = time.perf_counter() - started
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    step_ms, host_ms = _time_steps(step, steps, cuda)
+    row["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30 if cuda else math.nan
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    scopes = norm_scopes(model, _is_norm) if mode == "eager" else contextlib.nullcontext()
+    with scopes, profile(activities=activities) as prof:
+        step()
+        _sync(cuda)
+    kernels = attribute_kernels(prof.events(), variant, scoped=mode == "eager")
+    norm = {p: sum(k["us"] for k in kernels if k["norm"] and k["part"] == p) / 1e3 for p in STEP_PARTS}
+    row.update(check="ok", steps=steps, step_ms=float(np.median(step_ms)), step_ms_min=float(step_ms.min()),
+               step_ms_max=float(step_ms.max()), host_ms=float(np.median(host_ms)),
+               gpu_busy_ms=sum(k["us"] for k in kernels) / 1e3, norm_fwd_ms=norm["forward"],
+               norm_bwd_ms=norm["backward"], norm_ms=sum(k["us"] for k in kernels if k["norm"]) / 1e3)
+    row["tokens_per_s"] = size.tokens / (row["step_ms"] / 1e3)
+    row["norm_share"] = row["norm_ms"] / row["step_ms"]
+    row["amdahl_bound"] = amdahl_bound(row["norm_share"])
+    return [dict(size=size.name, variant=variant, mode=mode, **k) for k in kernels]
+
+
+def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict, *, steps: int, warmup: int,
+                compile_backend: str = "inductor") -> tuple[dict, list[dict]]:
+    """Check, time and profile one (size, variant, mode); see the module docstring.
+
+    Args:
+        base: :func:`build_base`'s model; ids: (batch, seq) int64 tokens on its device.
+        refs: ``{"fp32": reference_logits(...)}``; the first variant run (the original, eager) adds
+            ``"original"`` (its logits) and ``"original_err"`` (their relative error), which later
+            variants are held to.
+        steps: timed steps; warmup: steps before them (the first compiles, under torch.compile).
+        compile_backend: torch.compile's backend ("aot_eager" for the CPU logic check).
+
+    Returns:
+        (row with :data:`COLUMNS`: µs-derived times in ms, memory in GiB, share as a fraction;
+        kernel rows with :data:`KERNEL_COLUMNS`). A failure anywhere is the row's ``check``
+        ("failed: …", or the check's verdict), with no times; it never raises.
+    """
+    row = {**{k: v for k, v in asdict(size).items() if k not in ("name", "vocab")}, "size": size.name,
+           "tokens": size.tokens, "variant": variant, "mode": mode}
+    try:
+        kernels = _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend)
+    except Exception as error:  # noqa: BLE001  (recorded with the reason; the run goes on)
+        first = str(error).splitlines()[0][:300] if str(error) else ""
+        row["check"], kernels = f"failed: {type(error).__name__}: {first}", []
+    gc.collect()
+    if ids.is_cuda:
+        torch.cuda.empty_cache()
+    if mode == "compile":
+        torch._dynamo.reset()
+    return row, kernels
+
+
+def load_model_step(path=None):
+    """The committed step table (``model_step.csv``): one row per (size, variant, mode), :data:`COLUMNS`.
+
+    Raises:
+        FileNotFoundError: the folder or the file is missing (not measured yet).
+    """
+    return _read_csv(STEP_FILE, path, "run scripts/benchmark_model.py --out <folder> on a GPU")
+
+
+def load_model_kernels(path=None):
+    """The kernels of each variant's profiled step (``model_step_kernels.csv``), :data:`KERNEL_COLUMNS`.
+
+    Raises:
+        FileNotFoundError: the folder or the file is missing (not measured yet).
+    """
+    return _read_csv(KERNELS_FILE, path, "run scripts/benchmark_model.py --out <folder> on a GPU")

@@ -1,0 +1,160 @@
+"""Training steps of a Hugging Face Llama with each norm on a GPU: tokens/s, peak memory, the norm's share, Amdahl.
+
+    python3 scripts/benchmark_model.py --out results/h200        # model_step.csv, model_step_kernels.csv, its json
+    python3 scripts/benchmark_model.py --out /tmp/m --quick      # a CPU logic check: tiny model, interpreter
+
+transformers' LlamaForCausalLM from a config (random init, norm weights randomised), bf16 weights,
+AdamW; the norms as they are ("original", LlamaRMSNorm), FastRMSNorm and Liger's LigerRMSNorm, both
+swapped in by rmsnorm.fast.swap_rmsnorm sharing the weights; each in eager mode and under
+torch.compile(model). Sizes (rmsnorm.bench.model.SIZES): GPU-bound, 4 layers, hidden 2048,
+intermediate 5632, 16 heads, 4 × 2048 tokens (the issue's 8 layers halved: two sizes, six eager and
+three compiled variants fit in about 150 s of an H200, compiles included; --layers 8 for the issue's
+size); host-bound, 8 layers, hidden 1024, intermediate 2816, 8 heads, 8 × 512 tokens. Per variant: its
+logits checked against a float32 run before any timing (rmsnorm.bench.model), 3 warm-up steps (the
+first compiles), 10 timed steps (median, min, max), one profiled step (the norm's share, attributed as
+rmsnorm.bench.step_profile says). Order: eager at both sizes, then compiled at the GPU-bound one;
+a variant that would overrun --budget-s is recorded as not run. The CSVs are rewritten after every
+variant, so a run cut short keeps what it measured. Prints a short table last; never asserts a speed;
+without a GPU (and without --quick) it says so and exits 0.
+
+Source: notebooks/13_into_a_model.ipynb; rmsnorm/bench/model.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
+
+import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from rmsnorm.bench import model as bench  # noqa: E402
+
+#: Seconds a variant is expected to take before one of its mode has been timed at that size (a guess, for the budget).
+FIRST_ESTIMATE_S = {"eager": 10.0, "compile": 45.0}
+
+
+def _write(out: Path, rows, kernels):
+    """Both CSVs, rewritten whole (after every variant: a run cut short keeps what it measured); the step table."""
+    step = pd.DataFrame(rows, columns=list(bench.COLUMNS))
+    step.to_csv(out / bench.STEP_FILE, index=False, float_format="%.6g")
+    pd.DataFrame(kernels, columns=list(bench.KERNEL_COLUMNS)).to_csv(out / bench.KERNELS_FILE, index=False,
+                                                                     float_format="%.6g")
+    return step
+
+
+def _table(step):
+    """The short table: tokens/s against the original of the same size and mode, memory, share, bound."""
+    t = step.copy()
+    base = t[t["variant"] == "original"].set_index(["size", "mode"])["tokens_per_s"]
+    t["vs_original"] = [r.tokens_per_s / base.get((r.size, r.mode), math.nan) - 1 for r in t.itertuples()]
+    out = pd.DataFrame({
+        "size": t["size"], "mode": t["mode"], "variant": t["variant"], "step ms": t["step_ms"].round(1),
+        "spread ms": (t["step_ms_max"] - t["step_ms_min"]).round(1), "host ms": t["host_ms"].round(1),
+        "k tokens/s": (t["tokens_per_s"] / 1e3).round(1), "vs original": (100 * t["vs_original"]).round(1),
+        "peak GiB": t["peak_mem_gib"].round(2), "norm share %": (100 * t["norm_share"]).round(1),
+        "Amdahl x": t["amdahl_bound"].round(3), "check": t["check"].str.slice(0, 60)})
+    return out.to_string(index=False)
+
+
+def main(argv=None) -> int:
+    """Parse arguments, run, write the files; return the exit status (0 also without a GPU)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("results/h200"), help="folder for the CSVs and the json")
+    parser.add_argument("--quick", action="store_true", help="CPU logic check: a tiny model in float32, 1 + 2 steps")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (median, min, max)")
+    parser.add_argument("--warmup", type=int, default=3, help="steps before timing (the first one compiles)")
+    parser.add_argument("--budget-s", type=float, default=150.0, help="no variant is started that would end past this")
+    parser.add_argument("--variants", default=",".join(bench.VARIANTS), help="comma-separated, original first")
+    parser.add_argument("--compile-sizes", default="gpu_bound", help="sizes also run under torch.compile ('' for none)")
+    parser.add_argument("--layers", type=int, default=None, help="layers of the GPU-bound size (default 4)")
+    args = parser.parse_args(argv)
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.quick:
+        print("benchmark_model: no CUDA GPU here, nothing timed (--quick runs the logic on the CPU)")
+        return 0
+    try:
+        import transformers
+    except ImportError:
+        print("benchmark_model: transformers is not installed (pip install -e '.[models]'), nothing timed")
+        return 0
+    from rmsnorm.bench import environment_info
+
+    started = time.perf_counter()
+    sizes = [bench.QUICK] if args.quick else list(bench.SIZES)
+    if args.layers:
+        sizes[0] = dataclasses.replace(sizes[0], layers=args.layers)
+    compile_sizes = {s.name for s in sizes} if args.quick else set(filter(None, args.compile_sizes.split(",")))
+    variants = args.variants.split(",")
+    steps, warmup = (2, 1) if args.quick else (args.steps, args.warmup)
+    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    plan = [(s, v, "eager") for s in sizes for v in variants] + \
+           [(s, v, "compile") for s in sizes if s.name in compile_sizes for v in variants]
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__} | transformers "
+          f"{transformers.__version__} | {len(plan)} variants, budget {args.budget_s:.0f} s")
+    bases, rows, kernels, took = {}, [], [], {}
+    for size, variant, mode in plan:
+        now = time.perf_counter()
+        estimate = took.get((size.name, mode), took.get(mode, FIRST_ESTIMATE_S[mode]))
+        if now + estimate > started + args.budget_s:
+            reason = f"{bench.OUT_OF_TIME} ({args.budget_s:.0f} s)"
+            rows.append(dict(size=size.name, variant=variant, mode=mode, check=reason))
+            print(f"{size.name} {mode} {variant}: {rows[-1]['check']}")
+            continue
+        if size.name not in bases:
+            base = bench.build_base(size, device, dtype)
+            g = torch.Generator().manual_seed(0)
+            ids = torch.randint(0, size.vocab, (size.batch, size.seq), generator=g).to(device)
+            bases[size.name] = base, ids, {"fp32": bench.reference_logits(base, ids)}
+        base, ids, refs = bases[size.name]
+        row, ks = bench.run_variant(size, variant, mode, base, ids, refs, steps=steps, warmup=warmup,
+                                    compile_backend="inductor" if cuda else "aot_eager")
+        rows.append(row)
+        kernels += ks
+        took[(size.name, mode)] = took[mode] = time.perf_counter() - now
+        _write(args.out, rows, kernels)
+        print(f"{size.name} {mode} {variant}: {row['check']} ({took[mode]:.0f} s; "
+              f"at {time.perf_counter() - started:.0f} s)")
+    step = _write(args.out, rows, kernels)
+
+    from rmsnorm.bench.step_profile import NAME_RULE_WORDS, SCOPE_WORDS
+
+    env = environment_info()
+    env["transformers"] = transformers.__version__
+    env["model_step"] = {
+        "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes), "variants": variants,
+        "dtype": str(dtype).removeprefix("torch."), "optimizer": "torch.optim.AdamW(lr=1e-5), defaults otherwise",
+        "quick": args.quick, "steps": steps, "warmup": warmup, "budget_s": args.budget_s,
+        "step": "model(input_ids, labels=input_ids).loss; loss.backward(); optimizer.step(); "
+                "optimizer.zero_grad(set_to_none=True)",
+        "step_ms": "CUDA events around each step, median of the timed steps (min and max beside)",
+        "host_ms": "CPU wall time to issue one step (the events' end is waited for after it)",
+        "check": f"logits on the step's batch against a float32 run of the same weights; timed only if the relative "
+                 f"error is at most {bench.LOGITS_ERROR_RATIO}x the original's; logits_within_tol: within the declared "
+                 f"{str(dtype).removeprefix('torch.')} tolerance of the original's logits",
+        "norm_share": "norm kernels' device time in one profiled step / the median step time; "
+                      "amdahl_bound = 1 / (1 - share)",
+        "attribution": {"eager": SCOPE_WORDS, **{f"compile, {k}": v for k, v in NAME_RULE_WORDS.items()}},
+        "not_run": sorted({f"{r['size']} {r['mode']} {r['variant']}: {r['check']}"
+                           for r in rows if r["check"] != "ok"}),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+    (args.out / bench.ENVIRONMENT_FILE).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    pd.set_option("display.width", 250)
+    print(_table(step))
+    print(f"\nwrote {args.out / bench.STEP_FILE} in {env['model_step']['wall_seconds']} s; "
+          f"not run or not ok: {env['model_step']['not_run'] or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""scripts/benchmark_model.py and rmsnorm.bench.model / step_profile on the CPU, and on a GPU where there is one.
+
+What the H200 runs is the glue: the variants swapped in, the logits check before any timing, the
+step regions, the attribution of each kernel to the norm or not, the rows and the table. Here
+``--quick`` runs it all on a tiny Llama in Triton's interpreter (float32; torch.compile with the
+aot_eager backend), where the times mean nothing and are never compared with anything. The
+attribution is also checked on a model of plain torch modules, op by op. The GPU tests run the
+real thing at a small size: the fast kernels, Liger's where installed, and Inductor's fusions of
+the original norm must be found by their rules.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: nothing is ever downloaded
+
+import checkout_scripts  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from rmsnorm.bench import model as bench  # noqa: E402
+from rmsnorm.bench.step_profile import NAME_RULES, attribute_kernels, norm_scopes, step_region  # noqa: E402
+
+cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _script():
+    return checkout_scripts.load("scripts/benchmark_model.py")
+
+
+def test_help_names_every_option():
+    with pytest.raises(SystemExit) as exit_:
+        _script().main(["--help"])
+    assert exit_.value.code == 0
+
+
+def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the refusal is for machines without one")
+    assert _script().main(["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("benchmark_model: no CUDA GPU here, nothing timed")
+
+
+def test_amdahl_bound_is_one_over_what_is_left():
+    assert bench.amdahl_bound(0.0) == 1.0 and bench.amdahl_bound(0.2) == pytest.approx(1.25)
+    assert bench.amdahl_bound(1.0) == math.inf
+
+
+@pytest.mark.parametrize("variant, name, is_norm", [
+    ("original", "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", True),  # the forward, with the residual add
+    ("original", "triton_red_fused__to_copy_mul_pow_sum_4", True),  # the rsqrt's gradient, -0.5·grad·rstd³
+    ("original", "triton_poi_fused_mul_silu_3", False),
+    ("original", "triton_red_fused__to_copy_mul_sum_5", False),  # a column sum alone: not told by its name
+    ("original", "void at::native::vectorized_elementwise_kernel<4, at::native::pow_tensor_scalar>", False),
+    ("fast", "rmsnorm_fast_backward_kernel", True), ("fast", "rmsnorm_fast_dgamma_kernel", True),
+    ("fast", "triton_poi_fused_add_1", False),
+    ("liger", "_rms_norm_forward_kernel", True), ("liger", "_block_rms_norm_backward_kernel", True),
+    ("liger", "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", False),
+])
+def test_compiled_steps_tell_the_norms_kernels_by_name(variant, name, is_norm):
+    assert NAME_RULES[variant](name) is is_norm
+
+
+class _Norm(torch.nn.Module):
+    """An RMSNorm in plain ops, as LlamaRMSNorm writes it."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, n))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+def test_eager_attribution_counts_the_norms_ops_and_their_backward_and_nothing_else():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), _Norm(32), torch.nn.Linear(32, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 16)
+    with norm_scopes(model, lambda m: isinstance(m, _Norm)), torch.profiler.profile() as prof:
+        with step_region("forward"):
+            loss = model(x).square().sum()
+        with step_region("backward"):
+            loss.backward()
+        with step_region("optimizer"):
+            optimizer.step()
+    rows = attribute_kernels(prof.events(), "original", scoped=True)
+    norm = {(r["kernel"], r["part"]) for r in rows if r["norm"]}
+    other = {(r["kernel"], r["part"]) for r in rows if not r["norm"]}
+    assert {("aten::pow", "forward"), ("aten::rsqrt", "forward"), ("aten::mean", "forward")} <= norm
+    assert {("PowBackward0", "backward"), ("RsqrtBackward0", "backward"), ("MeanBackward1", "backward")} <= norm
+    assert not any("mm" in k or "sgd" in k.lower() for k, _ in norm), norm  # the Linears and SGD are not the norm's
+    assert {p for _, p in norm} == {"forward", "backward"} and any(p == "optimizer" for _, p in other)
+    assert not model[1]._forward_hooks and not model[1]._forward_pre_hooks  # the scopes are gone after the block
+
+
+#: The --quick run is the CPU's logic check (op names stand in for kernels); on a GPU the tests below run the real thing.
+cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU logic check; on a GPU, the gpu tests below")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One --quick run (tiny Llama, interpreter, eager and aot_eager-compiled): its tables and its printed lines."""
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    import pandas as pd
+
+    out = tmp_path_factory.mktemp("model")
+    assert _script().main(["--quick", "--out", str(out)]) == 0
+    env = json.loads((out / bench.ENVIRONMENT_FILE).read_text())
+    return bench.load_model_step(out), pd.read_csv(out / bench.KERNELS_FILE), env
+
+
+@pytest.mark.slow
+@cpu_only
+def test_quick_run_checks_then_times_every_variant_and_says_why_one_did_not_run(quick):
+    step, _, env = quick
+    assert list(step.columns) == list(bench.COLUMNS)
+    plan = [(v, m) for m in bench.MODES for v in bench.VARIANTS]
+    assert [tuple(r) for r in step[["variant", "mode"]].to_numpy()] == plan
+    ok = step[step["check"] == "ok"]
+    assert set(ok["variant"]) >= {"original", "fast"} and len(ok) >= 4
+    assert set(ok.loc[ok["variant"] == "fast", "norms_swapped"]) == {5}  # 2 layers × 2 norms + the final one
+    assert (ok["logits_err_ratio"] <= bench.LOGITS_ERROR_RATIO).all() and ok["logits_within_tol"].all()
+    liger = step[step["variant"] == "liger"]["check"]
+    assert (liger == "ok").all() or liger.str.startswith("failed: ModuleNotFoundError").all(), liger  # never faked
+    assert ok["tokens_per_s"].tolist() == pytest.approx((ok["tokens"] / (ok["step_ms"] / 1e3)).tolist(), rel=1e-4)
+    assert ok["norm_share"].tolist() == pytest.approx((ok["norm_ms"] / ok["step_ms"]).tolist(), rel=1e-4)
+    assert ok["amdahl_bound"].tolist() == pytest.approx((1 / (1 - ok["norm_share"])).tolist(), rel=1e-4)
+    assert (ok["step_ms_min"] <= ok["step_ms"]).all() and (ok["step_ms"] <= ok["step_ms_max"]).all()
+    assert env["transformers"] and env["model_step"]["quick"] and env["model_step"]["steps"] == 2
+
+
+@pytest.mark.slow
+@cpu_only
+def test_quick_run_attributes_the_fast_calls_and_the_originals_ops(quick):
+    _, kernels, _ = quick
+    fast = kernels[(kernels["variant"] == "fast") & (kernels["mode"] == "eager") & kernels["norm"]]
+    assert {"_FastRMSNormFunction", "_FastRMSNormFunctionBackward"} <= set(fast["kernel"])
+    original = kernels[(kernels["variant"] == "original") & (kernels["mode"] == "eager") & kernels["norm"]]
+    assert {"aten::pow", "aten::rsqrt", "PowBackward0", "RsqrtBackward0"} <= set(original["kernel"])
+    assert set(kernels.loc[kernels["norm"], "part"]) <= {"forward", "backward"}  # the optimizer is nobody's norm
+    compiled = kernels[(kernels["variant"] == "fast") & (kernels["mode"] == "compile") & kernels["norm"]]
+    assert set(compiled["kernel"]) == {"rmsnorm_fast::forward", "rmsnorm_fast::backward"}  # the operators, by name
+
+
+def test_a_spent_budget_leaves_every_variant_out_with_the_reason(tmp_path):
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    assert _script().main(["--quick", "--out", str(tmp_path), "--budget-s", "0"]) == 0
+    step = bench.load_model_step(tmp_path)
+    assert step["check"].str.startswith(bench.OUT_OF_TIME).all() and step["step_ms"].isna().all()
+
+
+@pytest.mark.gpu
+@cuda_only
+@pytest.mark.parametrize("mode", bench.MODES)
+def test_on_cuda_a_small_step_is_checked_and_its_norm_kernels_found(mode):
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    size = bench.ModelSize("small", layers=2, hidden=256, intermediate=512, heads=4, seq=128, batch=2, vocab=1024)
+    base = bench.build_base(size, "cuda", torch.bfloat16)
+    ids = torch.randint(0, size.vocab, (size.batch, size.seq), device="cuda")
+    refs = {"fp32": bench.reference_logits(base, ids)}
+    bench.run_variant(size, "original", "eager", base, ids, refs, steps=1, warmup=1)  # sets the reference error
+    for variant in bench.VARIANTS:
+        row, kernels = bench.run_variant(size, variant, mode, base, ids, refs, steps=2, warmup=2)
+        if variant == "liger" and row["check"].startswith("failed: "):
+            continue  # Liger-Kernel not installed here, or not compilable: the benchmark records why; not ours to test
+        assert row["check"] == "ok", row
+        assert row["logits_err_ratio"] <= bench.LOGITS_ERROR_RATIO and row["step_ms"] > 0 and row["peak_mem_gib"] > 0
+        norm = [k for k in kernels if k["norm"]]
+        assert {k["part"] for k in norm} == {"forward", "backward"}, (variant, mode, norm)
+        assert 0 < row["norm_share"] < 1 and row["amdahl_bound"] > 1
+        if variant == "fast":
+            assert {k["kernel"] for k in norm} >= {"rmsnorm_fast_forward_kernel", "rmsnorm_fast_backward_kernel"}
