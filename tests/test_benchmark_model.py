@@ -97,7 +97,7 @@ def test_eager_attribution_counts_the_norms_ops_and_their_backward_and_nothing_e
     assert not model[1]._forward_hooks and not model[1]._forward_pre_hooks  # the scopes are gone after the block
 
 
-#: The --quick run is the CPU's logic check (op names stand in for kernels); on a GPU the tests below run the real thing.
+#: The --quick run is the CPU's logic check (op names stand in for kernels); on a GPU the gpu tests run the real thing.
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU logic check; on a GPU, the gpu tests below")
 
 
@@ -128,7 +128,8 @@ def test_quick_run_checks_then_times_every_variant_and_says_why_one_did_not_run(
     assert (liger == "ok").all() or liger.str.startswith("failed: ModuleNotFoundError").all(), liger  # never faked
     assert ok["tokens_per_s"].tolist() == pytest.approx((ok["tokens"] / (ok["step_ms"] / 1e3)).tolist(), rel=1e-4)
     assert ok["norm_share"].tolist() == pytest.approx((ok["norm_ms"] / ok["step_ms"]).tolist(), rel=1e-4)
-    assert ok["amdahl_bound"].tolist() == pytest.approx((1 / (1 - ok["norm_share"])).tolist(), rel=1e-4)
+    bounds = [bench.amdahl_bound(share) for share in ok["norm_share"]]  # on the CPU a share can pass 1: op times
+    assert ok["amdahl_bound"].tolist() == pytest.approx(bounds, rel=1e-4)  # under the profiler, meaningless here
     assert (ok["step_ms_min"] <= ok["step_ms"]).all() and (ok["step_ms"] <= ok["step_ms_max"]).all()
     assert env["transformers"] and env["model_step"]["quick"] and env["model_step"]["steps"] == 2
 

@@ -78,7 +78,7 @@ COLUMNS = (
     "steps", "step_ms", "step_ms_min", "step_ms_max", "host_ms", "tokens_per_s", "peak_mem_gib", "gpu_busy_ms",
     "norm_fwd_ms", "norm_bwd_ms", "norm_ms", "norm_share", "amdahl_bound",
 )
-KERNEL_COLUMNS = ("size", "variant", "mode", "kernel", "part", "norm", "calls", "us")
+KERNEL_COLUMNS = ("size", "variant", "mode", "kernel", "part", "norm", "calls", "us", "host_us")
 STEP_FILE, KERNELS_FILE, ENVIRONMENT_FILE = "model_step.csv", "model_step_kernels.csv", "model_step_environment.json"
 
 
@@ -256,6 +256,9 @@ def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict,
 def load_model_step(path=None):
     """The committed step table (``model_step.csv``): one row per (size, variant, mode), :data:`COLUMNS`.
 
+    Args:
+        path: a folder written by scripts/benchmark_model.py; default :func:`results_dir`'s (results/h200).
+
     Raises:
         FileNotFoundError: the folder or the file is missing (not measured yet).
     """
@@ -264,6 +267,9 @@ def load_model_step(path=None):
 
 def load_model_kernels(path=None):
     """The kernels of each variant's profiled step (``model_step_kernels.csv``), :data:`KERNEL_COLUMNS`.
+
+    Args:
+        path: as for :func:`load_model_step`.
 
     Raises:
         FileNotFoundError: the folder or the file is missing (not measured yet).

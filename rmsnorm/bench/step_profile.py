@@ -150,8 +150,9 @@ def attribute_kernels(events, variant: str, scoped: bool) -> list[dict]:
 
     Returns:
         One dict per (kernel, part, norm): ``kernel`` (name), ``part`` (a :data:`STEP_PARTS`
-        entry or "other"), ``norm`` (bool), ``calls`` and ``us`` (their summed device time, µs;
-        self CPU time without CUDA); plus one :data:`UNLINKED` row for device time the
+        entry or "other"), ``norm`` (bool), ``calls``, ``us`` (their summed device time, µs;
+        self CPU time without CUDA) and ``host_us`` (the self CPU time of the host ops that
+        launched them, µs: the host's side of the same work); plus one :data:`UNLINKED` row for device time the
         profiler tied to no host op, so that the rows add up to the step's device time.
 
     Source: this module's docstring (the two rules).
@@ -161,20 +162,21 @@ def attribute_kernels(events, variant: str, scoped: bool) -> list[dict]:
     regions = [(e.time_range.start, e.time_range.end, e.name[len(REGION):]) for e in cpu if e.name.startswith(REGION)]
     norm_ids = _norm_event_ids(cpu) if scoped else set()
     rule = NAME_RULES[variant]
-    table: dict[tuple, list] = defaultdict(lambda: [0, 0.0])
+    table: dict[tuple, list] = defaultdict(lambda: [0, 0.0, 0.0])
     for e in cpu:
         if not on_cuda and e.name.startswith((REGION, NORM_SCOPE, NODES_MARKER)):
             continue  # without CUDA, self time stands in for kernels: the bench's own events are not ops
         part = next((p for start, end, p in regions if start <= e.time_range.start <= end), "other")
-        for name, us in _launches(e, on_cuda):
+        for i, (name, us) in enumerate(_launches(e, on_cuda)):
             norm = id(e) in norm_ids if scoped else rule(name)
             cell = table[(name, part, norm)]
             cell[0] += 1
             cell[1] += us
-    rows = [dict(kernel=k, part=p, norm=n, calls=c, us=us) for (k, p, n), (c, us) in table.items()]
+            cell[2] += e.self_cpu_time_total if i == 0 else 0.0  # the host op's own time, once per op
+    rows = [dict(kernel=k, part=p, norm=n, calls=c, us=us, host_us=h) for (k, p, n), (c, us, h) in table.items()]
     device = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     unlinked = sum(e.time_range.elapsed_us() for e in device) - sum(r["us"] for r in rows)
     if on_cuda and unlinked > 0.5:  # device work the profiler linked to no host op: in the total, nobody's norm
         rows.append(dict(kernel=UNLINKED, part="other", norm=False, calls=len(device) - sum(r["calls"] for r in rows),
-                         us=unlinked))
+                         us=unlinked, host_us=0.0))
     return rows

@@ -1,0 +1,161 @@
+"""Checker of exercise 13: the norm's share of a training step, and the Amdahl bound it implies, from a profile.
+
+:func:`check_norm_share`: the learner's ``norm_share(profile, step_ms) -> (share, bound)``. ``profile``
+is one profiled step's kernel table (the columns of ``model_step_kernels.csv``: kernel, part,
+norm, calls, us, host_us); ``step_ms`` the step's median time. The share is the norm kernels'
+device time over the whole step (rows with ``norm`` True, forward and backward, their ``us`` in
+µs, summed over the step's calls) divided by the step time, a fraction; the bound is
+1 / (1 − share). Checked first on a small profile where each classic slip gives a different
+number, then on every timed row of the step table (the committed H200 run, or the fixture that
+stands in for it until it is committed), against the benchmark's own ``norm_share`` and
+``amdahl_bound``. Recognised: a percentage; the forward only (the backward ignored); the GPU's
+busy time as the denominator; host time counted as GPU time; warm timings (the same kernels
+timed alone, back to back); one call's time instead of the step's; ms and µs mixed; and for
+the bound, 1 + share, 1 / share, share / (1 − share) and 1 − share.
+
+Needs pandas; imported only when called.
+
+Source: solutions/13_into_a_model.ipynb; rmsnorm/bench/model.py (the share and the bound);
+rmsnorm/bench/step_profile.py (what is the norm's).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .diagnose import fmt
+from .feedback import Feedback, call_learner, name_of, passed, wrong
+
+EXERCISE = "13 · the norm's share and the Amdahl bound"
+#: |yours − expected| ≤ RTOL · |expected|: the committed CSVs carry 6 significant digits.
+RTOL = 1e-4
+
+#: The small profile: (kernel, part, norm, calls, us, host_us, warm_us); a 40 ms step.
+TOY_STEP_MS = 40.0
+_TOY = [
+    ("vectorized_elementwise_kernel<pow>", "forward", True, 9, 3000.0, 900.0, 2100.0),
+    ("vectorized_elementwise_kernel<mul>", "backward", True, 9, 5000.0, 1500.0, 3600.0),
+    ("sm90_xmma_gemm_bf16", "forward", False, 40, 10000.0, 400.0, math.nan),
+    ("sm90_xmma_gemm_bf16", "backward", False, 80, 14000.0, 800.0, math.nan),
+    ("multi_tensor_apply_kernel<AdamW>", "optimizer", False, 12, 4000.0, 100.0, math.nan),
+]
+COLUMNS = ("kernel", "part", "norm", "calls", "us", "host_us", "warm_us")
+
+
+def toy_profile():
+    """The small profile as a DataFrame (:data:`COLUMNS`; ``warm_us``: the norm's kernels timed alone, back to back)."""
+    import pandas as pd
+
+    return pd.DataFrame(_TOY, columns=list(COLUMNS))
+
+
+def expected(profile, step_ms: float) -> tuple[float, float]:
+    """(share, bound): the norm rows' ``us`` over the step (µs → ms), and 1 / (1 − share)."""
+    share = float(profile.loc[profile["norm"].astype(bool), "us"].sum()) / 1e3 / step_ms
+    return share, (1.0 / (1.0 - share) if share < 1 else math.inf)
+
+
+def _share_slips(t, step_ms):
+    norm = t[t["norm"]]
+    busy_ms = t["us"].sum() / 1e3
+    of_step = lambda us: us / 1e3 / step_ms  # noqa: E731
+    right = of_step(norm["us"].sum())
+    host = "host time was counted as GPU time: host_us is the CPU's time issuing those kernels; the GPU's work is us"
+    return [
+        (f"that is a percentage: return the fraction ({right:.3g}, not {100 * right:.3g})", 100 * right),
+        ("only the forward was counted: the norm's backward kernels (part == 'backward') are in the step too",
+         of_step(norm.loc[norm["part"] == "forward", "us"].sum())),
+        (f"it is divided by the GPU's busy time (every kernel, {busy_ms:.1f} ms), not by the step ({step_ms:.1f} ms): "
+         "the step also holds the time the GPU waits for the host", norm["us"].sum() / 1e3 / busy_ms),
+        (host, of_step(norm["host_us"].sum())),
+        (host, of_step(norm["host_us"].sum() + norm["us"].sum())),
+        ("warm timings were used: warm_us is the same kernels timed alone, back to back (L2 warm), not what the "
+         "step saw", of_step(norm["warm_us"].sum())),
+        ("it takes one call's time: us is already the total over the step's calls (calls of them)",
+         of_step((norm["us"] / norm["calls"]).sum())),
+        ("ms and µs were mixed: us is in microseconds, step_ms in milliseconds", norm["us"].sum() / step_ms),
+    ]
+
+
+def _bound_slips(share):
+    why = "with a share s taking no time the step lasts (1 − s) of what it did, so the speed-up is at most 1 / (1 − s)"
+    return [
+        (f"1 + share is not Amdahl's bound: {why}", 1 + share),
+        (f"1 / share is not Amdahl's bound: {why}", 1 / share),
+        (f"share / (1 − share) is the bound minus one: {why}", share / (1 - share)),
+        (f"1 − share is the time left, not the speed-up: {why}", 1 - share),
+    ]
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= RTOL * abs(b) + 1e-12
+
+
+def _pair(got):
+    if isinstance(got, (tuple, list)) and len(got) == 2 and all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v)) for v in got):
+        return float(got[0]), float(got[1])
+    return None
+
+
+def check_norm_share(norm_share, step=None, kernels=None, source: str = "the step table") -> Feedback:
+    """Run :func:`judge_norm_share` on the learner's code in a child process with a time limit.
+
+    Same arguments and result; a learner's code that crashes, hangs or raises becomes a
+    "wrong" Feedback, never an exception or a hung notebook.
+    """
+    from . import isolate
+
+    return isolate.run_python_check(EXERCISE, (__name__, "judge_norm_share"), [norm_share, step, kernels, source],
+                                    f"your {name_of(norm_share)}")
+
+
+def judge_norm_share(norm_share, step=None, kernels=None, source: str = "the step table") -> Feedback:
+    """Check ``norm_share(profile, step_ms) -> (share, bound)``.
+
+    Args:
+        norm_share: the learner's function.
+        step, kernels: the step table and its kernels (``load_model_step``, ``load_model_kernels``),
+            or None to check the small profile only.
+        source: what the feedback calls those tables (the H200 run, or the fixture).
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong" naming the slip. Never raises for a learner's mistake.
+
+    Source: solutions/13_into_a_model.ipynb.
+    """
+    toy = toy_profile()
+    got, problem = call_learner(EXERCISE, norm_share, toy.copy(), TOY_STEP_MS)
+    if problem is not None:
+        return problem
+    pair = _pair(got)
+    if pair is None:
+        return wrong(EXERCISE, f"{name_of(norm_share)} must return a pair of finite numbers (share, bound); "
+                     f"got {got!r}")
+    share, bound = pair
+    right_share, right_bound = expected(toy, TOY_STEP_MS)
+    shown = f"on the small profile (a {TOY_STEP_MS:.0f} ms step) you give ({fmt(share)}, {fmt(bound)}), " \
+            f"expected ({right_share:.3f}, {right_bound:.3f})"
+    if not _same(share, right_share):
+        what = next((w for w, v in _share_slips(toy, TOY_STEP_MS) if _same(share, v)), None)
+        return wrong(EXERCISE, f"{what}: {shown}." if what else f"the share is off: {shown}.")
+    if not _same(bound, right_bound):
+        what = next((w for w, v in _bound_slips(right_share) if _same(bound, v)), None)
+        return wrong(EXERCISE, f"{what}: {shown}." if what else f"the bound is off: {shown}.")
+    rows = 0
+    if step is not None and kernels is not None:
+        for row in step[step["check"] == "ok"].itertuples(index=False):
+            profile = kernels[(kernels["size"] == row.size) & (kernels["variant"] == row.variant)
+                              & (kernels["mode"] == row.mode)].drop(columns=["size", "variant", "mode"])
+            got, problem = call_learner(EXERCISE, norm_share, profile.reset_index(drop=True), float(row.step_ms))
+            if problem is not None:
+                return problem
+            pair = _pair(got)
+            if pair is None or not (_same(pair[0], row.norm_share) and _same(pair[1], row.amdahl_bound)):
+                return wrong(EXERCISE, f"on {source}'s row {row.size} {row.variant} {row.mode}: you give {got!r}, "
+                             f"the table says ({row.norm_share:.6g}, {row.amdahl_bound:.6g}).")
+            rows += 1
+    on_table = f" and on all {rows} timed rows of {source}" if rows else ""
+    return passed(EXERCISE, f"right on the small profile (share {right_share:.3f}, bound {right_bound:.3f}: the norm's "
+                  f"forward and backward kernels over the whole step){on_table}.")
