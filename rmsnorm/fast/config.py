@@ -16,21 +16,12 @@ and how many programs share the chip, not by arithmetic. The knobs:
   before this step's arithmetic.
 
 :func:`forward_config` and :func:`backward_config` return the table's choice
-for (N, dtype); every launcher also takes an explicit :class:`FastConfig`, so
-lesson 12 and ``scripts/benchmark_fast.py --tune`` can sweep them. The
-table was chosen on an H200 from L2-cold sweeps, all kept in
-``results/h200/fast_tuning.csv`` (column ``sweep``): 1, broad, both passes;
-2, around the first table, both passes, after the looped backward's
-redesign; 3, the forward again, after its one-block-per-program grid lost
-the loop around its body; 4 and 5, the forward's small-row tiles with 1–2
-warps and the loop rung at one-block widths, three samples per config in 5;
-6, the forward at M = 16384 bf16 for N = 4608 … 8192, blocks of 2048, 4096
-and 8192 with 8 and 16 warps (one block of 8192 is the fastest at 4608,
-5120 and 7168; a loop, not the same one, is 2 % faster at 6144 and 8192:
-lesson 09 §4 reads it). Sweeps 4–6 left the table unchanged: it is keyed
-by (N, dtype), and their 2–3 % winners at one M lose at another (at N = 4096
-the loop over 2048-wide blocks is 3 % faster at M = 32768 bf16, 2 % slower
-at M = 4096 fp16).
+for (N, dtype), cached per key; every launcher also takes an explicit
+:class:`FastConfig`, so lesson 12 and ``scripts/benchmark_fast.py --tune`` can
+sweep them. The table was chosen on an H200 from L2-cold sweeps, kept in
+``results/h200/fast_tuning.csv``; ``results/h200/README.md`` says what each
+sweep tried and why the table stayed. Beside each threshold below, the
+measurement it rests on.
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb.
 """
@@ -44,13 +35,19 @@ import torch
 import triton
 
 #: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
+#: Sweep 6 (M = 16384 bf16): one block of 8192 is the fastest of six configs at N = 4608, 5120 and
+#: 7168; a loop is 2 % faster at 6144 and 8192, and not the same loop at both.
 ONE_BLOCK_MAX_N = 8192
 #: Widest row the backward holds in one block: 16384 for 16-bit x; 8192 for float32 x,
-#: whose row arithmetic runs in float64 (twice the registers).
+#: whose row arithmetic runs in float64 (twice the registers). Sweeps 1–2 (4096 × 16384 bf16):
+#: one block of 16384 with 16 warps, 153 µs; the next best, 32 warps, 162 µs.
 BACKWARD_ONE_BLOCK_MAX_N = {torch.float32: 8192, torch.float16: 16384, torch.bfloat16: 16384}
 #: Block width of the forward's column loop for rows wider than ONE_BLOCK_MAX_N.
+#: Sweeps 1–3 and 5 (4096 × 16384 and 1024 × 65536 bf16): 4096-wide blocks with 16 warps are the best
+#: three samples at both, 67.5 and 98.8 µs.
 LOOP_BLOCK_N = 4096
-#: Block width of the backward's column loop.
+#: Block width of the backward's column loop. Sweep 2 (1024 × 65536 bf16): 8192-wide blocks,
+#: 8 warps, one program per SM, 209 µs; 4096-wide with 16 warps and 2 per SM, 219 µs.
 BACKWARD_LOOP_BLOCK_N = 8192
 #: Programs of the persistent backward grid under the CPU interpreter (one after another there).
 INTERPRETER_PROGRAMS = 4
