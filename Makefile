@@ -75,7 +75,7 @@ define require
 @$(PY) -c 'import importlib.util as u, sys; missing = [m for m in sys.argv[1:] if u.find_spec(m) is None]; sys.exit("$(PY) lacks: " + ", ".join(missing) + ". Run make without PYTHON= to set up $(VENV), or install the project extras into it." if missing else None)' $(1)
 endef
 
-.PHONY: help setup lab test test-browser test-docker run check-env clean exercises strip
+.PHONY: help setup lab test test-browser test-docker run check-env clean exercises strip room
 
 help:  ## List the targets and what they do.
 	@echo "Usage: make <target> [VARIABLE=value ...]   (variables: see the top of the Makefile)"
@@ -132,6 +132,13 @@ test-browser: $(SETUP)  ## Run lessons 01, 05, 08 and exercise 01 in JupyterLab 
 # Docker cannot be installed or started; the steps are at the top of the script.
 test-docker:  ## Build the Docker image on a stand-in base; run check_env, tests, lessons and JupyterLab in it.
 	bash scripts/test_docker.sh
+
+# A workshop room on this host: JupyterHub, one container of the course image per learner (room/).
+# The hub gets its own venv and proxy under build/room (pins in room/); its database and secrets live
+# in ~/.local/state/rmsnorm-room/<room>, outside the checkout. Settings: ROOM_* variables on the
+# command line (README, "A room on JupyterHub"). Holds the terminal; Ctrl-C stops it, volumes are kept.
+room:  ## Start a JupyterHub for a workshop room: a container and a volume per learner (ROOM_*=... settings).
+	bash room/room.sh
 
 run: $(HTML)  ## Execute every notebook headless into build/executed/, export HTML to build/html/.
 	@echo "$(words $(HTML)) notebook(s) executed; HTML in $(BUILD_DIR)/html, figures in $(FIGURES_DIR)."
