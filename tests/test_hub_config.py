@@ -1,4 +1,4 @@
-"""The room's refusals (room/roomcheck.py, room/launch.py), without Docker.
+"""The room's refusals (room/roomcheck.py, room/launch.py) and the Zero-to-JupyterHub values, without Docker.
 
 `make room` checks its settings and secrets before it starts anything; these tests feed each check
 what it must refuse and read the message it gives. No Docker, no jupyterhub (they run in the course's
@@ -7,6 +7,7 @@ venv); `make test-hub` runs the room itself.
 
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 import socket
@@ -240,3 +241,67 @@ def test_a_second_launch_of_a_running_room_is_refused(tmp_path):
     finally:
         os.close(fd)
     os.close(launch.take_lock(state, settings))    # released with its holder
+
+
+# --- the Zero-to-JupyterHub values ------------------------------------------------------------------------
+yaml = pytest.importorskip("yaml")
+jsonschema = pytest.importorskip("jsonschema")
+z2jh = load("room/z2jh/validate.py")
+
+
+def test_the_z2jh_values_validate_against_the_chart_schema():
+    done = z2jh.validate()
+    assert any("values.schema.json" in line for line in done)
+
+
+def test_the_z2jh_values_set_what_the_room_needs():
+    v = z2jh.load_values()
+    su = v["singleuser"]
+    assert su["cmd"] == "room-start" and su["uid"] == 10001 and su["storage"]["homeMountPath"] == "/home/learner/course"
+    assert su["memory"]["limit"] and su["cpu"]["limit"]
+    assert any("nvidia.com/gpu" in (p.get("kubespawner_override") or {}).get("extra_resource_limits", {})
+               for p in su["profileList"])
+    assert v["cull"]["enabled"] is True and v["cull"]["timeout"] > 0
+    assert v["hub"]["config"]["JupyterHub"]["authenticator_class"] == "native"
+    assert "cookieSecret" not in v["hub"] and "secretToken" not in v["proxy"]    # no secrets in the file
+
+
+@pytest.mark.parametrize("path, value, words", [
+    (("singleuser", "memmory"), {"limit": "4G"}, "Additional properties"),          # a misspelt key
+    (("singleuser", "cpu", "limit"), "2", "is not of type"),                        # cpu must be a number
+    (("cull", "timeout"), "1h", "is not of type"),
+    (("proxy", "https", "type"), "letsencrpyt", "is not one of"),
+    (("rmsnorm",), {"x": 1}, "Additional properties"),                              # an unknown top-level key
+])
+def test_the_schema_check_catches_a_mistake(path, value, words):
+    v = copy.deepcopy(z2jh.load_values())
+    node = v
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(z2jh.Invalid, match=words):
+        z2jh.check_schema(v)
+
+
+def test_the_init_container_must_run_the_servers_image():
+    v = copy.deepcopy(z2jh.load_values())
+    v["singleuser"]["image"]["tag"] = "other"
+    with pytest.raises(z2jh.Invalid, match="the servers run"):
+        z2jh.check_images(v)
+
+
+def test_an_unknown_kubespawner_override_is_caught():
+    v = copy.deepcopy(z2jh.load_values())
+    v["singleuser"]["profileList"][1]["kubespawner_override"]["extra_resource_limit"] = {}
+    with pytest.raises(z2jh.Invalid, match="extra_resource_limit"):
+        z2jh.check_overrides(v)
+
+
+def test_helm_merge():
+    base = {"a": {"b": 1, "c": 2}, "d": [1], "e": 1}
+    assert z2jh.helm_merge(base, {"a": {"b": 3}, "d": [2], "e": None}) == {"a": {"b": 3, "c": 2}, "d": [2]}
+
+
+def test_the_vendored_chart_files_are_there():
+    chart = Path(z2jh.CHART)
+    assert {"values.yaml", "values.schema.json", "LICENSE", "SOURCE.md"} <= {p.name for p in chart.iterdir()}
