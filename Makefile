@@ -75,7 +75,7 @@ define require
 @$(PY) -c 'import importlib.util as u, sys; missing = [m for m in sys.argv[1:] if u.find_spec(m) is None]; sys.exit("$(PY) lacks: " + ", ".join(missing) + ". Run make without PYTHON= to set up $(VENV), or install the project extras into it." if missing else None)' $(1)
 endef
 
-.PHONY: help setup lab test test-browser test-docker run check-env clean exercises strip room
+.PHONY: help setup lab test test-browser test-docker run check-env clean exercises strip room test-hub
 
 help:  ## List the targets and what they do.
 	@echo "Usage: make <target> [VARIABLE=value ...]   (variables: see the top of the Makefile)"
@@ -139,6 +139,10 @@ test-docker:  ## Build the Docker image on a stand-in base; run check_env, tests
 # command line (README, "A room on JupyterHub"). Holds the terminal; Ctrl-C stops it, volumes are kept.
 room:  ## Start a JupyterHub for a workshop room: a container and a volume per learner (ROOM_*=... settings).
 	bash room/room.sh
+
+# Needs no .venv. Reuses the image make test-docker built (TEST_DOCKER_IMAGE), or builds it the same way.
+test-hub:  ## Test the room end to end on loopback: three learners, 403s, volumes, a failed start, idle culler.
+	bash room/test_hub.sh
 
 run: $(HTML)  ## Execute every notebook headless into build/executed/, export HTML to build/html/.
 	@echo "$(words $(HTML)) notebook(s) executed; HTML in $(BUILD_DIR)/html, figures in $(FIGURES_DIR)."
