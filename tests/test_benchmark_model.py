@@ -21,6 +21,7 @@ import checkout_scripts  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from rmsnorm.bench import RESULTS_DIR  # noqa: E402
 from rmsnorm.bench import model as bench  # noqa: E402
 from rmsnorm.bench.step_profile import NAME_RULES, attribute_kernels, norm_scopes, step_region  # noqa: E402
 
@@ -175,3 +176,29 @@ def test_on_cuda_a_small_step_is_checked_and_its_norm_kernels_found(mode):
         assert 0 < row["norm_share"] < 1 and row["amdahl_bound"] > 1
         if variant == "fast":
             assert {k["kernel"] for k in norm} >= {"rmsnorm_fast_forward_kernel", "rmsnorm_fast_backward_kernel"}
+
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "data", "model_step_fixture")
+COMMITTED = pytest.param(str(RESULTS_DIR), id="committed", marks=pytest.mark.skipif(
+    not (RESULTS_DIR / bench.STEP_FILE).is_file(), reason="results/h200/model_step.csv not committed yet"))
+
+
+@pytest.mark.parametrize("folder", [pytest.param(FIXTURE, id="fixture"), COMMITTED])
+def test_a_step_table_follows_from_its_kernels_and_every_time_was_checked_first(folder):
+    step, kernels = bench.load_model_step(folder), bench.load_model_kernels(folder)
+    assert list(step.columns) == list(bench.COLUMNS) and list(kernels.columns) == list(bench.KERNEL_COLUMNS)
+    assert set(step["variant"]) <= set(bench.VARIANTS) and set(step["mode"]) <= set(bench.MODES)
+    assert not step.duplicated(["size", "variant", "mode"]).any()
+    ok = step["check"] == "ok"
+    assert ok.any() and (step.loc[ok, "logits_err_ratio"] <= bench.LOGITS_ERROR_RATIO).all()
+    assert (step.loc[ok, ["step_ms", "tokens_per_s", "gpu_busy_ms"]] > 0).all().all()
+    assert step.loc[~ok, ["step_ms", "norm_share"]].isna().all().all()  # no time without a passed check
+    norm_ms = kernels[kernels["norm"]].groupby(["size", "variant", "mode"])["us"].sum() / 1e3
+    busy_ms = kernels.groupby(["size", "variant", "mode"])["us"].sum() / 1e3
+    for r in step[ok].itertuples():
+        key = (r.size, r.variant, r.mode)
+        assert norm_ms.get(key, 0.0) == pytest.approx(r.norm_ms, rel=1e-4, abs=1e-6), key
+        assert busy_ms[key] == pytest.approx(r.gpu_busy_ms, rel=1e-4), key
+        assert r.norm_share == pytest.approx(r.norm_ms / r.step_ms, rel=1e-4)
+        assert r.amdahl_bound == pytest.approx(bench.amdahl_bound(r.norm_share), rel=1e-4)
+        assert r.step_ms_min <= r.step_ms <= r.step_ms_max
