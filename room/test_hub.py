@@ -15,8 +15,9 @@ Steps:
     with an empty cookie secret refuses to start;
  3. the admin's password logs in; three learners are created through the REST API; each logs in with
     the initial password the hub recorded and starts their own server;
- 4. through each learner's own server, a kernel runs `python -m rmsnorm.check_env` (as that learner,
-    in that learner's container, with its memory and CPU limits);
+ 4. the hub's login page (with sign-up) and JupyterLab's page through the hub; through each learner's
+    own server, a kernel runs `python -m rmsnorm.check_env` (as that learner, in that learner's
+    container, with its memory and CPU limits);
  5. learner A's token: 403 on learner B's server and on the admin API;
  6. a file A writes survives a restart of A's server (a new container, the same volume);
  7. a fourth learner whose volume is unreadable: the container stops during start-up (room/room-start),
@@ -368,7 +369,12 @@ def main() -> int:
                 vol = client.volumes.get(f"rmsnorm-{ROOM}-work-{name}")
                 check(vol.attrs["Labels"].get(LABEL) == ROOM, f"{name}'s volume is not labelled: {vol.attrs['Labels']}")
 
-        with Step("4. check_env run by a kernel in each learner's own server"):
+        with Step("4. check_env run by a kernel in each learner's own server; JupyterLab's page served through the hub"):
+            r = requests.get(f"{base}hub/login", timeout=30)
+            check(r.status_code == 200 and 'name="password"' in r.text and "signup" in r.text,
+                  f"the hub's login page (NativeAuthenticator, with sign-up): {r.status_code}")
+            r = learner["alice"]("GET", "user/alice/lab")
+            check(r.status_code == 200 and "<title>JupyterLab</title>" in r.text, f"alice's /lab: {r.status_code}")
             for name in LEARNERS:
                 ok, out = run_cell(port, name, tokens[name], CHECK_ENV_CELL)
                 check(ok == "ok" and "OK: canary" in out and f"user: {name} | exit: 0" in out,
