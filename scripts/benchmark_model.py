@@ -138,6 +138,8 @@ def main(argv=None) -> int:
                 "optimizer.zero_grad(set_to_none=True)",
         "step_ms": "CUDA events around each step, median of the timed steps (min and max beside)",
         "host_ms": "CPU wall time to issue one step (the events' end is waited for after it)",
+        "peak_mem_gib": "torch.cuda.max_memory_allocated() over the timed steps, minus what was allocated before the "
+                        "variant was built (the base model and the reference logits), GiB",
         "check": f"logits on the step's batch against a float32 run of the same weights; timed only if the relative "
                  f"error is at most {bench.LOGITS_ERROR_RATIO}x the original's; logits_within_tol: within the declared "
                  f"{str(dtype).removeprefix('torch.')} tolerance of the original's logits",

@@ -11,7 +11,9 @@ weight Parameters) and each mode (eager, ``torch.compile(model)``), :func:`run_v
    (:data:`LOGITS_ERROR_RATIO`), and whether its logits lie within the declared bf16 tolerance of
    the original's is reported beside;
 3. times full steps (forward with the loss, backward, ``optimizer.step()``, ``zero_grad``): CUDA
-   events around each step, and the host's time to issue it; median, min, max; peak memory;
+   events around each step, and the host's time to issue it; median, min, max; the peak memory
+   of the timed steps above what was allocated before the variant was built (its model copy,
+   optimizer state and activations, not the base model or the reference logits);
 4. profiles one more step and attributes its kernels (:mod:`rmsnorm.bench.step_profile`):
    the norm's share of the step and the Amdahl bound 1 / (1 − share), the best step speed-up a
    norm that took no time at all could give (reached only when the GPU sets the step's pace).
@@ -176,6 +178,7 @@ def _check_logits(row: dict, logits: torch.Tensor, refs: dict, dtype: torch.dtyp
 def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend):
     """run_variant's work; its locals (the model, the optimizer, the compiled graph) go when it returns."""
     cuda, dtype, started = ids.is_cuda, next(base.parameters()).dtype, time.perf_counter()
+    before = torch.cuda.memory_allocated() if cuda else 0  # the base model, the reference logits: not the variant's
     model, row["norms_swapped"] = make_variant(base, variant, dtype)
     model.train()
     runner = torch.compile(model, backend=compile_backend) if mode == "compile" else model
@@ -201,7 +204,7 @@ def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_b
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     step_ms, host_ms = _time_steps(step, steps, cuda)
-    row["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30 if cuda else math.nan
+    row["peak_mem_gib"] = (torch.cuda.max_memory_allocated() - before) / 2**30 if cuda else math.nan
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
