@@ -229,7 +229,15 @@ def main() -> int:
         return 0
     state = Path(hub_env["ROOM_STATE_DIR"])
     gpus = f", GPUs: {room['gpus']}" if room["gpus"] else ", no GPUs (the kernels run in Triton's interpreter)"
-    say(f"room {room['name']!r}: {room['url']}  (admin {room['admin']!r}, password in {room['admin_password_file']})")
+    where = room["url"]
+    if not roomcheck.is_loopback(room["ip"]):
+        scheme = "https" if room["cert"] else "http"
+        host = "<this host's name or address>" if room["ip"] in ("0.0.0.0", "::") else room["ip"]
+        where = f"{scheme}://{host}:{room['port']}/ (listening on {room['ip']})"
+    else:
+        where += " (this host only; for learners on other machines see INSTRUCTORS.md, \"Reaching the room\")"
+    say(f"room {room['name']!r}: {where}")
+    say(f"admin {room['admin']!r}, password in {room['admin_password_file']}")
     say(f"each learner: {room['hub_image']}, {room['mem']} of memory, {room['cpus']:g} CPUs{gpus}; "
         f"idle servers stopped after {room['idle_timeout']} s")
     say(f"state (database, secrets): {state}; add learners: room/roomctl add NAME...; stop: Ctrl-C (volumes are kept)")
