@@ -28,8 +28,9 @@ def test_committed_exercises_are_what_the_generator_makes():
     changed, stale = gen.out_of_date(ROOT / "exercises", expected)
     assert not changed, f"exercises out of date (edit solutions/, then run `make exercises`): {changed}"
     assert not stale, f"exercises without a solution notebook: {stale}"
-    lessons = {p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-    assert set(expected) == lessons, sorted(set(expected) ^ lessons)  # one exercise notebook per lesson, same name
+    lessons = {gen.exercise_name(p.name) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert set(expected) == lessons, sorted(set(expected) ^ lessons)  # one exercise per lesson: exNN_<lesson>
+    assert not set(expected) & {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}  # no two tabs read alike
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
@@ -99,11 +100,11 @@ def test_check_mode_reports_an_edited_exercise(tmp_path):
     nbformat.write(SEMANTICS, tmp_path / "solutions" / "01_demo.ipynb")
     folders = ["--solutions", str(tmp_path / "solutions"), "--exercises", str(tmp_path / "exercises")]
     assert gen.main(folders) == 0 and gen.main([*folders, "--check"]) == 0
-    edited = tmp_path / "exercises" / "01_demo.ipynb"
+    edited = tmp_path / "exercises" / "ex01_demo.ipynb"
     edited.write_text(edited.read_text(encoding="utf-8").replace("plain = 2", "plain = 3"), encoding="utf-8")
-    (tmp_path / "exercises" / "99_orphan.ipynb").write_text(edited.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "exercises" / "ex99_orphan.ipynb").write_text(edited.read_text(encoding="utf-8"), encoding="utf-8")
     assert gen.main([*folders, "--check"]) == 1
-    assert gen.main(folders) == 0 and not (tmp_path / "exercises" / "99_orphan.ipynb").exists()
+    assert gen.main(folders) == 0 and not (tmp_path / "exercises" / "ex99_orphan.ipynb").exists()
     assert gen.main([*folders, "--check"]) == 0
 
 

@@ -1,4 +1,4 @@
-"""Generate the learner notebooks exercises/NN_*.ipynb from the full ones in solutions/.
+"""Generate the learner notebooks exercises/exNN_*.ipynb from the full ones in solutions/NN_*.ipynb.
 
 Usage:
     python tools/make_exercises.py            # (re)write exercises/ from solutions/
@@ -142,8 +142,16 @@ def render(nb) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
+def exercise_name(solution_name: str) -> str:
+    """``NN_name.ipynb`` → ``exNN_name.ipynb``: the exercise's file name for a solution's (or a lesson's)."""
+    return "ex" + solution_name
+
+
 def expected_exercises(solutions: Path = SOLUTIONS) -> dict[str, str]:
     """File name → text of every exercise notebook generated from ``solutions`` (NN_*.ipynb).
+
+    The exercise of ``solutions/NN_name.ipynb`` is ``exercises/exNN_name.ipynb``: its own file name,
+    so that JupyterLab's tab of the exercise does not read like the lesson's (``notebooks/NN_name``).
 
     Raises:
         MarkerError: naming the notebook, for a malformed or misplaced marker.
@@ -151,7 +159,7 @@ def expected_exercises(solutions: Path = SOLUTIONS) -> dict[str, str]:
     out = {}
     for path in sorted(solutions.glob("[0-9][0-9]_*.ipynb")):
         try:
-            out[path.name] = render(make_exercise(nbformat.read(path, as_version=4)))
+            out[exercise_name(path.name)] = render(make_exercise(nbformat.read(path, as_version=4)))
         except MarkerError as error:
             raise MarkerError(f"{path}: {error}") from None
     return out

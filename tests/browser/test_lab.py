@@ -46,7 +46,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("BROWSER_BUILD_DIR", REPO / "build" / "browser"))
 LESSONS = ["notebooks/01_formula.ipynb", "notebooks/05_gamma_reduction.ipynb", "notebooks/08_n_vs_block_exercise.ipynb"]
-EXERCISE = "exercises/01_formula.ipynb"
+EXERCISE = "exercises/ex01_formula.ipynb"
 SOLUTION_01 = "return [1, 7], [2, 0.5], 0.2, [0.4, 0.7]"  # mean(x²) = 25, r = 0.2: worked by hand
 RUN_ALL_TIMEOUT_S = int(os.environ.get("BROWSER_RUN_TIMEOUT", "900"))  # one notebook, Run All to idle
 WIDGET_TIMEOUT_S = 60  # one widget action until its output changes (08 runs two kernels per change)
@@ -201,7 +201,7 @@ def _wait(driver, seconds: float, condition, message: str):
 
 def open_notebook(driver, lab: Lab, path: str) -> None:
     """Open `path` in a workspace of its own and wait for its kernel to be idle."""
-    workspace = re.sub(r"\W", "-", path)  # notebooks/01_formula.ipynb and exercises/01_formula.ipynb differ
+    workspace = re.sub(r"\W", "-", path)  # notebooks/01_formula.ipynb and exercises/ex01_formula.ipynb differ
     driver.get(f"{lab.url}/lab/workspaces/{workspace}/tree/{path}?token={lab.token}")
 
     def ready():
