@@ -147,14 +147,28 @@ def _targets(room: Room, args) -> list[str]:
     return args.names
 
 
+def _hub_message(r) -> str:
+    try:
+        return r.json().get("message") or r.text
+    except ValueError:
+        return r.text
+
+
 def cmd_start_stop(room: Room, args) -> int:
     status = 0
+    words = {("start", 201): "started", ("start", 202): "starting (the hub is still waiting for it)",
+             ("stop", 204): "stopped", ("stop", 202): "stopping"}
     for name in _targets(room, args):
         method = "POST" if args.command == "start" else "DELETE"
         r = room.request(method, f"/users/{name}/server")
-        ok = r.status_code in (201, 202, 204) or (r.status_code == 400 and args.command == "start")
-        print(f"{args.command} {name}: {r.status_code} {'' if ok else r.text[:200]}")
-        status |= 0 if ok else 1
+        said = words.get((args.command, r.status_code))
+        if said is None and r.status_code == 400:
+            said = f"nothing to do ({_hub_message(r)})"
+        if said is None:
+            print(f"{name}: {args.command} failed ({r.status_code}):\n  " + _hub_message(r).replace("\n", "\n  "))
+            status = 1
+        else:
+            print(f"{name}: {said}")
     return status
 
 

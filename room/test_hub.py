@@ -14,7 +14,8 @@ Steps:
     is refused (port in use); `jupyterhub -f room/jupyterhub_config.py` run by hand on a state folder
     with an empty cookie secret refuses to start;
  3. the admin's password logs in; three learners are created through the REST API; each logs in with
-    the initial password the hub recorded and starts their own server;
+    the initial password the hub recorded; two start their server through the REST API, the third
+    through the login form as a browser does (cookies, _xsrf, OAuth redirects, JupyterLab's page);
  4. the hub's login page (with sign-up) and JupyterLab's page through the hub; through each learner's
     own server, a kernel runs `python -m rmsnorm.check_env` (as that learner, in that learner's
     container, with its memory and CPU limits);
@@ -35,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -164,6 +166,22 @@ def login_token(base: str, name: str, password: str) -> str:
                                                                    "note": "make test-hub"}, timeout=30)
     check(r.status_code in (200, 201), f"{name} could not log in with the password: {r.status_code} {r.text[:200]}")
     return r.json()["token"]
+
+
+def browser_login(base: str, name: str, password: str) -> None:
+    """The login form with its _xsrf field and cookies, the spawn it starts, then /user/<name>/lab (OAuth)."""
+    s = requests.Session()
+    r = s.get(f"{base}hub/login", timeout=30)
+    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.text)
+    check(r.status_code == 200 and xsrf, f"the login page: {r.status_code}")
+    r = s.post(f"{base}hub/login", data={"username": name, "password": password, "_xsrf": xsrf.group(1)}, timeout=60)
+    check(r.status_code == 200 and "/hub/" in r.url and "login" not in r.url, f"{name}'s login form: {r.status_code} {r.url}")
+    for _ in range(240):
+        r = s.get(f"{base}user/{name}/lab", timeout=30)
+        if r.status_code == 200 and "<title>JupyterLab</title>" in r.text:
+            return
+        time.sleep(0.5)
+    raise Failed(f"{name}'s browser session did not reach JupyterLab: {r.status_code} {r.url}")
 
 
 def wait_server(api: Api, name: str, *, running: bool, timeout: float = 150) -> dict:
@@ -341,7 +359,7 @@ def main() -> int:
 
         ctl = Api(base, (state / "roomctl_token").read_text(encoding="utf-8").strip())
         with Step("3. admin logged in with its password; three learners created through the REST API, each logged "
-                  "in with its initial password and started its own server"):
+                  "in with its initial password; two started their servers through the API, one through the login form"):
             admin_pw = (state / "admin_password").read_text(encoding="utf-8").strip()
             admin = Api(base, login_token(base, "instructor", admin_pw))
             check(admin("GET", "hub/api/users").status_code == 200, "the admin's token cannot list users")
@@ -354,9 +372,11 @@ def main() -> int:
                              Path(room["learner_passwords"]).read_text(encoding="utf-8").splitlines())
             tokens = {name: login_token(base, name, passwords[name]) for name in LEARNERS}
             learner = {name: Api(base, tokens[name]) for name in LEARNERS}
-            for name in LEARNERS:
+            for name in LEARNERS[:-1]:
                 r = learner[name]("POST", f"hub/api/users/{name}/server")
                 check(r.status_code in (201, 202), f"{name} starting a server: {r.status_code} {r.text[:200]}")
+            # The last one as a browser does: the login form, its cookies, the OAuth redirects, JupyterLab.
+            browser_login(base, LEARNERS[-1], passwords[LEARNERS[-1]])
             for name in LEARNERS:
                 wait_server(learner[name], name, running=True)
                 box = client.containers.get(f"rmsnorm-{ROOM}-{name}")
