@@ -291,7 +291,7 @@ def default_state_dir(name: str, env: dict) -> Path:
 
 def settings_from_env(env: dict, checkout: Path) -> Settings:
     """Parse and check every ROOM_* variable; the first bad one is refused with its fix."""
-    name = check_room_name(env.get("ROOM_NAME", "rmsnorm"))
+    name = check_room_name(env.get("ROOM_NAME", "room"))
     port = parse_port("ROOM_PORT", env.get("ROOM_PORT", "8000"))
     api_port = parse_port("ROOM_API_PORT", env.get("ROOM_API_PORT", str(port + 1)))
     hub_port = parse_port("ROOM_HUB_PORT", env.get("ROOM_HUB_PORT", "8081"))

@@ -8,7 +8,7 @@
   room/roomctl down                   stop the hub (as Ctrl-C in its terminal does): servers stopped, volumes kept
   room/roomctl purge [--yes]          after `down`: list (or, with --yes, delete) the room's containers, volumes, network
 
-Options before the command: --room NAME (default $ROOM_NAME or rmsnorm), --state-dir DIR (default
+Options before the command: --room NAME (default $ROOM_NAME or room), --state-dir DIR (default
 $ROOM_STATE_DIR or ~/.local/state/rmsnorm-room/NAME). It talks to the hub's REST API with the
 room-ctl service's token (the state folder's roomctl_token), at the hub's own address on the room's
 network, and to Docker for collect and purge; purge deletes only what carries the room's label.
@@ -256,7 +256,7 @@ def cmd_purge(room: Room, args) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="room/roomctl", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--room", default=os.environ.get("ROOM_NAME", "rmsnorm"))
+    p.add_argument("--room", default=os.environ.get("ROOM_NAME", "room"))
     p.add_argument("--state-dir", default=os.environ.get("ROOM_STATE_DIR", ""))
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("status")

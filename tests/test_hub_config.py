@@ -206,7 +206,7 @@ def test_the_defaults(tmp_path):
     s = roomcheck.settings_from_env({"HOME": str(tmp_path)}, ROOT)
     assert (s.url, s.api_port, s.hub_port, s.image, s.admin) == (
         "http://127.0.0.1:8000/", 8001, 8081, "rmsnorm-triton", "instructor")
-    assert s.state_dir == tmp_path / ".local" / "state" / "rmsnorm-room" / "rmsnorm"
+    assert s.state_dir == tmp_path / ".local" / "state" / "rmsnorm-room" / "room"
     assert (s.idle_timeout, s.mem, s.cpus, s.gpus, s.tls, s.signup) == (3600, "4G", 2.0, "", False, True)
 
 
