@@ -33,6 +33,12 @@ from rmsnorm.checkers import Feedback, gpu_compile, isolate, kernels
 from rmsnorm.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm.checkers.kernels import unmasked_accesses
 
+#: None where Triton's interpreter runs (every CPU machine; a GPU machine with the pinned triton and numpy);
+#: else why not: the checkers then judge on the GPU alone, and say so (kernels.judges).
+INTERPRETER_BROKEN = isolate.interpreter_unavailable()
+needs_interpreter = pytest.mark.skipif(
+    INTERPRETER_BROKEN is not None, reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The checkers run a learner's functions in a child process; ours live in these two modules, which a child
@@ -98,6 +104,8 @@ HANG_LIMIT_S = 4.0
 @pytest.mark.parametrize(("check", "variant", "expected"), WRONG)
 def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
     # On every device: a load without other= is named by the interpreter's judge, which runs on a GPU machine too.
+    if expected == wv.NO_OTHER and INTERPRETER_BROKEN is not None:
+        pytest.skip(f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}); a GPU reads 0 there, not NaN")
     if expected == wv.NEVER_ENDS:
         monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
@@ -297,6 +305,7 @@ def test_the_gpu_compile_message_says_what_ran(monkeypatch):
 # --------------------------------------------------------------------------- one verdict on every device
 
 
+@needs_interpreter
 def test_every_device_runs_the_interpreters_judge_with_nan_in_masked_lanes(monkeypatch):
     # A GPU reads 0 (or anything) in the masked lanes of a load without other=; the interpreter's judge, run on
     # every machine, fills them with NaN and names the load.
@@ -319,6 +328,7 @@ UNREACHED_OTHER = {
 }
 
 
+@needs_interpreter
 @pytest.mark.parametrize("exercise", UNREACHED_OTHER)
 def test_a_load_without_other_whose_masked_lanes_reach_nothing_passes(exercise):
     # The interpreter's judge looks at the result, not at the source: a rule on the source alone would refuse these.
@@ -328,6 +338,7 @@ def test_a_load_without_other_whose_masked_lanes_reach_nothing_passes(exercise):
     assert feedback.passed, feedback
 
 
+@needs_interpreter
 @pytest.mark.parametrize("server", ["second forkserver", "spawn"])
 def test_on_a_gpu_machine_the_interpreters_judge_runs_in_a_child_with_the_interpreter_on(server, monkeypatch):
     # As on a GPU machine (kernels compiled in this process): the interpreter's child comes from a second
@@ -396,6 +407,7 @@ KERNEL_VARIANTS = [
 ]
 
 
+@needs_interpreter
 @pytest.mark.gpu
 @gpu_only
 @pytest.mark.parametrize(("check", "variant", "expected"), KERNEL_VARIANTS)
@@ -409,6 +421,28 @@ def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, mon
     if expected != wv.GPU_REJECTS:  # worded as on a GPU (nothing ran), and the interpreter alone runs it
         monkeypatch.setattr(kernels, "judges", lambda: (True,))
         assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words
+
+
+def test_where_the_interpreter_does_not_run_the_gpu_judges_alone_and_says_so(monkeypatch):
+    monkeypatch.setattr(isolate, "interpreted", lambda: False)  # as on a GPU machine
+    monkeypatch.setattr(isolate, "interpreter_unavailable", lambda: "TypeError('only 0-dimensional arrays ...')")
+    monkeypatch.setattr(kernels, "_warned_gpu_only", False)
+    with pytest.warns(RuntimeWarning, match=r"judge kernels on the GPU alone.*without other="):
+        assert kernels.judges() == (False,)
+    assert kernels.judges() == (False,)  # warned once
+    monkeypatch.setattr(isolate, "interpreter_unavailable", lambda: None)
+    assert kernels.judges() == (True, False)
+
+
+def test_the_interpreter_probe_runs_the_package_kernels_in_a_fresh_process(monkeypatch):
+    monkeypatch.setattr(isolate, "interpreted", lambda: False)  # ask as a GPU machine would
+    monkeypatch.setattr(isolate, "_interpreter_runs", False)
+    assert isolate.interpreter_unavailable() is None  # this machine's interpreter runs them
+    monkeypatch.setattr(isolate, "_interpreter_runs", False)
+    monkeypatch.setattr(isolate, "_INTERPRETER_PROBE", "raise TypeError('only 0-dimensional arrays')")
+    assert isolate.interpreter_unavailable() == "TypeError: only 0-dimensional arrays"
+    monkeypatch.setattr(isolate, "_INTERPRETER_PROBE", "pass")
+    assert isolate.interpreter_unavailable() == "TypeError: only 0-dimensional arrays"  # asked once, then kept
 
 
 def test_a_gpu_compile_error_is_named_however_deep_it_is_wrapped():

@@ -297,6 +297,40 @@ def interpreted() -> bool:
     return interpreter_active()
 
 
+_INTERPRETER_PROBE = (  # what the interpreter server's warm-up runs (rmsnorm.checkers._warm), in a fresh process
+    "import torch, rmsnorm; x = torch.ones(2, 33); g = torch.ones(33); _, r = rmsnorm.forward_op(x, g); "
+    "_, p = rmsnorm.backward_rows(x, g, x.clone(), r, 1e-6); rmsnorm.reduce_gamma_gradient(p, torch.float32)"
+)
+_interpreter_runs: str | None | bool = False  # False: not asked yet; None: it runs; str: why not
+
+
+def interpreter_unavailable() -> str | None:
+    """None when Triton's interpreter runs this package's kernels here; else why not (asked once, then kept).
+
+    Where this process interprets its kernels, it is the interpreter, so None. On a GPU machine
+    the interpreter's judge runs in children of their own, and an environment whose Triton and
+    NumPy do not agree breaks the interpreter there alone (seen on a GPU machine with triton 3.6:
+    "only 0-dimensional arrays can be converted to Python scalars"; constraints.txt pins a pair
+    that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` runs the package's three
+    kernels once, as the interpreter's server would on start, and its error is the reason.
+    """
+    global _interpreter_runs
+    if interpreted():
+        return None
+    if _interpreter_runs is False:
+        import subprocess
+
+        env = {**os.environ, **INTERPRETER_ENVIRONMENT}
+        try:
+            done = subprocess.run([sys.executable, "-c", _INTERPRETER_PROBE], env=env, capture_output=True,
+                                  text=True, timeout=120)
+            lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+            _interpreter_runs = None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
+        except subprocess.TimeoutExpired:
+            _interpreter_runs = "it did not run the package's kernels within 120 s"
+    return _interpreter_runs
+
+
 def crash_message(outcome: Outcome, who: str) -> str:
     """Plain words for a child that died: a signal means memory outside the tensors was touched."""
     code = outcome.value
