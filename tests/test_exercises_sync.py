@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -31,6 +32,18 @@ def test_committed_exercises_are_what_the_generator_makes():
     lessons = {gen.exercise_name(p.name) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     assert set(expected) == lessons, sorted(set(expected) ^ lessons)  # one exercise per lesson: exNN_<lesson>
     assert not set(expected) & {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}  # no two tabs read alike
+
+
+@pytest.mark.parametrize("folder", ["notebooks", "solutions", "exercises"])
+def test_every_link_to_a_notebook_leads_to_one(folder):
+    broken = []
+    for path in sorted((ROOT / folder).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                for target in re.findall(r"\]\(([^)#\s]+\.ipynb)", cell.source):
+                    if not (path.parent / target).is_file():
+                        broken.append(f"{path.name} → {target}")
+    assert not broken, broken
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)

@@ -147,6 +147,21 @@ def exercise_name(solution_name: str) -> str:
     return "ex" + solution_name
 
 
+_SIBLING_LINK = re.compile(r"\]\(([0-9][0-9]_[A-Za-z0-9_]+\.ipynb)")
+
+
+def link_exercises(nb):
+    """Point the markdown's links to sibling notebooks (``](03_forward_kernel.ipynb)``) at their exercises.
+
+    In solutions/ such a link is another solution; in exercises/ it must be another exercise,
+    which has its own name (:func:`exercise_name`). Changes ``nb`` in place and returns it.
+    """
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _SIBLING_LINK.sub(lambda m: "](" + exercise_name(m.group(1)), cell.source)
+    return nb
+
+
 def expected_exercises(solutions: Path = SOLUTIONS) -> dict[str, str]:
     """File name → text of every exercise notebook generated from ``solutions`` (NN_*.ipynb).
 
@@ -159,7 +174,7 @@ def expected_exercises(solutions: Path = SOLUTIONS) -> dict[str, str]:
     out = {}
     for path in sorted(solutions.glob("[0-9][0-9]_*.ipynb")):
         try:
-            out[exercise_name(path.name)] = render(make_exercise(nbformat.read(path, as_version=4)))
+            out[exercise_name(path.name)] = render(link_exercises(make_exercise(nbformat.read(path, as_version=4))))
         except MarkerError as error:
             raise MarkerError(f"{path}: {error}") from None
     return out
