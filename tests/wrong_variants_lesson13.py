@@ -18,6 +18,8 @@ def _share(kind="right"):
             norm = norm[norm["part"] == "forward"]
         column = {"host": "host_us", "warm": "warm_us"}.get(kind, "us")
         us = (norm[column] / norm["calls"]).sum() if kind == "per call" else norm[column].sum()
+        if kind == "times calls":
+            us = (norm["us"] * norm["calls"]).sum()
         if kind == "host + gpu":
             us = norm["us"].sum() + norm["host_us"].sum()
         denominator = profile["us"].sum() / 1e3 if kind == "busy" else step_ms
@@ -41,6 +43,7 @@ NORM_SHARE = {
     "host + GPU time": (_share("host + gpu"), "host time was counted as GPU time"),
     "warm timings": (_share("warm"), "warm timings were used"),
     "per call": (_share("per call"), "it takes one call's time"),
+    "times calls": (_share("times calls"), "us was multiplied by calls, but us is already the total"),
     "ms and µs": (_share("units"), "ms and µs were mixed"),
     "1 + share": (_share("1 + s"), "1 + share is not Amdahl's bound"),
     "1 / share": (_share("1 / s"), "1 / share is not Amdahl's bound"),

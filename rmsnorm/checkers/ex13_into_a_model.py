@@ -74,6 +74,8 @@ def _share_slips(t, step_ms):
          "step saw", of_step(norm["warm_us"].sum())),
         ("it takes one call's time: us is already the total over the step's calls (calls of them)",
          of_step((norm["us"] / norm["calls"]).sum())),
+        ("us was multiplied by calls, but us is already the total over the step's calls: a share can never "
+         "pass 1, and this one does", of_step((norm["us"] * norm["calls"]).sum())),
         ("ms and µs were mixed: us is in microseconds, step_ms in milliseconds", norm["us"].sum() / step_ms),
     ]
 
