@@ -83,7 +83,7 @@ FORWARD = {
     "eps after the root": (mutate(F, ("tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "1 / (tl.sqrt(tl.sum(x * x, axis=0) / N) + eps)")), "eps is added after the square root"),
     "multiplies by the RMS": (mutate(F, ("tl.rsqrt(", "tl.sqrt(")), "multiplied by the RMS"),
     "stores the RMS as rstd": (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, 1 / rstd)")), "rstd holds the RMS"),
-    "sums in float16": (mutate(F, (", other=0).to(tl.float32)\n    gamma", ", other=0)\n    gamma"), ("mask=mask, other=0).to(tl.float32)\n    rstd", "mask=mask, other=0)\n    rstd")), "computed in float16, which overflows past 65504: 3×257 float16 with values near ±200 (x² > 65504) gives y[0, 0] = -0.000"),
+    "sums in float16": (mutate(F, (", other=0).to(tl.float32)\n    gamma", ", other=0)\n    gamma"), ("mask=mask, other=0).to(tl.float32)\n    rstd", "mask=mask, other=0)\n    rstd")), "computed in float16, which overflows past 65504: 3×257 float16 with values of scale 200 (x² often past 65504) gives y[0, 0] = -0.000"),
     "unmasked store": (mutate(F, ("cols, y, mask=mask)", "cols, y)")), "has no mask"),
     "unmasked load": (mutate(F, ("cols, mask=mask, other=0).to(tl.float32)\n    gamma", "cols).to(tl.float32)\n    gamma")), "has no mask"),
     "rstd never written": (mutate(F, ("    tl.store(rstd_ptr + row, rstd)\n", "")), "a row of 257 ones: rstd[0] is still NaN"),
