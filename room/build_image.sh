@@ -16,16 +16,8 @@ cd "$(dirname "$0")/.."
 COURSE_IMAGE=$1 ROOM_IMAGE=$2 LOG=${3:-build/room/build-image.log}
 mkdir -p "$(dirname "$LOG")"
 
-buildkit_cli() {  # the same search as scripts/test_docker.sh
-  local cli dir version path_dirs
-  IFS=: read -ra path_dirs <<<"$PATH"
-  for cli in ${DOCKER:-} $(for dir in "${path_dirs[@]}"; do [ -x "$dir/docker" ] && readlink -f "$dir/docker"; done | awk '!seen[$0]++'); do
-    if "$cli" buildx version >/dev/null 2>&1; then echo "$cli"; return 0; fi
-    version=$("$cli" version --format '{{.Client.Version}}' 2>/dev/null || true)
-    if [ -n "$version" ] && [ "${version%%.*}" -lt 23 ] 2>/dev/null; then echo "$cli"; return 0; fi
-  done
-  return 1
-}
+# shellcheck source=scripts/docker_lib.sh
+source scripts/docker_lib.sh  # buildkit_cli
 if ! DOCKER_CLI=$(buildkit_cli); then
   echo "room: no docker CLI here can build with BuildKit (needs the buildx plugin, or docker.io < 23);" \
        "build the room image by hand (room/Dockerfile says how) and give it as ROOM_HUB_IMAGE=<tag>" >&2

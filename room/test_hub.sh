@@ -21,16 +21,12 @@ T0=$SECONDS
 STARTED_DOCKERD=""
 say() { printf 'test-hub: %s\n' "$*"; }
 skip() { printf 'skipped: %s\n' "$*"; exit 0; }
+# shellcheck source=scripts/docker_lib.sh
+source scripts/docker_lib.sh
 
 cleanup() {
   local status=$?
-  if [ -n "$STARTED_DOCKERD" ]; then
-    kill -TERM "$STARTED_DOCKERD" 2>/dev/null || true
-    for _ in $(seq 60); do kill -0 "$STARTED_DOCKERD" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL "$STARTED_DOCKERD" 2>/dev/null || true
-    wait "$STARTED_DOCKERD" 2>/dev/null || true
-    say "stopped the dockerd this run started (pid $STARTED_DOCKERD)"
-  fi
+  stop_dockerd
   exit "$status"
 }
 trap cleanup EXIT
@@ -43,23 +39,11 @@ bash room/setup.sh
 say "hub venv and proxy ready ($((SECONDS - t)) s)"
 
 # --- a Docker daemon ---------------------------------------------------------------------------
-if ! docker info >/dev/null 2>&1; then
-  if ! command -v dockerd >/dev/null; then
-    # scripts/test_docker.sh installs docker.io where it can; without a daemon there is no room.
-    skip "no Docker daemon answers and there is no dockerd (make test-docker installs docker.io)"
-  fi
-  [ "$(id -u)" = 0 ] || skip "no Docker daemon answers, and starting dockerd needs root"
-  t=$SECONDS
-  dockerd >"$WORK/dockerd.log" 2>&1 &
-  STARTED_DOCKERD=$!
-  for _ in $(seq 120); do
-    docker info >/dev/null 2>&1 && break
-    kill -0 "$STARTED_DOCKERD" 2>/dev/null || break
-    sleep 0.5
-  done
-  docker info >/dev/null 2>&1 || { tail -n 5 "$WORK/dockerd.log" >&2; skip "dockerd did not start (log: $WORK/dockerd.log)"; }
-  say "started dockerd, pid $STARTED_DOCKERD ($((SECONDS - t)) s)"
+if ! docker info >/dev/null 2>&1 && ! command -v dockerd >/dev/null; then
+  # scripts/test_docker.sh installs docker.io where it can; without a daemon there is no room.
+  skip "no Docker daemon answers and there is no dockerd (make test-docker installs docker.io)"
 fi
+start_dockerd "$WORK/dockerd.log"
 
 # --- the course image --------------------------------------------------------------------------
 IMAGE=${TEST_DOCKER_IMAGE:-rmsnorm-triton:standin}

@@ -45,6 +45,8 @@ ROOTFS=""
 mkdir -p "$WORK"
 
 say() { printf 'test-docker: %s\n' "$*"; }
+# shellcheck source=scripts/docker_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/docker_lib.sh"
 skip() { printf 'skipped: %s\n' "$*"; exit 0; }
 elapsed() { printf '%d s' $((SECONDS - $1)); }
 
@@ -59,13 +61,7 @@ cleanup() {
     fi
   fi
   if [ -n "$ROOTFS" ] && [ -d "$ROOTFS" ]; then rm -rf --one-file-system "$ROOTFS"; fi
-  if [ -n "$STARTED_DOCKERD" ]; then
-    kill -TERM "$STARTED_DOCKERD" 2>/dev/null || true
-    for _ in $(seq 60); do kill -0 "$STARTED_DOCKERD" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL "$STARTED_DOCKERD" 2>/dev/null || true
-    wait "$STARTED_DOCKERD" 2>/dev/null || true
-    say "stopped the dockerd this run started (pid $STARTED_DOCKERD)"
-  fi
+  stop_dockerd
   exit "$status"
 }
 trap cleanup EXIT
@@ -92,37 +88,11 @@ fi
 # The Dockerfile mounts the CA bundle with RUN --mount=type=secret, which needs BuildKit:
 # a CLI with the buildx plugin, or a pre-23 CLI (Debian bookworm's docker.io 20.10) whose
 # built-in BuildKit client DOCKER_BUILDKIT=1 switches on.
-buildkit_cli() {
-  local cli dir version path_dirs
-  IFS=: read -ra path_dirs <<<"$PATH"   # every docker on PATH (`type -aP` can show the hashed one only)
-  for cli in ${DOCKER:-} $(for dir in "${path_dirs[@]}"; do [ -x "$dir/docker" ] && readlink -f "$dir/docker"; done | awk '!seen[$0]++'); do
-    if "$cli" buildx version >/dev/null 2>&1; then echo "$cli"; return 0; fi
-    version=$("$cli" version --format '{{.Client.Version}}' 2>/dev/null || true)
-    if [ -n "$version" ] && [ "${version%%.*}" -lt 23 ] 2>/dev/null; then echo "$cli"; return 0; fi
-  done
-  return 1
-}
 DOCKER_CLI=$(buildkit_cli) || skip "no docker CLI here can build with BuildKit (needs the buildx plugin, or docker.io < 23)"
 export DOCKER_BUILDKIT=1
 docker() { "$DOCKER_CLI" "$@"; }
 
-if ! docker info >/dev/null 2>&1; then
-  command -v dockerd >/dev/null || skip "no Docker daemon answers and there is no dockerd to start"
-  [ "$(id -u)" = 0 ] || skip "no Docker daemon answers, and starting dockerd needs root"
-  t=$SECONDS
-  dockerd >"$WORK/dockerd.log" 2>&1 &
-  STARTED_DOCKERD=$!
-  for _ in $(seq 120); do
-    docker info >/dev/null 2>&1 && break
-    kill -0 "$STARTED_DOCKERD" 2>/dev/null || break
-    sleep 0.5
-  done
-  if ! docker info >/dev/null 2>&1; then
-    tail -n 5 "$WORK/dockerd.log" >&2
-    skip "dockerd did not start (log: $WORK/dockerd.log)"
-  fi
-  say "started dockerd, pid $STARTED_DOCKERD ($(elapsed $t))"
-fi
+start_dockerd "$WORK/dockerd.log"
 say "docker: CLI $DOCKER_CLI $(docker version --format '{{.Client.Version}}'), daemon $(docker version --format '{{.Server.Version}}')"
 
 # --- 3. the stand-in base ------------------------------------------------------------
