@@ -297,10 +297,8 @@ def interpreted() -> bool:
     return interpreter_active()
 
 
-_INTERPRETER_PROBE = (  # what the interpreter server's warm-up runs (rmsnorm.checkers._warm), in a fresh process
-    "import torch, rmsnorm; x = torch.ones(2, 33); g = torch.ones(33); _, r = rmsnorm.forward_op(x, g); "
-    "_, p = rmsnorm.backward_rows(x, g, x.clone(), r, 1e-6); rmsnorm.reduce_gamma_gradient(p, torch.float32)"
-)
+#: What the interpreter's server imports on start (its warm-up runs the package's three kernels once).
+_INTERPRETER_PROBE = "import rmsnorm.checkers._warm"
 _interpreter_runs: str | None | bool = False  # False: not asked yet; None: it runs; str: why not
 
 
@@ -311,8 +309,9 @@ def interpreter_unavailable() -> str | None:
     the interpreter's judge runs in children of their own, and an environment whose Triton and
     NumPy do not agree breaks the interpreter there alone (seen on a GPU machine with triton 3.6:
     "only 0-dimensional arrays can be converted to Python scalars"; constraints.txt pins a pair
-    that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` runs the package's three
-    kernels once, as the interpreter's server would on start, and its error is the reason.
+    that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` imports what that server
+    imports on start (:mod:`rmsnorm.checkers._warm`, which runs the package's three kernels once),
+    and its error is the reason.
     """
     global _interpreter_runs
     if interpreted():

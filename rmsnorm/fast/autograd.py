@@ -44,7 +44,7 @@ from __future__ import annotations
 import torch
 
 from ..contract import ContractError, _require_tensor, check_epsilon
-from .backward import launch_backward
+from .backward import launch_backward, rmsnorm_fast_backward
 from .contract import check_fast_inputs
 from .forward import launch_forward
 
@@ -59,8 +59,6 @@ def _forward_impl(x: torch.Tensor, gamma: torch.Tensor | None, eps: float) -> tu
 
 
 def _backward_impl(x, gamma, rstd, dy):
-    from .backward import rmsnorm_fast_backward
-
     dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
     return dx, (x.new_empty(0) if dgamma is None else dgamma)  # an op returns tensors: empty = no weight
 

@@ -36,9 +36,10 @@ compiled kernel it returns; a hit calls that kernel's launcher directly, on
 - on a Triton version this module was not tested with (:data:`TESTED_TRITON`),
   with a one-time warning.
 
-tests/test_fast_launch.py checks, on a GPU, that the kernel found here is the
-very object Triton's own binder would pick for the same arguments, and that
-both paths give the same numbers; on the CPU it checks the key.
+tests/test_fast_lean_call.py checks, on a GPU, that a key of ours never stands
+for two of Triton's compiled kernels, that the kernel cached here is the very
+object Triton's own binder picks for the same arguments, and that both paths
+give the same numbers; on the CPU it checks the forward's key.
 
 Source: vLLM PR #34838 (a cached compiled-kernel launch); triton
 ``runtime/jit.py`` (``JITFunction.run``) and ``compiler/compiler.py``
@@ -93,7 +94,6 @@ class DirectLauncher:
         self.kernel = kernel
         self.cache: dict = {}
         self.usable = triton_is_tested() and not interpreter_active()
-        self._runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
         if not triton_is_tested() and not DirectLauncher._warned:
             DirectLauncher._warned = True
             warnings.warn(
