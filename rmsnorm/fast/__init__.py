@@ -6,8 +6,9 @@ their own names, and there are no teaching seams (no ``kernel=``, no CALLS).
 
 Public API:
 
-- :func:`rmsnorm_fast` (x, gamma, eps) — differentiable, any (..., N), a
-  registered custom op (``torch.compile(fullgraph=True)`` traces it whole).
+- :func:`rmsnorm_fast` (x, gamma, eps) — differentiable, any (..., N); eager calls
+  go through an ``autograd.Function`` that launches directly, ``torch.compile``
+  (``fullgraph=True``) traces two registered operators whole (see autograd.py).
 - :class:`FastRMSNorm` — a ``torch.nn.RMSNorm`` subclass that calls it.
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers.
 - :class:`FastConfig`, :func:`forward_config`, :func:`backward_config`, :func:`grid_size` — the knobs.
