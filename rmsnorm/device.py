@@ -138,6 +138,51 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def mend_interpreter_index() -> bool:
+    """Let Triton 3.6's interpreter turn a scalar into an ``int`` under NumPy 2.4; True when it mended.
+
+    The interpreter holds every scalar (``M``, a loop bound) as a NumPy array of
+    shape ``(1,)`` and gives ``tl.tensor`` an ``__index__`` of
+    ``int(self.handle.data)``; NumPy 2.4 refuses that ("only 0-dimensional
+    arrays can be converted to Python scalars"), so ``range(0, M, BLOCK_M)``
+    fails in every kernel that loops over a scalar. Triton 3.7 squeezes the
+    array first (``int(self.handle.data.squeeze())``); this does the same, only
+    where the installed interpreter still has the old line and the installed
+    NumPy refuses it. Nothing else of the interpreter changes.
+
+    Source: triton/runtime/interpreter.py, ``_patch_lang_tensor`` (3.6 vs 3.7).
+    """
+    import inspect
+
+    import numpy as np
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "mended_by_rmsnorm", False):
+        return False
+    try:
+        int(np.zeros(1, dtype=np.int32))
+        return False  # this NumPy still converts a one-element array
+    except TypeError:
+        pass
+    try:
+        old_line = "int(self.handle.data))" in inspect.getsource(original)
+    except (OSError, TypeError):  # pragma: no cover - source not shipped
+        old_line = False
+    if not old_line:
+        return False
+
+    def _patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    _patch_lang_tensor.mended_by_rmsnorm = True
+    interpreter._patch_lang_tensor = _patch_lang_tensor
+    return True
+
+
 select_backend()
 #: Whether the kernels defined after this import run in Triton's interpreter (decided once, here).
 INTERPRETED: bool = _kernels_will_be_interpreted()
+#: Whether :func:`mend_interpreter_index` had to mend this Triton + NumPy (Triton 3.6 with NumPy 2.4).
+INTERPRETER_MENDED: bool = INTERPRETED and mend_interpreter_index()

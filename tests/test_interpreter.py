@@ -1,5 +1,6 @@
 """The CPU path: the interpreter is switched on at import, and refused loudly when it can't be."""
 
+import operator
 import os
 import subprocess
 import sys
@@ -54,3 +55,56 @@ def test_fresh_process_without_the_variable_runs_the_canary():
     done = _python("import rmsnorm, torch\ny, _ = rmsnorm.forward_op(torch.ones(1, 257), torch.ones(257))\nprint(round(y[0, 0].item(), 7))")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0.9999995"
+
+
+def test_the_interpreter_runs_a_loop_over_a_scalar_in_a_fresh_process():
+    # On every device: Triton 3.6's interpreter with NumPy 2.4 failed here ("only 0-dimensional arrays can be
+    # converted to Python scalars"): range(0, M, BLOCK) turns the scalar M into an int. rmsnorm.device mends it.
+    code = (
+        "import rmsnorm, torch, triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def count(out_ptr, M, BLOCK: tl.constexpr):\n"
+        "    total = 0\n"
+        "    for start in range(0, M, BLOCK):\n"
+        "        total += 1\n"
+        "    tl.store(out_ptr, total)\n"
+        "out = torch.zeros(1, dtype=torch.int32)\n"
+        "count[(1,)](out, 10, BLOCK=4)\n"
+        "print(out.item(), rmsnorm.reduce_gamma_gradient(torch.ones(5, 2), torch.float32).tolist())\n"
+    )
+    done = _python(code, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "[5.0,", "5.0]"]
+
+
+def test_the_mend_replaces_the_old_index_line_only(monkeypatch):
+    import numpy as np
+    from triton.runtime import interpreter
+
+    class Scope:
+        def set_attr(self, obj, name, value):
+            setattr(obj, name, value)
+
+    def _patch_lang_tensor(tensor, scope):  # Triton 3.6's line
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    class Handle:
+        data = np.array([7], dtype=np.int32)  # a scalar, as the interpreter holds it
+
+    class Tensor:
+        handle = Handle()
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", _patch_lang_tensor)
+    try:
+        int(np.zeros(1))
+        numpy_refuses = False
+    except TypeError:
+        numpy_refuses = True
+    assert device.mend_interpreter_index() is numpy_refuses
+    interpreter._patch_lang_tensor(Tensor, Scope())
+    if numpy_refuses:
+        assert operator.index(Tensor()) == 7
+    assert device.mend_interpreter_index() is False  # once
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", lambda tensor, scope: scope.set_attr(
+        tensor, "__index__", lambda self: int(self.handle.data.squeeze())))  # Triton 3.7's line: left alone
+    assert device.mend_interpreter_index() is False

@@ -307,9 +307,9 @@ def interpreter_unavailable() -> str | None:
 
     Where this process interprets its kernels, it is the interpreter, so None. On a GPU machine
     the interpreter's judge runs in children of their own, and an environment whose Triton and
-    NumPy do not agree breaks the interpreter there alone (seen on a GPU machine with triton 3.6:
-    "only 0-dimensional arrays can be converted to Python scalars"; constraints.txt pins a pair
-    that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` imports what that server
+    NumPy do not agree breaks the interpreter there alone (seen on the H200 with triton 3.6 and
+    NumPy 2.4: "only 0-dimensional arrays can be converted to Python scalars", which
+    :func:`rmsnorm.device.mend_interpreter_index` now mends; constraints.txt pins a pair that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` imports what that server
     imports on start (:mod:`rmsnorm.checkers._warm`, which runs the package's three kernels once),
     and its error is the reason.
     """
