@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
+from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: nothing is ever downloaded
 
@@ -23,7 +25,7 @@ import torch  # noqa: E402
 
 from rmsnorm.bench import RESULTS_DIR  # noqa: E402
 from rmsnorm.bench import model as bench  # noqa: E402
-from rmsnorm.bench.step_profile import NAME_RULES, attribute_kernels, norm_scopes, step_region  # noqa: E402
+from rmsnorm.bench.step_profile import NAME_RULES, UNLINKED, attribute_kernels, norm_scopes, step_region  # noqa: E402
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -96,6 +98,23 @@ def test_eager_attribution_counts_the_norms_ops_and_their_backward_and_nothing_e
     assert not any("mm" in k or "sgd" in k.lower() for k, _ in norm), norm  # the Linears and SGD are not the norm's
     assert {p for _, p in norm} == {"forward", "backward"} and any(p == "optimizer" for _, p in other)
     assert not model[1]._forward_hooks and not model[1]._forward_pre_hooks  # the scopes are gone after the block
+
+
+def _event(name, device, us, *, kernels=(), annotation=False, start=0.0):
+    span = SimpleNamespace(start=start, end=start + us, elapsed_us=lambda: us)
+    return SimpleNamespace(name=name, device_type=device, time_range=span, is_user_annotation=annotation,
+                           kernels=[SimpleNamespace(name=k, duration=d) for k, d in kernels], cpu_children=[],
+                           self_cpu_time_total=1.0, sequence_nr=-1)
+
+
+def test_the_gpu_spans_of_profiler_scopes_are_not_counted_as_device_work():
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    events = [_event("region:forward", cpu, 100.0), _event("aten::mul", cpu, 5.0, kernels=[("mul_kernel", 10.0)], start=1),
+              _event("mul_kernel", cuda, 10.0, start=2), _event("memset", cuda, 3.0, start=20),  # no host op: unlinked
+              _event("region:forward", cuda, 40.0, annotation=True)]  # the scope's span on the GPU timeline
+    rows = attribute_kernels(events, "original", scoped=False)
+    assert sum(r["us"] for r in rows) == pytest.approx(13.0)  # the kernel and the memset, not the 40 µs span
+    assert {r["kernel"]: r["us"] for r in rows} == {"mul_kernel": 10.0, UNLINKED: pytest.approx(3.0)}
 
 
 #: The --quick run is the CPU's logic check (op names stand in for kernels); on a GPU the gpu tests run the real thing.
@@ -174,6 +193,7 @@ def test_on_cuda_a_small_step_is_checked_and_its_norm_kernels_found(mode):
         norm = [k for k in kernels if k["norm"]]
         assert {k["part"] for k in norm} == {"forward", "backward"}, (variant, mode, norm)
         assert 0 < row["norm_share"] < 1 and row["amdahl_bound"] > 1
+        assert row["gpu_busy_ms"] <= row["step_ms_max"]  # one stream: its kernels fit inside the step
         if variant == "fast":
             assert {k["kernel"] for k in norm} >= {"rmsnorm_fast_forward_kernel", "rmsnorm_fast_backward_kernel"}
 
@@ -202,3 +222,40 @@ def test_a_step_table_follows_from_its_kernels_and_every_time_was_checked_first(
         assert r.norm_share == pytest.approx(r.norm_ms / r.step_ms, rel=1e-4)
         assert r.amdahl_bound == pytest.approx(bench.amdahl_bound(r.norm_share), rel=1e-4)
         assert r.step_ms_min <= r.step_ms <= r.step_ms_max
+        assert r.gpu_busy_ms <= 1.05 * r.step_ms_max, key  # one stream: a step's kernels fit inside it (5 %: profiler)
+
+
+@pytest.mark.skipif(not (RESULTS_DIR / bench.STEP_FILE).is_file(), reason="results/h200/model_step.csv not committed yet")
+def test_the_readme_states_the_committed_step_table():
+    """Every figure of the README's "Into a model" list, derived from results/h200/model_step.csv."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    step = bench.load_model_step(RESULTS_DIR).set_index(["size", "mode", "variant"]).sort_index()
+
+    def speed_up(size, mode, variant):
+        return step.loc[(size, mode, "original"), "step_ms"] / step.loc[(size, mode, variant), "step_ms"]
+
+    def busy(size):
+        row = step.loc[(size, "eager", "original")]
+        return f"kernels {row['gpu_busy_ms'] / row['step_ms']:.0%} of the step".replace("%", " %")
+
+    gpu = step.loc[("gpu_bound", "eager", "original")]
+    fast = speed_up("gpu_bound", "eager", "fast")
+    spread = (step.loc[("host_bound", "eager")].eval("step_ms_max - step_ms_min")).max()
+    expected = [
+        busy("gpu_bound"), f"take {gpu['norm_share']:.0%} of the step".replace("%", " %"),
+        f"Amdahl bound of {gpu['amdahl_bound']:.2f}×", f"{fast:.2f}× faster",
+        f"{(fast - 1) / (gpu['amdahl_bound'] - 1):.0%} of what a norm".replace("%", " %"),
+        f"(Liger {speed_up('gpu_bound', 'eager', 'liger'):.2f}×)",
+        f"({step.loc[('gpu_bound', 'compile', 'original'), 'norm_share']:.0%} of the".replace("%", " %"),
+        f"its step is {speed_up('gpu_bound', 'compile', 'fast'):.2f}× the original's",
+        f"(Liger {speed_up('gpu_bound', 'compile', 'liger'):.2f}×)", busy("host_bound"),
+        f"eager: {speed_up('host_bound', 'eager', 'fast'):.2f}× (Liger", f"{speed_up('host_bound', 'eager', 'liger'):.2f}×)",
+        f"(up to {spread:.1f} ms in {step.loc[('host_bound', 'eager', 'original'), 'step_ms']:.0f} ms)",
+    ]
+    flat = " ".join(readme.split())
+    assert [e for e in expected if e not in flat] == []
+    # the claims the words make, not only the digits
+    assert gpu["gpu_busy_ms"] >= 0.9 * gpu["step_ms"] and 1 < fast <= gpu["amdahl_bound"]
+    host = step.loc[("host_bound", "eager")]
+    assert (host["gpu_busy_ms"] < 0.6 * host["step_ms"]).all()  # host-bound: the GPU idles
+    assert (host["step_ms"] - host.loc["original", "step_ms"]).abs().max() <= spread  # within the spread
