@@ -139,11 +139,11 @@ def default_device() -> torch.device:
 
 
 def mend_interpreter_index() -> bool:
-    """Let Triton 3.6's interpreter turn a scalar into an ``int`` under NumPy 2.4; True when it mended.
+    """Let Triton 3.6's interpreter turn a scalar into an ``int`` under NumPy >= 2.4; True when it mended.
 
     The interpreter holds every scalar (``M``, a loop bound) as a NumPy array of
     shape ``(1,)`` and gives ``tl.tensor`` an ``__index__`` of
-    ``int(self.handle.data)``; NumPy 2.4 refuses that ("only 0-dimensional
+    ``int(self.handle.data)``; NumPy 2.4 and later refuse that (the H200 has 2.5.2) ("only 0-dimensional
     arrays can be converted to Python scalars"), so ``range(0, M, BLOCK_M)``
     fails in every kernel that loops over a scalar. Triton 3.7 squeezes the
     array first (``int(self.handle.data.squeeze())``); this does the same, only
@@ -184,5 +184,5 @@ def mend_interpreter_index() -> bool:
 select_backend()
 #: Whether the kernels defined after this import run in Triton's interpreter (decided once, here).
 INTERPRETED: bool = _kernels_will_be_interpreted()
-#: Whether :func:`mend_interpreter_index` had to mend this Triton + NumPy (Triton 3.6 with NumPy 2.4).
+#: Whether :func:`mend_interpreter_index` had to mend this Triton + NumPy (Triton 3.6 with NumPy >= 2.4).
 INTERPRETER_MENDED: bool = INTERPRETED and mend_interpreter_index()
