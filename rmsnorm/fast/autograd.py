@@ -45,7 +45,7 @@ import torch
 
 from ..contract import ContractError, _require_tensor, check_epsilon
 from .backward import launch_backward, rmsnorm_fast_backward
-from .contract import check_fast_inputs
+from .contract import _PLAIN, DTensor, check_fast_inputs, refuse_dtensor
 from .forward import launch_forward
 
 _LIB = torch.library.Library("rmsnorm_fast", "DEF")  # kept alive: the operators live as long as it does
@@ -81,6 +81,24 @@ def _(x, gamma, rstd, dy):
 #: The two operators (``torch.ops.rmsnorm_fast.forward`` / ``.backward``), as torch.compile and opcheck see them.
 _forward_op = torch.ops.rmsnorm_fast.forward.default
 _backward_op = torch.ops.rmsnorm_fast.backward.default
+
+
+def _refuse_dtensor_at_the_op(cls, func, types, args, kwargs=None):
+    """What DTensor's dispatch runs for the two operators: the eager entry's ContractError.
+
+    Without it a DTensor reaching ``torch.ops.rmsnorm_fast.*`` directly fails with DTensor's own
+    NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast refuses
+    before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
+    """
+    names = ("x", "gamma", "eps") if func is _forward_op else ("x", "gamma", "rstd", "dy")
+    for name, arg in zip(names, args):
+        refuse_dtensor(name, arg)
+    raise ContractError(f"{func}: DTensor arguments are refused (see rmsnorm.fast.contract.refuse_dtensor)")
+
+
+if DTensor is not None:
+    for _op in ("rmsnorm_fast::forward", "rmsnorm_fast::backward"):
+        torch.library.register_torch_dispatch(_op, DTensor, _refuse_dtensor_at_the_op, lib=_LIB)
 
 
 def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
@@ -189,14 +207,27 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6)
         in x's dtype, dgamma in gamma's dtype (the upstream dy may have any
         layout).
 
+    Across devices and ranks: each call runs on the device of its tensors (also
+    when another CUDA device is current); under DDP and FSDP2 each rank calls it
+    with plain tensors (FSDP2's ``fully_shard`` unshards the weight before the
+    forward), and that is supported. A DTensor x or gamma is refused, as quack
+    refuses it, rather than all-gathered, as Liger does: see
+    :func:`~rmsnorm.fast.contract.refuse_dtensor`.
+
     Raises:
         ContractError: (a ValueError) for anything outside the fast contract,
-            before anything is written.
+            before anything is written; a DTensor x or gamma (tensor or sequence
+            parallelism, a weight still sharded), eager or under torch.compile,
+            with its placements and what to do instead (``x.full_tensor()``, or
+            ``torch.nn.RMSNorm``, which DTensor shards).
         RuntimeError: on a double backward.
 
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
     _require_tensor("x", x)
+    if type(x) is not torch.Tensor or (gamma is not None and type(gamma) not in _PLAIN):
+        refuse_dtensor("x", x)  # before either path: the operator would see a DTensor too (and torch.compile
+        refuse_dtensor("gamma", gamma)  # traces this check, so the compiled call refuses the same way)
     if x.dim() == 0:
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:
@@ -225,11 +256,15 @@ class FastRMSNorm(torch.nn.RMSNorm):
     ``elementwise_affine=False`` runs without a weight. y has x's dtype, as
     ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair.
 
+    Under DDP and FSDP2 (``fully_shard``, which unshards the weight before the
+    forward) it trains as on one device; a DTensor input (tensor or sequence
+    parallelism) or a weight still sharded is refused, as in :func:`rmsnorm_fast`.
+
     Raises:
         ContractError: for a normalized_shape of more than one dimension or
             wider than 65536, or an eps that is not None and not a finite
             real number > 0 (at construction); for inputs or an eps outside
-            the fast contract (at call time).
+            the fast contract, a DTensor x or weight included (at call time).
 
     Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
     """

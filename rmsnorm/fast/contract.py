@@ -14,6 +14,12 @@ naming the tensor, the rule and the value, before anything is allocated):
 - ``eps``: a finite real number > 0.
 - bfloat16 is refused under Triton's CPU interpreter (see
   :data:`INTERPRETER_BF16_REASON`); it runs on the GPU.
+- No DTensor (``torch.distributed.tensor``), as x or as gamma: a kernel reads
+  one device's memory, so it would normalise a shard as if it were the whole
+  tensor and never sum dgamma across ranks. :func:`refuse_dtensor` names the
+  placements and the way out (``full_tensor()``, or ``torch.nn.RMSNorm``,
+  which DTensor shards). A plain tensor on each rank (DDP; FSDP2, which
+  unshards the weight before the forward) is what the kernels take.
 
 Scratch is (P, N) float32 for the dgamma partials (P = the number of
 programs, a few per SM): no M·N buffer, so no scratch limit.
@@ -35,6 +41,11 @@ from ..contract import (
     check_epsilon,
 )
 from ..device import interpreter_active
+
+try:  # torch built without distributed support has no DTensor, and so cannot pass one
+    from torch.distributed.tensor import DTensor
+except ImportError:  # pragma: no cover - every wheel this project installs has it
+    DTensor = None
 
 #: Widest row the fast path accepts (a loop over column blocks beyond one block).
 FAST_MAX_N = 65536
@@ -66,8 +77,48 @@ def _require_unit_last_stride(name: str, t: torch.Tensor) -> None:
         )
 
 
+def refuse_dtensor(name: str, t) -> None:
+    """Raise when ``t`` is a DTensor: the kernels would see one rank's shard only.
+
+    Liger all-gathers a DTensor input; quack refuses it; so does the fast path,
+    because a silent all-gather would undo what sharding is for (the memory of
+    sequence parallelism) and change the output's placement, and a correct
+    sharded norm needs dgamma reduced across the mesh (a ``Partial`` gradient).
+
+    Args:
+        name: what the message calls the tensor (``x``, ``gamma``).
+        t: any object; only a ``torch.distributed.tensor.DTensor`` is refused.
+
+    Raises:
+        ContractError: naming the tensor, its placements and mesh, and what to do instead.
+
+    Source: quack ``rmsnorm.py`` (refuses), Liger ``ops/rms_norm.py`` (all-gathers); checked by
+    tests/test_distributed.py.
+    """
+    if DTensor is None or not isinstance(t, DTensor):
+        return
+    layout = f"placements {tuple(t.placements)} on {t.device_mesh}, global shape {tuple(t.shape)}"
+    if name == "gamma":
+        remedy = (
+            "A sharded weight must be whole when the norm runs: put the norm inside a module given to "
+            "FSDP2's fully_shard (it unshards the weight before the forward), or pass gamma.full_tensor()"
+        )
+    else:
+        remedy = (
+            f"Pass {name}.full_tensor() (an all-gather: every rank gets the whole tensor) and shard the result "
+            "again if you need to; or, for a tensor sharded on a leading dimension (sequence parallelism), "
+            "use torch.nn.RMSNorm / torch.nn.functional.rms_norm, which DTensor shards itself"
+        )
+    raise ContractError(
+        f"{name} is a DTensor ({layout}); the fast kernels read one device's memory, so they would "
+        f"normalise the local shard as if it were the whole tensor and not reduce dgamma across ranks. {remedy}"
+    )
+
+
 _DTYPES = frozenset(FAST_DTYPES)
 _INTERPRETED = interpreter_active()
+#: Types a weight may have on the quick path (a DTensor Parameter has type DTensor, so it takes the rules).
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _plainly_valid(x, gamma, eps) -> bool:
@@ -86,7 +137,7 @@ def _plainly_valid(x, gamma, eps) -> bool:
     if not 1 <= N <= FAST_MAX_N or (x.stride(1) != 1 and N != 1):
         return False
     if gamma is not None and not (
-        isinstance(gamma, torch.Tensor) and gamma.layout is torch.strided and gamma.dim() == 1
+        type(gamma) in _PLAIN and gamma.layout is torch.strided and gamma.dim() == 1
         and gamma.shape[0] == N and gamma.dtype in _DTYPES and (gamma.stride(0) == 1 or N == 1)
         and gamma.device == x.device and not (gamma.dtype is torch.bfloat16 and gamma.device.type == "cpu")
     ):
@@ -103,7 +154,8 @@ def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
         eps: the stabiliser added to mean(x²).
 
     Raises:
-        ContractError: naming the tensor, the rule and the value seen; nothing
+        ContractError: naming the tensor, the rule and the value seen (a DTensor
+            x or gamma: its placements, see :func:`refuse_dtensor`); nothing
             has been allocated or written when it is raised.
 
     Source: notebooks/11_extending_the_contract.ipynb.
@@ -111,6 +163,9 @@ def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
     if _plainly_valid(x, gamma, eps):  # the common case, in a few attribute reads
         return
     _require_tensor("x", x)
+    refuse_dtensor("x", x)
+    if gamma is not None:
+        refuse_dtensor("gamma", gamma)
     if x.dim() != 2:
         raise ContractError(f"x must be 2-D (M, N) for the fast launchers; got {x.dim()}-D shape {tuple(x.shape)}")
     _require_dtype("x", x)
@@ -153,5 +208,6 @@ def check_fast_backward_inputs(x: torch.Tensor, gamma: torch.Tensor | None, rstd
         raise ContractError(
             f"dy must have the shape and dtype of x {tuple(x.shape)} {x.dtype}; got {tuple(dy.shape)} {dy.dtype}"
         )
+    refuse_dtensor("dy", dy)
     _require_device("dy", dy, x.device)
     _require_unit_last_stride("dy", dy)
