@@ -138,6 +138,16 @@ def test_eps_none_gives_what_the_installed_torch_nn_rmsnorm_gives(x_dtype, w_dty
     torch.testing.assert_close(y, y_ref, **TOLERANCES[x_dtype])
     bare, bare_ref = FastRMSNorm(64, elementwise_affine=False), torch.nn.RMSNorm(64, elementwise_affine=False)
     torch.testing.assert_close(bare(x), bare_ref(x), **TOLERANCES[x_dtype])
+    functional = rmsnorm_fast(x, fast.weight, eps=None)  # the function takes eps=None as F.rms_norm does
+    torch.testing.assert_close(functional, torch.nn.functional.rms_norm(x, (64,), ref.weight, eps=None),
+                               **TOLERANCES[x_dtype])
+
+
+def test_an_input_of_another_width_is_refused_naming_x_not_the_weight(device):
+    with pytest.raises(ContractError, match=r"x's last dimension must be N = 64 .*got x of shape \(4, 65\)"):
+        FastRMSNorm(64, device=device)(torch.randn(4, 65, device=device))
+    with pytest.raises(ContractError, match=r"got x of shape \(\)"):
+        FastRMSNorm(64, device=device)(torch.tensor(1.0, device=device))
 
 
 # ----------------------------------------------------------------------------- torch.compile over views

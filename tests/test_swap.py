@@ -168,6 +168,17 @@ def test_a_norm_it_cannot_reproduce_is_refused_before_anything_is_replaced(case)
     assert model["fine"][0] is keep  # nothing replaced, not even the norm it could have swapped
 
 
+def test_norms_refused_for_one_reason_are_named_together_with_the_reason_once_and_what_to_do():
+    model = torch.nn.Sequential(*[LlamaRMSNorm(64) for _ in range(5)])  # float32 weights, bf16 activations
+    with pytest.raises(ContractError) as error:
+        swap_rmsnorm(model, dtype=torch.bfloat16)
+    message = str(error.value)
+    assert message.count("weight promotes the product") == 1, message
+    assert "0 (LlamaRMSNorm), 1 (LlamaRMSNorm), 2 (LlamaRMSNorm), 3 (LlamaRMSNorm), 4 (LlamaRMSNorm): " in message
+    assert "cast the model to the activations' dtype first (e.g. model.to(torch.bfloat16))" in message
+    assert swap_rmsnorm(model.to(torch.bfloat16), dtype=torch.bfloat16) == 5  # what the message says to do
+
+
 def test_the_model_itself_a_bad_dtype_and_a_build_that_drops_the_weight_are_refused():
     with pytest.raises(ContractError, match="the model itself"):
         swap_rmsnorm(LlamaRMSNorm(64))
@@ -296,7 +307,9 @@ def test_a_gemma_model_is_refused_with_its_message():
     model = transformers.GemmaForCausalLM(config)
     with pytest.raises(ContractError) as error:
         swap_rmsnorm(model)
-    assert "model.layers.0.input_layernorm (GemmaRMSNorm): it scales by (1 + weight)" in str(error.value)
+    message = str(error.value)
+    assert "model.layers.0.input_layernorm (GemmaRMSNorm)" in message and "it scales by (1 + weight)" in message
+    assert message.count("it scales by (1 + weight)") == 1  # the norms of one reason are named together
     assert not any(isinstance(m, FastRMSNorm) for m in model.modules())
 
 

@@ -186,7 +186,7 @@ def _as_rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1])
 
 
-def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6) -> torch.Tensor:
+def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dimension with the fast kernels; differentiable, compilable.
 
     Args:
@@ -198,7 +198,9 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6)
             place; any other layout is copied once with ``.contiguous()``.
         gamma: (N,) weight, float32/float16/bfloat16 (may differ from x's
             dtype), or None for no weight.
-        eps: finite real number > 0.
+        eps: finite real number > 0, or None: as ``F.rms_norm(eps=None)``, the
+            epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
+            (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`).
 
     Returns:
         y: shape of ``x``, dtype of ``x`` (also with a weight of another
@@ -232,6 +234,8 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6)
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:
         raise ContractError(f"x must have 1 <= N columns; got shape {tuple(x.shape)}")
+    if eps is None:  # torch takes the epsilon of its computation dtype (torch._decomp's _fused_rms_norm):
+        eps = torch.finfo(torch.float32).eps  # float32 for every dtype here, and the kernels compute in float32
     rows = x if x.dim() == 2 and (x.stride(1) == 1 or x.shape[1] == 1) else _as_rows(x)
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
@@ -283,8 +287,10 @@ class FastRMSNorm(torch.nn.RMSNorm):
             check_epsilon(eps, "eps")  # as the article's RMSNorm does: the mistake shows where it is made
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N)."""
-        # eps=None: torch takes the epsilon of its computation dtype (torch._decomp's _fused_rms_norm),
-        # float32 for every dtype the fast path accepts, and the kernels compute in float32 too
-        eps = self.eps if self.eps is not None else torch.finfo(torch.float32).eps
-        return rmsnorm_fast(x, self.weight, eps)
+        """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N); eps=None as there."""
+        if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
+            raise ContractError(
+                f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
+                f"got x of shape {tuple(x.shape)}"
+            )
+        return rmsnorm_fast(x, self.weight, self.eps)

@@ -168,8 +168,9 @@ def _probe(module: torch.nn.Module, dtype: torch.dtype | None) -> str | None:
     if not isinstance(y, torch.Tensor) or y.shape != x.shape:
         return f"it returns {type(y).__name__} {tuple(getattr(y, 'shape', ()))} for a {tuple(x.shape)} input"
     if y.dtype != x.dtype:
-        return (f"it returns {y.dtype} for {x.dtype} input (its {weight.dtype} weight promotes the product); "
-                "FastRMSNorm returns the input's dtype")
+        return (f"it returns {y.dtype} for {x.dtype} input (its {weight.dtype} weight promotes the product), "
+                f"FastRMSNorm returns the input's dtype; to swap it, cast the model to the activations' dtype "
+                f"first (e.g. model.to({x.dtype})), so that the weight is {x.dtype} too")
     x64 = x.detach().to("cpu", torch.float64)
     w64 = torch.ones(n, dtype=torch.float64) if weight is None else weight.detach().to("cpu", torch.float64)
     y64, tol = y.detach().to("cpu", torch.float64), TOLERANCES[dtype]
@@ -229,7 +230,7 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
         raise ContractError(f"dtype must be float32, float16 or bfloat16 for the fast path; got {dtype}")
     build = build or _fast
     verdicts: dict[int, str | None] = {}
-    places, refusals = [], []
+    places, refused = [], {}  # refused: reason -> the modules refused for it, named once each
     for parent_name, parent in model.named_modules(remove_duplicate=False):
         for name, child in parent.named_children():
             if isinstance(child, FastRMSNorm) or not _candidate(child):
@@ -238,9 +239,10 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
                 verdicts[id(child)] = _structure(child) or _probe(child, dtype)
                 if verdicts[id(child)] is not None and _claims_rmsnorm(child):
                     full = f"{parent_name}.{name}" if parent_name else name
-                    refusals.append(f"{full} ({type(child).__name__}): {verdicts[id(child)]}")
+                    refused.setdefault(verdicts[id(child)], []).append(f"{full} ({type(child).__name__})")
             if verdicts[id(child)] is None:
                 places.append((parent, name, child))
+    refusals = [f"{', '.join(names)}: {reason}" for reason, names in refused.items()]
     if _candidate(model) and _claims_rmsnorm(model) and not isinstance(model, FastRMSNorm):
         refusals.append(f"the model itself ({type(model).__name__}) is a norm: swap it in its parent, "
                         "or build a FastRMSNorm")
