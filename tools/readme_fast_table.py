@@ -76,6 +76,9 @@ def render_whole_call(table: pd.DataFrame) -> str:
     fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])
     fast = fb.xs("fast", level="provider")
     host_bound = int((fast["whole_call_us"] > 2 * fast["kernel_us"]).sum())
+    timed = table[(table.check == "ok") & table.host_us.notna() & table.whole_call_us.notna()]
+    over = timed[timed.host_us > timed.whole_call_us]
+    worst = (over.host_us / over.whole_call_us).max() if len(over) else 1.0
     shown = {provider for _, provider, _ in WHOLE_COLUMNS}
     missing = table[(table.check != "ok") & table.provider.isin(shown)].drop_duplicates(["provider", "check"])
     lines = [
@@ -89,6 +92,11 @@ def render_whole_call(table: pd.DataFrame) -> str:
         "one call; *floor* the fast kernels behind a bare `torch.autograd.Function`, what any Triton path costs",
         f"the host. At {host_bound} of {len(fast)} shapes the fast path's whole forward + backward is more than",
         "twice its kernel time: there the host, not the GPU, sets the pace.",
+        f"*Host* and *whole call* come from two loops run one after the other. In {len(over)} of the",
+        f"{len(timed)} timed rows the host time is above the whole call (by up to {worst:.2f}×), which one loop",
+        "cannot give, since the GPU cannot finish calls before the host has issued them: the H200's host ran",
+        "the same calls at different speeds in the two loops. Read the host column to within that, and",
+        "compare implementations within a column, where every row was timed the same way.",
         "",
         "Forward + backward (`y = norm(x)`, then `y.backward(dy)`):",
         "",
