@@ -49,7 +49,7 @@ FORCE       ?=
 
 export FIGURES_DIR ?= $(CURDIR)/$(BUILD_DIR)/figures
 # The notebooks' kernels start in the notebook's own folder: put the checkout on their path,
-# so `import rmsnorm` works with PYTHON=... too (an editable install points to the same files).
+# so `import rmsnorm` and `import rmsnorm_course` work with PYTHON=... too (an editable install points to the same files).
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 STAMP := $(VENV)/.setup-done
@@ -68,7 +68,7 @@ NOTEBOOK_DIRS := notebooks solutions exercises
 NOTEBOOKS := $(sort $(if $(wildcard $(NOTEBOOK_DIRS)),$(shell find $(wildcard $(NOTEBOOK_DIRS)) -name "*.ipynb" -not -path "*/.ipynb_checkpoints/*")))
 EXECUTED  := $(patsubst %.ipynb,$(BUILD_DIR)/executed/%.ipynb,$(NOTEBOOKS))
 HTML      := $(patsubst %.ipynb,$(BUILD_DIR)/html/%.html,$(NOTEBOOKS))
-PACKAGE_SOURCES := $(wildcard rmsnorm/*.py rmsnorm/*/*.py)
+PACKAGE_SOURCES := $(wildcard rmsnorm/*.py rmsnorm/*/*.py rmsnorm_course/*.py rmsnorm_course/*/*.py)
 
 # $(call require,module ...): stop with a clear message when $(PY) lacks a module.
 define require
@@ -81,7 +81,7 @@ help:  ## List the targets and what they do.
 	@echo "Usage: make <target> [VARIABLE=value ...]   (variables: see the top of the Makefile)"
 	@grep -E '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 16
 
-setup: $(SETUP)  ## Create .venv: pinned torch/triton (constraints.txt), then the project with [dev] extras.
+setup: $(SETUP)  ## Create .venv: pinned torch/triton (constraints.txt), then the project with [dev] extras (course included).
 ifneq ($(SETUP),)
 	@echo "$(VENV) is up to date ($(PY))."
 else

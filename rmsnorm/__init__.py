@@ -24,6 +24,8 @@ Source: notebooks/01_formula.ipynb … 12_tuning_and_side_by_side.ipynb.
 
 from . import device as _device  # first: decides where kernels run, before any @triton.jit below
 
+from . import _aliases  # noqa: E402
+
 from .autograd import CALLS, CallCounter, RMSNormFunction, rmsnorm  # noqa: E402
 from .backward import backward_rows, rmsnorm_dx_kernel  # noqa: E402
 from .contract import (  # noqa: E402
@@ -41,6 +43,7 @@ from .reduction import reduce_gamma_gradient, rmsnorm_dgamma_kernel  # noqa: E40
 from .reference import manual_backward, rmsnorm_reference  # noqa: E402
 
 _device.check_backend(rmsnorm_forward_kernel)
+_aliases.install()  # the old paths of what moved to rmsnorm_course (rmsnorm.checkers, rmsnorm.training)
 
 
 def describe_backend() -> str:

@@ -28,10 +28,10 @@ import rmsnorm
 import rmsnorm.buggy
 import wrong_variants as wv
 import wrong_variants_part2_lessons910 as wv910
-from rmsnorm import checkers
-from rmsnorm.checkers import Feedback, gpu_compile, isolate, kernels
-from rmsnorm.checkers.cases import FLOAT16_MAX, row_cases
-from rmsnorm.checkers.kernels import unmasked_accesses
+from rmsnorm_course import checkers
+from rmsnorm_course.checkers import Feedback, gpu_compile, isolate, kernels
+from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases
+from rmsnorm_course.checkers.kernels import unmasked_accesses
 
 #: None where Triton's interpreter runs (every CPU machine; a GPU machine with the pinned triton and numpy);
 #: else why not: the checkers then judge on the GPU alone, and say so (kernels.judges).
@@ -289,7 +289,7 @@ def test_a_global_the_gpu_compiler_refuses_is_named_though_the_interpreter_runs_
 def test_the_gpu_compile_message_says_what_ran(monkeypatch):
     # Under the interpreter the kernel ran and only the compile check refused it; on a GPU nothing
     # ran, so the message must not mention the interpreter and shows a call that gives the whole error.
-    from rmsnorm.checkers import gpu_compile
+    from rmsnorm_course.checkers import gpu_compile
 
     args = ("`my_kernel`", 21, "acc += x", "CompilationError: Loop-carried variable acc has initial type int32", "my_kernel[(3,)](x)")
     monkeypatch.setattr(gpu_compile, "interpreted", lambda: True)

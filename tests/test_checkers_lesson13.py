@@ -16,8 +16,8 @@ import wrong_variants_lesson13 as wv
 
 from rmsnorm.bench import RESULTS_DIR
 from rmsnorm.bench.model import STEP_FILE, load_model_kernels, load_model_step
-from rmsnorm.checkers.ex13_into_a_model import check_norm_share, toy_profile
-from rmsnorm.checkers.feedback import Feedback
+from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share, toy_profile
+from rmsnorm_course.checkers.feedback import Feedback
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "model_step_fixture"
 
@@ -100,7 +100,7 @@ def test_the_checker_never_raises_whatever_is_returned(value):
 
 
 def test_code_that_never_returns_is_stopped_with_a_message(monkeypatch):
-    from rmsnorm.checkers import isolate
+    from rmsnorm_course.checkers import isolate
 
     monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", 4.0)
 

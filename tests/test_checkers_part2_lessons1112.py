@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 import wrong_variants_part2_lessons1112 as wv
-from rmsnorm import checkers
-from rmsnorm.checkers import Feedback
+from rmsnorm_course import checkers
+from rmsnorm_course.checkers import Feedback
 
 
 def test_exercise_11_solution_passes():
@@ -112,7 +112,7 @@ def test_exercise_12_checker_on_a_wrong_row_of_the_csv():
 
 
 def test_the_toy_sweep_gives_each_slip_its_own_winner():
-    from rmsnorm.checkers.ex12_reading import TOY_SHAPE, toy_timings
+    from rmsnorm_course.checkers.ex12_reading import TOY_SHAPE, toy_timings
 
     toy = toy_timings()
     winners = {name: tuple(wv.PICK_CONFIG[name][0](toy, *TOY_SHAPE).values())
@@ -159,7 +159,7 @@ def test_checkers_never_raise_whatever_is_returned(value):
 
 @pytest.mark.parametrize("exercise", ["11", "12.1", "12.2"])
 def test_code_that_never_returns_is_stopped_with_a_message(exercise, monkeypatch):
-    from rmsnorm.checkers import isolate
+    from rmsnorm_course.checkers import isolate
 
     monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", 4.0)
 

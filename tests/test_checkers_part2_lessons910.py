@@ -20,11 +20,11 @@ import pytest
 import torch
 import wrong_variants_part2_lessons910 as wv
 
-from rmsnorm import checkers
-from rmsnorm.checkers import Feedback, isolate
-from rmsnorm.checkers.ex09_long_row import long_row_forward_kernel, loop_cases
-from rmsnorm.checkers.ex10_one_pass import grid_cases, one_pass_backward_kernel
-from rmsnorm.checkers.guards import Buffers
+from rmsnorm_course import checkers
+from rmsnorm_course.checkers import Feedback, isolate
+from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel, loop_cases
+from rmsnorm_course.checkers.ex10_one_pass import grid_cases, one_pass_backward_kernel
+from rmsnorm_course.checkers.guards import Buffers
 
 #: Where Triton's interpreter does not run (a GPU machine whose triton and numpy disagree), the GPU judges alone.
 INTERPRETER_BROKEN = isolate.interpreter_unavailable()
@@ -125,7 +125,7 @@ def test_guard_finds_writes_outside_and_keeps_nan_around():
 
 @pytest.mark.parametrize("exercise", ["09", "10"])
 def test_the_kernel_is_judged_in_the_checkers_separate_process(exercise, monkeypatch):
-    from rmsnorm.checkers import isolate
+    from rmsnorm_course.checkers import isolate
 
     started = []
     real_start = isolate.start
@@ -143,7 +143,7 @@ def test_a_renamed_pointer_is_accepted_as_in_lessons_03_to_05():
 
 def test_the_exercise_09_cases_are_those_its_notebook_announces():
     # solutions/09: "seven cases ... smaller than N in six of them; in one, a block of 64 is wider than a row of 40"
-    from rmsnorm.checkers.ex09_long_row import loop_cases
+    from rmsnorm_course.checkers.ex09_long_row import loop_cases
 
     cases = loop_cases()
     wider = [(c.block, c.N) for c in cases if c.block >= c.N]

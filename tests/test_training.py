@@ -5,7 +5,7 @@ import torch
 
 from rmsnorm import CALLS, RMSNorm
 from rmsnorm.testing import TOLERANCES, assert_close
-from rmsnorm.training import (
+from rmsnorm_course.training import (
     PATHS,
     ReferenceRMSNorm,
     Split,

@@ -21,12 +21,12 @@ import re
 
 import torch
 
-from .. import backward as _backward
-from .. import forward as _forward
-from .. import reduction as _reduction
-from ..contract import ContractError
-from ..device import default_device
-from ..testing import make_inputs, oracle
+from rmsnorm import backward as _backward
+from rmsnorm import forward as _forward
+from rmsnorm import reduction as _reduction
+from rmsnorm.contract import ContractError
+from rmsnorm.device import default_device
+from rmsnorm.testing import make_inputs, oracle
 from .diagnose import Case, Run, close, evidence, first_difference, tolerance
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
@@ -158,7 +158,7 @@ def judge(function_class) -> Feedback:
 def check_autograd_function(function_class) -> Feedback:
     """Apply a learner's autograd.Function and say what is wrong with its wiring, in plain words.
 
-    Runs in a separate process (:mod:`rmsnorm.checkers.isolate`) with a time limit.
+    Runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`) with a time limit.
 
     Args:
         function_class: a subclass of ``torch.autograd.Function`` whose

@@ -2,19 +2,19 @@
 
 One harness for every kernel exercise (03, 04, 05, the fix of 08, 09, 10):
 
-1. :func:`~rmsnorm.checkers.preflight.preflight` reads the kernel (never runs
+1. :func:`~rmsnorm_course.checkers.preflight.preflight` reads the kernel (never runs
    it): a skeleton says "not done yet", a wrong signature or an unmasked block
    access is named with its line, before anything is launched.
 2. :func:`check_kernel` then, at the same time, (a) compiles the kernel for a
-   CUDA target on the CPU (:mod:`rmsnorm.checkers.gpu_compile`; only under the
+   CUDA target on the CPU (:mod:`rmsnorm_course.checkers.gpu_compile`; only under the
    interpreter: on a GPU it is compiled for real) and (b) runs the exercise's
-   cases in child processes (:mod:`rmsnorm.checkers.isolate`), so that a crash
+   cases in child processes (:mod:`rmsnorm_course.checkers.isolate`), so that a crash
    or an endless loop becomes a message, with one time limit. The interpreter's
    judge runs on every machine (:func:`judges`): on a GPU machine in a child of
    its own, beside the child that runs the kernel on the GPU. A verdict is
    "wrong" when either says so, in the words a CPU machine gives.
 3. In a child, :func:`run_kernel_cases` launches the kernel on every case
-   with each tensor inside a NaN-guarded buffer (:mod:`rmsnorm.checkers.guards`): NaN before and after it (and in
+   with each tensor inside a NaN-guarded buffer (:mod:`rmsnorm_course.checkers.guards`): NaN before and after it (and in
    the padding of rows, for the cases whose rows are further apart than N), so
    a read outside a tensor shows as NaN, a write outside it changes the
    guard, and a write into an input changes the input. Under the interpreter,
@@ -171,7 +171,7 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside) ->
 
 def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms: Sequence[Symptom], stride_fix: str,
            nan_note: str) -> Feedback:
-    """After :func:`~rmsnorm.checkers.diagnose.diagnose` failed: two hints that cases with a row stride allow.
+    """After :func:`~rmsnorm_course.checkers.diagnose.diagnose` failed: two hints that cases with a row stride allow.
 
     When no symptom was named and only the cases whose rows are further apart
     than N fail, the rows are addressed with N: ``stride_fix`` ends that
@@ -203,7 +203,7 @@ def judges() -> tuple[bool, ...]:
     compile errors, illegal addresses).
 
     Where Triton's interpreter does not run (a GPU machine whose Triton and NumPy
-    disagree, :func:`~rmsnorm.checkers.isolate.interpreter_unavailable`), the GPU
+    disagree, :func:`~rmsnorm_course.checkers.isolate.interpreter_unavailable`), the GPU
     judges alone, and a RuntimeWarning, once, says so and what it changes.
     """
     if isolate.interpreted():
@@ -272,9 +272,9 @@ def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compi
 
     Args:
         exercise: name shown in the feedback.
-        name: the learner's kernel, as :func:`~rmsnorm.checkers.feedback.name_of` gives it.
-        outcomes: the interpreter's :class:`~rmsnorm.checkers.isolate.Outcome`, then the GPU's if there is one.
-        compiled: the answer of :func:`~rmsnorm.checkers.gpu_compile.finish_gpu_compile`, or None.
+        name: the learner's kernel, as :func:`~rmsnorm_course.checkers.feedback.name_of` gives it.
+        outcomes: the interpreter's :class:`~rmsnorm_course.checkers.isolate.Outcome`, then the GPU's if there is one.
+        compiled: the answer of :func:`~rmsnorm_course.checkers.gpu_compile.finish_gpu_compile`, or None.
     """
     who = f"your kernel {name}"
     ended = next((o for o in outcomes if o.kind in ("crashed", "timeout")), None)

@@ -12,7 +12,7 @@ BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the first
 BLOCK_M rows added at every step (rows without the step's start); every
 program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
-columns; and, as for every kernel (:mod:`rmsnorm.checkers.kernels`), reads
+columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless
 loop, a crash, and code the GPU compiler rejects.
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..device import default_device
-from ..reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
+from rmsnorm.device import default_device
+from rmsnorm.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, never_raises
 from .guards import Buffers
@@ -133,7 +133,7 @@ def judge(kernel) -> Feedback:
 def check_dgamma_kernel(kernel) -> Feedback:
     """Run a learner's column-sum kernel on the checker's cases and say what is wrong, in plain words.
 
-    The kernel runs in a separate process (:mod:`rmsnorm.checkers.isolate`), in
+    The kernel runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`), in
     NaN-guarded buffers, launched as ``reduce_gamma_gradient(partial, dtype,
     kernel=kernel)`` launches it; under the interpreter it is also compiled for
     a CUDA target.

@@ -11,7 +11,7 @@ a compile error with its line.
 This file runs as a *script* in a fresh interpreter (``python _gpu_compile.py``),
 because the compiler needs Triton imported with the interpreter off, and a
 process that imported :mod:`rmsnorm` on a CPU has it on. It therefore imports
-nothing from :mod:`rmsnorm`; :mod:`rmsnorm.checkers.isolate` uses
+nothing from :mod:`rmsnorm`; :mod:`rmsnorm_course.checkers.isolate` uses
 :func:`define_kernel` from here too.
 
 It serves one job after another (started once per session, it saves the

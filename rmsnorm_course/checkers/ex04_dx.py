@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..backward import rmsnorm_dx_kernel
-from ..forward import forward_op, num_warps_for
+from rmsnorm.backward import rmsnorm_dx_kernel
+from rmsnorm.forward import forward_op, num_warps_for
 from .cases import describe, row_cases
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, never_raises
@@ -177,7 +177,7 @@ def judge_fix(kernel) -> Feedback:
 def check_dx_kernel(kernel, exercise: str = EXERCISE) -> Feedback:
     """Run a learner's dx kernel on the checker's cases and say what is wrong, in plain words.
 
-    The kernel runs in a separate process (:mod:`rmsnorm.checkers.isolate`), in
+    The kernel runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`), in
     NaN-guarded buffers, launched as ``backward_rows(x, gamma, dy, rstd, eps,
     kernel=kernel)`` launches it, with rstd from the package's forward; under
     the interpreter it is also compiled for a CUDA target.

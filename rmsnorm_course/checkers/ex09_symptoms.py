@@ -1,7 +1,7 @@
 """The wrong loops of exercise 09, modelled in float64: what each classic slip makes of y and rstd.
 
-:data:`SYMPTOMS` (for :func:`rmsnorm.checkers.diagnose.diagnose`) and
-:func:`sum_in_16_bits` serve :mod:`rmsnorm.checkers.ex09_long_row`. Most
+:data:`SYMPTOMS` (for :func:`rmsnorm_course.checkers.diagnose.diagnose`) and
+:func:`sum_in_16_bits` serve :mod:`rmsnorm_course.checkers.ex09_long_row`. Most
 models are closed forms; the address and mask slips run the reference loop
 itself on the case's memory (:func:`emulate`), NaN around x and gamma as in the
 checker's buffers.
@@ -65,7 +65,7 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
     """The reference loop run in float64 on the case's memory (NaN around x and gamma), with one slip or none.
 
     Args:
-        case: a :class:`~rmsnorm.checkers.ex09_long_row.LoopCase` (its ``block`` and ``stride``).
+        case: a :class:`~rmsnorm_course.checkers.ex09_long_row.LoopCase` (its ``block`` and ``stride``).
         x1, x2: whether x's load address in pass 1 / pass 2 includes the block's start (`x_row + start + cols`).
         gamma_at, y_at: the same for gamma's load and y's store.
         mask: "start + cols < N", "cols < N" or "start + cols < BLOCK_SIZE".

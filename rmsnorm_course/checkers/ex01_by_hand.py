@@ -19,7 +19,7 @@ import numbers
 
 import torch
 
-from ..reference import rmsnorm_reference
+from rmsnorm.reference import rmsnorm_reference
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, wrong
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..contract import ContractError
+from rmsnorm.contract import ContractError
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
 
 

@@ -74,7 +74,7 @@ def _context():
         _CONTEXT = multiprocessing.get_context("forkserver")
         # Under the interpreter the server also imports rmsnorm and runs each kernel once (warm children);
         # on a GPU it must not touch CUDA, so it imports torch only.
-        _CONTEXT.set_forkserver_preload(PRELOAD + (["rmsnorm.checkers._warm"] if interpreted() else []))
+        _CONTEXT.set_forkserver_preload(PRELOAD + (["rmsnorm_course.checkers._warm"] if interpreted() else []))
     return _CONTEXT
 
 
@@ -87,7 +87,7 @@ def _interpreter_server():
         if not (hasattr(forkserver, "ForkServer") and hasattr(forkserver, "connect_to_new_process")):
             return None  # pragma: no cover - another Python's multiprocessing
         _INTERPRETER_SERVER = forkserver.ForkServer()
-        _INTERPRETER_SERVER.set_forkserver_preload(PRELOAD + ["rmsnorm.checkers._warm"])
+        _INTERPRETER_SERVER.set_forkserver_preload(PRELOAD + ["rmsnorm_course.checkers._warm"])
     return _INTERPRETER_SERVER
 
 
@@ -292,13 +292,13 @@ def _stop(process) -> None:
 
 def interpreted() -> bool:
     """True when this process runs kernels in Triton's interpreter (:func:`rmsnorm.device.interpreter_active`)."""
-    from ..device import interpreter_active
+    from rmsnorm.device import interpreter_active
 
     return interpreter_active()
 
 
 #: What the interpreter's server imports on start (its warm-up runs the package's three kernels once).
-_INTERPRETER_PROBE = "import rmsnorm.checkers._warm"
+_INTERPRETER_PROBE = "import rmsnorm_course.checkers._warm"
 _interpreter_runs: str | None | bool = False  # False: not asked yet; None: it runs; str: why not
 
 
@@ -310,7 +310,7 @@ def interpreter_unavailable() -> str | None:
     NumPy do not agree breaks the interpreter there alone (seen on the H200 with triton 3.6 and
     NumPy 2.4: "only 0-dimensional arrays can be converted to Python scalars", which
     :func:`rmsnorm.device.mend_interpreter_index` now mends; constraints.txt pins a pair that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` imports what that server
-    imports on start (:mod:`rmsnorm.checkers._warm`, which runs the package's three kernels once),
+    imports on start (:mod:`rmsnorm_course.checkers._warm`, which runs the package's three kernels once),
     and its error is the reason.
     """
     global _interpreter_runs

@@ -5,10 +5,10 @@ One checker per exercise (one module each, ``exNN_*.py``); each returns a
 message naming the mistake and the numbers that show it). A checker never
 raises, never crashes and never hangs, whatever the learner's code does: the
 learner's code runs in a child process with one time limit
-(:mod:`rmsnorm.checkers.isolate`). Every kernel exercise (03, 04, 05, 08's
-fix, 09, 10) is judged by one harness (:mod:`rmsnorm.checkers.kernels`): the
-kernel is read first (:mod:`rmsnorm.checkers.preflight`), then launched
-inside NaN-guarded buffers (:mod:`rmsnorm.checkers.guards`) in Triton's
+(:mod:`rmsnorm_course.checkers.isolate`). Every kernel exercise (03, 04, 05, 08's
+fix, 09, 10) is judged by one harness (:mod:`rmsnorm_course.checkers.kernels`): the
+kernel is read first (:mod:`rmsnorm_course.checkers.preflight`), then launched
+inside NaN-guarded buffers (:mod:`rmsnorm_course.checkers.guards`) in Triton's
 interpreter on every machine, and also on the GPU where there is one, so a
 verdict does not depend on the device. Exercises 03–08 launch the kernel as
 the package's launchers do (``forward_op``, ``backward_rows``,

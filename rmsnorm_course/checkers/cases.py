@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import torch
 
-from ..device import default_device
-from ..testing import make_inputs
+from rmsnorm.device import default_device
+from rmsnorm.testing import make_inputs
 from .diagnose import Case
 
 #: Largest finite float16: a float16 sum beyond it becomes inf.

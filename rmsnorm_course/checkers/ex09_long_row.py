@@ -7,12 +7,12 @@ The learner's kernel has a fixed signature (one program per row)::
 and the checker launches it with a grid of M programs and a BLOCK_SIZE
 *smaller* than N (16, 32 or 64), so the kernel must loop over column blocks:
 pass 1 sums x², pass 2 reads x again and writes y. Every tensor sits inside a
-NaN-filled buffer (:mod:`rmsnorm.checkers.guards`): a read outside the row
+NaN-filled buffer (:mod:`rmsnorm_course.checkers.guards`): a read outside the row
 gives NaN, a write outside the tensor is found, an access far outside is
 refused before it happens (under the interpreter), a loop that never ends is
-stopped (:mod:`rmsnorm.checkers.isolate`).
+stopped (:mod:`rmsnorm_course.checkers.isolate`).
 
-Symptoms recognised (each modelled in float64, :mod:`rmsnorm.checkers.ex09_symptoms`):
+Symptoms recognised (each modelled in float64, :mod:`rmsnorm_course.checkers.ex09_symptoms`):
 mean divided by BLOCK_SIZE; the accumulator reset inside the loop (only the
 last block counted); the last, partial block skipped (``N // BLOCK_SIZE``
 blocks); the loop bound off by one (``range(0, N - 1, BLOCK_SIZE)``); gamma
@@ -38,8 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..device import default_device
-from ..testing import make_inputs
+from rmsnorm.device import default_device
+from rmsnorm.testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, diagnose
 from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
@@ -149,9 +149,9 @@ def _signatures():
 
 @never_raises(EXERCISE)
 def check_long_row_kernel(kernel) -> Feedback:
-    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm.checkers.kernels.check_kernel`).
+    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
 
-    Before any launch, :func:`~rmsnorm.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
+    Before any launch, :func:`~rmsnorm_course.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
     exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
     interpreter) and :func:`judge_long_row` in the checker's separate processes (the interpreter's on every
     machine, and the GPU's on a GPU machine), so a crash, a spoiled GPU context or a kernel that never ends gives

@@ -8,7 +8,7 @@ past 65504), rstd rounded to 16 bits, x loaded or y stored without the row's
 offset (every row reads, or writes into, the first row); plus, before any launch, unmasked
 loads/stores and a wrong signature; and, after, unwritten elements (outputs
 start as NaN; a block narrower than the row is named), float16-only failures,
-and what every kernel check finds (:mod:`rmsnorm.checkers.kernels`): reads or
+and what every kernel check finds (:mod:`rmsnorm_course.checkers.kernels`): reads or
 writes outside the tensors, a write into an input, a masked load without
 ``other=``, a crash, an endless loop, code the GPU compiler rejects.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ..forward import num_warps_for, rmsnorm_forward_kernel
+from rmsnorm.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Run, Symptom, close, diagnose, evidence, first_difference, tolerance
 from .feedback import Feedback, never_raises, wrong
@@ -188,7 +188,7 @@ def judge(kernel) -> Feedback:
 def check_forward_kernel(kernel) -> Feedback:
     """Run a learner's forward kernel on the checker's cases and say what is wrong, in plain words.
 
-    The kernel runs in a separate process (:mod:`rmsnorm.checkers.isolate`), in
+    The kernel runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`), in
     NaN-guarded buffers, launched as ``forward_op(x, gamma, eps, kernel=kernel)``
     launches it; under the interpreter it is also compiled for a CUDA target.
 

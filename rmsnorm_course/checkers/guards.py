@@ -11,7 +11,7 @@ operations for the duration of a launch:
 
 - a masked load without ``other=`` reads NaN in its masked lanes (a GPU leaves
   them undefined and often reads 0 there, so the checker runs this judge on
-  every device: :func:`rmsnorm.checkers.kernels.check_kernel`);
+  every device: :func:`rmsnorm_course.checkers.kernels.check_kernel`);
 - where the exercise asks for it, every address a load, store or atomic
   touches must lie in one of the buffers: a read far outside, which would
   crash the process, raises :class:`OutOfBounds` instead.
@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..device import interpreter_active
+from rmsnorm.device import interpreter_active
 
 #: Elements of NaN guard before every tensor the checker hands a kernel (and, by default, after it).
 GUARD = 1024

@@ -1,7 +1,7 @@
 """The wrong loops of exercise 10, modelled in float64: what each classic slip makes of dx and the partial.
 
-:data:`SYMPTOMS` (for :func:`rmsnorm.checkers.diagnose.diagnose`) serve
-:mod:`rmsnorm.checkers.ex10_one_pass`. Closed forms for the formula slips; the
+:data:`SYMPTOMS` (for :func:`rmsnorm_course.checkers.diagnose.diagnose`) serve
+:mod:`rmsnorm_course.checkers.ex10_one_pass`. Closed forms for the formula slips; the
 slips of the loop (rows, offsets, rstd's address, the accumulator) run the
 reference loop itself, program after program (:func:`emulate`).
 
@@ -44,7 +44,7 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
     """The reference loop in float64, programs in order, with one slip or none.
 
     Args:
-        case: a :class:`~rmsnorm.checkers.ex10_one_pass.GridCase`.
+        case: a :class:`~rmsnorm_course.checkers.ex10_one_pass.GridCase`.
         offsets_at: "row" (`row * row_stride + cols`) or "pid" (`pid * row_stride + cols`) for x, dy and dx.
         rstd_at: "row" (`rstd_ptr + row`) or "pid".
         first_row: "pid" (`range(pid, M, P)`) or "0" (`range(0, M, P)`).

@@ -11,12 +11,12 @@ stores it once, in row p of the (P, N) float32 ``partial``. The checker sums
 the P rows itself (dgamma) and compares dx and every partial row with the
 float64 oracle, computed from the float32 rstd the kernel was given.
 
-Every tensor sits inside a NaN-filled buffer (:mod:`rmsnorm.checkers.guards`):
+Every tensor sits inside a NaN-filled buffer (:mod:`rmsnorm_course.checkers.guards`):
 a read outside gives NaN, a write outside is found, an access far outside is
 refused before it happens (under the interpreter), a loop that never ends is
-stopped (:mod:`rmsnorm.checkers.isolate`).
+stopped (:mod:`rmsnorm_course.checkers.isolate`).
 
-Symptoms recognised (modelled in float64, :mod:`rmsnorm.checkers.ex10_symptoms`):
+Symptoms recognised (modelled in float64, :mod:`rmsnorm_course.checkers.ex10_symptoms`):
 mean(u · x̂) divided by BLOCK_SIZE; dx without its last rstd factor; the
 partial without rstd (dy · x), without x̂ (dy alone: that is LayerNorm's dβ),
 with gamma (u · x̂); rows stepped by 1 instead of P (rows counted more than
@@ -41,8 +41,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..device import default_device
-from ..testing import make_inputs
+from rmsnorm.device import default_device
+from rmsnorm.testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, _case_passes, diagnose
 from .ex10_symptoms import SYMPTOMS, correct
@@ -138,7 +138,7 @@ def _partial_outside(case: GridCase):
 
 
 def _launch(case: GridCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` on P programs, on guarded copies (:mod:`~rmsnorm.checkers.guards`)."""
+    """Launch ``kernel`` on P programs, on guarded copies (:mod:`~rmsnorm_course.checkers.guards`)."""
     M, N, P, stride = case.M, case.N, case.programs, case.stride
     room = GUARD + max(M, P) * stride + triton.next_power_of_2(N)  # another row's offset stays in the buffer
     x = buffers.input("x", case.inputs["x"], stride, room=room)
@@ -168,9 +168,9 @@ def _signatures():
 
 @never_raises(EXERCISE)
 def check_one_pass_kernel(kernel) -> Feedback:
-    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm.checkers.kernels.check_kernel`).
+    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
 
-    Before any launch, :func:`~rmsnorm.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
+    Before any launch, :func:`~rmsnorm_course.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
     exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
     interpreter) and :func:`judge_one_pass` in the checker's separate processes (the interpreter's on every
     machine, and the GPU's on a GPU machine), so a crash, a spoiled GPU context or a kernel that never ends gives

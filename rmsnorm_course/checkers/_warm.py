@@ -3,7 +3,7 @@
 Importing :mod:`rmsnorm` and its checkers and running each package kernel once
 on a tiny input takes about a second in a fresh process (imports, and the
 interpreter's first launch); done here once, each child of
-:mod:`rmsnorm.checkers.isolate` starts with it done. On a GPU machine only the
+:mod:`rmsnorm_course.checkers.isolate` starts with it done. On a GPU machine only the
 second server imports it, the one whose children interpret their kernels, with
 CUDA out of sight: the first server's children use CUDA, and a process that
 touched CUDA cannot fork children that use it.
@@ -19,7 +19,7 @@ import warnings
 import torch
 
 import rmsnorm
-from rmsnorm import checkers  # noqa: F401  (the checkers' modules, imported once)
+from rmsnorm_course import checkers  # noqa: F401  (the checkers' modules, imported once)
 from rmsnorm.device import is_interpreted
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from ..reference import rmsnorm_reference
-from ..testing import TOLERANCES, make_inputs
+from rmsnorm.reference import rmsnorm_reference
+from rmsnorm.testing import TOLERANCES, make_inputs
 from .diagnose import Case, Run, Symptom, close, diagnose
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, wrong
 

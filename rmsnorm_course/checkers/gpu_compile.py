@@ -1,7 +1,7 @@
 """Compile a learner's kernel for a CUDA target while it runs in the interpreter: the parent's side.
 
 The compiler needs Triton imported with the interpreter off, so it runs in a
-server process of its own (:mod:`rmsnorm.checkers._gpu_compile`, started once
+server process of its own (:mod:`rmsnorm_course.checkers._gpu_compile`, started once
 per session): the checker hands it the kernel's source, runs the cases at the
 same time, then reads the answer. On a GPU machine nothing is started: the
 kernel is compiled for real in the checker's child, and

@@ -22,10 +22,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .contract import check_epsilon
-from .device import default_device
-from .module import RMSNorm
-from .reference import rmsnorm_reference
+from rmsnorm.contract import check_epsilon
+from rmsnorm.device import default_device
+from rmsnorm.module import RMSNorm
+from rmsnorm.reference import rmsnorm_reference
 
 #: The two paths of the comparison.
 PATHS = ("reference", "kernel")

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ..bench.results import backward_bytes, forward_bytes
+from rmsnorm.bench.results import backward_bytes, forward_bytes
 from .diagnose import fmt
 from .feedback import Feedback, call_learner, name_of, passed, wrong
 

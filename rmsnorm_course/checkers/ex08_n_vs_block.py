@@ -9,7 +9,7 @@
    the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
    every N; the two numbers swapped.
 2. The fix: a dx kernel that divides mean(u · x) by N, checked like exercise
-   04 (:func:`rmsnorm.checkers.check_dx_kernel`).
+   04 (:func:`rmsnorm_course.checkers.check_dx_kernel`).
 
 Source: solutions/08_n_vs_block_exercise.ipynb.
 """
@@ -22,10 +22,10 @@ import numbers
 import torch
 import triton
 
-from ..buggy import rmsnorm_forward_kernel_block_mean
-from ..device import default_device
-from ..forward import forward_op
-from ..testing import TOLERANCES
+from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm.device import default_device
+from rmsnorm.forward import forward_op
+from rmsnorm.testing import TOLERANCES
 from .diagnose import close, fmt
 from .ex04_dx import check_dx_kernel
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
@@ -135,7 +135,7 @@ def check_fixed_dx_kernel(kernel) -> Feedback:
         kernel: a ``@triton.jit`` kernel with the signature of :func:`rmsnorm.rmsnorm_dx_kernel`.
 
     Returns:
-        Feedback, as :func:`rmsnorm.checkers.check_dx_kernel` gives it.
+        Feedback, as :func:`rmsnorm_course.checkers.check_dx_kernel` gives it.
 
     Source: solutions/08_n_vs_block_exercise.ipynb.
     """
