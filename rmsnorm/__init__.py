@@ -19,6 +19,15 @@ The fast path (lessons 09–12), beside the article's, in :mod:`rmsnorm.fast`:
   rows up to 65536, row strides, a custom op that ``torch.compile`` traces.
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — its launchers.
 
+Teaching kernels, which a lesson or an exercise launches and a model never does, are in
+:mod:`rmsnorm.teaching` (the primer, the deliberately buggy kernels, exercises 09 and 10's
+kernels); none of them is imported here.
+
+The course's machinery (the checkers, the training run of lesson 06) is a package of its own,
+:mod:`rmsnorm_course`, which imports this one; this one never imports it. The old paths
+``rmsnorm.checkers``, ``rmsnorm.training``, ``rmsnorm.primer`` and ``rmsnorm.buggy`` still
+import the modules that moved, as the very same module objects (:mod:`rmsnorm._aliases`).
+
 Source: notebooks/01_formula.ipynb … 12_tuning_and_side_by_side.ipynb.
 """
 
@@ -43,7 +52,7 @@ from .reduction import reduce_gamma_gradient, rmsnorm_dgamma_kernel  # noqa: E40
 from .reference import manual_backward, rmsnorm_reference  # noqa: E402
 
 _device.check_backend(rmsnorm_forward_kernel)
-_aliases.install()  # the old paths of what moved to rmsnorm_course (rmsnorm.checkers, rmsnorm.training)
+_aliases.install()  # the old paths of what moved (rmsnorm.checkers, rmsnorm.training, rmsnorm.primer, rmsnorm.buggy)
 
 
 def describe_backend() -> str:

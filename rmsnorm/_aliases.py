@@ -1,11 +1,12 @@
 """Old import paths of modules that moved: each old name gives the very module object of the new one.
 
 ``rmsnorm.checkers`` (and every ``rmsnorm.checkers.<module>``) and ``rmsnorm.training`` are the course's
-machinery, which lives in its own package, :mod:`rmsnorm_course`. Notebooks, scripts, child processes and
-pickles that name the old paths keep working: a finder on :data:`sys.meta_path` answers each old name by
-importing the new one and handing back that same module (not a second copy, so a module attribute patched
-under one name is patched under the other, and a module-level cache is shared). Nothing of the course is
-imported until an old name is imported: ``import rmsnorm`` alone loads none of it.
+machinery, which lives in its own package, :mod:`rmsnorm_course`; ``rmsnorm.primer`` and ``rmsnorm.buggy``
+are teaching kernels, in :mod:`rmsnorm.teaching`. Notebooks, scripts, child processes and pickles that
+name the old paths keep working: a finder on :data:`sys.meta_path` answers each old name by importing the
+new one and handing back that same module (not a second copy, so a module attribute patched under one
+name is patched under the other, and a module-level cache is shared). Nothing is imported until an old
+name is imported: ``import rmsnorm`` alone loads none of the course.
 
 Source: tracker issue 19 (the library and the course, apart); the import system's finders and loaders
 (https://docs.python.org/3/reference/import.html#finders-and-loaders).
@@ -22,6 +23,8 @@ import sys
 ALIASES = {
     "rmsnorm.checkers": "rmsnorm_course.checkers",
     "rmsnorm.training": "rmsnorm_course.training",
+    "rmsnorm.primer": "rmsnorm.teaching.primer",
+    "rmsnorm.buggy": "rmsnorm.teaching.buggy",
 }
 
 

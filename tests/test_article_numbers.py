@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rmsnorm import backward_rows, forward_op, manual_backward, reduce_gamma_gradient, rmsnorm_reference
-from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.testing import rstd_oracle
 
 SIX_DECIMALS = {"atol": 5e-7, "rtol": 0}

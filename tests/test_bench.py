@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rmsnorm import bench, forward_op, scratch_bytes
-from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.testing import make_inputs
 
 RESULTS = bench.load_results()

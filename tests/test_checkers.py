@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import rmsnorm
-import rmsnorm.buggy
+import rmsnorm.teaching.buggy
 import wrong_variants as wv
 import wrong_variants_part2_lessons910 as wv910
 from rmsnorm_course import checkers
@@ -157,7 +157,7 @@ def test_each_wrong_benchmark_reading_is_named(name):
 
 
 def test_the_fix_checker_names_the_unfixed_kernel():
-    feedback = checkers.check_fixed_dx_kernel(rmsnorm.buggy.rmsnorm_dx_kernel_block_mean)
+    feedback = checkers.check_fixed_dx_kernel(rmsnorm.teaching.buggy.rmsnorm_dx_kernel_block_mean)
     assert feedback.exercise.startswith("08") and "divided by BLOCK_SIZE instead of N" in feedback.message
 
 

@@ -23,7 +23,8 @@ LIBRARY = ROOT / "rmsnorm"
 COURSE = ROOT / "rmsnorm_course"
 
 #: (old name, new name) of every module that moved, packages and their submodules.
-MOVED = [("rmsnorm.training", "rmsnorm_course.training"), ("rmsnorm.checkers", "rmsnorm_course.checkers")] + [
+MOVED = [("rmsnorm.training", "rmsnorm_course.training"), ("rmsnorm.checkers", "rmsnorm_course.checkers"),
+         ("rmsnorm.primer", "rmsnorm.teaching.primer"), ("rmsnorm.buggy", "rmsnorm.teaching.buggy")] + [
     (f"rmsnorm.checkers.{p.stem}", f"rmsnorm_course.checkers.{p.stem}")
     for p in sorted((COURSE / "checkers").glob("*.py"))
     if p.stem not in ("__init__", "_warm", "_gpu_compile")  # _warm runs kernels on import; _gpu_compile is a script
@@ -39,6 +40,8 @@ def test_the_aliases_name_every_old_path():
     assert _aliases.new_name("rmsnorm.checkers") == "rmsnorm_course.checkers"
     assert _aliases.new_name("rmsnorm.checkers.isolate") == "rmsnorm_course.checkers.isolate"
     assert _aliases.new_name("rmsnorm.training") == "rmsnorm_course.training"
+    assert _aliases.new_name("rmsnorm.buggy") == "rmsnorm.teaching.buggy"
+    assert _aliases.new_name("rmsnorm.primer") == "rmsnorm.teaching.primer"
     assert _aliases.new_name("rmsnorm.checkersx") is None
     assert _aliases.new_name("rmsnorm.fast") is None
     assert _aliases.new_name("rmsnorm") is None
@@ -82,8 +85,8 @@ def test_a_function_pickled_by_name_loads_under_either_path():
 
 
 def test_importing_the_library_loads_nothing_of_the_course():
-    done = _python("import sys, rmsnorm, rmsnorm.fast; "
-                   "print(sorted(m for m in sys.modules if m.startswith('rmsnorm_course') or 'checkers' in m))")
+    done = _python("import sys, rmsnorm, rmsnorm.fast; print(sorted(m for m in sys.modules "
+                   "if m.startswith(('rmsnorm_course', 'rmsnorm.teaching')) or 'checkers' in m))")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -8,7 +8,7 @@ import torch
 
 import rmsnorm
 from rmsnorm import backward_rows, forward_op
-from rmsnorm.buggy import PAIRS, rmsnorm_dx_kernel_block_mean, rmsnorm_forward_kernel_block_mean
+from rmsnorm.teaching.buggy import PAIRS, rmsnorm_dx_kernel_block_mean, rmsnorm_forward_kernel_block_mean
 from rmsnorm.testing import assert_close, make_inputs, oracle
 
 

@@ -23,7 +23,7 @@ import torch
 import triton
 
 import rmsnorm
-import rmsnorm.buggy
+import rmsnorm.teaching.buggy
 from rmsnorm import backward_rows, forward_op, reduce_gamma_gradient
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="rmsnorm_wrong_variants_"))
@@ -110,7 +110,7 @@ FORWARD = {
 #: Exercise 04 (and 08's fix): name → (kernel, substring).
 DX = {
     "skeleton": (mutate(D, SKELETON), "not done yet"),
-    "divides by BLOCK_SIZE": (rmsnorm.buggy.rmsnorm_dx_kernel_block_mean, "divided by BLOCK_SIZE instead of N: a row of 257 ones gives dx[0, 0] = 0.498"),
+    "divides by BLOCK_SIZE": (rmsnorm.teaching.buggy.rmsnorm_dx_kernel_block_mean, "divided by BLOCK_SIZE instead of N: a row of 257 ones gives dx[0, 0] = 0.498"),
     "no r³ term": (mutate(D, ("dx = rstd * u - x * rstd * rstd * rstd * mean_ux", "dx = rstd * u")), "dx lacks the r³ term"),
     "r instead of r³": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "x * rstd * mean_ux")), "has r where it needs r³"),
     "r² instead of r³": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "x * rstd * rstd * mean_ux")), "has r² where it needs r³"),

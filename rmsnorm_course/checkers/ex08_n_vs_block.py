@@ -4,7 +4,7 @@
    output of one coordinate of a row of N ones (gamma = 1, eps = 1e-6) when
    the mean divides by N, and when it divides by BLOCK_SIZE =
    next_power_of_2(N). The checker runs the package's kernel and the buggy one
-   from :mod:`rmsnorm.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
+   from :mod:`rmsnorm.teaching.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
    Recognised: the denominator sqrt(mean + eps) given instead of the output;
    the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
    every N; the two numbers swapped.
@@ -22,7 +22,7 @@ import numbers
 import torch
 import triton
 
-from rmsnorm.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.device import default_device
 from rmsnorm.forward import forward_op
 from rmsnorm.testing import TOLERANCES

@@ -35,10 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import triton
-import triton.language as tl
 
 from rmsnorm.device import default_device
+from rmsnorm.teaching.long_row import long_row_forward_kernel
 from rmsnorm.testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, diagnose
@@ -51,35 +50,6 @@ EXERCISE = "09 · looped forward kernel"
 #: What an unmasked access would do here (ends the preflight's message).
 MASK_NOTE = ("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes past the row, "
              "which `mask = start + cols < N` leaves out")
-
-
-@triton.jit
-def long_row_forward_kernel(
-    x_ptr,  # (M, N) input, float32 or float16, unit column stride
-    gamma_ptr,  # (N,) weight, dtype of x
-    y_ptr,  # (M, N) output, dtype of x, same row stride as x
-    rstd_ptr,  # (M,) float32 output: 1 / sqrt(mean(x²) + eps) per row
-    row_stride,  # elements from one row of x (and of y) to the next
-    N,  # real row length: the mean divides by N, never by BLOCK_SIZE
-    eps,  # added to mean(x²) before the square root
-    BLOCK_SIZE: tl.constexpr,  # columns per block, a power of two; may be smaller than N
-):
-    """The exercise's reference (its signature is the one the checker launches): one program per row."""
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_SIZE)
-    x_row = x_ptr + row * row_stride
-    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    for start in range(0, N, BLOCK_SIZE):  # pass 1: the whole row's sum of squares
-        mask = start + cols < N
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
-        sum_sq += x * x
-    rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)
-    for start in range(0, N, BLOCK_SIZE):  # pass 2: read x again, normalise, write y
-        mask = start + cols < N
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
-        gamma = tl.load(gamma_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_ptr + row * row_stride + start + cols, x * rstd * gamma, mask=mask)
-    tl.store(rstd_ptr + row, rstd)
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 import torch
 import triton
-import triton.language as tl
 
 from rmsnorm.device import default_device
+from rmsnorm.teaching.one_pass import one_pass_backward_kernel
 from rmsnorm.testing import make_inputs
 from .cases import describe
 from .diagnose import Case, Run, _case_passes, diagnose
@@ -54,39 +54,6 @@ EXERCISE = "10 · one-pass backward loop"
 #: What an unmasked access would do here (ends the preflight's message).
 MASK_NOTE = ("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
              "which `mask = cols < N` leaves out")
-
-
-@triton.jit
-def one_pass_backward_kernel(
-    x_ptr,  # (M, N) forward input, float32 or float16, unit column stride
-    gamma_ptr,  # (N,) weight, dtype of x
-    rstd_ptr,  # (M,) float32, saved by the forward
-    dy_ptr,  # (M, N) upstream gradient, dtype of x
-    dx_ptr,  # (M, N) output, dtype of x
-    partial_ptr,  # (P, N) float32 output: row p holds Σ dy · x̂ over program p's rows
-    row_stride,  # elements between rows; x, dy and dx share it
-    M,  # rows
-    N,  # real row length (N <= BLOCK_SIZE: one block per row)
-    BLOCK_SIZE: tl.constexpr,  # next_power_of_2(N)
-):
-    """The exercise's reference (its signature is the one the checker launches): a persistent grid."""
-    pid = tl.program_id(0)
-    P = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < N
-    gamma = tl.load(gamma_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    for row in range(pid, M, P):  # step P: every row belongs to exactly one program
-        offsets = tl.cast(row, tl.int64) * row_stride + cols
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.load(rstd_ptr + row)
-        x_hat = x * rstd
-        u = dy * gamma
-        mean_ux = tl.sum(u * x_hat, axis=0) / N
-        tl.store(dx_ptr + offsets, (u - x_hat * mean_ux) * rstd, mask=mask)
-        dgamma_acc += dy * x_hat
-    tl.store(partial_ptr + pid * N + cols, dgamma_acc, mask=mask)  # once, after the loop
 
 
 @dataclass(frozen=True)
@@ -119,8 +86,6 @@ def grid_cases() -> list[GridCase]:
              stride=107),
         case("17×257 float16, P = 4", 17, 257, 4, torch.float16, seed=14),
     ]
-
-
 
 
 def _partial_outside(case: GridCase):

@@ -1,0 +1,78 @@
+"""The teaching kernels (rmsnorm.teaching): exercises 09 and 10's kernels are the solutions' kernels, line for line.
+
+The solution notebooks write the kernel a learner writes; the package holds the same kernel as the
+exercise's reference, the one its checker launches and its tests mutate. difflib holds the two to one
+code (the package's docstring and the solution's nbgrader markers aside), as tests/test_n_vs_block.py
+does for the buggy kernels, so that neither can drift.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import rmsnorm.teaching.buggy
+import rmsnorm.teaching.primer
+from rmsnorm.teaching.long_row import long_row_forward_kernel
+from rmsnorm.teaching.one_pass import one_pass_backward_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+#: (solution notebook, the kernel's name there, the package's kernel).
+PAIRS = [
+    ("09_the_long_row.ipynb", "my_long_row_kernel", long_row_forward_kernel),
+    ("10_one_pass_backward.ipynb", "my_one_pass_kernel", one_pass_backward_kernel),
+]
+
+
+def _solution_kernel(notebook: str, name: str) -> list[str]:
+    """The lines of the solution's kernel, decorator to last line, without the nbgrader markers."""
+    cells = json.loads((ROOT / "solutions" / notebook).read_text(encoding="utf-8"))["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and f"def {name}(" in "".join(c["source"])]
+    assert len(sources) == 1, f"{notebook}: {len(sources)} cells define {name}"
+    lines = [line for line in sources[0].splitlines() if line.strip() not in MARKERS]
+    start = lines.index("@triton.jit")
+    end = start + 2
+    while end < len(lines) and (not lines[end].strip() or lines[end][0].isspace() or lines[end] == "):"):
+        end += 1
+    return [line.rstrip() for line in lines[start:end]]
+
+
+def _package_kernel(kernel, name: str) -> list[str]:
+    """The lines of the package's kernel, decorator to last line, without its docstring, renamed ``name``."""
+    source = textwrap.dedent(inspect.getsource(kernel.fn))
+    function = ast.parse(source).body[0]
+    doc = function.body[0]
+    assert isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant), "the package kernel has a docstring"
+    lines = source.splitlines()
+    del lines[doc.lineno - 1:doc.end_lineno]
+    return [line.rstrip().replace(f"def {kernel.fn.__name__}(", f"def {name}(") for line in lines]
+
+
+@pytest.mark.parametrize(("notebook", "name", "kernel"), PAIRS, ids=[p[0] for p in PAIRS])
+def test_the_solutions_kernel_is_the_packages_teaching_kernel(notebook, name, kernel):
+    solution = _solution_kernel(notebook, name)
+    package = _package_kernel(kernel, name)
+    assert solution[:2] == ["@triton.jit", f"def {name}("]
+    changed = [d for d in difflib.ndiff(package, solution) if d[:1] in "+-"]
+    assert changed == [], "\n".join(changed)
+    assert len(solution) > 20  # the whole kernel was compared, not an empty match
+
+
+def test_the_package_kernels_are_where_the_old_paths_and_the_checkers_find_them():
+    import rmsnorm.buggy
+    import rmsnorm.primer
+    from rmsnorm_course.checkers import ex09_long_row, ex10_one_pass
+
+    assert rmsnorm.buggy is rmsnorm.teaching.buggy and rmsnorm.primer is rmsnorm.teaching.primer
+    assert ex09_long_row.long_row_forward_kernel is long_row_forward_kernel
+    assert ex10_one_pass.one_pass_backward_kernel is one_pass_backward_kernel
+    assert long_row_forward_kernel.fn.__module__ == "rmsnorm.teaching.long_row"
+    assert one_pass_backward_kernel.fn.__module__ == "rmsnorm.teaching.one_pass"
