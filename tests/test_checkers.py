@@ -27,7 +27,7 @@ import torch
 import rmsnorm
 import rmsnorm.teaching.buggy
 import wrong_variants as wv
-import wrong_variants_part2_lessons910 as wv910
+import wrong_variants_long_row_and_one_pass as wv910
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, gpu_compile, isolate, kernels
 from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases

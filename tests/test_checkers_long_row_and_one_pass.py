@@ -1,6 +1,6 @@
 """The checkers of exercises 09 and 10 are proven: the solution passes, each wrong variant gets its own message.
 
-Wrong variants: tests/wrong_variants_part2_lessons910.py (the checker's
+Wrong variants: tests/wrong_variants_long_row_and_one_pass.py (the checker's
 reference kernel with one slip each). The skeleton gets "not done yet"; a
 loop that never ends is stopped by the time limit of every exercise, and an
 access far outside every tensor by the interpreter's bounds check, which runs
@@ -18,7 +18,7 @@ import time
 
 import pytest
 import torch
-import wrong_variants_part2_lessons910 as wv
+import wrong_variants_long_row_and_one_pass as wv
 
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, isolate

@@ -1,6 +1,6 @@
 """The checker of exercise 13: the solution passes, each wrong variant gets its own message, nothing raises or hangs.
 
-Wrong variants: tests/wrong_variants_lesson13.py. The step and kernel tables are the fixture
+Wrong variants: tests/wrong_variants_norm_share.py. The step and kernel tables are the fixture
 (tests/data/model_step_fixture/, invented numbers in the benchmark's columns) and, once it is
 committed, the H200 run in results/h200/.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import wrong_variants_lesson13 as wv
+import wrong_variants_norm_share as wv
 
 from rmsnorm.bench import RESULTS_DIR
 from rmsnorm.bench.model import STEP_FILE, load_model_kernels, load_model_step
