@@ -24,11 +24,25 @@ Teaching kernels, which a lesson or an exercise launches and a model never does,
 kernels); none of them is imported here.
 
 The course's machinery (the checkers, the training run of lesson 06) is a package of its own,
-:mod:`rmsnorm_course`, which imports this one; this one never imports it. The old paths
-``rmsnorm.checkers``, ``rmsnorm.training``, ``rmsnorm.primer`` and ``rmsnorm.buggy`` still
-import the modules that moved, as the very same module objects (:mod:`rmsnorm._aliases`).
+:mod:`rmsnorm_course`, which imports this one; this one imports it only where an old path is
+asked for: ``rmsnorm.checkers``, ``rmsnorm.training``, ``rmsnorm.primer`` and ``rmsnorm.buggy``
+still import the modules that moved, as the very same module objects (:mod:`rmsnorm._aliases`).
 
-Source: notebooks/01_formula.ipynb … 12_tuning_and_side_by_side.ipynb.
+One convention per fact:
+
+- **eps.** New code says ``eps``, as torch, Liger and quack do (the fast path, the teaching
+  kernels of 09 and 10). The article's path keeps the article's ``epsilon``
+  (:func:`rmsnorm_reference`, :func:`forward_op`, :func:`backward_rows`, :class:`RMSNormFunction`),
+  since lessons 03–08 print those signatures and exercises 03–08 require them.
+- **Kernel arguments.** In the fast kernels each row stride comes right after its pointer
+  (``x_ptr, x_row_stride, gamma_ptr, …``). The article's kernels keep the article's order,
+  pointers first, then strides, and an exercise's kernel keeps the signature its checker launches.
+- **Interpreted?** :func:`device.interpreter_active` (re-exported as :func:`interpreter_active`)
+  is the one way to ask whether kernels run in Triton's interpreter: it is recorded once, at
+  import, and truthful also under ``TRITON_INTERPRET=1`` on a GPU machine (whether there is a
+  GPU to time on is another question, ``torch.cuda.is_available()``, which the benchmarks ask).
+
+Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
 
 from . import device as _device  # first: decides where kernels run, before any @triton.jit below

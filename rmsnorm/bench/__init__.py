@@ -16,6 +16,9 @@ One concern per module:
   table's checks. :mod:`rmsnorm.bench.tuning` — the fast path's config sweep.
 - :mod:`rmsnorm.bench.wholecall` — what a model's call costs: whole call, host, graph
   replay and kernel time through each provider's public entry point.
+- :mod:`rmsnorm.bench.model` — lesson 13: a Hugging Face Llama's training step with each norm
+  (tokens/s, peak memory, the norm's share, the Amdahl bound); :mod:`rmsnorm.bench.step_profile`
+  — which kernels of a profiled step are the norm's.
 - :mod:`rmsnorm.bench.results` — the declared byte count (the minimum traffic, the same for
   every implementation: a lower bound), the summary and difference tables, the environment
   record, and the committed results (:func:`results_dir` finds them). Works on any machine.
@@ -24,7 +27,8 @@ The names used across lessons are re-exported here: ``from rmsnorm.bench import 
 Needs pandas (the ``course``/``test`` extras), unlike the rest of the package.
 Benchmarks never assert a speed-up.
 
-Source: notebooks/07_benchmark.ipynb, notebooks/12_tuning_and_side_by_side.ipynb.
+Source: notebooks/07_benchmark.ipynb, notebooks/12_tuning_and_side_by_side.ipynb,
+notebooks/13_into_a_model.ipynb.
 """
 
 from ..contract import MAX_SCRATCH_BYTES  # scripts/benchmark.py reads it as bench.MAX_SCRATCH_BYTES

@@ -1,6 +1,6 @@
 """The fast path [lessons 09–12]: one-pass fused backward, bf16, rows up to 65536, row strides.
 
-Beside the article's path, not instead of it: the files mirror the teaching
+Beside the article's path, not instead of it: the files mirror the article's
 ones (forward.py, backward.py, autograd.py, contract.py), the kernels have
 their own names, and there are no teaching seams (no ``kernel=``, no CALLS).
 

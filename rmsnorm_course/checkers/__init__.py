@@ -7,15 +7,20 @@ raises, never crashes and never hangs, whatever the learner's code does: the
 learner's code runs in a child process with one time limit
 (:mod:`rmsnorm_course.checkers.isolate`). Every kernel exercise (03, 04, 05, 08's
 fix, 09, 10) is judged by one harness (:mod:`rmsnorm_course.checkers.kernels`): the
-kernel is read first (:mod:`rmsnorm_course.checkers.preflight`), then launched
-inside NaN-guarded buffers (:mod:`rmsnorm_course.checkers.guards`) in Triton's
-interpreter on every machine, and also on the GPU where there is one, so a
-verdict does not depend on the device. Exercises 03–08 launch the kernel as
-the package's launchers do (``forward_op``, ``backward_rows``,
-``reduce_gamma_gradient``), so it must have the signature of the package
-kernel it replaces; 09 and 10 have signatures of their own.
+kernel is read first (:mod:`rmsnorm_course.checkers.preflight`), then compiled for a
+CUDA target (under the interpreter) while its cases run in child processes, each
+tensor inside a NaN-guarded buffer (:mod:`rmsnorm_course.checkers.guards`), in
+Triton's interpreter on every machine and also on the GPU where there is one, so a
+verdict does not depend on the device. Each exercise module launches the kernel
+itself, on the guarded copies (its ``launch``/``_launch``): 03, 04, 05 and 08's fix
+with the grid and arguments the package's launchers give their kernels
+(``forward_op``, ``backward_rows``, ``reduce_gamma_gradient``), so the kernel must
+have the signature of the package kernel it replaces; 09 and 10 with signatures of
+their own (those of :mod:`rmsnorm.teaching.long_row` and
+:mod:`rmsnorm.teaching.one_pass`). Exercises 01, 02, 06, 07 and 11–13 check
+functions, classes and readings, not kernels.
 
-Source: solutions/01_formula.ipynb … solutions/12_tuning_and_side_by_side.ipynb.
+Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
 """
 
 from .ex01_by_hand import check_by_hand

@@ -1,4 +1,4 @@
-"""Checker of exercise 03: the learner's forward kernel, launched by ``forward_op(..., kernel=...)``.
+"""Checker of exercise 03: the learner's forward kernel, launched as ``forward_op`` launches its own.
 
 Symptoms recognised (each a classic mistake, modelled in float64):
 mean divided by BLOCK_SIZE, gamma not applied, eps missing, the eps argument

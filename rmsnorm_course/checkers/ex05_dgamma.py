@@ -1,4 +1,4 @@
-"""Checker of exercise 05: the learner's column-sum kernel, via ``reduce_gamma_gradient(..., kernel=...)``.
+"""Checker of exercise 05: the learner's column-sum kernel, launched as ``reduce_gamma_gradient`` launches its own.
 
 The partials are given directly (float32, seeded), so only the reduction is
 judged. Cases: the article's two rows of partials [1, 2] and [3, 4] (sum [4, 6],
