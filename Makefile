@@ -3,13 +3,14 @@
 #   make lab     set up .venv if needed, then open JupyterLab on the course
 #   make test    set up .venv if needed, then run tests/ and every notebook (nbval)
 #   make test-browser   lessons 01, 05, 08 and exercise 01 in JupyterLab in a headless Chromium
+#   make lint    set up .venv if needed, then ruff check (rules: pyproject.toml, [tool.ruff])
 #   make help    list every target
 #
 # Variables (give them on the command line, e.g. `make test PYTHON=python3`):
 #   PYTHON       An existing interpreter to use AS IS. When it is given, no .venv is made and
 #                NOTHING is installed: that interpreter must already have torch, triton and
-#                the tools of the target (pytest + nbval for test, jupyterlab for lab,
-#                nbconvert for run). This is how the GPU machine runs `make test PYTHON=python3`.
+#                the tools of the target (pytest + nbval for test, ruff for lint,
+#                jupyterlab for lab, nbconvert for run). This is how the GPU machine runs `make test PYTHON=python3`.
 #                Only the command line counts: a PYTHON variable in the environment is ignored,
 #                so a stray one cannot skip the set-up.
 #   PYTHON_BOOT  Interpreter (3.10 or newer) that creates .venv when PYTHON is not given.
@@ -75,7 +76,7 @@ define require
 @$(PY) -c 'import importlib.util as u, sys; missing = [m for m in sys.argv[1:] if u.find_spec(m) is None]; sys.exit("$(PY) lacks: " + ", ".join(missing) + ". Run make without PYTHON= to set up $(VENV), or install the project extras into it." if missing else None)' $(1)
 endef
 
-.PHONY: help setup lab test test-browser test-docker run check-env clean exercises strip room test-hub
+.PHONY: help setup lab test lint test-browser test-docker run check-env clean exercises strip room test-hub
 
 help:  ## List the targets and what they do.
 	@echo "Usage: make <target> [VARIABLE=value ...]   (variables: see the top of the Makefile)"
@@ -116,6 +117,11 @@ test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exe
 	set -x; \
 	$(PY) -m pytest $$xdist $(wildcard tests) $(NOTEBOOKS) \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) $(PYTEST_ARGS)
+
+# ruff is a Python package (the dev extra, pinned in constraints.txt), so PYTHON=... finds it as `-m ruff`.
+lint: $(SETUP)  ## Check every Python file with ruff (rules and exclusions: pyproject.toml, [tool.ruff]).
+	@$(PY) -c 'import importlib.util as u, sys; sys.exit(None if u.find_spec("ruff") else "$(PY) lacks ruff: run make lint without PYTHON= to set up $(VENV), or: $(PY) -m pip install -c $(CONSTRAINTS) ruff")'
+	$(PY) -m ruff check .
 
 # tools/browser_deps.sh installs chromium, chromium-driver (apt-get) and selenium (pip, .venv only)
 # where they are missing; where they cannot be installed it prints "skipped: <reason>" and the

@@ -47,8 +47,9 @@ Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 
 from . import device as _device  # first: decides where kernels run, before any @triton.jit below
 
-from . import _aliases  # noqa: E402
+# isort: split
 
+from . import _aliases  # noqa: E402
 from .autograd import CALLS, CallCounter, RMSNormFunction, rmsnorm  # noqa: E402
 from .backward import backward_rows, rmsnorm_dx_kernel  # noqa: E402
 from .contract import (  # noqa: E402

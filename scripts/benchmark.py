@@ -34,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
 
 import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
+
+# isort: split
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()  # Liger failed here: measure this shape without it
                 failures.append(f"{M_}x{N_} (liger left out): {type(err).__name__}: {err}")
                 rows, kernels = bench.measure_shape(M_, N_, torch.float32, include_liger=False)
-        except Exception as err:  # a failed check (AssertionError) means: not timed
+        except Exception as err:  # noqa: BLE001  a failed check (AssertionError) means: not timed
             failures.append(f"{M_}x{N_}: {type(err).__name__}: {err}")
             traceback.print_exc()
             continue
@@ -114,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     kernels = pd.concat(kernel_parts, ignore_index=True) if kernel_parts else pd.DataFrame()
     try:
         ceiling = bench.copy_bandwidth_gbps()
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  (recorded among the failures; the run goes on)
         failures.append(f"copy ceiling: {type(err).__name__}: {err}")
         ceiling = None
     try:
         flush_check = check_flush()
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  (recorded with the reason; reported below)
         flush_check = {"evicts": None, "error": f"{type(err).__name__}: {err}"}
     if not flush_check["evicts"]:  # then cold_us is not L2-cold: say so, exit 1
         failures.append(f"L2 flush check: {flush_check}")

@@ -23,6 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
 
 import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
+
+# isort: split
 import torch  # noqa: E402
 
 
@@ -42,8 +44,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from rmsnorm.bench import copy_bandwidth_gbps
-    from rmsnorm.bench.timing import L2_FLUSH_BYTES
     from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, ratio_table, side_by_side, tune
+    from rmsnorm.bench.timing import L2_FLUSH_BYTES
 
     args.out.mkdir(parents=True, exist_ok=True)
     shapes = [GRID[int(i)] for i in args.only.split(",")] if args.only else list(GRID)

@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
 
 import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
+
+# isort: split
 import torch  # noqa: E402
 
 

@@ -3,7 +3,6 @@
 (tests/conftest.py also runs it before any test, on every xdist worker.)"""
 
 import pytest
-import torch
 
 from rmsnorm import forward_op
 from rmsnorm.teaching import buggy

@@ -19,10 +19,10 @@ from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: nothing is ever downloaded
 
-import checkout_scripts  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+import checkout_scripts  # noqa: E402
 from rmsnorm.bench import RESULTS_DIR  # noqa: E402
 from rmsnorm.bench import model as bench  # noqa: E402
 from rmsnorm.bench.step_profile import NAME_RULES, UNLINKED, attribute_kernels, norm_scopes, step_region  # noqa: E402

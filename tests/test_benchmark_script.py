@@ -6,11 +6,11 @@ passes the same consistency checks as the committed results. The numbers are fak
 with anything measured.
 """
 
-import checkout_scripts
 import numpy as np
 import pandas as pd
 import pytest
 
+import checkout_scripts
 from rmsnorm import bench
 from rmsnorm.bench import runs
 

@@ -8,12 +8,12 @@ interpreter) with fixed fake times, which are never compared with anything measu
 import importlib.util
 import math
 
-import checkout_scripts
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+import checkout_scripts
 from rmsnorm.bench import RESULTS_DIR, load_whole_call, timing, wholecall
 
 FAKE = {"whole_call_us": 40.0, "host_us": 30.0, "kernel_us": 4.0, "graph_us": 5.0}

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import cloudpickle
-
 import nbformat
 import pytest
 import torch
@@ -145,7 +144,7 @@ def test_html_feedback_shows_code_not_backquotes():
 def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
     kernel = wv.mutate(rmsnorm.rmsnorm_forward_kernel, ("gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask, other=0, maks=mask)"))
     feedback = checkers.check_forward_kernel(kernel)
-    line = next(i for i, text in enumerate(open(kernel.fn.__code__.co_filename), 1) if "maks=" in text)
+    line = next(i for i, text in enumerate(Path(kernel.fn.__code__.co_filename).read_text().splitlines(), 1) if "maks=" in text)
     assert f"at line {line} of" in feedback.message and "my_forward_kernel[(3,)](" in feedback.message, feedback
 
 

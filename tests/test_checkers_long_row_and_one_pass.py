@@ -18,8 +18,8 @@ import time
 
 import pytest
 import torch
-import wrong_variants_long_row_and_one_pass as wv
 
+import wrong_variants_long_row_and_one_pass as wv
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, isolate
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel, loop_cases

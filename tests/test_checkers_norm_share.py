@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import wrong_variants_norm_share as wv
 
+import wrong_variants_norm_share as wv
 from rmsnorm.bench import RESULTS_DIR
 from rmsnorm.bench.model import STEP_FILE, load_model_kernels, load_model_step
 from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share, toy_profile

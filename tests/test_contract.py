@@ -15,8 +15,8 @@ from rmsnorm import (
     check_contract,
     forward_op,
     reduce_gamma_gradient,
-    rmsnorm as rmsnorm_fn,
 )
+from rmsnorm import rmsnorm as rmsnorm_fn
 from rmsnorm.testing import rstd_oracle
 
 

@@ -19,14 +19,28 @@ import torch
 import rmsnorm
 from rmsnorm import ContractError
 from rmsnorm.fast import (
-    FAST_MAX_N, FastConfig, FastRMSNorm, backward_config, forward_config, grid_size, num_programs, rmsnorm_fast,
-    rmsnorm_fast_backward, rmsnorm_fast_forward,
+    FAST_MAX_N,
+    FastConfig,
+    FastRMSNorm,
+    backward_config,
+    forward_config,
+    grid_size,
+    num_programs,
+    rmsnorm_fast,
+    rmsnorm_fast_backward,
+    rmsnorm_fast_forward,
 )
-from rmsnorm.fast.config import INTERPRETER_PROGRAMS
 from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
+from rmsnorm.fast.config import INTERPRETER_PROGRAMS
 from rmsnorm.reference import backward_from_rstd
 from rmsnorm.testing import (
-    TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle, refused_before_allocating,
+    TOLERANCES,
+    assert_close,
+    dgamma_tolerance,
+    inductor_unavailable,
+    make_inputs,
+    oracle,
+    refused_before_allocating,
     rstd_oracle,
 )
 

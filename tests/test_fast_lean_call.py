@@ -20,10 +20,9 @@ import triton
 import rmsnorm  # noqa: F401  (selects GPU or interpreter first)
 from rmsnorm.fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm.fast import launch as launch_module
-from rmsnorm.fast.forward import _launch as forward_launcher
-from rmsnorm.fast.forward import rmsnorm_fast_forward_kernel
 from rmsnorm.fast.config import FastConfig, forward_config, num_programs
-from rmsnorm.fast.forward import forward_key
+from rmsnorm.fast.forward import _launch as forward_launcher
+from rmsnorm.fast.forward import forward_key, rmsnorm_fast_forward_kernel
 from rmsnorm.fast.launch import DirectLauncher, triton_is_tested
 from rmsnorm.testing import make_inputs
 

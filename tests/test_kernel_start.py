@@ -150,7 +150,7 @@ def test_the_suites_start_path_has_no_port_to_lose(port_thief, tmp_path):
     """nbval's start function as the suite installs it: over unix sockets, so jupyter_client chooses no port."""
     taken = port_thief("shell")
     km, kc = nbval.kernel.start_new_kernel(startup_timeout=60, kernel_name=kernel_start.CURRENT_ENV_KERNEL,
-                                           stderr=open(os.devnull, "w"), cwd=str(tmp_path))
+                                           stderr=open(os.devnull, "w"), cwd=str(tmp_path))  # noqa: SIM115  (the kernel's for its life)
     try:
         assert taken == []
         assert km.transport == "ipc"

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import checkout_scripts
 import pandas as pd
 import pytest
 
+import checkout_scripts
 from rmsnorm.bench import RESULTS_DIR, load_fast_table, wholecall
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,10 +26,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: a hub call fails at o
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from rmsnorm import ContractError, FastRMSNorm  # noqa: E402
+from rmsnorm import ContractError, FastRMSNorm, default_device  # noqa: E402
 from rmsnorm.fast import randomise_norm_weights, swap_rmsnorm  # noqa: E402
-from rmsnorm import default_device  # noqa: E402
-from rmsnorm.testing import TOLERANCES, assert_close  # noqa: E402
+from rmsnorm.testing import assert_close  # noqa: E402
 
 transformers = pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
 from transformers.models.gemma.modeling_gemma import GemmaRMSNorm  # noqa: E402

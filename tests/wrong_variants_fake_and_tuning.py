@@ -12,7 +12,6 @@ import torch
 
 import rmsnorm.fast  # noqa: F401  (registers rmsnorm_fast::forward / ::backward)
 
-
 # --------------------------------------------------------------------------- exercise 11
 
 

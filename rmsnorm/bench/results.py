@@ -221,7 +221,7 @@ def environment_info() -> dict[str, Any]:
         from importlib.metadata import version
 
         info["liger_kernel"] = version("liger-kernel")
-    except Exception:
+    except Exception:  # noqa: BLE001  (not installed, or unreadable metadata: recorded as None)
         info["liger_kernel"] = None
     if not torch.cuda.is_available():
         info["device"] = {"name": "none (no CUDA GPU)"}
@@ -238,7 +238,7 @@ def environment_info() -> dict[str, Any]:
         smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20, check=True)
         info["device"]["driver"] = smi.stdout.strip().splitlines()[0]
-    except Exception:
+    except Exception:  # noqa: BLE001  (no nvidia-smi, a time-out or no output: recorded as None)
         info["device"]["driver"] = None
     return info
 

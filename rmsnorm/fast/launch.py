@@ -49,6 +49,7 @@ Source: vLLM PR #34838 (a cached compiled-kernel launch); triton
 from __future__ import annotations
 
 import warnings
+
 import torch
 import triton
 

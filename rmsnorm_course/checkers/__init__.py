@@ -31,9 +31,9 @@ from .ex05_dgamma import check_dgamma_kernel
 from .ex06_autograd import check_autograd_function
 from .ex07_benchmark import check_benchmark_reading, check_prediction
 from .ex08_n_vs_block import check_fixed_dx_kernel, check_hypothesis
-from .feedback import Feedback
 from .ex11_fake import check_fake_implementation  # noqa: E402  (Part II, appended)
 from .ex12_reading import check_copy_fraction, check_pick_config  # noqa: E402  (Part II, appended)
+from .feedback import Feedback
 
 __all__ = [
     "Feedback",

@@ -19,8 +19,8 @@ import warnings
 import torch
 
 import rmsnorm
-from rmsnorm_course import checkers  # noqa: F401  (the checkers' modules, imported once)
 from rmsnorm.device import interpreter_active
+from rmsnorm_course import checkers  # noqa: F401  (the checkers' modules, imported once)
 
 
 def _warm_up() -> None:

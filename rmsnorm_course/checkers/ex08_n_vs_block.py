@@ -22,9 +22,9 @@ import numbers
 import torch
 import triton
 
-from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.device import default_device
 from rmsnorm.forward import forward_op
+from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.testing import TOLERANCES
 from .diagnose import close, fmt
 from .ex04_dx import check_dx_kernel

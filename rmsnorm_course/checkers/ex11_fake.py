@@ -35,7 +35,6 @@ import torch
 from rmsnorm.contract import ContractError
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
 
-
 EXERCISE = "11 · fake implementation"
 EPS = 1e-6
 

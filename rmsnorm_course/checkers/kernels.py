@@ -38,7 +38,15 @@ import torch
 from . import gpu_compile, isolate
 from .diagnose import Case, Outputs, Run, Symptom, _case_passes
 from .feedback import (
-    Feedback, caused_by, describe_error, is_not_implemented, learner_frame, name_of, not_done, source_of, wrong,
+    Feedback,
+    caused_by,
+    describe_error,
+    is_not_implemented,
+    learner_frame,
+    name_of,
+    not_done,
+    source_of,
+    wrong,
 )
 from .guards import Buffers, OutOfBounds, interpreter_guards
 from .preflight import first_line, masked_loads_without_other, preflight, unmasked_accesses  # noqa: F401 (re-exported)

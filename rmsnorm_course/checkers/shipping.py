@@ -21,8 +21,6 @@ import types
 from dataclasses import dataclass
 
 
-
-
 @dataclass(frozen=True)
 class KernelSource:
     """What a child needs to define a learner's ``@triton.jit`` kernel again.
