@@ -273,6 +273,7 @@ def inductor_unavailable(device) -> str | None:
     import shutil
 
     if torch.device(device).type == "cpu" and not (shutil.which("g++") or shutil.which("clang++")):
-        return "torch.compile's inductor backend needs a C++ compiler on the CPU (g++ or clang++), and this machine has none"
+        return ("torch.compile's inductor backend needs a C++ compiler on the CPU (g++ or clang++), "
+                "and this machine has none")
     return None
 

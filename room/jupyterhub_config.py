@@ -255,7 +255,8 @@ c.DockerSpawner.image = ROOM["hub_image"]
 c.DockerSpawner.pull_policy = "never"          # the image is this host's own (checked by room/launch.py)
 c.DockerSpawner.remove = True                  # a fresh container at every start; the work is in the volume
 c.DockerSpawner.network_name = ROOM["network"]
-c.DockerSpawner.use_internal_ip = True         # the proxy reaches the container on the room's network: no published port
+# The proxy reaches the container on the room's network: no published port.
+c.DockerSpawner.use_internal_ip = True
 c.DockerSpawner.name_template = f"rmsnorm-{NAME}-{{username}}"
 c.DockerSpawner.volumes = {f"rmsnorm-{NAME}-work-{{username}}": "/home/learner/course"}
 c.DockerSpawner.notebook_dir = "/home/learner/course"

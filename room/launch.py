@@ -106,7 +106,9 @@ def room_image(client, settings) -> str:
     given = os.environ.get("ROOM_HUB_IMAGE", "")
     if given:
         if not image_exists(client, given):
-            raise RoomError(f"ROOM_HUB_IMAGE={given} is not in this host's Docker (room/Dockerfile says how to build it).")
+            raise RoomError(
+                f"ROOM_HUB_IMAGE={given} is not in this host's Docker (room/Dockerfile says how to build it)."
+            )
         return given
     course_id = client.images.get(settings.image).id.split(":")[-1]
     recipe = hashlib.sha256()
@@ -137,7 +139,9 @@ def room_network(client, settings) -> tuple[str, str]:
     configs = (net.attrs.get("IPAM") or {}).get("Config") or []
     gateway = next((c.get("Gateway") for c in configs if c.get("Gateway") and ":" not in c["Gateway"]), None)
     if not gateway:
-        raise RoomError(f"the Docker network {name} has no IPv4 gateway; remove it (`docker network rm {name}`) and retry.")
+        raise RoomError(
+            f"the Docker network {name} has no IPv4 gateway; remove it (`docker network rm {name}`) and retry."
+        )
     return name, gateway
 
 
@@ -178,7 +182,8 @@ def prepare(env: dict) -> tuple[dict, dict, int]:
     roomcheck.check_image(settings.image, lambda image: image_exists(client, image))
     hub_image = room_image(client, settings)
     network, gateway = room_network(client, settings)
-    roomcheck.check_port_free(gateway, settings.hub_port, f"the hub's API on the room's network {network}, ROOM_HUB_PORT",
+    roomcheck.check_port_free(gateway, settings.hub_port,
+                              f"the hub's API on the room's network {network}, ROOM_HUB_PORT",
                               hint=f"make room ROOM_HUB_PORT={settings.hub_port + 10}")
 
     hub_env = dict(env)
@@ -186,7 +191,9 @@ def prepare(env: dict) -> tuple[dict, dict, int]:
     roomcheck.check_secret("the cookie secret", roomcheck.read_secret_file(cookie, "the cookie secret"),
                            hint=f"(file {cookie}; delete it and `make room` writes a random one)")
     if "JPY_COOKIE_SECRET" in env:
-        roomcheck.check_secret("JPY_COOKIE_SECRET (environment)", env["JPY_COOKIE_SECRET"], hint="Unset it to use the file.")
+        roomcheck.check_secret(
+            "JPY_COOKIE_SECRET (environment)", env["JPY_COOKIE_SECRET"], hint="Unset it to use the file."
+        )
     if "CONFIGPROXY_AUTH_TOKEN" in env:
         roomcheck.check_secret("CONFIGPROXY_AUTH_TOKEN (environment)", env["CONFIGPROXY_AUTH_TOKEN"],
                                hint="Unset it: `make room` keeps a random one in the state folder.")
@@ -195,7 +202,9 @@ def prepare(env: dict) -> tuple[dict, dict, int]:
         hub_env["CONFIGPROXY_AUTH_TOKEN"] = roomcheck.check_secret(
             "the proxy token", roomcheck.read_secret_file(token, "the proxy token"), hint=f"(file {token})")
     ctl = secret_file(state, "roomctl_token", "room-ctl token", lambda: secrets.token_hex(32))
-    roomcheck.check_secret("the room-ctl token", roomcheck.read_secret_file(ctl, "the room-ctl token"), hint=f"(file {ctl})")
+    roomcheck.check_secret(
+        "the room-ctl token", roomcheck.read_secret_file(ctl, "the room-ctl token"), hint=f"(file {ctl})"
+    )
     pw_file = settings.admin_password_file or secret_file(
         state, "admin_password", f"password for the admin {settings.admin!r}", lambda: secrets.token_urlsafe(15))
     roomcheck.check_admin_password(settings.admin, roomcheck.read_secret_file(pw_file, "the admin password"),

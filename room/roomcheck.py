@@ -50,7 +50,8 @@ def check_secret(what: str, value: str | None, *, hint: str = "") -> str:
         raise RoomError(f"{what} is the well-known default {v!r}: refusing to start.{tail}")
     if len(v) < MIN_SECRET_CHARS:
         raise RoomError(
-            f"{what} has {len(v)} characters; at least {MIN_SECRET_CHARS} are needed (random, e.g. `openssl rand -hex 32`).{tail}"
+            f"{what} has {len(v)} characters; at least {MIN_SECRET_CHARS} are needed "
+            f"(random, e.g. `openssl rand -hex 32`).{tail}"
         )
     if len(set(v)) < 8:
         raise RoomError(f"{what} uses fewer than 8 distinct characters: it is not random.{tail}")
@@ -163,7 +164,9 @@ def check_port_free(ip: str, port: int, what: str, *, hint: str = "") -> None:
                     f"{hint or f'make room ROOM_PORT={port + 10}'}"
                 ) from None
             if e.errno == errno.EADDRNOTAVAIL:
-                raise RoomError(f"{ip} ({what}) is not an address of this host: `ip -brief address` lists them.") from None
+                raise RoomError(
+                    f"{ip} ({what}) is not an address of this host: `ip -brief address` lists them."
+                ) from None
             if e.errno == errno.EACCES:
                 raise RoomError(f"port {port} ({what}) needs root on this system; use a port above 1023.") from None
             raise

@@ -6,7 +6,8 @@
   room/roomctl start|stop NAME...|--all   start or stop learners' servers (their work stays in their volume)
   room/roomctl collect [NAME...] [--to DIR]   copy each learner's course folder out of their volume
   room/roomctl down                   stop the hub (as Ctrl-C in its terminal does): servers stopped, volumes kept
-  room/roomctl purge [--yes]          after `down`: list (or, with --yes, delete) the room's containers, volumes, network
+  room/roomctl purge [--yes]          after `down`: list (or, with --yes, delete) the room's containers,
+                                      volumes, network
 
 Options before the command: --room NAME (default $ROOM_NAME or room), --state-dir DIR (default
 $ROOM_STATE_DIR or ~/.local/state/rmsnorm-room/NAME). It talks to the hub's REST API with the
@@ -39,7 +40,9 @@ class Room:
         try:
             self.info = json.loads((state / "room.json").read_text(encoding="utf-8"))
         except FileNotFoundError:
-            sys.exit(f"roomctl: no room in {state} (no room.json): has `make room` run with this ROOM_NAME / ROOM_STATE_DIR?")
+            sys.exit(
+                f"roomctl: no room in {state} (no room.json): has `make room` run with this ROOM_NAME / ROOM_STATE_DIR?"
+            )
         self.name = self.info["name"]
         self.label = self.info["label"]
         self.api = f"http://{self.info['gateway']}:{self.info['hub_port']}/hub/api"
@@ -67,7 +70,9 @@ class Room:
 
         token = (self.state / "roomctl_token").read_text(encoding="utf-8").strip()
         try:
-            r = requests.request(method, self.api + path, headers={"Authorization": f"token {token}"}, timeout=60, **kwargs)
+            r = requests.request(
+                method, self.api + path, headers={"Authorization": f"token {token}"}, timeout=60, **kwargs
+            )
         except requests.ConnectionError:
             sys.exit(f"roomctl: the hub of room {self.name!r} does not answer at {self.api}: is `make room` running?")
         return r
@@ -255,7 +260,8 @@ def cmd_purge(room: Room, args) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="room/roomctl", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--room", default=os.environ.get("ROOM_NAME", "room"))
     p.add_argument("--state-dir", default=os.environ.get("ROOM_STATE_DIR", ""))
     sub = p.add_subparsers(dest="command", required=True)
@@ -275,7 +281,11 @@ def main(argv=None) -> int:
     a = sub.add_parser("purge")
     a.add_argument("--yes", action="store_true")
     args = p.parse_args(argv)
-    state = Path(args.state_dir).expanduser() if args.state_dir else roomcheck.default_state_dir(args.room, dict(os.environ))
+    state = (
+        Path(args.state_dir).expanduser()
+        if args.state_dir
+        else roomcheck.default_state_dir(args.room, dict(os.environ))
+    )
     room = Room(state)
     handler = {"status": cmd_status, "add": cmd_add, "passwords": cmd_passwords, "start": cmd_start_stop,
                "stop": cmd_start_stop, "collect": cmd_collect, "down": cmd_down, "purge": cmd_purge}[args.command]

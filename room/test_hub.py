@@ -129,7 +129,10 @@ class Hub:
             if roomctl_env is not None:
                 r = subprocess.run([PY, str(HERE / "roomctl.py"), "down"], env=roomctl_env, capture_output=True,
                                    text=True, timeout=180)
-                check(r.returncode == 0 and "hub stopped" in r.stdout, f"roomctl down: {r.returncode} {r.stdout} {r.stderr}")
+                check(
+                    r.returncode == 0 and "hub stopped" in r.stdout,
+                    f"roomctl down: {r.returncode} {r.stdout} {r.stderr}",
+                )
             else:
                 self.proc.send_signal(signal.SIGTERM)
             try:
@@ -175,7 +178,10 @@ def browser_login(base: str, name: str, password: str) -> None:
     xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.text)
     check(r.status_code == 200 and xsrf, f"the login page: {r.status_code}")
     r = s.post(f"{base}hub/login", data={"username": name, "password": password, "_xsrf": xsrf.group(1)}, timeout=60)
-    check(r.status_code == 200 and "/hub/" in r.url and "login" not in r.url, f"{name}'s login form: {r.status_code} {r.url}")
+    check(
+        r.status_code == 200 and "/hub/" in r.url and "login" not in r.url,
+        f"{name}'s login form: {r.status_code} {r.url}",
+    )
     for _ in range(240):
         r = s.get(f"{base}user/{name}/lab", timeout=30)
         if r.status_code == 200 and "<title>JupyterLab</title>" in r.text:
@@ -289,7 +295,9 @@ def launcher_refuses(env: dict, expected: list[str], **overrides) -> str:
     for line in r.stdout.splitlines():
         if line.startswith("room: built"):
             say(f"   {line}")
-    check(r.returncode == 2, f"the launcher with {overrides} exited {r.returncode}, not 2 (refused):\n{r.stdout}\n{err}")
+    check(
+        r.returncode == 2, f"the launcher with {overrides} exited {r.returncode}, not 2 (refused):\n{r.stdout}\n{err}"
+    )
     for words in expected:
         check(words.lower() in err.lower(), f"the launcher's refusal with {overrides} lacks {words!r}:\n{err}")
     return err.splitlines()[0]
@@ -359,7 +367,8 @@ def main() -> int:
 
         ctl = Api(base, (state / "roomctl_token").read_text(encoding="utf-8").strip())
         with Step("3. admin logged in with its password; three learners created through the REST API, each logged "
-                  "in with its initial password; two started their servers through the API, one through the login form"):
+                  "in with its initial password; two started their servers through the API, "
+                  "one through the login form"):
             admin_pw = (state / "admin_password").read_text(encoding="utf-8").strip()
             admin = Api(base, login_token(base, "instructor", admin_pw))
             check(admin("GET", "hub/api/users").status_code == 200, "the admin's token cannot list users")
@@ -389,7 +398,9 @@ def main() -> int:
                 vol = client.volumes.get(f"rmsnorm-{ROOM}-work-{name}")
                 check(vol.attrs["Labels"].get(LABEL) == ROOM, f"{name}'s volume is not labelled: {vol.attrs['Labels']}")
 
-        with Step("4. check_env run by a kernel in each learner's own server; JupyterLab's page served through the hub"):
+        with Step(
+            "4. check_env run by a kernel in each learner's own server; JupyterLab's page served through the hub"
+        ):
             r = requests.get(f"{base}hub/login", timeout=30)
             check(r.status_code == 200 and 'name="password"' in r.text and "signup" in r.text,
                   f"the hub's login page (NativeAuthenticator, with sign-up): {r.status_code}")
@@ -425,7 +436,9 @@ def main() -> int:
             wait_server(alice, "alice", running=True)
             check(client.containers.get(f"rmsnorm-{ROOM}-alice").id != first, "alice's server kept its container")
             r = alice("GET", "user/alice/api/contents/my-work.txt")
-            check(r.status_code == 200 and r.json()["content"] == work, f"alice's file after the restart: {r.text[:200]}")
+            check(
+                r.status_code == 200 and r.json()["content"] == work, f"alice's file after the restart: {r.text[:200]}"
+            )
 
         with Step("7. a learner whose container cannot start: the hub says why; the others keep working"):
             vol = f"rmsnorm-{ROOM}-work-{BROKEN}"
@@ -498,8 +511,8 @@ def main() -> int:
     finally:
         t = time.monotonic()
         hub.stop()
-        purge = subprocess.run([PY, str(HERE / "roomctl.py"), "purge", "--yes"], env=env, capture_output=True, text=True,
-                               timeout=300)
+        purge = subprocess.run([PY, str(HERE / "roomctl.py"), "purge", "--yes"], env=env, capture_output=True,
+                               text=True, timeout=300)
         if purge.returncode != 0:
             say(f"room/roomctl purge --yes failed (exit {purge.returncode}): {purge.stderr.strip()[:300]}")
             status = 1

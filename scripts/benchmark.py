@@ -53,11 +53,16 @@ def check_flush() -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run everything, write the files; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=bench.RESULTS_DIR, help="folder for the CSV files and environment.json")
-    parser.add_argument("--repeats", type=int, default=3, help="full protocol runs at 128x257 (their spread is the noise)")
+    parser.add_argument(
+        "--out", type=Path, default=bench.RESULTS_DIR, help="folder for the CSV files and environment.json"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="full protocol runs at 128x257 (their spread is the noise)"
+    )
     parser.add_argument("--no-liger", action="store_true", help="leave Liger-Kernel out even if it imports")
     parser.add_argument("--quick", action="store_true",
-                        help="self-check: 1 repeat, the sweep at 128x257 only, into build/bench-quick unless --out is given")
+                        help="self-check: 1 repeat, the sweep at 128x257 only, "
+                             "into build/bench-quick unless --out is given")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 1
@@ -138,18 +143,24 @@ def main(argv: list[str] | None = None) -> int:
         "dtype": "float32",
         "epsilon": 1e-6,
         "forward": "forward_op(x, gamma) vs rmsnorm_reference(x, gamma) [vs Liger apply]",
-        "forward_backward": "impl(x, gamma).backward(dy) through autograd, grads of x and gamma reset to None each call",
+        "forward_backward": ("impl(x, gamma).backward(dy) through autograd, "
+                             "grads of x and gamma reset to None each call"),
         "graph_replay": f"triton.testing.do_bench_cudagraph(rep={bench.GRAPH_REP_MS} ms, return_mode='median')",
-        "device_kernels": f"torch.profiler, sum of device operation durations over {bench.PROFILED_CALLS} calls, back to back (L2-warm)",
-        "l2_cold": (f"cold_us: rmsnorm.bench.kernel_time_us, the profiler's sum with {bench.L2_FLUSH_BYTES} bytes written "
+        "device_kernels": (f"torch.profiler, sum of device operation durations over {bench.PROFILED_CALLS} calls, "
+                           "back to back (L2-warm)"),
+        "l2_cold": ("cold_us: rmsnorm.bench.kernel_time_us, "
+                    f"the profiler's sum with {bench.L2_FLUSH_BYTES} bytes written "
                     "before every call (the flush's own kernel excluded)"),
         "bytes": bench.BYTE_CONVENTION,
-        "correctness": "every timed output compared with the float64 oracle (rmsnorm.testing.assert_close) before timing",
+        "correctness": ("every timed output compared with the float64 oracle (rmsnorm.testing.assert_close) "
+                        "before timing"),
     }
     environment["sweep"] = {
         "M": list(bench.SWEEP_M), "N": list(bench.SWEEP_N),
         "checked_and_timed": checked,
-        "skipped": [{"M": m, "N": n, "reason": f"M*N*4 = {m * n * 4} bytes of dgamma scratch > {bench.MAX_SCRATCH_BYTES}"} for m, n in skipped],
+        "skipped": [{"M": m, "N": n,
+                     "reason": f"M*N*4 = {m * n * 4} bytes of dgamma scratch > {bench.MAX_SCRATCH_BYTES}"}
+                    for m, n in skipped],
     }
     environment["liger"] = "timed" if liger_reason is None else f"not timed: {liger_reason}"
     environment["copy_bandwidth_gbps"] = ceiling
@@ -168,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     print(differences[["path", "impl", "repeat", "impl_us", "reference_us", "difference_us", "percent"]]
           .to_string(index=False, float_format="%.2f"))
     if not sweep.empty:
-        print(sweep[["path", "impl", "M", "N", "whole_call_us", "graph_us", "device_us", "cold_us", "device_ops_per_call", "gbps_cold"]]
+        print(sweep[["path", "impl", "M", "N", "whole_call_us", "graph_us", "device_us", "cold_us",
+                     "device_ops_per_call", "gbps_cold"]]
               .to_string(index=False, float_format="%.2f"))
-    print(f"copy ceiling: {ceiling} GB/s; L2 flush check: {flush_check}; wrote {args.out} in {environment['wall_seconds']} s")
+    print(f"copy ceiling: {ceiling} GB/s; L2 flush check: {flush_check}; "
+          f"wrote {args.out} in {environment['wall_seconds']} s")
     if failures:
         print("FAILURES (a shape that failed its check was not timed):", *failures, sep="\n  ")
         return 1

@@ -52,7 +52,9 @@ def main(argv=None) -> int:
     providers = args.providers.split(",") if args.providers else list(SIDE_BY_SIDE)
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__}")
     if args.tune:
-        pd.DataFrame(tune(shapes, args.tune_budget, args.tune_passes.split(","))).to_csv(args.out / "fast_tuning.csv", index=False)
+        pd.DataFrame(tune(shapes, args.tune_budget, args.tune_passes.split(","))).to_csv(
+            args.out / "fast_tuning.csv", index=False
+        )
     copy = copy_bandwidth_gbps()
     print(f"copy rate (1 GiB device-to-device, read + write): {copy:.0f} GB/s")
     table = side_by_side(shapes, providers, copy_gbps=copy)

@@ -37,7 +37,8 @@ def test_an_unwritten_output_cannot_pass(device):
     raise AssertionError("a NaN output passed the comparison")
 
 
-@pytest.mark.skipif(rmsnorm.interpreter_active(), reason="4096 programs of 4096 lanes take over a minute in the CPU interpreter; runs on the GPU")
+@pytest.mark.skipif(rmsnorm.interpreter_active(),
+                    reason="4096 programs of 4096 lanes take over a minute in the CPU interpreter; runs on the GPU")
 def test_largest_allowed_input_4096_x_4096(device):
     x, gamma, dy = make_inputs(4096, 4096, device=device, seed=4)
     y, rstd = forward_op(x, gamma)

@@ -53,8 +53,12 @@ def test_block_padding_example(device):
     x, ones = torch.ones(1, 3, device=device), torch.ones(3, device=device)
     _, rstd = forward_op(x, ones)
     _, rstd_bug = forward_op(x, ones, kernel=rmsnorm_forward_kernel_block_mean)
-    torch.testing.assert_close(rstd.cpu().double(), torch.tensor([(1 + 1e-6) ** -0.5], dtype=torch.float64), **SIX_DECIMALS)
-    torch.testing.assert_close(rstd_bug.cpu().double(), torch.tensor([(0.75 + 1e-6) ** -0.5], dtype=torch.float64), **SIX_DECIMALS)
+    torch.testing.assert_close(
+        rstd.cpu().double(), torch.tensor([(1 + 1e-6) ** -0.5], dtype=torch.float64), **SIX_DECIMALS
+    )
+    torch.testing.assert_close(
+        rstd_bug.cpu().double(), torch.tensor([(0.75 + 1e-6) ** -0.5], dtype=torch.float64), **SIX_DECIMALS
+    )
 
 
 def test_the_257_ones_table(device):

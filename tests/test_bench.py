@@ -66,11 +66,15 @@ def test_protocol_samples_are_50_per_run_at_128x257_fp32():
 def test_summary_is_the_statistics_of_the_samples():
     recomputed = bench.summarize(RESULTS.samples)
     committed = RESULTS.summary
-    pd.testing.assert_frame_equal(recomputed[committed.columns[:6]], committed[committed.columns[:6]], check_dtype=False)
+    pd.testing.assert_frame_equal(
+        recomputed[committed.columns[:6]], committed[committed.columns[:6]], check_dtype=False
+    )
     for column in bench.STAT_COLUMNS:
         np.testing.assert_allclose(recomputed[column], committed[column], **CSV_ROUNDING, err_msg=column)
     assert (committed["median_us"] > 0).all()
-    assert (committed["min_us"] <= committed["median_us"]).all() and (committed["median_us"] <= committed["max_us"]).all()
+    assert (committed["min_us"] <= committed["median_us"]).all() and (
+        committed["median_us"] <= committed["max_us"]
+    ).all()
 
 
 def test_differences_and_percentages_are_recomputed_from_the_medians():
@@ -79,7 +83,9 @@ def test_differences_and_percentages_are_recomputed_from_the_medians():
     assert len(recomputed) == len(committed)
     for column in ("impl_us", "reference_us", "difference_us", "percent"):
         np.testing.assert_allclose(recomputed[column], committed[column], **CSV_ROUNDING, err_msg=column)
-    np.testing.assert_allclose(committed["difference_us"], committed["impl_us"] - committed["reference_us"], **CSV_ROUNDING)
+    np.testing.assert_allclose(
+        committed["difference_us"], committed["impl_us"] - committed["reference_us"], **CSV_ROUNDING
+    )
     np.testing.assert_allclose(
         committed["percent"], 100 * committed["difference_us"] / committed["reference_us"], **CSV_ROUNDING
     )
@@ -95,7 +101,10 @@ def test_sweep_covers_the_grid_where_the_scratch_contract_allows():
 
 def test_sweep_bytes_and_rates_follow_from_the_counts():
     sweep = RESULTS.sweep
-    expected = [bench.bytes_moved(p, m, n, getattr(torch, d)) for p, m, n, d in zip(sweep["path"], sweep["M"], sweep["N"], sweep["dtype"])]
+    expected = [
+        bench.bytes_moved(p, m, n, getattr(torch, d))
+        for p, m, n, d in zip(sweep["path"], sweep["M"], sweep["N"], sweep["dtype"])
+    ]
     assert sweep["bytes"].tolist() == expected  # the current convention, for every impl
     rates = [rate for rate, time in bench.RATE_COLUMNS.items() if time in sweep.columns]
     assert len(rates) == (4 if RESULTS.l2_cold else 3)
@@ -196,7 +205,8 @@ def test_environment_info_names_versions_on_any_machine():
         lambda: bench.measure_shape(2, 8),
         lambda: bench.run_sweep(),
     ],
-    ids=["whole_calls", "graph_replay", "profile", "kernel_time", "flush", "copy", "protocol", "measure_shape", "sweep"],
+    ids=["whole_calls", "graph_replay", "profile", "kernel_time", "flush", "copy", "protocol", "measure_shape",
+         "sweep"],
 )
 def test_timing_refuses_to_run_without_cuda(call):
     with pytest.raises(bench.BenchmarkUnavailableError, match="needs a CUDA GPU"):

@@ -109,7 +109,8 @@ def _event(name, device, us, *, kernels=(), annotation=False, start=0.0):
 
 def test_the_gpu_spans_of_profiler_scopes_are_not_counted_as_device_work():
     cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
-    events = [_event("region:forward", cpu, 100.0), _event("aten::mul", cpu, 5.0, kernels=[("mul_kernel", 10.0)], start=1),
+    events = [_event("region:forward", cpu, 100.0),
+              _event("aten::mul", cpu, 5.0, kernels=[("mul_kernel", 10.0)], start=1),
               _event("mul_kernel", cuda, 10.0, start=2), _event("memset", cuda, 3.0, start=20),  # no host op: unlinked
               _event("region:forward", cuda, 40.0, annotation=True)]  # the scope's span on the GPU timeline
     rows = attribute_kernels(events, "original", scoped=False)
@@ -225,7 +226,8 @@ def test_a_step_table_follows_from_its_kernels_and_every_time_was_checked_first(
         assert r.gpu_busy_ms <= 1.05 * r.step_ms_max, key  # one stream: a step's kernels fit inside it (5 %: profiler)
 
 
-@pytest.mark.skipif(not (RESULTS_DIR / bench.STEP_FILE).is_file(), reason="results/h200/model_step.csv not committed yet")
+@pytest.mark.skipif(not (RESULTS_DIR / bench.STEP_FILE).is_file(),
+                    reason="results/h200/model_step.csv not committed yet")
 def test_the_readme_states_the_committed_step_table():
     """Every figure of the README's "Into a model" list, derived from results/h200/model_step.csv."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
@@ -249,7 +251,8 @@ def test_the_readme_states_the_committed_step_table():
         f"({step.loc[('gpu_bound', 'compile', 'original'), 'norm_share']:.0%} of the".replace("%", " %"),
         f"its step is {speed_up('gpu_bound', 'compile', 'fast'):.2f}× the original's",
         f"(Liger {speed_up('gpu_bound', 'compile', 'liger'):.2f}×)", busy("host_bound"),
-        f"eager: {speed_up('host_bound', 'eager', 'fast'):.2f}× (Liger", f"{speed_up('host_bound', 'eager', 'liger'):.2f}×)",
+        f"eager: {speed_up('host_bound', 'eager', 'fast'):.2f}× (Liger",
+        f"{speed_up('host_bound', 'eager', 'liger'):.2f}×)",
         f"(up to {spread:.1f} ms in {step.loc[('host_bound', 'eager', 'original'), 'step_ms']:.0f} ms)",
     ]
     flat = " ".join(readme.split())

@@ -26,11 +26,15 @@ def script(monkeypatch):
     monkeypatch.setattr(runs, "require_cuda", lambda: None)
     monkeypatch.setattr(runs, "time_whole_calls", lambda fn, **kw: (fn(), np.linspace(40.0, 60.0, bench.SAMPLES))[1])
     monkeypatch.setattr(runs, "time_graph_replay", lambda fn, **kw: 3.0)
-    profile = bench.KernelProfile(device_us=2.5, ops_per_call=2.0, by_name={"a": (1.0, 1.0), "b": (1.0, 1.5)}, l2_cold=False)
+    profile = bench.KernelProfile(
+        device_us=2.5, ops_per_call=2.0, by_name={"a": (1.0, 1.0), "b": (1.0, 1.5)}, l2_cold=False
+    )
     monkeypatch.setattr(runs, "profile_kernels", lambda fn, **kw: profile)
     monkeypatch.setattr(runs, "kernel_time_us", lambda fn, **kw: 4.0)
     monkeypatch.setattr(bench, "copy_bandwidth_gbps", lambda: 4000.0)
-    monkeypatch.setattr(module, "check_flush", lambda: {"read_bytes": 1, "warm_us": 1.0, "cold_us": 2.0, "evicts": True})
+    monkeypatch.setattr(
+        module, "check_flush", lambda: {"read_bytes": 1, "warm_us": 1.0, "cold_us": 2.0, "evicts": True}
+    )
     return module
 
 

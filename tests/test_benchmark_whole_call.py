@@ -107,7 +107,8 @@ def test_summary_pivots_one_pass_by_shape_and_provider_in_the_runs_order():
     assert list(pivot.columns) == ["fast", "eager"] and pivot.loc[(64, 4096, "bfloat16"), "eager"] == 50
 
 
-@pytest.mark.skipif(not (RESULTS_DIR / "whole_call.csv").is_file(), reason="results/h200/whole_call.csv not committed yet")
+@pytest.mark.skipif(not (RESULTS_DIR / "whole_call.csv").is_file(),
+                    reason="results/h200/whole_call.csv not committed yet")
 def test_committed_whole_call_csv_is_complete_and_every_number_was_checked_first():
     table = load_whole_call()
     assert list(table.columns) == list(wholecall.COLUMNS)

@@ -36,7 +36,8 @@ from rmsnorm_course.checkers.kernels import unmasked_accesses
 #: else why not: the checkers then judge on the GPU alone, and say so (kernels.judges).
 INTERPRETER_BROKEN = isolate.interpreter_unavailable()
 needs_interpreter = pytest.mark.skipif(
-    INTERPRETER_BROKEN is not None, reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
+    INTERPRETER_BROKEN is not None,
+    reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,7 +116,8 @@ def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
 
 
 def test_messages_of_distinct_numbers_show_distinct_digits():
-    # rstd rounded to float16 differs from the oracle in the 4th significant digit: 3 decimals would print equal numbers.
+    # rstd rounded to float16 differs from the oracle in the 4th significant digit:
+    # 3 decimals would print equal numbers.
     feedback = checkers.check_forward_kernel(wv.FORWARD["rstd kept in 16 bits"][0])
     shown = re.search(r"rstd\[\d+\] = ([-\d.e]+), expected ([-\d.e]+)", feedback.message)
     assert shown and shown.group(1) != shown.group(2), feedback
@@ -142,9 +144,14 @@ def test_html_feedback_shows_code_not_backquotes():
 
 
 def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
-    kernel = wv.mutate(rmsnorm.rmsnorm_forward_kernel, ("gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask, other=0, maks=mask)"))
+    kernel = wv.mutate(
+        rmsnorm.rmsnorm_forward_kernel,
+        ("gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask, other=0, maks=mask)"),
+    )
     feedback = checkers.check_forward_kernel(kernel)
-    line = next(i for i, text in enumerate(Path(kernel.fn.__code__.co_filename).read_text().splitlines(), 1) if "maks=" in text)
+    line = next(
+        i for i, text in enumerate(Path(kernel.fn.__code__.co_filename).read_text().splitlines(), 1) if "maks=" in text
+    )
     assert f"at line {line} of" in feedback.message and "my_forward_kernel[(3,)](" in feedback.message, feedback
 
 
@@ -261,7 +268,9 @@ def test_a_kernel_defined_in_a_notebook_cell_is_judged_in_the_child():
     namespace = _define_in_cell("import triton\nimport triton.language as tl\n" + cell, "<solutions 03 cell>")
     assert checkers.check_forward_kernel(namespace["my_forward_kernel"]).passed
     wrong_cell = cell.replace("/ N + eps", "/ BLOCK_SIZE + eps")
-    namespace = _define_in_cell("import triton\nimport triton.language as tl\n" + wrong_cell, "<solutions 03 wrong cell>")
+    namespace = _define_in_cell(
+        "import triton\nimport triton.language as tl\n" + wrong_cell, "<solutions 03 wrong cell>"
+    )
     assert "divided by BLOCK_SIZE instead of N" in checkers.check_forward_kernel(namespace["my_forward_kernel"]).message
 
 
@@ -269,7 +278,8 @@ def _kernel_with_helper(scale: str) -> str:
     return (
         f"import triton\nimport triton.language as tl\n\nSCALE = {scale}\n\n\n"
         "@triton.jit\ndef square(v):\n    return v * v * SCALE\n\n\n"
-        + inspect.getsource(rmsnorm.rmsnorm_forward_kernel.fn).replace("tl.sum(x * x, axis=0)", "tl.sum(square(x), axis=0)")
+        + inspect.getsource(rmsnorm.rmsnorm_forward_kernel.fn).replace("tl.sum(x * x, axis=0)",
+                                                                       "tl.sum(square(x), axis=0)")
     )
 
 
@@ -282,7 +292,10 @@ def test_a_kernel_using_a_helper_kernel_and_a_global_constant_travels_with_them(
 def test_a_global_the_gpu_compiler_refuses_is_named_though_the_interpreter_runs_it():
     namespace = _define_in_cell(_kernel_with_helper("1.0"), "<helper cell, plain global>")
     feedback = checkers.check_forward_kernel(namespace["rmsnorm_forward_kernel"])
-    assert "compiler for a GPU rejects it" in feedback.message and "Cannot access global variable SCALE" in feedback.message, feedback
+    assert (
+        "compiler for a GPU rejects it" in feedback.message
+        and "Cannot access global variable SCALE" in feedback.message
+    ), feedback
 
 
 def test_the_gpu_compile_message_says_what_ran(monkeypatch):
@@ -290,15 +303,29 @@ def test_the_gpu_compile_message_says_what_ran(monkeypatch):
     # ran, so the message must not mention the interpreter and shows a call that gives the whole error.
     from rmsnorm_course.checkers import gpu_compile
 
-    args = ("`my_kernel`", 21, "acc += x", "CompilationError: Loop-carried variable acc has initial type int32", "my_kernel[(3,)](x)")
+    args = (
+        "`my_kernel`",
+        21,
+        "acc += x",
+        "CompilationError: Loop-carried variable acc has initial type int32",
+        "my_kernel[(3,)](x)",
+    )
     monkeypatch.setattr(gpu_compile, "interpreted", lambda: True)
     cpu = gpu_compile.gpu_rejects(*args)
     monkeypatch.setattr(gpu_compile, "interpreted", lambda: False)
     gpu = gpu_compile.gpu_rejects(*args)
     for message in (cpu, gpu):
-        assert wv.GPU_REJECTS in message and "at line 21 of your cell, `acc += x`" in message and "initial type int32" in message
+        assert (
+            wv.GPU_REJECTS in message
+            and "at line 21 of your cell, `acc += x`" in message
+            and "initial type int32" in message
+        )
     assert cpu.startswith("the interpreter runs `my_kernel`") and "my_kernel[(3,)](x)" not in cpu
-    assert "interpreter" not in gpu and gpu.startswith("`my_kernel` does not compile") and "e.g. `my_kernel[(3,)](x)`" in gpu
+    assert (
+        "interpreter" not in gpu
+        and gpu.startswith("`my_kernel` does not compile")
+        and "e.g. `my_kernel[(3,)](x)`" in gpu
+    )
 
 
 # --------------------------------------------------------------------------- one verdict on every device
@@ -323,7 +350,8 @@ UNREACHED_OTHER = {
     "09": (checkers.check_long_row_kernel, wv.mutate(wv910.L, (
         "tl.load(gamma_ptr + start + cols, mask=mask, other=0.0)", "tl.load(gamma_ptr + start + cols, mask=mask)"))),
     "10": (checkers.check_one_pass_kernel, wv.mutate(wv910.B, (
-        "x = tl.load(x_ptr + offsets, mask=mask, other=0.0)", "x = tl.where(mask, tl.load(x_ptr + offsets, mask=mask), 0.0)"))),
+        "x = tl.load(x_ptr + offsets, mask=mask, other=0.0)",
+        "x = tl.where(mask, tl.load(x_ptr + offsets, mask=mask), 0.0)"))),
 }
 
 

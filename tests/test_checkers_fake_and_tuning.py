@@ -62,7 +62,11 @@ def _fast_csv():
     return pd.read_csv(RESULTS_DIR / "fast.csv"), env["copy_rate_gbps"], pd.read_csv(RESULTS_DIR / "fast_tuning.csv")
 
 
-SHAPES = [(65536, 256, "float16", "backward"), (32768, 4096, "bfloat16", "backward"), (4096, 4096, "float32", "forward")]
+SHAPES = [
+    (65536, 256, "float16", "backward"),
+    (32768, 4096, "bfloat16", "backward"),
+    (4096, 4096, "float32", "forward"),
+]
 
 
 def test_exercise_12_solutions_pass():
@@ -116,7 +120,8 @@ def test_the_toy_sweep_gives_each_slip_its_own_winner():
 
     toy = toy_timings()
     winners = {name: tuple(wv.PICK_CONFIG[name][0](toy, *TOY_SHAPE).values())
-               for name in ("warm samples", "mean", "fastest sample", "slowest", "shape not filtered", "pass not filtered")}
+               for name in ("warm samples", "mean", "fastest sample", "slowest", "shape not filtered",
+                            "pass not filtered")}
     winners["right"] = tuple(wv._pick()(toy, *TOY_SHAPE).values())
     assert len(set(winners.values())) == len(winners), winners
 

@@ -29,7 +29,8 @@ from rmsnorm_course.checkers.guards import Buffers
 #: Where Triton's interpreter does not run (a GPU machine whose triton and numpy disagree), the GPU judges alone.
 INTERPRETER_BROKEN = isolate.interpreter_unavailable()
 needs_interpreter = pytest.mark.skipif(
-    INTERPRETER_BROKEN is not None, reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
+    INTERPRETER_BROKEN is not None,
+    reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
 
 RIGHT = {
     "09": lambda: checkers.check_long_row_kernel(long_row_forward_kernel),
@@ -137,7 +138,9 @@ def test_the_kernel_is_judged_in_the_checkers_separate_process(exercise, monkeyp
 def test_a_renamed_pointer_is_accepted_as_in_lessons_03_to_05():
     # The checker launches positionally (BLOCK_SIZE by keyword), so, as in 03-05, only the
     # constexpr's name is fixed; one preflight (checkers.kernels.preflight) serves both days.
-    renamed = wv.mutate(long_row_forward_kernel, ("    x_ptr,  #", "    x_in,  #"), ("x_row = x_ptr + row", "x_row = x_in + row"))
+    renamed = wv.mutate(
+        long_row_forward_kernel, ("    x_ptr,  #", "    x_in,  #"), ("x_row = x_ptr + row", "x_row = x_in + row")
+    )
     assert checkers.check_long_row_kernel(renamed).passed
 
 

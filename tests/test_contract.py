@@ -28,22 +28,28 @@ def ok(M=4, N=8, dtype=torch.float32, device=None):
 
 BAD_FORWARD = {
     "x not a tensor": (lambda x, g: ([[1.0, 2.0]], g), r"x must be a torch.Tensor; got list"),
-    "x transposed": (lambda x, g: (torch.ones(8, 4, device=x.device).t(), g), r"x must be contiguous .*strides \(1, 4\)"),
-    "gamma strided": (lambda x, g: (x, torch.ones(16, device=x.device)[::2]), r"gamma must be contiguous .*strides \(2,\)"),
+    "x transposed": (lambda x, g: (torch.ones(8, 4, device=x.device).t(), g),
+                     r"x must be contiguous .*strides \(1, 4\)"),
+    "gamma strided": (lambda x, g: (x, torch.ones(16, device=x.device)[::2]),
+                      r"gamma must be contiguous .*strides \(2,\)"),
     "x bfloat16": (lambda x, g: (x.bfloat16(), g.bfloat16()), r"x must be float32 or float16 .*torch.bfloat16"),
     "x float64": (lambda x, g: (x.double(), g.double()), r"x must be float32 or float16 .*torch.float64"),
     "x int32": (lambda x, g: (x.int(), g.int()), r"x must be float32 or float16 .*torch.int32"),
-    "gamma other dtype": (lambda x, g: (x, g.half()), r"gamma must have the dtype of x \(torch.float32\); got torch.float16"),
+    "gamma other dtype": (lambda x, g: (x, g.half()),
+                          r"gamma must have the dtype of x \(torch.float32\); got torch.float16"),
     "gamma other device": (lambda x, g: (x, g.to("meta")), r"gamma must be on the same device as x .*got meta"),
     "unsupported device": (lambda x, g: (x.to("meta"), g.to("meta")), r"x must be on a CUDA device .*got meta"),
     "x 1-D": (lambda x, g: (x[0], g), r"x must be 2-D \(M, N\); got 1-D shape \(8,\)"),
     "x 3-D": (lambda x, g: (x.view(2, 2, 8), g), r"x must be 2-D \(M, N\); got 3-D"),
     "N = 0": (lambda x, g: (x[:, :0], g[:0]), r"1 <= N <= 4096 columns; got N = 0"),
-    "N = 4097": (lambda x, g: (torch.ones(1, 4097, device=x.device), torch.ones(4097, device=x.device)), r"got N = 4097"),
-    "gamma too long": (lambda x, g: (x, torch.ones(9, device=x.device)), r"gamma must have shape \(N,\) = \(8,\); got \(9,\)"),
+    "N = 4097": (lambda x, g: (torch.ones(1, 4097, device=x.device), torch.ones(4097, device=x.device)),
+                 r"got N = 4097"),
+    "gamma too long": (lambda x, g: (x, torch.ones(9, device=x.device)),
+                       r"gamma must have shape \(N,\) = \(8,\); got \(9,\)"),
     "gamma 2-D": (lambda x, g: (x, g.view(1, 8)), r"gamma must have shape \(N,\) = \(8,\); got \(1, 8\)"),
     "scratch 4097 x 4096": (
-        lambda x, g: (torch.zeros(4097, 4096, device=x.device), torch.ones(4096, device=x.device)),  # not empty: NaN != NaN
+        # zeros, not empty: NaN != NaN
+        lambda x, g: (torch.zeros(4097, 4096, device=x.device), torch.ones(4096, device=x.device)),
         r"\(4097, 4096\) needs M\*N\*4 = 67,125,248 bytes .*67,108,864 bytes \(64 MiB\)",
     ),
 }
@@ -111,7 +117,8 @@ BAD_BACKWARD = {
     "dy shape": (lambda x, g, dy, r: (x, g, dy[:2], r), r"dy must have the shape of x \(4, 8\); got \(2, 8\)"),
     "dy dtype": (lambda x, g, dy, r: (x, g, dy.half(), r), r"dy must have the dtype of x .*got torch.float16"),
     "dy device": (lambda x, g, dy, r: (x, g, dy.to("meta"), r), r"dy must be on the same device as x"),
-    "dy non-contiguous": (lambda x, g, dy, r: (x, g, torch.ones(8, 4, device=x.device).t(), r), r"dy must be contiguous"),
+    "dy non-contiguous": (lambda x, g, dy, r: (x, g, torch.ones(8, 4, device=x.device).t(), r),
+                          r"dy must be contiguous"),
     "dy not a tensor": (lambda x, g, dy, r: (x, g, 1.0, r), r"dy must be a torch.Tensor"),
     "rstd dtype": (lambda x, g, dy, r: (x, g, dy, r.half()), r"rstd must be float32 .*got torch.float16"),
     "rstd shape": (lambda x, g, dy, r: (x, g, dy, r[:3]), r"rstd must have shape \(M,\) = \(4,\); got \(3,\)"),
@@ -148,7 +155,8 @@ def test_rmsnorm_rejects_non_contiguous_nd_without_copying():
         rmsnorm_fn(x, torch.ones(8, device=x.device))
 
 
-@pytest.mark.parametrize("x, pattern", [(torch.tensor(1.0), "at least 1 dimension"), (torch.ones(2, 0), "got shape \\(2, 0\\)")])
+@pytest.mark.parametrize("x, pattern", [(torch.tensor(1.0), "at least 1 dimension"),
+                                        (torch.ones(2, 0), "got shape \\(2, 0\\)")])
 def test_rmsnorm_rejects_bad_rank(x, pattern):
     with pytest.raises(ContractError, match=pattern):
         rmsnorm_fn(x, torch.ones(1))

@@ -54,7 +54,9 @@ def test_each_solution_has_exercises_checks_and_hidden_asserts(path):
     checks = [c for c in code if c.metadata.get("nbgrader", {}).get("grade")]
     assert solutions and len(checks) >= len(solutions), (len(solutions), len(checks))
     for cell in checks:
-        assert "### BEGIN HIDDEN TESTS\nassert feedback.passed, feedback\n### END HIDDEN TESTS" in cell.source, cell.source
+        assert "### BEGIN HIDDEN TESTS\nassert feedback.passed, feedback\n### END HIDDEN TESTS" in cell.source, (
+            cell.source
+        )
     learner = gen.make_exercise(nb)
     assert "BEGIN SOLUTION" not in json.dumps(learner) and "HIDDEN TESTS" not in json.dumps(learner)
     stubs = [c for c in learner.cells if c.cell_type == "code" and "raise NotImplementedError()" in c.source]
@@ -62,7 +64,9 @@ def test_each_solution_has_exercises_checks_and_hidden_asserts(path):
 
 
 def _notebook(*cells):
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}
+    )
     nb.cells = list(cells)
     return nb
 
@@ -78,8 +82,10 @@ def _cell(source, kind="code", **nbgrader):
 SEMANTICS = _notebook(
     _cell("def f(x):\n    # hint\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n\ny = 1", solution=True),
     _cell("whole cell answer", solution=True),
-    _cell("Text: <!-- BEGIN SOLUTION -->\nsecret\n<!-- END SOLUTION -->", kind="markdown", solution=True, grade=True, points=1),
-    _cell("feedback = 1\n### BEGIN HIDDEN TESTS\nassert feedback\n### END HIDDEN TESTS", grade=True, points=1, locked=True),
+    _cell("Text: <!-- BEGIN SOLUTION -->\nsecret\n<!-- END SOLUTION -->", kind="markdown", solution=True, grade=True,
+          points=1),
+    _cell("feedback = 1\n### BEGIN HIDDEN TESTS\nassert feedback\n### END HIDDEN TESTS", grade=True, points=1,
+          locked=True),
     _cell("plain = 2"),
 )
 EXPECTED_SOURCES = [
@@ -122,7 +128,8 @@ def test_check_mode_reports_an_edited_exercise(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
-                    reason="nbgrader is not installed (the course does not need it; this only cross-checks the generator)")
+                    reason="nbgrader is not installed "
+                           "(the course does not need it; this only cross-checks the generator)")
 @pytest.mark.parametrize("path", [*SOLUTIONS, None], ids=lambda p: p.name if p else "marker-semantics")
 def test_the_generator_agrees_with_nbgrader(path):
     from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions

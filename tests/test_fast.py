@@ -60,7 +60,11 @@ def _cases():
         if dtype == torch.bfloat16:
             marks.append(gpu_only)
         elif M * N > CPU_MAX_ELEMENTS:
-            marks.append(pytest.mark.skipif(not GPU, reason=f"{M}x{N} is for the GPU (interpreter: > {CPU_MAX_ELEMENTS:,} elements)"))
+            marks.append(
+                pytest.mark.skipif(
+                    not GPU, reason=f"{M}x{N} is for the GPU (interpreter: > {CPU_MAX_ELEMENTS:,} elements)"
+                )
+            )
         yield pytest.param(M, N, dtype, id=f"{M}x{N}-{str(dtype)[6:]}", marks=marks)
 
 
@@ -328,7 +332,10 @@ def test_fast_module_is_a_drop_in_for_torch_nn_rmsnorm(device):
     assert fast.state_dict().keys() == ref.state_dict().keys()
     x = torch.randn(5, 7, 64, device=device)
     assert_close(fast(x), ref(x).double())
-    bare_ref, bare = torch.nn.RMSNorm(64, eps=1e-5, elementwise_affine=False), FastRMSNorm(64, eps=1e-5, elementwise_affine=False)
+    bare_ref, bare = (
+        torch.nn.RMSNorm(64, eps=1e-5, elementwise_affine=False),
+        FastRMSNorm(64, eps=1e-5, elementwise_affine=False),
+    )
     assert bare.weight is None and bare.state_dict().keys() == bare_ref.state_dict().keys()
     assert_close(bare.to(device)(x), bare_ref.to(device)(x).double())
     fast.weight.data.fill_(3.0)

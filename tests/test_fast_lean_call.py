@@ -170,7 +170,9 @@ def test_direct_and_binder_launches_give_the_same_numbers(dtype, monkeypatch):
     direct = [rmsnorm_fast_forward(x, gamma) for _ in range(2)][-1]
     direct_bwd = rmsnorm_fast_backward(x, gamma, direct[1], dy)
     rmsnorm_fast_backward(x, gamma, direct[1], dy)
-    monkeypatch.setattr(DirectLauncher, "__call__", lambda self, key, grid, *args, **opts: self.kernel[grid](*args, **opts))
+    monkeypatch.setattr(
+        DirectLauncher, "__call__", lambda self, key, grid, *args, **opts: self.kernel[grid](*args, **opts)
+    )
     binder = rmsnorm_fast_forward(x, gamma)
     binder_bwd = rmsnorm_fast_backward(x, gamma, binder[1], dy)
     for a, b in zip((*direct, *direct_bwd), (*binder, *binder_bwd)):

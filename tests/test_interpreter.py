@@ -45,14 +45,21 @@ def test_triton_imported_before_rmsnorm_is_refused_with_the_fix():
 
 @no_cuda
 def test_variable_set_before_python_allows_importing_triton_first():
-    done = _python("import triton\nimport rmsnorm, torch\nprint(rmsnorm.reduce_gamma_gradient(torch.ones(3, 2), torch.float32).tolist())", TRITON_INTERPRET="1")
+    done = _python(
+        "import triton\nimport rmsnorm, torch\n"
+        "print(rmsnorm.reduce_gamma_gradient(torch.ones(3, 2), torch.float32).tolist())",
+        TRITON_INTERPRET="1",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[3.0, 3.0]"
 
 
 @no_cuda
 def test_fresh_process_without_the_variable_runs_the_canary():
-    done = _python("import rmsnorm, torch\ny, _ = rmsnorm.forward_op(torch.ones(1, 257), torch.ones(257))\nprint(round(y[0, 0].item(), 7))")
+    done = _python(
+        "import rmsnorm, torch\ny, _ = rmsnorm.forward_op(torch.ones(1, 257), torch.ones(257))\n"
+        "print(round(y[0, 0].item(), 7))"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0.9999995"
 

@@ -127,17 +127,25 @@ def test_every_widget_control_changes_the_output(path):
     printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout")
     report = json.loads(printed.strip().splitlines()[-1])
 
-    assert len(report) == expected, f"{path.name}: {expected} interact(ive) call(s) in the source, {len(report)} widget(s) found"
+    assert len(report) == expected, (
+        f"{path.name}: {expected} interact(ive) call(s) in the source, {len(report)} widget(s) found"
+    )
     for widget in report:
         steps = widget["steps"]
         assert len(steps) >= 2, f"{widget['function']}: no visible control"
         for step in steps:
             where = f"{path.name}, {widget['function']}, {step['control']}"
             assert step["error"] is None, f"{where}: the callback raised {step['error']}"
-            assert step["output"].strip(), f"{where}: the widget shows nothing (interactive does not display a return value: print it)"
+            assert step["output"].strip(), (
+                f"{where}: the widget shows nothing (interactive does not display a return value: print it)"
+            )
             assert step["output"] != step["before"], f"{where}: the output did not change ({step['output']!r})"
 
 
 def test_widget_notebooks_are_found():
     """The three lessons with widgets are the ones this test runs, so it cannot pass by finding none."""
-    assert {p.name for p in WITH_WIDGETS} >= {"01_formula.ipynb", "05_gamma_reduction.ipynb", "08_n_vs_block_exercise.ipynb"}
+    assert {p.name for p in WITH_WIDGETS} >= {
+        "01_formula.ipynb",
+        "05_gamma_reduction.ipynb",
+        "08_n_vs_block_exercise.ipynb",
+    }

@@ -35,7 +35,9 @@ PAIRS = [
 def _solution_kernel(notebook: str, name: str) -> list[str]:
     """The lines of the solution's kernel, decorator to last line, without the nbgrader markers."""
     cells = json.loads((ROOT / "solutions" / notebook).read_text(encoding="utf-8"))["cells"]
-    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and f"def {name}(" in "".join(c["source"])]
+    sources = [
+        "".join(c["source"]) for c in cells if c["cell_type"] == "code" and f"def {name}(" in "".join(c["source"])
+    ]
     assert len(sources) == 1, f"{notebook}: {len(sources)} cells define {name}"
     lines = [line for line in sources[0].splitlines() if line.strip() not in MARKERS]
     start = lines.index("@triton.jit")

@@ -49,7 +49,9 @@ def test_splits_are_disjoint():
 
 def test_splits_follow_the_documented_teacher():
     """Re-draw the documented process by hand: W1, W2, x, then the noise."""
-    splits = make_splits(seed=3, n_train=10, n_val=3, n_test=4, features=6, teacher_hidden=5, noise_std=0.25, device="cpu")
+    splits = make_splits(
+        seed=3, n_train=10, n_val=3, n_test=4, features=6, teacher_hidden=5, noise_std=0.25, device="cpu"
+    )
     g = torch.Generator().manual_seed(3)
     w1 = torch.randn(6, 5, generator=g) / 6**0.5
     w2 = torch.randn(5, 1, generator=g) / 5**0.5
@@ -80,7 +82,9 @@ def test_both_paths_start_identical(device):
     ref_sd, ker_sd = (models[p].state_dict() for p in PATHS)
     assert list(ref_sd) == list(ker_sd) == ["0.weight", "0.bias", "1.weight", "3.weight", "3.bias"]
     assert all(torch.equal(ref_sd[k], ker_sd[k]) for k in ref_sd)
-    assert not torch.equal(make_model("reference", features=5, hidden=24, seed=12)[0].weight.cpu(), ref_sd["0.weight"].cpu())
+    assert not torch.equal(
+        make_model("reference", features=5, hidden=24, seed=12)[0].weight.cpu(), ref_sd["0.weight"].cpu()
+    )
     x = make_splits(seed=0, **SMALL, device=device).train.x[:9]
     assert_close(models["kernel"](x), models["reference"](x))
 

@@ -35,7 +35,12 @@ RESULTS_DIR = Path(os.environ.get(RESULTS_DIR_ENV) or Path(__file__).resolve().p
 #: Columns of the summary statistics (all in µs per call, except ``samples``).
 STAT_COLUMNS = ("median_us", "mean_us", "min_us", "max_us", "std_us", "samples")
 #: Sweep rate columns and the time column each is computed from.
-RATE_COLUMNS = {"gbps_whole": "whole_call_us", "gbps_graph": "graph_us", "gbps_device": "device_us", "gbps_cold": "cold_us"}
+RATE_COLUMNS = {
+    "gbps_whole": "whole_call_us",
+    "gbps_graph": "graph_us",
+    "gbps_device": "device_us",
+    "gbps_cold": "cold_us",
+}
 #: The byte convention, in words (written to environment.json by scripts/benchmark.py).
 BYTE_CONVENTION = (
     "minimum traffic, the same for every implementation (a lower bound): forward 2*M*N*s + N*s_w + 4*M, "
@@ -116,7 +121,9 @@ def backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32, weight_dt
     return 3 * M * N * s + 2 * N * s_w + 4 * M
 
 
-def forward_backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32, weight_dtype: torch.dtype | None = None) -> int:
+def forward_backward_bytes(
+    M: int, N: int, dtype: torch.dtype = torch.float32, weight_dtype: torch.dtype | None = None
+) -> int:
     """:func:`forward_bytes` + :func:`backward_bytes`: ``5·M·N·s + 3·N·s_w + 8·M`` bytes, a lower bound."""
     return forward_bytes(M, N, dtype, weight_dtype) + backward_bytes(M, N, dtype, weight_dtype)
 
@@ -148,7 +155,9 @@ def recompute_rates(sweep: pd.DataFrame) -> pd.DataFrame:
     Source: notebooks/07_benchmark.ipynb §7.
     """
     out = sweep.copy()
-    out["bytes"] = [bytes_moved(p, m, n, getattr(torch, d)) for p, m, n, d in zip(out["path"], out["M"], out["N"], out["dtype"])]
+    out["bytes"] = [
+        bytes_moved(p, m, n, getattr(torch, d)) for p, m, n, d in zip(out["path"], out["M"], out["N"], out["dtype"])
+    ]
     for rate, time in RATE_COLUMNS.items():
         if time in out.columns:
             out[rate] = [gbps(b, us) for b, us in zip(out["bytes"], out[time])]
@@ -171,7 +180,9 @@ def summarize(samples: pd.DataFrame, keys=("path", "impl", "repeat", "M", "N", "
     return stats.reset_index()
 
 
-def difference_table(table: pd.DataFrame, value: str = "median_us", keys=("path",), reference: str = "reference") -> pd.DataFrame:
+def difference_table(
+    table: pd.DataFrame, value: str = "median_us", keys=("path",), reference: str = "reference"
+) -> pd.DataFrame:
     """The article's comparison: impl − reference in µs, and as % of the reference.
 
     ``percent = 100 · (impl − reference) / reference``: the difference divided

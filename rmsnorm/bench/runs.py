@@ -68,7 +68,10 @@ def make_calls(
     """
     impls = [i for i in IMPLS if i != "liger" or (include_liger and liger_status() is None)]
     calls: dict[tuple[str, str], Callable[[], Any]] = {}
-    for path, build, pass_ in (("forward", pass_calls, "forward"), ("forward_backward", whole_calls, "forward_backward")):
+    for path, build, pass_ in (
+        ("forward", pass_calls, "forward"),
+        ("forward_backward", whole_calls, "forward_backward"),
+    ):
         for impl in impls:
             calls[(path, impl)] = build(provider(impl), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
     return calls
@@ -134,7 +137,8 @@ def run_protocol(
 
 
 def measure_shape(
-    M: int, N: int, dtype: torch.dtype = torch.float32, *, epsilon: float = 1e-6, include_liger: bool = True, seed: int = 0,
+    M: int, N: int, dtype: torch.dtype = torch.float32, *,
+    epsilon: float = 1e-6, include_liger: bool = True, seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Check, then time one shape: whole calls, graph replay, kernel time L2-warm and L2-cold.
 

@@ -83,7 +83,8 @@ def gbps(nbytes: float, us: float) -> float:
 
 
 def time_whole_calls(
-    fn: Callable[[], Any], *, warmup: int = WARMUP_CALLS, samples: int = SAMPLES, calls_per_sample: int = CALLS_PER_SAMPLE
+    fn: Callable[[], Any], *,
+    warmup: int = WARMUP_CALLS, samples: int = SAMPLES, calls_per_sample: int = CALLS_PER_SAMPLE,
 ) -> np.ndarray:
     """The article's protocol: CUDA events around whole calls.
 
@@ -304,7 +305,9 @@ def profile_kernels(
     return KernelProfile(sum(durations.values()) / calls, len(device_events) / calls, by_name, flush)
 
 
-def kernel_time_us(fn: Callable[[], Any], *, flush: bool = True, calls: int = PROFILED_CALLS, warmup: int = WARMUP_CALLS) -> float:
+def kernel_time_us(
+    fn: Callable[[], Any], *, flush: bool = True, calls: int = PROFILED_CALLS, warmup: int = WARMUP_CALLS
+) -> float:
     """Kernel time of one call in µs, L2-cold: THE number to turn into GB/s.
 
     ``torch.profiler`` records ``calls`` calls of ``fn``; before each, a

@@ -120,8 +120,9 @@ def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
                 rows.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, **cfg.__dict__,
                                  us=us, error=error))
         key = (M, N, str(dtype).removeprefix("torch."))
-        best = {p: min((r for r in rows if (r["M"], r["N"], r["dtype"]) == key and r["pass_"] == p and r["us"] == r["us"]),
-                       key=lambda r: r["us"], default=None) for p in ("forward", "backward")}
+        timed = [r for r in rows if (r["M"], r["N"], r["dtype"]) == key and r["us"] == r["us"]]  # NaN: failed
+        best = {p: min((r for r in timed if r["pass_"] == p), key=lambda r: r["us"], default=None)
+                for p in ("forward", "backward")}
         for p, r in best.items():
             if r:
                 print(f"  tune {M}x{N} {dtype} {p}: best {r['us']:.1f} us with "

@@ -208,7 +208,9 @@ def launch_backward(
     block_m = config.BLOCK_M if one_block else 1
     P = num_programs(config, x.device, -(-M // block_m))
     partial = new_output((P, N), torch.float32, x.device) if gamma is not None else dx
-    mean_ux = rstd if one_block else new_output((M,), torch.float64 if x.dtype == torch.float32 else torch.float32, x.device)
+    mean_ux = (
+        rstd if one_block else new_output((M,), torch.float64 if x.dtype == torch.float32 else torch.float32, x.device)
+    )
     w = x if gamma is None else gamma
     _launch(
         backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, gamma is not None), (P,),
@@ -221,7 +223,8 @@ def launch_backward(
         return dx, None
     dgamma = new_output((N,), gamma.dtype, x.device)
     _launch_dgamma(
-        (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15, (P == 1, not P & 15, P >> 31), N),
+        (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
+         (P == 1, not P & 15, P >> 31), N),
         (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N, num_warps=4,
     )
     return dx, dgamma

@@ -83,7 +83,9 @@ def num_programs(config: FastConfig, device: torch.device, row_blocks: int) -> i
     """
     if device.type != "cuda":
         return max(1, min(INTERPRETER_PROGRAMS, row_blocks))
-    return grid_size(config, row_blocks, sm_count(device.index if device.index is not None else torch.cuda.current_device()))
+    return grid_size(
+        config, row_blocks, sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    )
 
 
 def grid_size(config: FastConfig, row_blocks: int, sms: int) -> int:

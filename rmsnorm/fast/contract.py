@@ -184,7 +184,9 @@ def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
     check_epsilon(eps, "eps")
 
 
-def check_fast_backward_inputs(x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor) -> None:
+def check_fast_backward_inputs(
+    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor
+) -> None:
     """Check what the fused backward reads: x and gamma as in the forward, rstd and dy.
 
     Rules: rstd is (M,) float32 on x's device, unit stride; dy has x's shape,

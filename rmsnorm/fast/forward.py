@@ -159,4 +159,5 @@ def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_gamma: 
     """
     M, N = x.shape
     return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
-            rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent, has_gamma)
+            rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent,
+            has_gamma)

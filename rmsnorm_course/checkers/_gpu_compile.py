@@ -93,7 +93,11 @@ def compile_all(spec: dict, signatures) -> dict:
                     "line": line, "text": text, "signature": signature}
         except Exception as error:  # noqa: BLE001 - a later stage (MLIR passes, LLVM, ptxas)
             message = str(error).strip().splitlines()
-            missing = isinstance(error, (FileNotFoundError, ImportError)) or "ptxas" in str(error) and "not found" in str(error)
+            missing = (
+                isinstance(error, (FileNotFoundError, ImportError))
+                or "ptxas" in str(error)
+                and "not found" in str(error)
+            )
             return {"ok": None if missing else False, "stage": "back end", "line": None, "text": "",
                     "message": f"{type(error).__name__}: {message[0] if message else ''}", "signature": signature}
     return {"ok": True}

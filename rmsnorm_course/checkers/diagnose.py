@@ -188,7 +188,9 @@ def _matches(run: Run, outputs: Outputs) -> bool:
 
 
 def _tol(run: Run, name: str) -> dict[str, float]:
-    return tolerance(run.actual[name], run.case) if isinstance(run.actual.get(name), torch.Tensor) else FLOAT64_TOLERANCE
+    return (
+        tolerance(run.actual[name], run.case) if isinstance(run.actual.get(name), torch.Tensor) else FLOAT64_TOLERANCE
+    )
 
 
 def _case_passes(run: Run) -> bool:
@@ -223,7 +225,9 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
     actual = run.actual.get(name)
     if not isinstance(actual, torch.Tensor) or tuple(actual.shape) != tuple(run.expected[name].shape):
         shape = tuple(actual.shape) if isinstance(actual, torch.Tensor) else type(actual).__name__
-        return wrong(exercise, f"{run.case.label}: {name} has shape {shape}, expected {tuple(run.expected[name].shape)}.")
+        return wrong(
+            exercise, f"{run.case.label}: {name} has shape {shape}, expected {tuple(run.expected[name].shape)}."
+        )
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
         hint = _narrow_block(nan)
@@ -256,7 +260,8 @@ def _narrow_block(nan: torch.Tensor) -> str:
     width = int(written[-1]) + 1 if written.numel() else 0
     if width >= 16 and width & (width - 1) == 0 and not columns[:width].any() and columns[width:].all():
         return (f" Only the first {width} columns were written: the block covers only the first {width} columns. "
-                "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, not a fixed width.")
+                "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, "
+                "not a fixed width.")
     return ""
 
 

@@ -43,9 +43,11 @@ SYMPTOMS = [
     Symptom("r is the RMS sqrt(mean(x²) + eps), not its inverse",
             lambda c: _outputs(c, torch.sqrt(_ms(c) + EPS)), "r = 1 / sqrt(mean(x²) + eps), then y = x · r · gamma."),
     Symptom("r is the RMS, not its inverse (y is right: you divided x by the RMS)",
-            lambda c: _outputs(c, torch.sqrt(_ms(c) + EPS), divide=True), "r is the number that multiplies x: 1 / sqrt(mean(x²) + eps)."),
+            lambda c: _outputs(c, torch.sqrt(_ms(c) + EPS), divide=True),
+            "r is the number that multiplies x: 1 / sqrt(mean(x²) + eps)."),
     Symptom("r uses the sum of the squares, not their mean",
-            lambda c: _outputs(c, torch.rsqrt(c.f64("x").square().sum() + EPS)), "Divide the sum of squares by N, the row's length."),
+            lambda c: _outputs(c, torch.rsqrt(c.f64("x").square().sum() + EPS)),
+            "Divide the sum of squares by N, the row's length."),
     Symptom("the square root is missing: r = 1 / (mean(x²) + eps)",
             lambda c: _outputs(c, 1 / (_ms(c) + EPS)), "r = 1 / sqrt(mean(x²) + eps)."),
     Symptom("r uses the mean of |x|, not the root of the mean of the squares",
@@ -104,7 +106,11 @@ def judge(my_row) -> Feedback:
     x_row = _numbers(answer[0], "x_row", len(answer[0]))
     if isinstance(x_row, str):
         return wrong(EXERCISE, x_row)
-    checks = [_numbers(answer[1], "gamma_row", len(x_row)), _numbers(answer[2], "r"), _numbers(answer[3], "y", len(x_row))]
+    checks = [
+        _numbers(answer[1], "gamma_row", len(x_row)),
+        _numbers(answer[2], "r"),
+        _numbers(answer[3], "y", len(x_row)),
+    ]
     problem = next((c for c in checks if isinstance(c, str)), None)
     if problem is None and not 2 <= len(x_row) <= 8:
         problem = f"choose a row of 2 to 8 numbers (one you can do by hand); x_row has {len(x_row)}"
@@ -118,7 +124,8 @@ def judge(my_row) -> Feedback:
         return wrong(EXERCISE, problem + ".")
     gamma_row, (r,), y = checks
     case = Case(f"your row x = {x_row} with gamma = {gamma_row}",
-                {"x": torch.tensor([x_row], dtype=torch.float64), "gamma": torch.tensor(gamma_row, dtype=torch.float64)},
+                {"x": torch.tensor([x_row], dtype=torch.float64),
+                 "gamma": torch.tensor(gamma_row, dtype=torch.float64)},
                 EPS, HAND_TOLERANCE)
     expected = _outputs(case, torch.rsqrt(_ms(case) + EPS))
     actual = {"r": torch.tensor([r], dtype=torch.float64), "y": torch.tensor(y, dtype=torch.float64)}

@@ -97,7 +97,8 @@ SYMPTOMS = [
     Symptom("y is multiplied by the RMS instead of its inverse", lambda c: _y(c, rstd=torch.sqrt(_ms(c) + c.epsilon)),
             "r = 1/sqrt(mean(x²) + eps): `torch.rsqrt`."),
     Symptom("x² is computed in float16, where it overflows past 65504", _in_dtype,
-            "Dtype policy: compute in float32 (float64 stays float64), `x.to(dtype)`, then cast y back with `.to(x.dtype)`."),
+            "Dtype policy: compute in float32 (float64 stays float64), `x.to(dtype)`, "
+            "then cast y back with `.to(x.dtype)`."),
 ]
 
 
@@ -148,7 +149,8 @@ def judge(reference) -> Feedback:
                              "itself when x is already float32). Use out-of-place operations: `xf = xf * r`.")
         if tuple(y.shape) != tuple(case.inputs["x"].shape):
             return wrong(EXERCISE, f"on {case.label}, y has shape {tuple(y.shape)}, x has shape "
-                         f"{tuple(case.inputs['x'].shape)}: y has x's shape (normalise the last dimension, keep the others).")
+                         f"{tuple(case.inputs['x'].shape)}: y has x's shape "
+                         "(normalise the last dimension, keep the others).")
         if y.dtype != case.dtype:
             return wrong(EXERCISE, f"on {case.label}, y is {y.dtype} but x is {case.dtype}: compute in float32 "
                          "(float64 stays float64), then cast back with `.to(x.dtype)`.")

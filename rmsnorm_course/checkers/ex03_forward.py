@@ -140,7 +140,8 @@ def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     gamma = buffers.input("gamma", case.inputs["gamma"])
     M, N = x.shape
     fix = "check the store's mask (`cols < N`) and its address, `y_ptr + row * y_row_stride + cols`" + (
-        " (y has a row stride of its own: here its rows are 16 elements further apart than x's)" if case.row_stride else "")
+        " (y has a row stride of its own: here its rows are 16 elements further apart than x's)"
+        if case.row_stride else "")
     y = buffers.output("y", (M, N), x.dtype, x.device, case.row_stride and case.row_stride + 16, fix=fix)
     rstd = buffers.output("rstd", (M,), torch.float32, x.device)
     BLOCK_SIZE = triton.next_power_of_2(N)
@@ -171,9 +172,11 @@ def judge(kernel) -> Feedback:
     runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
     if _rstd_in_16_bits(runs):
         run = next(r for r in runs if not close(r.actual["rstd"], r.expected["rstd"], tolerance(r.actual["rstd"])))
-        shown = evidence(run, "rstd", first_difference(run.actual["rstd"], run.expected["rstd"], tolerance(run.actual["rstd"])))
-        return wrong(EXERCISE, f"rstd is rounded to 16 bits for float16 inputs (y is fine; your loads are fine): {shown}. "
-                     "rstd is float32 whatever x's dtype: compute and store it in float32, without "
+        shown = evidence(
+            run, "rstd", first_difference(run.actual["rstd"], run.expected["rstd"], tolerance(run.actual["rstd"]))
+        )
+        return wrong(EXERCISE, "rstd is rounded to 16 bits for float16 inputs (y is fine; your loads are fine): "
+                     f"{shown}. rstd is float32 whatever x's dtype: compute and store it in float32, without "
                      "`.to(x_ptr.dtype.element_ty)` or a float16 intermediate.")
     ones = runs[0].actual["y"][0, 0].item()
     return diagnose(

@@ -1,4 +1,5 @@
-"""Checker of exercise 04 (and of the fix in 08): the learner's dx kernel, launched as ``backward_rows`` launches its own.
+"""Checker of exercise 04 (and of the fix in 08): the learner's dx kernel, launched as ``backward_rows`` launches
+its own.
 
 The kernel receives rstd from the package's (correct) forward, so only the
 backward is judged. Symptoms recognised, modelled in float64 with

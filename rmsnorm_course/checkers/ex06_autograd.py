@@ -62,7 +62,9 @@ def _explain_autograd_error(error: BaseException) -> str | None:
         return (f"backward returned {count.group(2)} values, but forward takes {count.group(1)} inputs "
                 "(x, gamma, epsilon): return one gradient per input, in order, `return dx, dgamma, None` "
                 "(None for epsilon, which is not differentiated).")
-    invalid = re.search(r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]", text)
+    invalid = re.search(
+        r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]", text
+    )
     if invalid:
         index, got, want = invalid.groups()
         return (f"gradient {index} has shape [{got}] where input {index} has shape [{want}]: the gradients "
@@ -91,7 +93,9 @@ def judge(function_class) -> Feedback:
     device = default_device()
     summaries = []
     for M, N, dtype, epsilon in CASES:
-        label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (f" with epsilon = {epsilon}" if epsilon != 1e-6 else "")
+        label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (
+            f" with epsilon = {epsilon}" if epsilon != 1e-6 else ""
+        )
         isolate.progress(f"the case {label}")
         x, gamma, _ = make_inputs(M, N, dtype, device=device, seed=M + N)
         if epsilon != 1e-6:
@@ -108,7 +112,8 @@ def judge(function_class) -> Feedback:
                     return wrong(EXERCISE, f"on {label}, forward returned a {type(y).__name__}, not the tensor y.")
                 if y.dtype != x.dtype or y.shape != x.shape:
                     return wrong(EXERCISE, f"on {label}, y is {str(y.dtype).removeprefix('torch.')} of shape "
-                                 f"{tuple(y.shape)}; x is {str(x.dtype).removeprefix('torch.')} of shape {tuple(x.shape)}: "
+                                 f"{tuple(y.shape)}; x is {str(x.dtype).removeprefix('torch.')} of shape "
+                                 f"{tuple(x.shape)}: "
                                  "return y from forward_op as it is (same dtype and shape as x).")
                 stage = "backward"
                 (y.t().float() * weight).sum().backward()  # dy = weight.t(): not contiguous
@@ -121,11 +126,15 @@ def judge(function_class) -> Feedback:
         for tensor, before, what in ((x, saved[0], "x"), (gamma, saved[1], "gamma")):
             if not torch.equal(tensor.detach(), before):
                 return wrong(EXERCISE, f"on {label}, {what} changed: your forward or backward wrote into an input "
-                             "(an in-place operation such as `mul_`, `+=`, `copy_` on it). Leave the inputs as they are.")
+                             "(an in-place operation such as `mul_`, `+=`, `copy_` on it). "
+                             "Leave the inputs as they are.")
         if launches["forward_op"] == 0:
             return wrong(EXERCISE, "forward never called forward_op (the Triton kernel): y must come from the kernel.")
         if launches["backward_rows"] == 0:
-            return wrong(EXERCISE, "backward never called backward_rows (the dx kernel): dx and dgamma must come from the kernels.")
+            return wrong(
+                EXERCISE,
+                "backward never called backward_rows (the dx kernel): dx and dgamma must come from the kernels.",
+            )
         if launches["reduce_gamma_gradient"] == 0:
             return wrong(EXERCISE, "backward never called reduce_gamma_gradient (the dgamma kernel): `partial.sum(0)` "
                          "gives the right numbers in PyTorch, but the exercise is the Triton column sum: "
@@ -141,7 +150,8 @@ def judge(function_class) -> Feedback:
                 shown = evidence(run, what, first_difference(got, want, tol))
                 hint = {"y": "forward must return y from forward_op(x, gamma, epsilon).",
                         "x.grad": "backward must return dx from backward_rows first.",
-                        "gamma.grad": "backward must return dgamma = reduce_gamma_gradient(partial, gamma.dtype) second."}[what]
+                        "gamma.grad": "backward must return dgamma = reduce_gamma_gradient(partial, gamma.dtype) "
+                                      "second."}[what]
                 if epsilon != 1e-6:
                     hint = (f"the other cases pass: epsilon = {epsilon} is not passed on. Hand forward's `epsilon` to "
                             "forward_op(x, gamma, epsilon), keep it as `ctx.epsilon` and pass it to backward_rows.")

@@ -76,11 +76,15 @@ def judge_prediction(my_prediction) -> Feedback:
     guess, problem = _call(EXERCISE_PREDICT, my_prediction)
     if problem is not None:
         return problem
-    if not isinstance(guess, dict) or set(guess) != set(PATHS) or not all(v in ("more", "less") for v in guess.values()):
+    if (
+        not isinstance(guess, dict)
+        or set(guess) != set(PATHS)
+        or not all(v in ("more", "less") for v in guess.values())
+    ):
         return wrong(EXERCISE_PREDICT, 'return {"forward": "more" or "less", "forward_backward": "more" or "less"}; '
                      f"got {guess!r}")
-    return passed(EXERCISE_PREDICT, f"recorded: the Triton path takes {guess['forward']} time than the reference for the "
-                  f"forward alone, and {guess['forward_backward']} for forward + backward. Now measure.")
+    return passed(EXERCISE_PREDICT, f"recorded: the Triton path takes {guess['forward']} time than the reference "
+                  f"for the forward alone, and {guess['forward_backward']} for forward + backward. Now measure.")
 
 
 _PERCENT_SLIPS = [
@@ -139,11 +143,13 @@ def _check_median(median_us, samples) -> Feedback | None:
         return wrong(EXERCISE_READ, f"{name_of(median_us)} must return a number; got {got!r}")
     if not _same(float(got), float(group.median())):
         slips = [(w, slip(group)) for w, slip in _MEDIAN_SLIPS]
-        slips += [("the median of every impl's samples of that path", toy[toy["path"] == "forward"]["us_per_call"].median()),
-                  ("the median of every path's samples of that impl", toy[toy["impl"] == "article"]["us_per_call"].median())]
+        slips += [("the median of every impl's samples of that path",
+                   toy[toy["path"] == "forward"]["us_per_call"].median()),
+                  ("the median of every path's samples of that impl",
+                   toy[toy["impl"] == "article"]["us_per_call"].median())]
         what = next((w for w, value in slips if _same(float(got), float(value))), None)
-        shown = (f"on the samples 3, 1, 2, 100 µs (forward, article; other rows belong to other impls and paths) you give "
-                 f"{fmt(float(got))}, expected the median {fmt(float(group.median()))}")
+        shown = ("on the samples 3, 1, 2, 100 µs (forward, article; other rows belong to other impls and paths) "
+                 f"you give {fmt(float(got))}, expected the median {fmt(float(group.median()))}")
         if what:
             return wrong(EXERCISE_READ, f"{name_of(median_us)} returns {what}: {shown}. Keep the rows of that path "
                          "and impl, then take the median of their us_per_call (one slow sample barely moves it).")

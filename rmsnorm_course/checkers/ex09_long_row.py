@@ -48,8 +48,8 @@ from .kernels import check_kernel, refine, run_kernel_cases
 
 EXERCISE = "09 · looped forward kernel"
 #: What an unmasked access would do here (ends the preflight's message).
-MASK_NOTE = ("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes past the row, "
-             "which `mask = start + cols < N` leaves out")
+MASK_NOTE = ("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
+             "past the row, which `mask = start + cols < N` leaves out")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ def _signatures():
 
 @never_raises(EXERCISE)
 def check_long_row_kernel(kernel) -> Feedback:
-    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
+    """Judge a learner's kernel as every kernel exercise is judged
+    (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
 
     Before any launch, :func:`~rmsnorm_course.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
     exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the

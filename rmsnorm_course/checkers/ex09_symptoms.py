@@ -180,7 +180,8 @@ SYMPTOMS = [
 
 
 def sum_in_16_bits(runs) -> str | None:
-    """Evidence that only rstd is off, by a float16 rounding (0 past 65504), and beyond tolerance short of 65504; else None.
+    """Evidence that only rstd is off, by a float16 rounding (0 past 65504), and beyond tolerance short of 65504;
+    else None.
 
     A float16 accumulator rounds the sum at every block; float16 squares
     added to a float32 accumulator stay within tolerance until a square overflows.

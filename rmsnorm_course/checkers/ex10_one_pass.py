@@ -133,7 +133,8 @@ def _signatures():
 
 @never_raises(EXERCISE)
 def check_one_pass_kernel(kernel) -> Feedback:
-    """Judge a learner's kernel as every kernel exercise is judged (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
+    """Judge a learner's kernel as every kernel exercise is judged
+    (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
 
     Before any launch, :func:`~rmsnorm_course.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
     exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the

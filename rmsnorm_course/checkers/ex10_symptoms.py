@@ -72,7 +72,8 @@ def correct(case) -> dict[str, torch.Tensor]:
 
 
 SYMPTOMS = [
-    Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N", lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
+    Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N",
+            lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
     Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
             "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),

@@ -89,7 +89,8 @@ def _call(fn, case: FakeCase, op: str):
             return None, wrong(EXERCISE, (
                 f"{name_of(fn)} ran real work on {case.label}: {type(error).__name__}: "
                 f"{str(error).splitlines()[0][:160]}. A fake implementation never launches the kernel or reads "
-                "values (its inputs have shapes but no data): only allocate the outputs, e.g. x.new_empty(shape, dtype=...)."))
+                "values (its inputs have shapes but no data): only allocate the outputs, "
+                "e.g. x.new_empty(shape, dtype=...)."))
         return None, wrong(EXERCISE, describe_error(name_of(fn), error))
 
 
@@ -146,7 +147,9 @@ def check_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE, (__name__, "judge_fake_implementation"), [fake_forward, fake_backward], "your fake implementations")
+    return isolate.run_python_check(
+        EXERCISE, (__name__, "judge_fake_implementation"), [fake_forward, fake_backward], "your fake implementations"
+    )
 
 
 def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
@@ -176,6 +179,6 @@ def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
         problem = _compare(fake_backward, case, "backward", ("dx", "dgamma"))
         if problem is not None:
             return problem
-    return passed(EXERCISE, f"on all {len(CASES)} cases (float16, bf16 x with float32 gamma, no weight) your fakes give "
-                  "the shapes, dtypes and device of the registered ones: y and dx in x's dtype, rstd (M,) float32, "
-                  "dgamma in gamma's dtype or empty.")
+    return passed(EXERCISE, f"on all {len(CASES)} cases (float16, bf16 x with float32 gamma, no weight) "
+                  "your fakes give the shapes, dtypes and device of the registered ones: y and dx in x's dtype, "
+                  "rstd (M,) float32, dgamma in gamma's dtype or empty.")

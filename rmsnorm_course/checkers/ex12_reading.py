@@ -70,9 +70,11 @@ def _fraction_slips(M, N, dtype, pass_, us, copy):
     return [
         ("scratch was charged: the M·N float32 partials, written and read (2·M·N·4 bytes), are not in the convention",
          rate(right + 2 * M * N * 4)),
-        ("scratch was charged: the M·N float32 partials (M·N·4 bytes) are not in the convention", rate(right + M * N * 4)),
+        ("scratch was charged: the M·N float32 partials (M·N·4 bytes) are not in the convention",
+         rate(right + M * N * 4)),
         ("the time was taken in seconds: us is in microseconds (1 µs = 1e-6 s)", rate(right, seconds=us)),
-        ("the time was taken in milliseconds: us is in microseconds (1 µs = 1e-6 s, not 1e-3 s)", rate(right, seconds=us * 1e-3)),
+        ("the time was taken in milliseconds: us is in microseconds (1 µs = 1e-6 s, not 1e-3 s)",
+         rate(right, seconds=us * 1e-3)),
         (f"every element was counted as 4 bytes: {dtype} takes {s}",
          rate(minimum_bytes(M, N, "float32", pass_) if s != 4 else right + 1)),
         ("the backward was counted like the forward (2·M·N elements): it reads x and dy and writes dx, 3·M·N",
@@ -82,7 +84,8 @@ def _fraction_slips(M, N, dtype, pass_, us, copy):
         ("gamma and rstd were left out (N·s per read of gamma, 4·M for the float32 rstd): small, but in the convention",
          rate(right - small)),
         ("that is a percentage: return the fraction (between 0 and 1, not × 100)", 100 * rate(right)),
-        ("the copy rate was taken in GiB/s (2^30 B/s): copy_rate_gbps is in GB/s, 1e9 B/s", rate(right, ceiling=copy * 2**30)),
+        ("the copy rate was taken in GiB/s (2^30 B/s): copy_rate_gbps is in GB/s, 1e9 B/s",
+         rate(right, ceiling=copy * 2**30)),
     ]
 
 
@@ -98,7 +101,12 @@ def check_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | No
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE_FRACTION, (__name__, "judge_copy_fraction"), [copy_fraction, fast_csv, copy_rate_gbps], f"your {name_of(copy_fraction)}")
+    return isolate.run_python_check(
+        EXERCISE_FRACTION,
+        (__name__, "judge_copy_fraction"),
+        [copy_fraction, fast_csv, copy_rate_gbps],
+        f"your {name_of(copy_fraction)}",
+    )
 
 
 def judge_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | None = None) -> Feedback:
@@ -128,14 +136,16 @@ def judge_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | No
         what = next((w for w, v in _fraction_slips(*FRACTION_CASE) if v is not None and _same(float(got), v)), None)
         return wrong(EXERCISE_FRACTION, f"{what}: {shown}." if what else f"{shown}.")
     if fast_csv is not None:
-        timed = fast_csv[fast_csv["us"].notna() & fast_csv["copy_fraction"].notna()]  # a provider that failed its check has no time
+        # a provider that failed its check has no time
+        timed = fast_csv[fast_csv["us"].notna() & fast_csv["copy_fraction"].notna()]
         for row in timed.itertuples(index=False):
             got, problem = call_learner(EXERCISE_FRACTION, copy_fraction, int(row.M), int(row.N), row.dtype, row.pass_,
                                  float(row.us), float(copy_rate_gbps))
             if problem is not None:
                 return problem
             if not isinstance(got, numbers.Real) or not math.isclose(float(got), row.copy_fraction, rel_tol=1e-6):
-                return wrong(EXERCISE_FRACTION, f"on fast.csv's row {row.M}×{row.N} {row.dtype} {row.pass_} {row.provider}: "
+                return wrong(EXERCISE_FRACTION,
+                             f"on fast.csv's row {row.M}×{row.N} {row.dtype} {row.pass_} {row.provider}: "
                              f"you give {got!r}, the file says {row.copy_fraction:.6f}.")
     rows = "" if fast_csv is None else f" and on all {len(timed)} timed rows of fast.csv"
     return passed(EXERCISE_FRACTION, f"right on the small case{rows}: {expected:.4f} of the copy rate for "
@@ -163,15 +173,19 @@ _TOY = [
 TOY_SHAPE = (65536, 256, "float16", "backward")
 
 _PICK_SLIPS = {
-    "warm": "it picks a configuration that is fastest only with a warm L2 (its warm samples are 5 µs, its cold ones 30 µs). "
+    "warm": "it picks a configuration that is fastest only with a warm L2 "
+            "(its warm samples are 5 µs, its cold ones 30 µs). "
             "Keep the rows with l2 == 'cold': in a model, the norm's input does not sit in L2 waiting for it",
-    "mean": "it ranks by the mean: one slow outlier (90 µs among 20, 21, 22) pulls the right winner's mean up to 38.25 µs. "
+    "mean": "it ranks by the mean: one slow outlier (90 µs among 20, 21, 22) "
+            "pulls the right winner's mean up to 38.25 µs. "
             "Rank by the median of each configuration's samples",
-    "min": "it ranks by the fastest single sample (15 µs, next to 40, 41, 42): one lucky sample is not the typical time. "
+    "min": "it ranks by the fastest single sample (15 µs, next to 40, 41, 42): "
+           "one lucky sample is not the typical time. "
            "Rank by the median",
     "max": "it picks the slowest configuration: take the smallest median time (idxmin, not idxmax)",
     "shape": "it picks a configuration timed at another shape: keep the rows of this M, N and dtype only",
-    "pass": "it picks a configuration timed for the other pass (forward rows in a backward question): keep the rows of pass_",
+    "pass": "it picks a configuration timed for the other pass (forward rows in a backward question): "
+            "keep the rows of pass_",
 }
 
 
@@ -213,7 +227,12 @@ def check_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE_PICK, (__name__, "judge_pick_config"), [pick_config, tuning_csv, shapes], f"your {name_of(pick_config)}")
+    return isolate.run_python_check(
+        EXERCISE_PICK,
+        (__name__, "judge_pick_config"),
+        [pick_config, tuning_csv, shapes],
+        f"your {name_of(pick_config)}",
+    )
 
 
 def judge_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:

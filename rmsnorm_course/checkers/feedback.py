@@ -64,7 +64,9 @@ def code_to_html(text: str) -> str:
     parts = text.split("`")
     if len(parts) % 2 == 0:  # an unpaired backquote: escape everything as it is
         return html.escape(text)
-    return "".join(html.escape(part) if i % 2 == 0 else f"<code>{html.escape(part)}</code>" for i, part in enumerate(parts))
+    return "".join(
+        html.escape(part) if i % 2 == 0 else f"<code>{html.escape(part)}</code>" for i, part in enumerate(parts)
+    )
 
 
 def passed(exercise: str, message: str) -> Feedback:

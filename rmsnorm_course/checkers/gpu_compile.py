@@ -150,5 +150,5 @@ def compile_error_message(kernel, error: BaseException, example: str = "") -> st
     except (OSError, TypeError, IndexError):
         pass
     cause = found.__cause__ or found
-    return gpu_rejects(name_of(kernel), line, text, f"{type(cause).__name__}: {cause}" if cause is not found else str(found),
-                       example)
+    message = f"{type(cause).__name__}: {cause}" if cause is not found else str(found)
+    return gpu_rejects(name_of(kernel), line, text, message, example)

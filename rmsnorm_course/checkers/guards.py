@@ -96,13 +96,20 @@ class Buffers:
         for kind, name, view, buffer, before, fix in self.entries:
             changed = _bits(buffer) != _bits(before)
             if kind == "input" and changed.any():
-                return f"it wrote into {name}, an input: a kernel only reads its inputs (check the pointer of each `tl.store`)"
+                return (f"it wrote into {name}, an input: a kernel only reads its inputs "
+                        "(check the pointer of each `tl.store`)")
             outside = changed & ~_inside(view, buffer)
             if outside.any():
                 if callable(fix):
                     return fix(self.written_outside(name))
                 where = int(torch.nonzero(outside)[0]) - view.storage_offset()
-                side = "before its first element" if where < 0 else "past its last element" if where >= _span(view) else "between its rows"
+                side = (
+                    "before its first element"
+                    if where < 0
+                    else "past its last element"
+                    if where >= _span(view)
+                    else "between its rows"
+                )
                 return (f"it wrote outside {name} ({side}, element offset {where}): "
                         + (fix or "check the row offset (`row * row_stride`) and the store's mask"))
         return None

@@ -79,7 +79,10 @@ def _context():
 
 
 def _interpreter_server():
-    """The second forkserver, for interpreted children on a GPU machine (None where multiprocessing has no room for it)."""
+    """The second forkserver, for interpreted children on a GPU machine.
+
+    None where multiprocessing has no room for it.
+    """
     global _INTERPRETER_SERVER
     if _INTERPRETER_SERVER is None:
         from multiprocessing import forkserver
@@ -309,7 +312,8 @@ def interpreter_unavailable() -> str | None:
     the interpreter's judge runs in children of their own, and an environment whose Triton and
     NumPy do not agree breaks the interpreter there alone (seen on the H200 with triton 3.6 and
     NumPy 2.4: "only 0-dimensional arrays can be converted to Python scalars", which
-    :func:`rmsnorm.device.mend_interpreter_index` now mends; constraints.txt pins a pair that works). A fresh process with :data:`INTERPRETER_ENVIRONMENT` imports what that server
+    :func:`rmsnorm.device.mend_interpreter_index` now mends; constraints.txt pins a pair that works).
+    A fresh process with :data:`INTERPRETER_ENVIRONMENT` imports what that server
     imports on start (:mod:`rmsnorm_course.checkers._warm`, which runs the package's three kernels once),
     and its error is the reason.
     """

@@ -291,7 +291,9 @@ def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compi
     interpreted, *on_gpu = [isolate.outcome_feedback(exercise, o, who) for o in outcomes]
     raised = not interpreted.passed and RAISED in interpreted.message  # the interpreter's own error says more
     if compiled is not None and not compiled["ok"] and not raised:
-        return wrong(exercise, gpu_compile.gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"]))
+        return wrong(
+            exercise, gpu_compile.gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"])
+        )
     rejected = [f for f in on_gpu if gpu_compile.REJECTS in f.message]  # the GPU compiled it in its child
     if rejected and not raised:
         return rejected[0]

@@ -66,7 +66,8 @@ def kernel_spec(kernel, _seen: set | None = None) -> dict:
             names[name] = ("module", value.__name__)
         elif is_kernel(value) and id(value.fn) not in seen:
             names[name] = ("kernel", kernel_spec(value, seen))
-        elif isinstance(value, (bool, int, float, str, type(None))) or type(value).__module__.startswith("triton.language"):
+        elif (isinstance(value, (bool, int, float, str, type(None)))
+              or type(value).__module__.startswith("triton.language")):
             try:
                 pickle.dumps(value)
             except Exception:  # noqa: BLE001 - an unpicklable global stays behind; the child then names it

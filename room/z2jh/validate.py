@@ -100,7 +100,8 @@ def check_overrides(values: dict) -> None:
     for profile in values["singleuser"].get("profileList") or []:
         unknown = set(profile.get("kubespawner_override") or {}) - KUBESPAWNER_OVERRIDE_KEYS
         if unknown:
-            raise Invalid(f"profile {profile.get('display_name')!r}: kubespawner_override keys not in the checked list: "
+            raise Invalid(f"profile {profile.get('display_name')!r}: "
+                          "kubespawner_override keys not in the checked list: "
                           f"{sorted(unknown)}")
 
 
@@ -125,7 +126,8 @@ def check_traits(values: dict) -> None:
 
         names = {ep.name for ep in entry_points(group="jupyterhub.authenticators")}
         if auth not in names and "." not in auth:
-            raise Invalid(f"hub.config.JupyterHub.authenticator_class={auth!r} is no jupyterhub.authenticators entry point "
+            raise Invalid(f"hub.config.JupyterHub.authenticator_class={auth!r} "
+                          "is no jupyterhub.authenticators entry point "
                           f"installed here ({sorted(names)})")
 
 

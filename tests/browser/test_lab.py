@@ -59,7 +59,9 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 WIDGET_CALL = re.compile(r"\binteract(ive)?\(")
 
 if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("chromium or chromedriver not found: run `make test-browser`, which installs them", allow_module_level=True)
+    pytest.skip(
+        "chromium or chromedriver not found: run `make test-browser`, which installs them", allow_module_level=True
+    )
 
 # The open notebook as JupyterLab's model sees it (window.jupyterapp: --LabApp.expose_app_in_browser).
 NOTEBOOK_STATE_JS = """
@@ -81,7 +83,8 @@ return {
 # Text of the outputs of the first code cell whose source contains arguments[0].
 CELL_OUTPUT_JS = """
 const panel = window.jupyterapp.shell.currentWidget;
-const cell = panel.content.widgets.find(c => c.model.type === 'code' && c.model.sharedModel.getSource().includes(arguments[0]));
+const cell = panel.content.widgets.find(
+  c => c.model.type === 'code' && c.model.sharedModel.getSource().includes(arguments[0]));
 return cell ? cell.node.querySelector('.jp-Cell-outputWrapper').textContent : null;
 """
 
@@ -220,8 +223,8 @@ def news_popups(driver) -> list[str]:
 def click_menu(driver, menu: str, item: str) -> None:
     """Click a menu of the menu bar, then one of its items, as a learner does."""
     driver.find_element(By.XPATH, f"//li[contains(@class,'lm-MenuBar-item')][.//div[text()='{menu}']]").click()
-    entry = _wait(driver, 10, lambda: [e for e in driver.find_elements(By.XPATH, f"//li[contains(@class,'lm-Menu-item')]"
-                                                                             f"[.//div[text()='{item}']]") if e.is_displayed()],
+    xpath = f"//li[contains(@class,'lm-Menu-item')][.//div[text()='{item}']]"
+    entry = _wait(driver, 10, lambda: [e for e in driver.find_elements(By.XPATH, xpath) if e.is_displayed()],
                   f"menu {menu} has no item {item!r}")
     entry[0].click()
 
@@ -270,7 +273,8 @@ def _drive_slider(driver, control, output, name: str) -> list[str]:
     low, high = (float(handle.get_attribute(a)) for a in ("aria-valuemin", "aria-valuemax"))
     towards_middle = 1 if handle.location["x"] < track.location["x"] + track.size["width"] / 2 else -1
     before, value_before = _text(driver, output), _text(driver, readout)
-    ActionChains(driver).click_and_hold(handle).move_by_offset(towards_middle * track.size["width"] // 4, 0).release().perform()
+    offset = towards_middle * track.size["width"] // 4
+    ActionChains(driver).click_and_hold(handle).move_by_offset(offset, 0).release().perform()
     dragged = _changed(driver, output, before, f"dragging {name} from {value_before}")
     value_dragged = _text(driver, readout)
     assert value_dragged != value_before, f"dragging {name}: the readout stayed at {value_before}"
@@ -282,9 +286,12 @@ def _drive_slider(driver, control, output, name: str) -> list[str]:
         typed = round(low + 0.7 * (high - low)) if is_int else round((low + 0.7 * (high - low)) * 4) / 4
     typed = f"{typed:g}"
     readout.click()
-    ActionChains(driver).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).send_keys(typed, Keys.ENTER).perform()
+    (ActionChains(driver).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL)
+     .send_keys(typed, Keys.ENTER).perform())
     _changed(driver, output, dragged, f"typing {typed} into {name}'s readout")
-    assert _number(_text(driver, readout)) == float(typed), f"typed {typed} into {name}, readout shows {_text(driver, readout)}"
+    assert _number(_text(driver, readout)) == float(typed), (
+        f"typed {typed} into {name}, readout shows {_text(driver, readout)}"
+    )
     return [f"{name}: dragged {value_before} → {value_dragged}, typed {typed}"]
 
 
@@ -306,7 +313,9 @@ def drive_widget(driver, interact, stem: str, k: int) -> list[str]:
     """Drive every control of one `interactive`; each action must change its output."""
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", interact)
     output = interact.find_element(By.CSS_SELECTOR, ".widget-output")
-    _wait(driver, WIDGET_TIMEOUT_S, lambda: _text(driver, output), f"{stem} widget {k}: shows no output before any change")
+    _wait(
+        driver, WIDGET_TIMEOUT_S, lambda: _text(driver, output), f"{stem} widget {k}: shows no output before any change"
+    )
     controls = interact.find_elements(By.CSS_SELECTOR, ":scope > .widget-slider, :scope > .widget-dropdown")
     assert controls, f"{stem} widget {k}: no slider or dropdown found"
     done, driven = [], set()
@@ -353,7 +362,9 @@ def test_lesson_runs_clean_and_every_widget_answers(lab, browser, path):
 
     interacts = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-interact")
     expected = _expected_widgets(lab, path)
-    assert len(interacts) == expected, f"{path}: {expected} interact(ive) call(s) in the source, {len(interacts)} widget(s) shown"
+    assert len(interacts) == expected, (
+        f"{path}: {expected} interact(ive) call(s) in the source, {len(interacts)} widget(s) shown"
+    )
     for k, interact in enumerate(interacts, start=1):
         for line in drive_widget(browser, interact, stem, k):
             print(f"  widget {k}: {line}")
@@ -379,7 +390,8 @@ def test_exercise_feedback_turns_to_passed_when_solved(lab, browser):
      .key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT)  # run it; the checker cell is next
      .key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform())  # run the checker
     passed = _wait(browser, WIDGET_TIMEOUT_S,
-                   lambda: (text := browser.execute_script(CELL_OUTPUT_JS, "check_by_hand(my_row)")) and "passed" in text and text,
+                   lambda: ((text := browser.execute_script(CELL_OUTPUT_JS, "check_by_hand(my_row)"))
+                            and "passed" in text and text),
                    f"{EXERCISE}: the checker did not say 'passed' after the solution was typed")
     browser.save_screenshot(str(BUILD / f"{stem}-solved.png"))
     assert "r = 0.2 and y = [0.4, 0.7]" in passed, passed
