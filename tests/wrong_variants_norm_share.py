@@ -23,6 +23,8 @@ def _share(kind="right"):
         if kind == "host + gpu":
             us = norm["us"].sum() + norm["host_us"].sum()
         denominator = profile["us"].sum() / 1e3 if kind == "busy" else step_ms
+        if kind == "no optimizer":  # the step without its optimizer kernels
+            denominator -= profile.loc[profile["part"] == "optimizer", "us"].sum() / 1e3
         share = us / denominator if kind == "units" else us / 1e3 / denominator
         share *= 100 if kind == "percent" else 1
         return share, _BOUNDS.get(kind, lambda s: 1 / (1 - s))(share)
@@ -38,7 +40,8 @@ NORM_SHARE = {
     "skeleton": (_skeleton, "not done yet"),
     "percent": (_share("percent"), "that is a percentage: return the fraction (0.2, not 20)"),
     "forward only": (_share("forward only"), "only the forward was counted"),
-    "GPU busy time": (_share("busy"), "it is divided by the GPU's busy time (every kernel, 36.0 ms)"),
+    "GPU busy time": (_share("busy"), "it is divided by the GPU's busy time (every kernel, 35.0 ms)"),
+    "optimizer taken out": (_share("no optimizer"), "the optimizer's time was taken out of the step"),
     "host time": (_share("host"), "host time was counted as GPU time"),
     "host + GPU time": (_share("host + gpu"), "host time was counted as GPU time"),
     "warm timings": (_share("warm"), "warm timings were used"),
