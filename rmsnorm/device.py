@@ -143,9 +143,9 @@ def mend_interpreter_index() -> bool:
 
     The interpreter holds every scalar (``M``, a loop bound) as a NumPy array of
     shape ``(1,)`` and gives ``tl.tensor`` an ``__index__`` of
-    ``int(self.handle.data)``; NumPy 2.4 and later refuse that (the H200 has 2.5.2) ("only 0-dimensional
-    arrays can be converted to Python scalars"), so ``range(0, M, BLOCK_M)``
-    fails in every kernel that loops over a scalar. Triton 3.7 squeezes the
+    ``int(self.handle.data)``, which NumPy 2.4 and later refuse ("only 0-dimensional
+    arrays can be converted to Python scalars"; the H200 has NumPy 2.5.2), so
+    ``range(0, M, BLOCK_M)`` fails in every kernel that loops over a scalar. Triton 3.7 squeezes the
     array first (``int(self.handle.data.squeeze())``); this does the same, only
     where the installed interpreter still has the old line and the installed
     NumPy refuses it. Nothing else of the interpreter changes.
