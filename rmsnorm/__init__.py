@@ -16,7 +16,7 @@ Public API (the original article's names):
 The fast path (lessons 09–12), beside the article's, in :mod:`rmsnorm.fast`:
 
 - :func:`rmsnorm_fast`, :class:`FastRMSNorm` — one-pass fused backward, bf16,
-  rows up to 65536, row strides, a custom op that ``torch.compile`` traces.
+  rows up to 262144, row strides, a custom op that ``torch.compile`` traces.
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — its launchers.
 
 Teaching kernels, which a lesson or an exercise launches and a model never does, are in

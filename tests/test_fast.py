@@ -29,6 +29,7 @@ from rmsnorm.fast import (
     rmsnorm_fast,
     rmsnorm_fast_backward,
     rmsnorm_fast_forward,
+    row_alignment,
 )
 from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
 from rmsnorm.fast.config import INTERPRETER_PROGRAMS
@@ -50,7 +51,7 @@ cpu_only = pytest.mark.skipif(GPU, reason="about the CPU interpreter")
 #: Largest case (M·N) the campaign runs under the interpreter (about a second each there).
 CPU_MAX_ELEMENTS = 150_000
 CAMPAIGN_M = (1, 17, 199, 1025, 4097)
-CAMPAIGN_N = (1, 3, 17, 255, 257, 769, 1128, 4096, 4097, 8191, 12289, 32768, 65536)
+CAMPAIGN_N = (1, 3, 17, 255, 257, 769, 1128, 4096, 4097, 8191, 12289, 32768, 65536, 131072, 262144)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -83,6 +84,41 @@ def _check_all(x, gamma, dy, eps=1e-6):
 @pytest.mark.parametrize("M, N, dtype", list(_cases()))
 def test_campaign_against_the_float64_oracle(M, N, dtype, device):
     x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=M * 31 + N)
+    _check_all(x, gamma, dy)
+
+
+def test_row_alignment_is_the_largest_power_of_two_dividing_n_and_the_strides():
+    assert row_alignment(2, 1000, 1000) == 8 and row_alignment(4, 1000, 1000) == 4  # 16 bytes at most
+    assert row_alignment(2, 3000, 3000, 3000) == 8 and row_alignment(2, 1004, 1004) == 4
+    assert row_alignment(2, 1000, 1001) == 1 and row_alignment(2, 257) == 1  # an odd stride, an odd N
+    assert row_alignment(2, 4096, 0) == 8  # a broadcast row (stride 0) is aligned
+
+
+#: (view, N): views whose rows start at 16-byte boundaries or not (pointer offset, odd row stride).
+UNALIGNED_VIEWS = ("shifted_by_one_element", "odd_row_stride", "stride_multiple_of_4")
+
+
+def _view(kind, M, N, dtype, device, seed):
+    if kind == "shifted_by_one_element":  # buf[:, 1:N + 1]: every row starts 2 (or 4) bytes past a boundary
+        return make_inputs(M, N + 8, dtype, device=device, seed=seed)[0][:, 1:N + 1]
+    if kind == "odd_row_stride":  # row stride N + 1
+        return make_inputs(M, N + 1, dtype, device=device, seed=seed)[0][:, :N]
+    return make_inputs(M, N + 4, dtype, device=device, seed=seed)[0][:, :N]  # 8-byte aligned rows in 16 bits
+
+
+@pytest.mark.parametrize("kind", UNALIGNED_VIEWS)
+@pytest.mark.parametrize("N", [1000, 3000, pytest.param(12000, marks=gpu_only)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, pytest.param(torch.bfloat16, marks=gpu_only)])
+def test_unaligned_views_and_odd_row_strides_are_right(kind, N, dtype, device):
+    """N a multiple of 8 but the rows not 16-byte aligned: the kernels must not assume they are."""
+    x = _view(kind, 9, N, dtype, device, seed=N)
+    dy = _view(kind, 9, N, dtype, device, seed=N + 1)
+    gamma = make_inputs(1, N, dtype, device=device, seed=2)[1]
+    assert x.stride(1) == 1 and _as_rows(x).data_ptr() == x.data_ptr()  # read in place
+    expected = row_alignment(x.element_size(), N, x.stride(0), dy.stride(0), N)
+    # the shifted view's strides are multiples of 8 (its pointer is what is off, and Triton sees that itself)
+    assert expected == {"shifted_by_one_element": 16 // x.element_size(), "odd_row_stride": 1,
+                        "stride_multiple_of_4": 4}[kind]
     _check_all(x, gamma, dy)
 
 
@@ -354,7 +390,7 @@ def test_forward_past_2_31_elements_uses_int64_offsets():
 
 
 def test_config_tables_cover_every_n():
-    for N in (1, 255, 4096, 8192, 8193, 65536):
+    for N in (1, 255, 4096, 8192, 8193, 65536, 131073, FAST_MAX_N):
         for dtype in DTYPES:
             cfg = backward_config(N, dtype)
             assert cfg.one_block(N) or cfg.BLOCK_M == 1  # the looped backward takes one row per step

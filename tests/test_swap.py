@@ -148,7 +148,7 @@ REFUSED = {
     "two dimensions": (lambda: torch.nn.RMSNorm((4, 64)), None, "normalises over more than the last dimension"),
     "fp32 weight, bf16 activations": (lambda: LlamaRMSNorm(64), torch.bfloat16,
                                       "it returns torch.float32 for torch.bfloat16 input (its torch.float32 weight"),
-    "N too large": (lambda: LlamaRMSNorm(65537), None, "its weight has 65537 elements"),
+    "N too large": (lambda: LlamaRMSNorm(262145), None, "its weight has 262145 elements"),
     "float64 weight": (lambda: LlamaRMSNorm(64).double(), None, "its weight is torch.float64"),
     "centred": (lambda: _CentredRMSNorm(64), None, "it subtracts the row's mean (that is LayerNorm)"),
     "eps outside the root": (lambda: _EpsOutsideRMSNorm(64), None, "it adds eps outside the square root"),

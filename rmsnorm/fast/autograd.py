@@ -190,7 +190,7 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
     """RMSNorm over the last dimension with the fast kernels; differentiable, compilable.
 
     Args:
-        x: (..., N) float32/float16/bfloat16, 1 ≤ N ≤ 65536, on CUDA (or the
+        x: (..., N) float32/float16/bfloat16, 1 ≤ N ≤ 262144, on CUDA (or the
             CPU under the interpreter, bf16 excepted). Leading dimensions are
             flattened into M rows. Layout: when the last dimension has unit
             stride and the leading ones collapse to one row stride (e.g.
@@ -251,7 +251,7 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
 class FastRMSNorm(torch.nn.RMSNorm):
     """``torch.nn.RMSNorm`` whose forward runs the fast kernels.
 
-    Same constructor (``normalized_shape`` must be (N,) with N ≤ 65536),
+    Same constructor (``normalized_shape`` must be (N,) with N ≤ 262144),
     ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``;
     ``eps=None`` means, as there, the machine epsilon of the dtype the norm is
     computed in, not of x's dtype: ``torch.finfo(torch.float32).eps`` ≈ 1.19e-7
@@ -266,7 +266,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
 
     Raises:
         ContractError: for a normalized_shape of more than one dimension or
-            wider than 65536, or an eps that is not None and not a finite
+            wider than 262144, or an eps that is not None and not a finite
             real number > 0 (at construction); for inputs or an eps outside
             the fast contract, a DTensor x or weight included (at call time).
 

@@ -22,7 +22,7 @@ float32 rstd limits it. The float64 work is a few operations per element,
 hidden behind the memory traffic. The partials stay float32.
 
 Rows wider than one block (N > BLOCK_N): mean(u · x̂) needs the whole row
-before any dx, and a program cannot hold a row of 65536 in registers. Pass 1
+before any dx, and a program cannot hold a row of 262144 in registers. Pass 1
 walks the program's rows and stores each row's mean(u · x̂) in an (M,)
 scratch (float64 for float32 x, else float32); pass 2 walks the column blocks and, inside, the program's
 rows, so that one block's share of dgamma stays in registers and is stored
@@ -40,13 +40,94 @@ import triton
 import triton.language as tl
 
 from ..device import new_output
-from .config import FastConfig, backward_config, num_programs
+from .config import FastConfig, aligned, backward_config, num_programs, row_alignment
 from .contract import check_fast_backward_inputs
 from .launch import DirectLauncher
 
 #: Column block and row block of the dgamma reduction kernel.
 REDUCE_BLOCK_N = 128
 REDUCE_BLOCK_P = 32
+
+
+@triton.jit
+def _backward_one_block(
+    x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
+    HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """Rows that fit one block: BLOCK_M rows per step, dgamma summed in registers (arguments as in the kernel)."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if HAS_GAMMA:
+        gamma = tl.load(gamma_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
+    dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for block in tl.range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):  # no row twice
+        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)
+        x_hat = x * rstd[:, None]
+        u = dy
+        if HAS_GAMMA:
+            u = dy * gamma[None, :]
+        mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
+        dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
+        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
+        if HAS_GAMMA:
+            dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
+    if HAS_GAMMA:
+        tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
+
+
+@triton.jit
+def _backward_looped(
+    x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
+    mean_ux_ptr, M, N, HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    # pass 1, row by row: mean(u · x̂) over the whole row, kept in the (M,) scratch
+    for row in tl.range(pid, M, P):
+        row64 = tl.cast(row, tl.int64)
+        rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
+        ux = tl.zeros([BLOCK_N], dtype=COMPUTE)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+            u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+            if HAS_GAMMA:
+                u = u * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+            ux += u * x
+        tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
+    # pass 2, column block by column block, this program's rows inside: dx, and the block's
+    # share of dgamma summed in registers, stored once per block (no read-modify-write)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        mask = c < N
+        if HAS_GAMMA:
+            gamma = tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+        dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for row in tl.range(pid, M, P):
+            row64 = tl.cast(row, tl.int64)
+            rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
+            mean_ux = tl.load(mean_ux_ptr + row64).to(COMPUTE)
+            x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
+            dy = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+            u = dy
+            if HAS_GAMMA:
+                u = dy * gamma
+            dx = (u - x_hat * mean_ux) * rstd
+            tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
+            if HAS_GAMMA:
+                dgamma_acc += (dy * x_hat).to(tl.float32)
+        if HAS_GAMMA:
+            tl.store(partial_row + c, dgamma_acc, mask=mask)
 
 
 @triton.jit
@@ -69,72 +150,20 @@ def rmsnorm_fast_backward_kernel(
     BLOCK_M: tl.constexpr,  # rows per step (1 when ONE_BLOCK is False)
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
     NUM_STAGES: tl.constexpr,  # software pipelining depth of the row loop
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and the three row strides (see config.row_alignment)
 ):
-    pid = tl.program_id(0)
-    P = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
-    partial_row = partial_ptr + pid.to(tl.int64) * N
+    # Triton knows an integer argument's divisibility only by 16: say what the launcher checked (16-byte accesses)
+    N = aligned(N, ROW_ALIGN)
+    x_row_stride = aligned(x_row_stride, ROW_ALIGN)
+    dy_row_stride = aligned(dy_row_stride, ROW_ALIGN)
+    dx_row_stride = aligned(dx_row_stride, ROW_ALIGN)
+    partial_row = partial_ptr + tl.program_id(0).to(tl.int64) * N
     if ONE_BLOCK:
-        col_mask = cols < N
-        if HAS_GAMMA:
-            gamma = tl.load(gamma_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
-        dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for block in tl.range(pid, tl.cdiv(M, BLOCK_M), P, num_stages=NUM_STAGES):  # step P: no row twice
-            rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-            row_mask = rows < M
-            mask = row_mask[:, None] & col_mask[None, :]
-            x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-            dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
-            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)
-            x_hat = x * rstd[:, None]
-            u = dy
-            if HAS_GAMMA:
-                u = dy * gamma[None, :]
-            mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
-            dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
-            tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
-            if HAS_GAMMA:
-                dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
-        if HAS_GAMMA:
-            tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
+        _backward_one_block(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
+                            partial_row, M, N, HAS_GAMMA, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
     else:
-        # pass 1, row by row: mean(u · x̂) over the whole row, kept in the (M,) scratch
-        for row in tl.range(pid, M, P):
-            row64 = tl.cast(row, tl.int64)
-            rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
-            ux = tl.zeros([BLOCK_N], dtype=COMPUTE)
-            for start in range(0, N, BLOCK_N):
-                c = start + cols
-                mask = c < N
-                x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
-                u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
-                if HAS_GAMMA:
-                    u = u * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
-                ux += u * x
-            tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
-        # pass 2, column block by column block, this program's rows inside: dx, and the block's
-        # share of dgamma summed in registers, stored once per block (no read-modify-write)
-        for start in range(0, N, BLOCK_N):
-            c = start + cols
-            mask = c < N
-            if HAS_GAMMA:
-                gamma = tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
-            dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-            for row in tl.range(pid, M, P):
-                row64 = tl.cast(row, tl.int64)
-                rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
-                mean_ux = tl.load(mean_ux_ptr + row64).to(COMPUTE)
-                x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
-                dy = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
-                u = dy
-                if HAS_GAMMA:
-                    u = dy * gamma
-                dx = (u - x_hat * mean_ux) * rstd
-                tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
-                if HAS_GAMMA:
-                    dgamma_acc += (dy * x_hat).to(tl.float32)
-            if HAS_GAMMA:
-                tl.store(partial_row + c, dgamma_acc, mask=mask)
+        _backward_looped(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
+                         partial_row, mean_ux_ptr, M, N, HAS_GAMMA, COMPUTE, BLOCK_N)
 
 
 @triton.jit
@@ -145,7 +174,9 @@ def rmsnorm_fast_dgamma_kernel(
     N,  # columns
     BLOCK_P: tl.constexpr,  # partial rows per step
     BLOCK_N: tl.constexpr,  # columns per program
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (see config.row_alignment)
 ):
+    N = aligned(N, ROW_ALIGN)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
     acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
@@ -164,7 +195,7 @@ def rmsnorm_fast_backward(
 
     Args:
         x: (M, N) forward input (fast contract: float32/float16/bfloat16,
-            unit column stride, any row stride, 1 ≤ N ≤ 65536).
+            unit column stride, any row stride, 1 ≤ N ≤ 262144).
         gamma: (N,) weight, or None (then dgamma is None).
         rstd: (M,) float32, unit stride, from :func:`rmsnorm_fast_forward`.
         dy: (M, N) upstream gradient, dtype of ``x``, unit column stride, any
@@ -217,7 +248,7 @@ def launch_backward(
         x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
         M, N, gamma is not None, tl.float64 if x.dtype == torch.float32 else tl.float32,
         one_block, block_m, config.BLOCK_N, config.num_stages,
-        num_warps=config.num_warps,
+        row_alignment(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), num_warps=config.num_warps,
     )
     if gamma is None:
         return dx, None
@@ -225,7 +256,8 @@ def launch_backward(
     _launch_dgamma(
         (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
          (P == 1, not P & 15, P >> 31), N),
-        (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N, num_warps=4,
+        (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
+        row_alignment(dgamma.element_size(), N), num_warps=4,
     )
     return dx, dgamma
 

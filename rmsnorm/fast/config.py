@@ -29,10 +29,12 @@ Source: notebooks/12_tuning_and_side_by_side.ipynb.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
 import triton
+import triton.language as tl
 
 #: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
 #: Sweep 6 (M = 16384 bf16): one block of 8192 is the fastest of six configs at N = 4608, 5120 and
@@ -96,6 +98,34 @@ def grid_size(config: FastConfig, row_blocks: int, sms: int) -> int:
     """
     p = row_blocks if config.programs_per_sm is None else sms * config.programs_per_sm
     return max(1, min(p, row_blocks))
+
+
+def row_alignment(element_size: int, N: int, *row_strides: int) -> int:
+    """The largest power of two, at most 16 bytes of elements, that divides N and every row stride.
+
+    Triton specialises an integer argument only on divisibility by 16, so at N = 1000 it cannot
+    prove that a masked 16-bit row is 16-byte aligned in groups of 8 and falls back to one element
+    per load and store. The launchers pass this value as the ``ROW_ALIGN`` constexpr and the kernels
+    restate N and the strides through :func:`aligned`. 1 for an odd N or an odd stride (a view
+    such as ``buf[:, 1:N + 1]``), where the rows start at 2-byte offsets and nothing wider is
+    possible. Both values are in the launch keys (N and strides by value).
+
+    Args:
+        element_size: bytes per element (2 or 4).
+        N: columns.
+        row_strides: elements from one row to the next, of every (M, N) tensor of the launch.
+    """
+    g = math.gcd(N, *row_strides)
+    align = max(1, 16 // element_size)
+    while g % align:
+        align //= 2
+    return align
+
+
+@triton.jit
+def aligned(v, ALIGN: tl.constexpr):
+    """``v`` itself, written as a multiple of ALIGN so that the compiler knows it (the launcher checked it)."""
+    return v // ALIGN * ALIGN
 
 
 def _tile_rows(block_n: int, tile: int) -> int:

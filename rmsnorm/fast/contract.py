@@ -3,7 +3,7 @@
 What the fast kernels accept (anything else raises :class:`ContractError`,
 naming the tensor, the rule and the value, before anything is allocated):
 
-- ``x``: float32, float16 or bfloat16, 2-D (M, N) with 1 ≤ N ≤ 65536 and any
+- ``x``: float32, float16 or bfloat16, 2-D (M, N) with 1 ≤ N ≤ 262144 and any
   M ≥ 0 (offsets are int64, so M·N ≥ 2³¹ is fine). The last dimension must
   have unit stride; the row stride may be anything (a slice ``buf[:, :N]`` is
   read in place). The strides of an empty tensor (M = 0) are not checked:
@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover - every wheel this project installs has 
     DTensor = None
 
 #: Widest row the fast path accepts (a loop over column blocks beyond one block).
-FAST_MAX_N = 65536
+FAST_MAX_N = 262144
 #: Dtypes of x, dy and gamma on the fast path.
 FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: Why bf16 is refused under the interpreter (checked with triton 3.6 and 3.7.1, see

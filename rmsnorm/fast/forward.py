@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from ..device import new_output
-from .config import FastConfig, forward_config, num_programs
+from .config import FastConfig, aligned, forward_config, num_programs, row_alignment
 from .contract import check_fast_inputs
 from .launch import DirectLauncher
 
@@ -85,7 +85,13 @@ def rmsnorm_fast_forward_kernel(
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
     PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops
     NUM_STAGES: tl.constexpr,  # software pipelining of that loop
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and both row strides (see config.row_alignment)
 ):
+    # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
+    # that rows of 1000 or 3000 16-bit elements still load and store 16 bytes at a time.
+    N = aligned(N, ROW_ALIGN)
+    x_row_stride = aligned(x_row_stride, ROW_ALIGN)
+    y_row_stride = aligned(y_row_stride, ROW_ALIGN)
     if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
@@ -102,7 +108,7 @@ def rmsnorm_fast_forward(
 
     Args:
         x: (M, N) float32/float16/bfloat16 on CUDA (or the CPU under the
-            interpreter, bf16 excepted), 1 ≤ N ≤ 65536, unit stride in the last
+            interpreter, bf16 excepted), 1 ≤ N ≤ 262144, unit stride in the last
             dimension; the row stride may be anything (read in place).
         gamma: (N,) float32/float16/bfloat16 weight, or None for no weight.
         eps: finite real number > 0.
@@ -146,7 +152,7 @@ def launch_forward(
         forward_key(x, w, y, rstd, config, P < row_blocks, gamma is not None), (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
         gamma is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
-        num_warps=config.num_warps,
+        row_alignment(x.element_size(), N, x.stride(0), y.stride(0)), num_warps=config.num_warps,
     )
     return y, rstd
 
@@ -154,8 +160,8 @@ def launch_forward(
 def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_gamma: bool) -> tuple:
     """The forward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
-    The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype and
-    address mod 16, the config (its constexprs and ``num_warps``).
+    The row strides and N by value (so :func:`row_alignment` too), M by (== 1, mod 16, past 2³¹),
+    each tensor's dtype and address mod 16, the config (its constexprs and ``num_warps``).
     """
     M, N = x.shape
     return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,

@@ -221,7 +221,7 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             claims to be an RMSNorm (``torch.nn.RMSNorm``, or "RMSNorm" in its class name)
             but cannot become a FastRMSNorm, and why: Gemma's ``(1 + weight)``, a bias, a
             norm over more than the last dimension, an output dtype other than x's (a float32
-            weight on bf16 activations), N > 65536, hooks; also when ``model`` itself is one,
+            weight on bf16 activations), N > 262144, hooks; also when ``model`` itself is one,
             or ``build`` does not keep the weight.
 
     Source: notebooks/13_into_a_model.ipynb; tests/test_swap.py.
