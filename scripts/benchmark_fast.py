@@ -2,12 +2,16 @@
 
     python3 scripts/benchmark_fast.py --out results/h200            # the side-by-side table
     python3 scripts/benchmark_fast.py --out results/h200 --tune     # and the config sweep first
+    python3 scripts/benchmark_fast.py --out results/h200 --grid weak  # the weak-shape grid: fast_weak.csv
 
 Runs :func:`rmsnorm.bench.sidebyside.side_by_side` over its GRID (fast,
-article, eager, compile with MixOrderReduction on and off, Liger), writes
-``fast.csv`` (and with --tune ``fast_tuning.csv``), ``fast_environment.json``
+article, eager, compile with MixOrderReduction on and off, Liger, QuACK where
+installed), writes ``fast.csv`` (``fast_weak.csv`` for ``--grid weak``, the
+WEAK_GRID; with --tune also ``fast_tuning.csv``), ``fast_environment.json``
 (device, versions, the measured copy rate), and prints the ratio table and the
-geometric means. Never asserts a speed-up; without a GPU it says so and exits 0.
+geometric means against compile and against the best peer (the fastest of
+compile, Liger and QuACK that passed the oracle at that shape). Never asserts a
+speed-up; without a GPU it says so and exits 0.
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb; rmsnorm/bench/sidebyside.py.
 """
@@ -35,7 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tune", action="store_true", help="run the config sweep first (fast_tuning.csv)")
     parser.add_argument("--tune-budget", type=float, default=240.0, help="seconds the sweep may take")
     parser.add_argument("--tune-passes", default="forward,backward", help="which passes the sweep covers")
-    parser.add_argument("--only", default="", help="comma-separated indices into GRID")
+    parser.add_argument("--grid", choices=("main", "weak"), default="main", help="GRID (fast.csv) or WEAK_GRID")
+    parser.add_argument("--only", default="", help="comma-separated indices into the grid")
     parser.add_argument("--providers", default="", help="comma-separated provider names (default: all)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -44,11 +49,12 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from rmsnorm.bench import copy_bandwidth_gbps
-    from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, ratio_table, side_by_side, tune
+    from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, best_peer_means, ratio_table, side_by_side, tune
     from rmsnorm.bench.timing import L2_FLUSH_BYTES
 
     args.out.mkdir(parents=True, exist_ok=True)
-    shapes = [GRID[int(i)] for i in args.only.split(",")] if args.only else list(GRID)
+    grid = WEAK_GRID if args.grid == "weak" else GRID
+    shapes = [grid[int(i)] for i in args.only.split(",")] if args.only else list(grid)
     providers = args.providers.split(",") if args.providers else list(SIDE_BY_SIDE)
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__}")
     if args.tune:
@@ -58,13 +64,14 @@ def main(argv=None) -> int:
     copy = copy_bandwidth_gbps()
     print(f"copy rate (1 GiB device-to-device, read + write): {copy:.0f} GB/s")
     table = side_by_side(shapes, providers, copy_gbps=copy)
-    table.to_csv(args.out / "fast.csv", index=False)
+    table.to_csv(args.out / ("fast_weak.csv" if args.grid == "weak" else "fast.csv"), index=False)
     import triton
 
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"), "flush_bytes": L2_FLUSH_BYTES,
            "timing": "rmsnorm.bench.kernel_time_us: profiler kernel time, L2 flushed before each call"}
-    (args.out / "fast_environment.json").write_text(json.dumps(env, indent=2) + "\n")
+    env_name = "fast_weak_environment.json" if args.grid == "weak" else "fast_environment.json"
+    (args.out / env_name).write_text(json.dumps(env, indent=2) + "\n")
     pivot = ratio_table(table)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
@@ -74,6 +81,8 @@ def main(argv=None) -> int:
         if "fast_vs_compile" in sub:
             gm = float(sub["fast_vs_compile"].prod() ** (1 / len(sub)))
             print(f"{pass_}: geometric mean of compile/fast over {len(sub)} shapes = {gm:.3f}")
+    for pass_, mean in best_peer_means(table).items():
+        print(f"{pass_}: geometric mean of best peer/fast = {mean:.3f}")
     return 0
 
 

@@ -71,3 +71,33 @@ def test_check_table_names_what_a_spoiled_table_breaks(spoil, message):
     check_table(table, copy)
     with pytest.raises(AssertionError, match=message):
         check_table(spoil(table).reset_index(drop=True), copy)
+
+
+def test_the_weak_grid_holds_what_issue_17_asks_for():
+    from rmsnorm.bench.sidebyside import WEAK_GRID
+
+    widths = {N for _, N, _, _ in WEAK_GRID}
+    assert {257, 1000, 3000, 4097, 12289} <= widths  # not multiples of 16
+    assert {128, 384, 1536, 2560, 5120, 7168, 12288} <= widths  # LLM widths
+    assert {32768, 65536, 131072, 262144} <= widths  # wide rows
+    shapes = {(M, N) for M, N, _, _ in WEAK_GRID}
+    assert (262144, 128) in shapes and (1152000, 384) in shapes  # per-head q/k norms; the seed's own case
+    assert any(x == torch.bfloat16 and w == torch.float32 for _, _, x, w in WEAK_GRID)  # fp32 weights, bf16 x
+    assert (1024, 4096, torch.bfloat16, torch.bfloat16) in WEAK_GRID  # small M
+    assert "quack" in SIDE_BY_SIDE
+
+
+def test_the_best_peer_is_the_fastest_that_passed_the_oracle():
+    from rmsnorm.bench.sidebyside import best_peer_means, best_peer_table
+
+    rows = []
+    for N, times in ((1000, dict(fast=10.0, compile=12.0, liger=8.0, quack=9.0, eager=1.0)),
+                     (2000, dict(fast=10.0, compile=20.0, liger=30.0))):
+        for provider, us in times.items():
+            check = "wrong: dx" if (N, provider) == (1000, "liger") else "ok"
+            rows += [dict(M=1, N=N, dtype="bfloat16", weight="float32", pass_=p, provider=provider, us=us, check=check)
+                     for p in ("forward", "backward")]
+    table = best_peer_table(pd.DataFrame(rows))
+    first = table.loc[(1, 1000, "bfloat16", "float32", "forward")]
+    assert first["best_peer"] == "quack" and first["ratio"] == pytest.approx(0.9)  # Liger failed; eager is no peer
+    assert best_peer_means(pd.DataFrame(rows))["backward"] == pytest.approx((0.9 * 2.0) ** 0.5)

@@ -4,9 +4,10 @@
     python tools/readme_fast_table.py --check    # exit 1 if README.md differs from the CSVs
 
 Two blocks: between ``fast-table`` markers the side-by-side of kernel time
-(results/h200/fast.csv); between ``whole-call-table`` markers kernel time and whole-call
-time side by side, and which one a model feels (results/h200/whole_call.csv). The second
-block stays empty until whole_call.csv is committed. The README's numbers are never typed:
+(results/h200/fast.csv, with a QuACK column from the run that timed it beside the
+fast path); between ``whole-call-table`` markers kernel time and whole-call time side
+by side, and which one a model feels (results/h200/whole_call.csv). The second block
+stays empty until whole_call.csv is committed. The README's numbers are never typed:
 tests/test_sidebyside.py runs the check.
 """
 
@@ -24,6 +25,8 @@ sys.path.insert(0, str(ROOT))  # the checkout, for `import rmsnorm`
 START, END = "<!-- fast-table:start -->", "<!-- fast-table:end -->"
 WHOLE_START, WHOLE_END = "<!-- whole-call-table:start -->", "<!-- whole-call-table:end -->"
 OTHERS = ("compile", "compile_nomix", "eager", "liger", "article")
+#: The run that timed QuACK beside the fast path on the side-by-side's grid.
+QUACK_RUN = "kernel_time_lean_vs_binder.csv"
 #: Columns of the whole-call tables: (header, provider, time column).
 WHOLE_COLUMNS = (
     ("fast: kernels", "fast", "kernel_us"), ("fast: whole call", "fast", "whole_call_us"),
@@ -35,27 +38,52 @@ WHOLE_COLUMNS = (
 )
 
 
-def render(table: pd.DataFrame) -> str:
-    """The Markdown table: fast path µs and TB/s, and other/fast time ratios, per shape and pass."""
+def _geometric_mean(ratios: pd.Series) -> float:
+    ratios = ratios.dropna()
+    return math.exp(sum(math.log(v) for v in ratios) / len(ratios))
+
+
+def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
+    """The Markdown table: fast path µs and TB/s, and other/fast time ratios, per shape and pass.
+
+    ``quack``: a run that timed QuACK and the fast path side by side on the same grid
+    (kernel_time_lean_vs_binder.csv); its QuACK / fast ratio becomes the last column, marked as
+    that run's (a ratio is compared within one run, never across two).
+    """
     fast = table[table.provider == "fast"].set_index(["M", "N", "dtype", "pass_"])
     keys = ["M", "N", "dtype", "pass_"]
     times = table.pivot_table(index=keys, columns="provider", values="us")
     times = times.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
+    vs_quack = None
+    if quack is not None:
+        other = quack.pivot_table(index=keys, columns="provider", values="us")
+        vs_quack = (other["quack"] / other["fast"]).reindex(times.index)
     lines = [
         "| M × N, dtype | pass | fast µs | fast TB/s "
-        "| vs compile | vs compile, no MixOrder | vs eager | vs Liger | vs article |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| vs compile | vs compile, no MixOrder | vs eager | vs Liger | vs article |"
+        + (" vs QuACK † |" if vs_quack is not None else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if vs_quack is not None else ""),
     ]
-    for (M, N, dtype, pass_), row in times.iterrows():
-        f = fast.loc[(M, N, dtype, pass_)]
+    for key, row in times.iterrows():
+        M, N, dtype, pass_ = key
+        f = fast.loc[key]
         ratios = [row.get(o, math.nan) / row["fast"] for o in OTHERS]
+        if vs_quack is not None:
+            ratios.append(vs_quack.get(key, math.nan))
         cells = ["—" if math.isnan(r) else f"{r:.2f}×" for r in ratios]
         lines.append(f"| {M} × {N} {dtype} | {pass_} | {f.us:.1f} | {f.tbps:.2f} | " + " | ".join(cells) + " |")
     for pass_ in ("forward", "backward"):
         sub = times.xs(pass_, level="pass_")
-        gm = math.exp(sum(math.log(v) for v in sub["compile"] / sub["fast"]) / len(sub))
+        gm = _geometric_mean(sub["compile"] / sub["fast"])
         lines.append("")
-        lines.append(f"{pass_.capitalize()}: geometric mean of compile / fast over {len(sub)} shapes = {gm:.2f}×.")
+        line = f"{pass_.capitalize()}: geometric mean of compile / fast over {len(sub)} shapes = {gm:.2f}×"
+        if vs_quack is not None:
+            q = vs_quack.xs(pass_, level="pass_")
+            line += f"; of QuACK / fast over {int(q.notna().sum())} shapes = {_geometric_mean(q):.2f}× †"
+        lines.append(line + ".")
+    if vs_quack is not None:
+        lines += ["", "† QuACK 0.6.5 and the fast path timed side by side in another run of the same grid, "
+                  "the same way (`results/h200/kernel_time_lean_vs_binder.csv`): a ratio within that run."]
     return "\n".join(lines)
 
 
@@ -119,10 +147,12 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
     return f"{head}{start}\n{body}{chr(10) if body else ''}{end}{tail}"
 
 
-def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None) -> str:
-    """README text with the fast-table block rendered from ``table`` (fast.csv) and the
-    whole-call block from ``whole`` (whole_call.csv), or left empty when ``whole`` is None."""
-    text = _replace(readme, START, END, render(table))
+def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None,
+            quack: pd.DataFrame | None = None) -> str:
+    """README text with the fast-table block rendered from ``table`` (fast.csv, with ``quack``'s
+    QuACK column) and the whole-call block from ``whole`` (whole_call.csv), or left empty when
+    ``whole`` is None."""
+    text = _replace(readme, START, END, render(table, quack))
     return _replace(text, WHOLE_START, WHOLE_END, "" if whole is None else render_whole_call(whole))
 
 
@@ -139,7 +169,8 @@ def main(argv=None) -> int:
     folder = results_dir(args.results)
     readme = args.readme.read_text()
     whole = load_whole_call(folder) if (folder / WHOLE_CALL_FILE).is_file() else None
-    new = updated(readme, load_fast_table(folder), whole)
+    quack = pd.read_csv(folder / QUACK_RUN) if (folder / QUACK_RUN).is_file() else None
+    new = updated(readme, load_fast_table(folder), whole, quack)
     if args.check:
         if new != readme:
             print(f"{args.readme.name}'s fast-path tables differ from {folder}/fast.csv and {WHOLE_CALL_FILE}: "

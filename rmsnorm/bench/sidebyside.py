@@ -20,11 +20,11 @@ Source: notebooks/12_tuning_and_side_by_side.ipynb; quack
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
 from ..contract import MAX_N, MAX_SCRATCH_BYTES, scratch_bytes
-from ..testing import make_inputs
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
 from .timing import kernel_time_us
@@ -37,21 +37,53 @@ GRID = (
     (1024, 4096, torch.bfloat16), (4096, 16384, torch.bfloat16), (1024, 65536, torch.bfloat16),
     (4096, 4096, torch.float32),
 )
-#: The providers of the side-by-side by default (fast.csv); ``quack`` runs when asked for.
-SIDE_BY_SIDE = ("fast", "article", "eager", "compile", "compile_nomix", "liger")
+#: The grid that looks for weak shapes (fast_weak.csv): (M, N, x dtype, weight dtype). The shapes where
+#: the fast path trailed (issue 17's table), widths that are not multiples of 16, LLM widths (per-head
+#: q/k norms at N = 128, the seed's 1152000 × 384), rows up to 262144, fp32 weights on bf16
+#: activations, and a small M.
+WEAK_GRID = (
+    (65536, 1000, torch.float16, torch.float16), (1024, 65536, torch.bfloat16, torch.bfloat16),
+    (2048, 32768, torch.bfloat16, torch.bfloat16), (8192, 5120, torch.bfloat16, torch.bfloat16),
+    (8192, 3072, torch.bfloat16, torch.float32), (1152000, 384, torch.bfloat16, torch.bfloat16),
+    (1024, 4096, torch.bfloat16, torch.bfloat16),
+    (65536, 257, torch.bfloat16, torch.bfloat16), (16384, 3000, torch.bfloat16, torch.bfloat16),
+    (16384, 4097, torch.bfloat16, torch.bfloat16), (4096, 12289, torch.bfloat16, torch.bfloat16),
+    (262144, 128, torch.bfloat16, torch.bfloat16), (32768, 1536, torch.bfloat16, torch.bfloat16),
+    (16384, 2560, torch.bfloat16, torch.bfloat16), (8192, 7168, torch.bfloat16, torch.bfloat16),
+    (4096, 12288, torch.bfloat16, torch.bfloat16), (512, 131072, torch.bfloat16, torch.bfloat16),
+    (256, 262144, torch.bfloat16, torch.bfloat16), (16384, 4096, torch.bfloat16, torch.float32),
+    (65536, 257, torch.float32, torch.float32),
+)
+#: The providers of the side-by-side by default; a provider whose package is missing is left out and logged.
+SIDE_BY_SIDE = ("fast", "article", "eager", "compile", "compile_nomix", "liger", "quack")
+
+
+def device_inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype | None = None, *, seed: int = 0,
+                  device: str = "cuda"):
+    """x, gamma, dy drawn on ``device`` with a seeded generator (for benchmarks: drawing 1 GiB on the CPU
+    and copying it takes seconds; :func:`rmsnorm.testing.make_inputs` draws on the CPU, for tests).
+
+    Returns:
+        x (M, N) and dy (M, N) in ``dtype``, gamma (N,) = 1 + 0.5·normal in ``weight_dtype`` (default ``dtype``).
+    """
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(M, N, device=device, dtype=dtype, generator=g)
+    gamma = (1.0 + 0.5 * torch.randn(N, device=device, generator=g)).to(weight_dtype or dtype)
+    dy = torch.randn(M, N, device=device, dtype=dtype, generator=g)
+    return x, gamma, dy
 
 
 def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None = None, log=print) -> pd.DataFrame:
     """Check, then time, every provider's forward and backward on every shape: one row per (shape, pass, provider).
 
     Args:
-        shapes: (M, N, dtype) triples.
+        shapes: (M, N, dtype) or (M, N, dtype, weight dtype).
         providers: names from :data:`rmsnorm.bench.providers.PROVIDER_NAMES`.
         copy_gbps: the device's copy rate, for the ``copy_fraction`` column.
         log: called with one line per provider and shape.
 
     Returns:
-        DataFrame with M, N, dtype, pass_, provider, us (kernel time, µs, L2-cold; NaN
+        DataFrame with M, N, dtype, weight (gamma's dtype), pass_, provider, us (kernel time, µs, L2-cold; NaN
         when the check failed), bytes, tbps, copy_fraction, check ("ok" or why not: "wrong: …",
         "failed: …"). A provider that refuses a shape has no row there (the log says why).
 
@@ -61,9 +93,11 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
     Source: notebooks/12_tuning_and_side_by_side.ipynb.
     """
     records = []
-    for M, N, dtype in shapes:
-        x, gamma, dy = make_inputs(M, N, dtype, device="cuda", seed=0)
-        nbytes = {"forward": forward_bytes(M, N, dtype), "backward": backward_bytes(M, N, dtype)}
+    for M, N, dtype, *weight in shapes:
+        weight_dtype = weight[0] if weight else dtype
+        x, gamma, dy = device_inputs(M, N, dtype, weight_dtype)
+        nbytes = {"forward": forward_bytes(M, N, dtype, weight_dtype),
+                  "backward": backward_bytes(M, N, dtype, weight_dtype)}
         for name in providers:
             calls, status = prepare(provider(name), pass_calls, x, gamma, dy, EPS)
             if status.startswith("refused"):
@@ -72,7 +106,8 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
             for pass_ in PASSES:
                 us = kernel_time_us(calls[pass_], calls=30, warmup=3) if calls else float("nan")
                 tbps = nbytes[pass_] / us / 1e6
-                records.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, provider=name,
+                records.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."),
+                                    weight=str(weight_dtype).removeprefix("torch."), pass_=pass_, provider=name,
                                     us=us, bytes=nbytes[pass_], tbps=tbps,
                                     copy_fraction=tbps * 1e3 / copy_gbps if copy_gbps else float("nan"),
                                     check=status))
@@ -86,12 +121,42 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
 
 def ratio_table(table: pd.DataFrame) -> pd.DataFrame:
     """Kernel time per provider (µs) and ``fast_vs_<provider>`` = provider time / fast time (> 1: fast is faster)."""
-    keys = ["M", "N", "dtype", "pass_"]
+    keys = ["M", "N", "dtype", "weight", "pass_"] if "weight" in table else ["M", "N", "dtype", "pass_"]
     pivot = table.pivot_table(index=keys, columns="provider", values="us")
     pivot = pivot.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
     for other in [p for p in pivot.columns if p != "fast"]:
         pivot[f"fast_vs_{other}"] = pivot[other] / pivot["fast"]
     return pivot
+
+
+#: The peers of the fast path's targets: "the best peer" is the fastest of these that passed the oracle.
+PEERS = ("compile", "liger", "quack")
+
+
+def best_peer_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per shape and pass: the fast path's µs, the best peer (fastest of :data:`PEERS` that passed the oracle), ratio.
+
+    Returns:
+        DataFrame indexed like :func:`ratio_table` with fast_us, best_peer, best_peer_us and ratio
+        (best peer µs / fast µs: > 1, fast is faster); shapes with no peer timed are left out.
+    """
+    keys = [k for k in ("M", "N", "dtype", "weight", "pass_") if k in table]
+    ok = table[table["check"] == "ok"] if "check" in table else table
+    rows = []
+    for key, group in ok.groupby(keys, sort=False):
+        mine, peers = group[group["provider"] == "fast"], group[group["provider"].isin(PEERS)]
+        if mine.empty or peers.empty:
+            continue
+        best = peers.loc[peers["us"].idxmin()]
+        rows.append(dict(zip(keys, key), fast_us=mine["us"].iloc[0], best_peer=best["provider"],
+                         best_peer_us=best["us"], ratio=best["us"] / mine["us"].iloc[0]))
+    return pd.DataFrame(rows).set_index(keys)
+
+
+def best_peer_means(table: pd.DataFrame) -> dict[str, float]:
+    """Geometric mean over the shapes of best peer µs / fast µs, per pass (> 1: fast is faster)."""
+    ratios = best_peer_table(table)["ratio"]
+    return {pass_: float(np.exp(np.log(r).mean())) for pass_, r in ratios.groupby(level="pass_", sort=False)}
 
 
 #: Run-to-run spread of the measured copy rate: the same 1 GiB device-to-device copy timed 4220,
@@ -122,7 +187,7 @@ def check_table(table: pd.DataFrame, copy_rate_gbps: float) -> None:
     assert failed.empty, f"rows timed without passing the oracle:\n{failed}"
     for row in table.itertuples():
         count = forward_bytes if row.pass_ == "forward" else backward_bytes
-        expected = count(row.M, row.N, getattr(torch, row.dtype))
+        expected = count(row.M, row.N, getattr(torch, row.dtype), getattr(torch, getattr(row, "weight", row.dtype)))
         assert row.bytes == expected, (f"{row.provider} {row.M}x{row.N} {row.dtype} {row.pass_}: {row.bytes} bytes, "
                                        f"the convention says {expected}")
     rate = table["bytes"] / table["us"] / 1e6
