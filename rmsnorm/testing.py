@@ -100,6 +100,23 @@ def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None,
     return tuple(t.to(device=device, dtype=dtype) for t in (x, gamma, dy))
 
 
+def device_inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype | None = None, *, seed: int = 0,
+                  device: str = "cuda"):
+    """x, gamma, dy drawn on ``device`` with a seeded generator: :func:`make_inputs` for benchmarks.
+
+    Drawing 1 GiB on the CPU and copying it takes seconds; these values differ from
+    :func:`make_inputs`'s (which draws on the CPU, so that every device sees the same values).
+
+    Returns:
+        x (M, N) and dy (M, N) in ``dtype``, gamma (N,) = 1 + 0.5·normal in ``weight_dtype`` (default ``dtype``).
+    """
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(M, N, device=device, dtype=dtype, generator=g)
+    gamma = (1.0 + 0.5 * torch.randn(N, device=device, generator=g)).to(weight_dtype or dtype)
+    dy = torch.randn(M, N, device=device, dtype=dtype, generator=g)
+    return x, gamma, dy
+
+
 def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
     """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + epsilon), in float64 on the CPU.
 

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from rmsnorm.bench import RESULTS_DIR
-from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, check_table, ratio_table
+from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, check_table, ratio_table
 from rmsnorm.bench.tuning import backward_candidates, forward_candidates
 from rmsnorm.fast import backward_config, forward_config
 
 
-@pytest.mark.parametrize("M, N, dtype", GRID, ids=[f"{M}x{N}-{str(d)[6:]}" for M, N, d in GRID])
+@pytest.mark.parametrize("M, N, dtype", [s[:3] for s in GRID + WEAK_GRID],
+                         ids=[f"{s[0]}x{s[1]}-{str(s[2])[6:]}" for s in GRID + WEAK_GRID])
 def test_the_sweep_contains_the_tables_choice(M, N, dtype):
     assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
     assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
@@ -101,3 +102,10 @@ def test_the_best_peer_is_the_fastest_that_passed_the_oracle():
     first = table.loc[(1, 1000, "bfloat16", "float32", "forward")]
     assert first["best_peer"] == "quack" and first["ratio"] == pytest.approx(0.9)  # Liger failed; eager is no peer
     assert best_peer_means(pd.DataFrame(rows))["backward"] == pytest.approx((0.9 * 2.0) ** 0.5)
+
+
+def test_at_odd_widths_the_backward_sweep_also_tries_fewer_warps_more_programs_and_no_pipelining():
+    odd, even = set(backward_candidates(257, torch.bfloat16)), set(backward_candidates(256, torch.bfloat16))
+    assert {(c.num_warps, c.programs_per_sm, c.num_stages) for c in odd} >= {(4, 4, 1), (8, 1, 1), (16, 2, 3)}
+    assert all(c.num_stages > 1 and c.num_warps > 4 for c in even)  # the even widths' sweep as it was
+    assert backward_config(257, torch.bfloat16) in odd

@@ -32,10 +32,10 @@ import pandas as pd
 import torch
 
 from ..fast import FAST_MAX_N
+from ..testing import device_inputs
 from . import timing
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
-from .sidebyside import device_inputs
 
 #: Bytes of x at every width of the sweep: M = X_BYTES // (N · element size) rows.
 X_BYTES = 128 << 20

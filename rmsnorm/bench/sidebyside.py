@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from ..contract import MAX_N, MAX_SCRATCH_BYTES, scratch_bytes
+from ..testing import device_inputs
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
 from .timing import kernel_time_us
@@ -56,21 +57,6 @@ WEAK_GRID = (
 )
 #: The providers of the side-by-side by default; a provider whose package is missing is left out and logged.
 SIDE_BY_SIDE = ("fast", "article", "eager", "compile", "compile_nomix", "liger", "quack")
-
-
-def device_inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype | None = None, *, seed: int = 0,
-                  device: str = "cuda"):
-    """x, gamma, dy drawn on ``device`` with a seeded generator (for benchmarks: drawing 1 GiB on the CPU
-    and copying it takes seconds; :func:`rmsnorm.testing.make_inputs` draws on the CPU, for tests).
-
-    Returns:
-        x (M, N) and dy (M, N) in ``dtype``, gamma (N,) = 1 + 0.5·normal in ``weight_dtype`` (default ``dtype``).
-    """
-    g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(M, N, device=device, dtype=dtype, generator=g)
-    gamma = (1.0 + 0.5 * torch.randn(N, device=device, generator=g)).to(weight_dtype or dtype)
-    dy = torch.randn(M, N, device=device, dtype=dtype, generator=g)
-    return x, gamma, dy
 
 
 def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None = None, log=print) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import time
 import torch
 
 from ..fast import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
-from ..testing import TOLERANCES, dgamma_tolerance, make_inputs
+from ..testing import TOLERANCES, device_inputs, dgamma_tolerance
 from .providers import EPS
 from .timing import kernel_time_us
 
@@ -56,7 +56,9 @@ def forward_candidates(N: int, dtype: torch.dtype):
 def backward_candidates(N: int, dtype: torch.dtype):
     """The backward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
-    One-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4 stages. Looped
+    One-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4 stages; where N is odd
+    (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16 bytes) also 4 warps,
+    4 programs per SM and 1 stage. Looped
     rows (and blocks wider than 8192): the loop's block of 2048-8192 with 1-4 programs per
     SM, and one block of 16384.
 
@@ -72,7 +74,11 @@ def backward_candidates(N: int, dtype: torch.dtype):
             for warps, stages in itertools.product((16, 32), (1, 2)):
                 yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
         return
-    for block_m, warps, pps, stages in itertools.product(_around(base.BLOCK_M)[:3], (8, 16), (1, 2), (2, 3, 4)):
+    odd = N % 2 == 1
+    for block_m, warps, pps, stages in itertools.product(
+        _around(base.BLOCK_M)[:3], (4, 8, 16) if odd else (8, 16), (1, 2, 4) if odd else (1, 2),
+        (1, 2, 3, 4) if odd else (2, 3, 4),
+    ):
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
@@ -80,7 +86,7 @@ def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
     """Time every candidate config of every shape, each checked against the table's own output first.
 
     Args:
-        shapes: (M, N, dtype) triples, on CUDA.
+        shapes: (M, N, dtype) or (M, N, dtype, weight dtype), on CUDA.
         budget_s: seconds the whole sweep may take; it stops (and says so) when spent.
         passes: ``"forward"`` and/or ``"backward"``.
 
@@ -93,8 +99,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
     """
     rows = []
     started = time.perf_counter()
-    for M, N, dtype in shapes:
-        x, gamma, dy = make_inputs(M, N, dtype, device="cuda", seed=1)
+    for M, N, dtype, *weight in shapes:
+        x, gamma, dy = device_inputs(M, N, dtype, weight[0] if weight else dtype, seed=1)
         y0, rstd = rmsnorm_fast_forward(x, gamma, EPS)
         dx0, dg0 = rmsnorm_fast_backward(x, gamma, rstd, dy)
         sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
