@@ -52,7 +52,7 @@ def counts(N: int, dtype: torch.dtype, align: int) -> dict:
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "gamma_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32"},
         {"HAS_GAMMA": True, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M, "BLOCK_N": fwd.BLOCK_N,
-         "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align},
+         "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align, "REVERSE": False},
         (0, 2, 3, 5), fwd.num_warps)
     one_block = bwd.one_block(N)
     backward = _ptx(

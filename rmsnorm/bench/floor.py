@@ -57,7 +57,7 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
     return FloorPlan(
         fwd, bwd,
         dict(HAS_GAMMA=True, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
-             NUM_STAGES=fwd.num_stages, num_warps=fwd.num_warps),
+             NUM_STAGES=fwd.num_stages, REVERSE=fwd.reverse_second_pass, num_warps=fwd.num_warps),
         dict(HAS_GAMMA=True, COMPUTE=tl.float64 if dtype == torch.float32 else tl.float32, ONE_BLOCK=one_block,
              BLOCK_M=bwd.BLOCK_M if one_block else 1, BLOCK_N=bwd.BLOCK_N, NUM_STAGES=bwd.num_stages,
              num_warps=bwd.num_warps),

@@ -32,7 +32,8 @@ def forward_candidates(N: int, dtype: torch.dtype):
 
     Rows per step around the table's BLOCK_M, 4, 8 or 16 warps, one program per row block or
     4-8 per SM with 1 or 3 stages; at one-block widths from 4096 also the loop rung (blocks
-    of 2048 and 4096); for looped rows also one block of 16384.
+    of 2048 and 4096); for looped rows also the loop with its second pass from the last block,
+    and up to N = 16384 one block of 16384.
 
     Yields:
         :class:`rmsnorm.fast.FastConfig`, the table's own among them.
@@ -48,6 +49,10 @@ def forward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
+    if not base.one_block(N):  # the loop with its second pass from the last block (rows past the L2's share)
+        for block_m, warps in itertools.product((1, 2), (8, 16)):
+            yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=None,
+                             num_stages=1, reverse_second_pass=True)
     if not base.one_block(N) and N <= 16384:  # the whole row in one block instead of the loop
         for warps in (8, 16, 32):
             yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=None, num_stages=1)
