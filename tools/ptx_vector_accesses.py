@@ -62,7 +62,7 @@ def counts(N: int, dtype: torch.dtype, align: int) -> dict:
          "mean_ux_ptr": "*fp32", "M": "i32", "N": "i32"},
         {"HAS_GAMMA": True, "COMPUTE": triton.language.float64 if dtype == torch.float32 else triton.language.float32,
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
-         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align},
+         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, "REVERSE": False},
         (0, 2, 3, 4, 6, 8, 9), bwd.num_warps)
     return {f"{name} {which}": len(re.findall(pattern, ptx))
             for which, ptx in (("forward", forward), ("backward", backward)) for name, pattern in PATTERNS.items()}

@@ -60,6 +60,7 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
              NUM_STAGES=fwd.num_stages, REVERSE=fwd.reverse_second_pass, num_warps=fwd.num_warps),
         dict(HAS_GAMMA=True, COMPUTE=tl.float64 if dtype == torch.float32 else tl.float32, ONE_BLOCK=one_block,
              BLOCK_M=bwd.BLOCK_M if one_block else 1, BLOCK_N=bwd.BLOCK_N, NUM_STAGES=bwd.num_stages,
+             REVERSE=bwd.reverse_second_pass,
              num_warps=bwd.num_warps),
         bwd.BLOCK_M if one_block else 1,
         None if one_block else (torch.float64 if dtype == torch.float32 else torch.float32),

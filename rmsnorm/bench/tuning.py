@@ -65,7 +65,7 @@ def backward_candidates(N: int, dtype: torch.dtype):
     (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16 bytes) also 4 warps,
     4 programs per SM and 1 stage. Looped
     rows (and blocks wider than 8192): the loop's block of 2048-8192 with 1-4 programs per
-    SM, and one block of 16384.
+    SM, the table's loop with its second pass from the last block, and one block of 16384.
 
     Yields:
         :class:`rmsnorm.fast.FastConfig`, the table's own among them.
@@ -75,6 +75,9 @@ def backward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps, pps in itertools.product((2048, 4096, 8192), (8, 16), (1, 2, 4)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
+        if not base.one_block(N):  # the table's loop with its second pass from the last block
+            yield FastConfig(BLOCK_M=1, BLOCK_N=base.BLOCK_N, num_warps=base.num_warps,
+                             programs_per_sm=base.programs_per_sm, num_stages=1, reverse_second_pass=True)
         if N <= 16384:
             for warps, stages in itertools.product((16, 32), (1, 2)):
                 yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
