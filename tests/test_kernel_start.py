@@ -82,9 +82,13 @@ def _wait_for_text(path: Path, text: str, timeout: float = 120) -> None:
 @pytest.fixture
 def kernel_specs(tmp_path, monkeypatch):
     """Two kernel specs in a JUPYTER_PATH of their own: "dying" writes DEATH to stderr and exits 3;
-    "silent" lives and never answers."""
+    "silent" lives and never answers.
+
+    "silent" ignores SIGINT, as a real kernel does (ipykernel turns it into an interrupt): jupyter_client's
+    shutdown_kernel(now=True) sends SIGINT first, then SIGKILL, and a bare ``time.sleep`` would die of
+    whichever the scheduler let it see first (-2 or -9: the suite once saw -2 under 8 workers on 2 cores)."""
     codes = {"dying": f"import sys; print({DEATH!r}, file=sys.stderr); sys.exit(3)",
-             "silent": "import time; time.sleep(600)"}
+             "silent": "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)"}
     for name, code in codes.items():
         spec = tmp_path / "jupyter" / "kernels" / name
         spec.mkdir(parents=True)
