@@ -83,38 +83,30 @@ def assert_close(
     )
 
 
-def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0):
+def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0, *,
+                weight_dtype: torch.dtype | None = None, draw_on_device: bool = False):
     """Seeded random inputs (never zeros): x (M, N), gamma (N,), dy (M, N).
 
     Drawn in float32 on the CPU with a seeded generator, then cast and moved,
-    so the same seed gives the same values on every device.
+    so the same seed gives the same values on every device. Benchmarks pass
+    ``draw_on_device=True``: the values are then drawn where they are used, with
+    a generator of that device (drawing 1 GiB on the CPU and copying it takes
+    seconds), and differ from the CPU's.
+
+    Args:
+        weight_dtype: gamma's dtype (default ``dtype``).
 
     Returns:
-        (x, gamma, dy) in ``dtype`` on ``device`` (default: CUDA if available).
+        (x, gamma, dy): x and dy in ``dtype``, gamma = 1 + 0.5·normal in ``weight_dtype``,
+        on ``device`` (default: CUDA if available).
     """
-    g = torch.Generator().manual_seed(seed)
     device = default_device() if device is None else torch.device(device)
-    x = torch.randn(M, N, generator=g)
-    gamma = 1.0 + 0.5 * torch.randn(N, generator=g)
-    dy = torch.randn(M, N, generator=g)
-    return tuple(t.to(device=device, dtype=dtype) for t in (x, gamma, dy))
-
-
-def device_inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype | None = None, *, seed: int = 0,
-                  device: str = "cuda"):
-    """x, gamma, dy drawn on ``device`` with a seeded generator: :func:`make_inputs` for benchmarks.
-
-    Drawing 1 GiB on the CPU and copying it takes seconds; these values differ from
-    :func:`make_inputs`'s (which draws on the CPU, so that every device sees the same values).
-
-    Returns:
-        x (M, N) and dy (M, N) in ``dtype``, gamma (N,) = 1 + 0.5·normal in ``weight_dtype`` (default ``dtype``).
-    """
-    g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn(M, N, device=device, dtype=dtype, generator=g)
-    gamma = (1.0 + 0.5 * torch.randn(N, device=device, generator=g)).to(weight_dtype or dtype)
-    dy = torch.randn(M, N, device=device, dtype=dtype, generator=g)
-    return x, gamma, dy
+    g = torch.Generator(device=device if draw_on_device else "cpu").manual_seed(seed)
+    where = device if draw_on_device else "cpu"
+    x = torch.randn(M, N, generator=g, device=where)
+    gamma = 1.0 + 0.5 * torch.randn(N, generator=g, device=where)
+    dy = torch.randn(M, N, generator=g, device=where)
+    return x.to(device, dtype), gamma.to(device, weight_dtype or dtype), dy.to(device, dtype)
 
 
 def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:

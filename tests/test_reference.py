@@ -61,3 +61,16 @@ def test_manual_backward_equals_autograd(shape):
 def test_zero_row_is_finite_thanks_to_epsilon():
     y = rmsnorm_reference(torch.zeros(1, 8), torch.ones(8))
     assert torch.equal(y, torch.zeros(1, 8))
+
+
+def test_make_inputs_draws_on_the_cpu_unless_asked_and_honours_the_weight_dtype():
+    from rmsnorm.testing import make_inputs
+
+    g = torch.Generator().manual_seed(7)
+    x, gamma, dy = make_inputs(3, 5, torch.float16, "cpu", 7)
+    torch.testing.assert_close(x, torch.randn(3, 5, generator=g).half(), rtol=0, atol=0)  # the seeded CPU draw
+    torch.testing.assert_close(gamma, (1.0 + 0.5 * torch.randn(5, generator=g)).half(), rtol=0, atol=0)
+    torch.testing.assert_close(dy, torch.randn(3, 5, generator=g).half(), rtol=0, atol=0)
+    x2, gamma2, _ = make_inputs(3, 5, torch.float16, "cpu", 7, weight_dtype=torch.float32, draw_on_device=True)
+    assert x2.dtype == torch.float16 and gamma2.dtype == torch.float32 and gamma2.shape == (5,)
+    torch.testing.assert_close(gamma2.half(), gamma, rtol=0, atol=0)  # on the CPU the device is the CPU

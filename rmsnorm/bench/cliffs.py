@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..fast import FAST_MAX_N
-from ..testing import device_inputs
+from ..testing import make_inputs
 from . import timing
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
@@ -112,7 +112,7 @@ def measure(widths, dtype: torch.dtype, providers=("fast",), *, deadline: float,
             log(f"  budget spent: {name} stopped before N = {N}")
             break
         M = rows_for(N, dtype)
-        x, gamma, dy = device_inputs(M, N, dtype, seed=N, device=device)
+        x, gamma, dy = make_inputs(M, N, dtype, device, seed=N, draw_on_device=True)
         nbytes = {"forward": forward_bytes(M, N, dtype), "backward": backward_bytes(M, N, dtype)}
         for who in providers:
             calls, status = prepare(provider(who), pass_calls, x, gamma, dy, EPS)

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from ..contract import MAX_N, MAX_SCRATCH_BYTES, scratch_bytes
-from ..testing import device_inputs
+from ..testing import make_inputs
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
 from .timing import kernel_time_us
@@ -81,7 +81,7 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
     records = []
     for M, N, dtype, *weight in shapes:
         weight_dtype = weight[0] if weight else dtype
-        x, gamma, dy = device_inputs(M, N, dtype, weight_dtype)
+        x, gamma, dy = make_inputs(M, N, dtype, "cuda", weight_dtype=weight_dtype, draw_on_device=True)
         nbytes = {"forward": forward_bytes(M, N, dtype, weight_dtype),
                   "backward": backward_bytes(M, N, dtype, weight_dtype)}
         for name in providers:

@@ -18,7 +18,7 @@ import time
 import torch
 
 from ..fast import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
-from ..testing import TOLERANCES, device_inputs, dgamma_tolerance
+from ..testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
 
@@ -108,7 +108,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
     rows = []
     started = time.perf_counter()
     for M, N, dtype, *weight in shapes:
-        x, gamma, dy = device_inputs(M, N, dtype, weight[0] if weight else dtype, seed=1)
+        x, gamma, dy = make_inputs(M, N, dtype, "cuda", 1, weight_dtype=weight[0] if weight else None,
+                                   draw_on_device=True)
         y0, rstd = rmsnorm_fast_forward(x, gamma, EPS)
         dx0, dg0 = rmsnorm_fast_backward(x, gamma, rstd, dy)
         sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
