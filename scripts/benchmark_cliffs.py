@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout,
 # isort: split
 import torch  # noqa: E402
 
+from rmsnorm.bench.sidebyside import PEERS  # noqa: E402
+
 
 def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status."""
@@ -33,7 +35,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/h200"))
     parser.add_argument("--budget-s", type=float, default=400.0, help="seconds the whole sweep may take")
     parser.add_argument("--dtypes", default="bfloat16,float32")
-    parser.add_argument("--peers", default="compile,liger,quack", help="providers timed at the odd widths")
+    parser.add_argument("--peers", default=",".join(PEERS), help="providers timed at the odd widths")
     parser.add_argument("--peer-share", type=float, default=0.4, help="share of the budget kept for the peers")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():

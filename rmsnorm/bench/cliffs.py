@@ -17,8 +17,9 @@ Two verdicts, on the table alone (so that tests and lesson 12 can run them on th
   same alignment class (N mod 8 for 16-bit dtypes, N mod 4 for float32): no N may be more than
   :data:`NEIGHBOUR_FLOOR` below;
 - :func:`peer_verdicts`: at an odd N (rows at 2- or 4-byte offsets: no implementation can use
-  16-byte accesses there), the fast path against the best peer that passed the oracle at that N:
-  at least :data:`PEER_FLOOR`.
+  16-byte accesses there), the fast path against the best of the side-by-side's peers
+  (:data:`rmsnorm.bench.sidebyside.PEERS`) that passed the oracle at that N: at least
+  :data:`PEER_FLOOR`.
 
 Source: issue 17; notebooks/12_tuning_and_side_by_side.ipynb; scripts/benchmark_cliffs.py.
 """
@@ -36,6 +37,7 @@ from ..testing import make_inputs
 from . import timing
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
+from .sidebyside import best_peer_table
 
 #: Bytes of x at every width of the sweep: M = X_BYTES // (N · element size) rows.
 X_BYTES = 128 << 20
@@ -45,8 +47,6 @@ NEIGHBOUR_FLOOR = 0.9
 PEER_FLOOR = 0.9
 #: The odd widths the peers are timed at first (the article's, then 2^k ± 1), before the rest.
 FIRST_ODD = (257, 4097, 12289)
-#: Peers of the odd-width verdict, from the benchmarks' one provider list.
-PEERS = ("compile", "liger", "quack")
 
 
 def cliff_widths(max_n: int = FAST_MAX_N, random_widths: int = 200, seed: int = 0) -> list[int]:
@@ -157,21 +157,15 @@ def neighbour_verdicts(table: pd.DataFrame, who: str = "fast") -> pd.DataFrame:
     return pd.DataFrame(out, columns=["dtype", "pass_", "N", "below", "above", "tbps", "ratio", "ok"])
 
 
-def peer_verdicts(table: pd.DataFrame, who: str = "fast") -> pd.DataFrame:
-    """At each odd width where a peer was timed: the best peer's time over ``who``'s.
+def peer_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """At each odd width where a peer was timed: the fast path against the best peer there.
+
+    :func:`rmsnorm.bench.sidebyside.best_peer_table` on the odd widths, with ``ok`` (ratio ≥
+    :data:`PEER_FLOOR`).
 
     Returns:
-        One row per (dtype, pass_, N): dtype, pass_, N, fast_us, best_peer, best_peer_us,
-        ratio (best peer µs / fast µs; > 1: fast is faster), ok (ratio ≥ :data:`PEER_FLOOR`).
+        One row per (dtype, pass_, N) and what best_peer_table gives: fast_us, best_peer,
+        best_peer_us, ratio (best peer µs / fast µs; > 1: fast is faster), ok.
     """
-    ok = table[(table["check"] == "ok") & (table["N"] % 2 == 1)]
-    out = []
-    for (dtype, pass_, N), group in ok.groupby(["dtype", "pass_", "N"]):
-        mine, peers = group[group["provider"] == who], group[group["provider"] != who]
-        if mine.empty or peers.empty:
-            continue
-        best = peers.loc[peers["us"].idxmin()]
-        ratio = best["us"] / mine["us"].iloc[0]
-        out.append(dict(dtype=dtype, pass_=pass_, N=N, fast_us=mine["us"].iloc[0], best_peer=best["provider"],
-                        best_peer_us=best["us"], ratio=ratio, ok=bool(ratio >= PEER_FLOOR)))
-    return pd.DataFrame(out, columns=["dtype", "pass_", "N", "fast_us", "best_peer", "best_peer_us", "ratio", "ok"])
+    best = best_peer_table(table[table["N"] % 2 == 1]).reset_index()
+    return best.assign(ok=best["ratio"] >= PEER_FLOOR)

@@ -122,8 +122,12 @@ PEERS = ("compile", "liger", "quack")
 def best_peer_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per shape and pass: the fast path's µs, the best peer (fastest of :data:`PEERS` that passed the oracle), ratio.
 
+    Args:
+        table: rows with provider, us, check and the shape's columns (those of M, N, dtype, weight,
+            pass_ that it has): a side-by-side or a cliff sweep.
+
     Returns:
-        DataFrame indexed like :func:`ratio_table` with fast_us, best_peer, best_peer_us and ratio
+        DataFrame indexed by those shape columns, with fast_us, best_peer, best_peer_us and ratio
         (best peer µs / fast µs: > 1, fast is faster); shapes with no peer timed are left out.
     """
     keys = [k for k in ("M", "N", "dtype", "weight", "pass_") if k in table]
@@ -136,7 +140,7 @@ def best_peer_table(table: pd.DataFrame) -> pd.DataFrame:
         best = peers.loc[peers["us"].idxmin()]
         rows.append(dict(zip(keys, key), fast_us=mine["us"].iloc[0], best_peer=best["provider"],
                          best_peer_us=best["us"], ratio=best["us"] / mine["us"].iloc[0]))
-    return pd.DataFrame(rows).set_index(keys)
+    return pd.DataFrame(rows, columns=[*keys, "fast_us", "best_peer", "best_peer_us", "ratio"]).set_index(keys)
 
 
 def best_peer_means(table: pd.DataFrame) -> dict[str, float]:
