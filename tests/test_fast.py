@@ -94,7 +94,7 @@ def test_row_alignment_is_the_largest_power_of_two_dividing_n_and_the_strides():
     assert row_alignment(2, 4096, 0) == 8  # a broadcast row (stride 0) is aligned
 
 
-#: (view, N): views whose rows start at 16-byte boundaries or not (pointer offset, odd row stride).
+#: Views whose rows are not all 16-byte aligned: a pointer one element off, an odd row stride, a stride of 4 mod 8.
 UNALIGNED_VIEWS = ("shifted_by_one_element", "odd_row_stride", "stride_multiple_of_4")
 
 
