@@ -3,7 +3,9 @@
     python3 scripts/benchmark_cliffs.py --out results/h200 --budget-s 400
 
 Runs :func:`rmsnorm.bench.cliffs.measure`: the fast path at every width of
-:func:`rmsnorm.bench.cliffs.cliff_widths` (bf16 first, then float32), then the peers
+:func:`rmsnorm.bench.cliffs.cliff_widths` (bf16 first, then float32; in
+:func:`~rmsnorm.bench.cliffs.coverage_order`, so that a sweep the budget cuts short still spans
+every width range, and the environment file says how many widths each dtype reached), then the peers
 (torch.compile, Liger, QuACK where installed) at the odd widths, the article's first, while
 the budget lasts. Writes ``cliffs.csv`` and ``cliffs_environment.json``, prints both verdicts
 (neighbours, best peer) and the widths that miss them. Never asserts a speed; without a GPU
@@ -44,7 +46,15 @@ def main(argv=None) -> int:
     import pandas as pd
     import triton
 
-    from rmsnorm.bench.cliffs import X_BYTES, cliff_widths, measure, neighbour_verdicts, odd_widths_first, peer_verdicts
+    from rmsnorm.bench.cliffs import (
+        X_BYTES,
+        cliff_widths,
+        coverage_order,
+        measure,
+        neighbour_verdicts,
+        odd_widths_first,
+        peer_verdicts,
+    )
     from rmsnorm.bench.providers import provider
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -55,7 +65,8 @@ def main(argv=None) -> int:
     rows = []
     for i, dtype in enumerate(dtypes):  # the fast path, every width; each dtype its share of the time
         share = (fast_deadline - time.perf_counter()) / (len(dtypes) - i)
-        rows += measure(widths, dtype, ("fast",), deadline=time.perf_counter() + share)
+        rows += measure(coverage_order(widths), dtype, ("fast",), deadline=time.perf_counter() + share)
+        pd.DataFrame(rows).to_csv(args.out / "cliffs.csv", index=False)  # kept if a later phase is cut short
     peers = [p for p in args.peers.split(",") if p and not provider(p).refuses(
         torch.zeros(1, 8, device="cuda"), torch.ones(8, device="cuda"), 1e-6)]
     print(f"peers at the odd widths: {', '.join(peers) or 'none available'}")
@@ -63,10 +74,13 @@ def main(argv=None) -> int:
     for i, dtype in enumerate(dtypes):
         share = (started + args.budget_s - time.perf_counter()) / (len(dtypes) - i)
         rows += measure(odd, dtype, ("fast", *peers), deadline=time.perf_counter() + share)
+        pd.DataFrame(rows).to_csv(args.out / "cliffs.csv", index=False)
     table = pd.DataFrame(rows).drop_duplicates(["dtype", "N", "pass_", "provider"], keep="last")
     table.to_csv(args.out / "cliffs.csv", index=False)
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "date": time.strftime("%Y-%m-%d"), "x_bytes": X_BYTES, "widths_declared": len(widths),
+           "widths_measured": {str(d)[6:]: len({r["N"] for r in rows if r["provider"] == "fast"
+                                                 and r["dtype"] == str(d)[6:]}) for d in dtypes},
            "peers": peers, "budget_s": args.budget_s,
            "timing": "rmsnorm.bench.kernel_time_us(calls=10, warmup=2): profiler kernel time, "
                      "L2 flushed before each call"}

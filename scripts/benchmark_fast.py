@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     parser.add_argument("--grid", choices=("main", "weak"), default="main", help="GRID (fast.csv) or WEAK_GRID")
     parser.add_argument("--only", default="", help="comma-separated indices into the grid")
     parser.add_argument("--providers", default="", help="comma-separated provider names (default: all)")
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="seconds after which no further shape is started (the environment file lists them)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmark_fast: no CUDA GPU here, nothing timed (the committed results are in results/h200/fast.csv)")
@@ -63,13 +65,24 @@ def main(argv=None) -> int:
         )
     copy = copy_bandwidth_gbps()
     print(f"copy rate (1 GiB device-to-device, read + write): {copy:.0f} GB/s")
-    table = side_by_side(shapes, providers, copy_gbps=copy)
-    table.to_csv(args.out / ("fast_weak.csv" if args.grid == "weak" else "fast.csv"), index=False)
+    started, parts, not_run = time.perf_counter(), [], []
+    for shape in shapes:  # the CSV is rewritten after every shape: a run cut short keeps what it measured
+        if time.perf_counter() - started > args.budget_s:
+            not_run.append([shape[0], shape[1], *(str(d).removeprefix("torch.") for d in shape[2:])])
+            continue
+        parts.append(side_by_side([shape], providers, copy_gbps=copy))
+        table = pd.concat(parts, ignore_index=True)
+        table.to_csv(args.out / ("fast_weak.csv" if args.grid == "weak" else "fast.csv"), index=False)
+    if not_run:
+        print(f"budget of {args.budget_s:.0f} s spent; not run: {not_run}")
+    if not parts:
+        return 0
     import triton
 
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"), "flush_bytes": L2_FLUSH_BYTES,
-           "timing": "rmsnorm.bench.kernel_time_us: profiler kernel time, L2 flushed before each call"}
+           "timing": "rmsnorm.bench.kernel_time_us: profiler kernel time, L2 flushed before each call",
+           "providers": providers, "not_run": not_run, "wall_seconds": round(time.perf_counter() - started, 1)}
     env_name = "fast_weak_environment.json" if args.grid == "weak" else "fast_environment.json"
     (args.out / env_name).write_text(json.dumps(env, indent=2) + "\n")
     pivot = ratio_table(table)

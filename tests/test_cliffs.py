@@ -35,6 +35,17 @@ def test_odd_widths_come_in_the_declared_order():
     assert odd == [257, 4097, 12289, 3, 5, 255, 1023, 1025, 1001]  # the article's, 2^k ± 1, the rest
 
 
+def test_a_sweep_cut_short_still_spans_every_width_range():
+    widths = cliffs.cliff_widths()
+    order = cliffs.coverage_order(widths)
+    assert sorted(order) == widths  # each width once
+    first = sorted(order[: len(order) // 4])  # a run cut at a quarter
+    assert first[0] == widths[0] and first[-1] >= widths[-len(widths) // 16]  # from the narrowest to near the widest
+    gaps = [widths.index(b) - widths.index(a) for a, b in zip(first, first[1:])]
+    assert max(gaps) <= 4  # no stretch of the sweep left out
+    assert cliffs.coverage_order([5, 1, 3]) == [1, 5, 3] and cliffs.coverage_order([]) == []
+
+
 def test_rows_fill_128_mib_of_x():
     M = cliffs.rows_for(1000, torch.bfloat16)
     assert cliffs.X_BYTES - 1000 * 2 < M * 1000 * 2 <= cliffs.X_BYTES

@@ -89,6 +89,33 @@ def odd_widths_first(widths) -> list[int]:
     return first + sorted(power - set(first)) + sorted(set(odd) - power - set(first))
 
 
+def coverage_order(widths) -> list[int]:
+    """``widths`` (sorted) reordered so that every prefix spreads over the whole range.
+
+    Every 2^k-th width first (the largest power of two below the count), then the widths halfway
+    between those, and so on down to every width: a sweep cut short by its time budget has
+    measured a coarser sweep of the whole range, not the narrow half of it.
+
+    Args:
+        widths: N values.
+
+    Returns:
+        The same N values, each once, in coverage order.
+    """
+    ordered = sorted(set(widths))
+    step = 1
+    while step * 2 < len(ordered):
+        step *= 2
+    order, taken = [], set()
+    while step >= 1:
+        for i in range(0, len(ordered), step):
+            if i not in taken:
+                taken.add(i)
+                order.append(ordered[i])
+        step //= 2
+    return order
+
+
 def measure(widths, dtype: torch.dtype, providers=("fast",), *, deadline: float, log=print,
             device: str = "cuda") -> list[dict]:
     """Check, then time, each provider's forward and backward at every width (until ``deadline``).
