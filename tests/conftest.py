@@ -1,4 +1,6 @@
-"""Shared fixtures: the known-answer canary first, and NaN-poisoned kernel outputs."""
+"""Shared fixtures: the known-answer canary first, NaN-poisoned kernel outputs, one large GPU test at a time."""
+
+import gc
 
 import pytest
 import torch
@@ -38,3 +40,29 @@ def no_allocation():
     """Fail the test if a launcher (article's or fast) allocates an output before refusing."""
     with outputs_forbidden():
         yield
+
+
+@pytest.fixture
+def large_gpu_memory(tmp_path_factory):
+    """One test that takes GiBs of GPU memory at a time, across pytest-xdist workers; its cache freed after.
+
+    `make test PYTHON=python3 JOBS=15` on one H200 (139 GiB) ran several of the fast path's widest
+    campaign cases at once on different workers (4097 × 262144 holds about 17 GiB of inputs and
+    outputs in float32, and its float64 oracle more), and each worker's caching allocator kept what
+    it had reserved after its test: 22 tests, notebooks and child processes elsewhere then failed
+    with CUDA out of memory (`CUBLAS_STATUS_ALLOC_FAILED`, `cudaErrorMemoryAllocation`). Such tests
+    take a file lock in the session's temporary folder, which every worker of one run shares
+    (pytest-xdist's recipe for session-wide work), and give their cached blocks back to the device
+    when they end. filelock is a dependency of torch. Without CUDA it does nothing.
+    """
+    if not torch.cuda.is_available():
+        yield
+        return
+    from filelock import FileLock
+
+    with FileLock(str(tmp_path_factory.getbasetemp().parent / "large_gpu_memory.lock")):
+        try:
+            yield
+        finally:
+            gc.collect()
+            torch.cuda.empty_cache()

@@ -86,7 +86,10 @@ def test_a_loop_that_never_ends_is_stopped_with_the_message_of_every_exercise(ch
     assert feedback.status == "wrong" and "did not finish in 2 s (during the case " in feedback.message, feedback
     words = isolate.timeout_message(isolate.Outcome("timeout", 2.0, "x"), "your kernel `k`").split("): ", 1)[1]
     assert feedback.message.endswith(words), feedback  # the words of exercises 03-08
-    assert RIGHT["09"]().passed and RIGHT["10"]().passed  # the interpreter still works afterwards
+    # The interpreter still works afterwards: the right kernels, under the real limit again (under the 2 s one, a
+    # loaded 2-core machine once took longer than 2 s on a right kernel's case, and the test failed).
+    monkeypatch.undo()
+    assert RIGHT["09"]().passed and RIGHT["10"]().passed
 
 
 @needs_interpreter

@@ -5,6 +5,7 @@ fast path runs under the interpreter at a tiny size, so that what the sweep chec
 judges is the code that runs on the H200.
 """
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -79,16 +80,19 @@ def test_an_odd_width_is_judged_against_its_best_peer_that_passed():
     assert row["best_peer"] == "compile" and row["ratio"] == pytest.approx(1.0 / 1.2) and not row["ok"]
 
 
-def test_measure_checks_before_it_times_and_leaves_refusals_out(monkeypatch):
+def test_measure_checks_before_it_times_and_leaves_refusals_out(monkeypatch, device):
     monkeypatch.setattr(cliffs, "X_BYTES", 4 * 64 * 4)  # 4 rows of 64 float32, 3 of 65
     monkeypatch.setattr(timing, "kernel_time_us", lambda fn, **kw: (fn(), 5.0)[1])
-    rows = cliffs.measure([64, 65], torch.float32, ("fast", "liger"), deadline=math.inf, log=lambda line: None,
-                          device="cpu")
+    real = cliffs.provider
+    refuser = dataclasses.replace(real("eager"), name="refuser", refuses=lambda x, gamma, eps: "not on any device")
+    monkeypatch.setattr(cliffs, "provider", lambda name: refuser if name == "refuser" else real(name))
+    rows = cliffs.measure([64, 65], torch.float32, ("fast", "refuser"), deadline=math.inf, log=lambda line: None,
+                          device=device.type)  # the real fast path: the interpreter on the CPU, the kernels on a GPU
     table = pd.DataFrame(rows)
-    assert set(table["provider"]) == {"fast"}  # Liger refuses the CPU: no row, not a NaN
+    assert set(table["provider"]) == {"fast"}  # a refusal leaves no row, not a NaN
     assert table["check"].eq("ok").all() and len(table) == 4 and table["M"].tolist() == [4, 4, 3, 3]
     assert (table["tbps"] == table["bytes"] / 5.0 / 1e6).all()
-    assert cliffs.measure([64], torch.float32, deadline=-math.inf, log=lambda line: None, device="cpu") == []
+    assert cliffs.measure([64], torch.float32, deadline=-math.inf, log=lambda line: None, device=device.type) == []
 
 
 def test_without_cuda_the_script_says_so_and_exits_0(capsys):

@@ -12,6 +12,7 @@ every case, bf16 and the 2³¹-element forward.
 
 import itertools
 import re
+import sys
 
 import pytest
 import torch
@@ -69,22 +70,56 @@ def _cases():
         yield pytest.param(M, N, dtype, id=f"{M}x{N}-{str(dtype)[6:]}", marks=marks)
 
 
+#: A campaign case whose x takes this many bytes or more runs under the ``large_gpu_memory`` fixture (conftest).
+LARGE_GPU_BYTES = 256 << 20
+#: The float64 oracle is computed and compared a slice of rows at a time, each of at most this many
+#: elements (256 MiB in float64), so that a wide case's check needs little beyond its own tensors.
+ORACLE_CHUNK_ELEMENTS = 1 << 25
+
+
 def _check_all(x, gamma, dy, eps=1e-6):
     y, rstd = rmsnorm_fast_forward(x, gamma, eps)
     dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
-    y64, dx64, dg64 = oracle(x, gamma, dy, eps, on=x.device)
     assert y.dtype == x.dtype and dx.dtype == x.dtype and dgamma.dtype == gamma.dtype
-    assert_close(y, y64, dtype=x.dtype, msg="y")
-    assert_close(rstd, rstd_oracle(x, eps), dtype=torch.float32, msg="rstd")
-    assert_close(dx, dx64, dtype=x.dtype, msg="dx")
-    assert_close(dgamma, dg64, tol=dgamma_tolerance(x.shape[0], x.dtype, gamma.dtype), msg="dgamma")
+    M, N = x.shape
+    dg64 = torch.zeros(N, dtype=torch.float64, device=x.device)
+    step = max(1, ORACLE_CHUNK_ELEMENTS // max(N, 1))
+    for start in range(0, M, step):  # dgamma sums over rows: the slices' sums add up
+        rows = slice(start, start + step)
+        y64, dx64, dg_rows = oracle(x[rows], gamma, dy[rows], eps, on=x.device)
+        where = f" (rows {start}..{min(start + step, M) - 1})" if step < M else ""
+        assert_close(y[rows], y64, dtype=x.dtype, msg="y" + where)
+        assert_close(rstd[rows], rstd_oracle(x[rows], eps), dtype=torch.float32, msg="rstd" + where)
+        assert_close(dx[rows], dx64, dtype=x.dtype, msg="dx" + where)
+        dg64 += dg_rows
+    assert_close(dgamma, dg64, tol=dgamma_tolerance(M, x.dtype, gamma.dtype), msg="dgamma")
     return y, rstd, dx, dgamma
 
 
 @pytest.mark.parametrize("M, N, dtype", list(_cases()))
-def test_campaign_against_the_float64_oracle(M, N, dtype, device):
+def test_campaign_against_the_float64_oracle(M, N, dtype, device, request):
+    if M * N * dtype.itemsize >= LARGE_GPU_BYTES:
+        request.getfixturevalue("large_gpu_memory")
     x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=M * 31 + N)
     _check_all(x, gamma, dy)
+
+
+def test_the_check_by_row_slices_sees_every_row(monkeypatch, device):
+    this = sys.modules[__name__]
+    monkeypatch.setattr(this, "ORACLE_CHUNK_ELEMENTS", 3 * 257)  # slices of 3 rows: 0..2, …, 15..16
+    x, gamma, dy = make_inputs(17, 257, torch.float32, device=device, seed=5)
+    _check_all(x, gamma, dy)
+
+    real = rmsnorm_fast_backward
+
+    def last_row_wrong(*args):
+        dx, dgamma = real(*args)
+        dx[-1, 0] += 1.0
+        return dx, dgamma
+
+    monkeypatch.setattr(this, "rmsnorm_fast_backward", last_row_wrong)
+    with pytest.raises(AssertionError, match=r"dx \(rows 15\.\.16\)"):
+        _check_all(x, gamma, dy)
 
 
 def test_row_alignment_is_the_largest_power_of_two_dividing_n_and_the_strides():
@@ -382,7 +417,7 @@ def test_fast_module_is_a_drop_in_for_torch_nn_rmsnorm(device):
 
 
 @gpu_only
-def test_forward_past_2_31_elements_uses_int64_offsets():
+def test_forward_past_2_31_elements_uses_int64_offsets(large_gpu_memory):
     M, N = (1 << 31) // 4096 + 3, 4096  # 2³¹ + 12288 elements
     x = torch.empty(M, N, dtype=torch.bfloat16, device="cuda").normal_()
     y, rstd = rmsnorm_fast_forward(x, None)

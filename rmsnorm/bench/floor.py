@@ -32,7 +32,7 @@ from ..fast import (
     rmsnorm_fast_backward_kernel,
     rmsnorm_fast_dgamma_kernel,
     rmsnorm_fast_forward_kernel,
-    row_alignment,
+    row_align_hint,
 )
 from ..fast.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P
 
@@ -79,7 +79,7 @@ class FloorFunction(torch.autograd.Function):
         P = num_programs(plan.forward, x.device, row_blocks)
         rmsnorm_fast_forward_kernel[(P,)](x, x.stride(0), gamma, y, y.stride(0), rstd, M, N, eps,
                                           PERSISTENT=P < row_blocks,
-                                          ROW_ALIGN=row_alignment(x.element_size(), N, x.stride(0), y.stride(0)),
+                                          ROW_ALIGN=row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
                                           **plan.forward_constants)
         ctx.save_for_backward(x, gamma, rstd)
         ctx.plan = plan
@@ -94,13 +94,13 @@ class FloorFunction(torch.autograd.Function):
         dx = torch.empty_like(x)
         partial = torch.empty((P, N), dtype=torch.float32, device=x.device)
         mean_ux = rstd if plan.mean_ux_dtype is None else torch.empty(M, dtype=plan.mean_ux_dtype, device=x.device)
-        align = row_alignment(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0))
+        align = row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0))
         rmsnorm_fast_backward_kernel[(P,)](x, x.stride(0), gamma, rstd, dy, dy.stride(0), dx, dx.stride(0), partial,
                                            mean_ux, M, N, ROW_ALIGN=align, **plan.backward_constants)
         dgamma = torch.empty(N, dtype=gamma.dtype, device=x.device)
         rmsnorm_fast_dgamma_kernel[(triton.cdiv(N, REDUCE_BLOCK_N),)](partial, dgamma, P, N, BLOCK_P=REDUCE_BLOCK_P,
                                                                      BLOCK_N=REDUCE_BLOCK_N,
-                                                                     ROW_ALIGN=row_alignment(dgamma.element_size(), N),
+                                                                     ROW_ALIGN=row_align_hint(dgamma.element_size(), N),
                                                                      num_warps=4)
         return dx, dgamma, None, None
 

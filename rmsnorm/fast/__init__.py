@@ -12,7 +12,7 @@ Public API:
 - :class:`FastRMSNorm` — a ``torch.nn.RMSNorm`` subclass that calls it.
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers.
 - :class:`FastConfig`, :func:`forward_config`, :func:`backward_config`, :func:`grid_size`,
-  :func:`row_alignment` — the knobs.
+  :func:`row_alignment`, :func:`row_align_hint` — the knobs.
 - :func:`check_fast_inputs`, :func:`refuse_dtensor`, :data:`FAST_MAX_N` — the contract (DTensors refused).
 - :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for FastRMSNorm, recognised by
   behaviour, the weight Parameters kept; :func:`randomise_norm_weights` (lesson 13).
@@ -22,7 +22,15 @@ Source: notebooks/09_the_long_row.ipynb … 13_into_a_model.ipynb.
 
 from .autograd import FastRMSNorm, rmsnorm_fast
 from .backward import rmsnorm_fast_backward, rmsnorm_fast_backward_kernel, rmsnorm_fast_dgamma_kernel
-from .config import FastConfig, backward_config, forward_config, grid_size, num_programs, row_alignment
+from .config import (
+    FastConfig,
+    backward_config,
+    forward_config,
+    grid_size,
+    num_programs,
+    row_align_hint,
+    row_alignment,
+)
 from .contract import FAST_DTYPES, FAST_MAX_N, INTERPRETER_BF16_REASON, check_fast_inputs, refuse_dtensor
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 from .swap import randomise_norm_weights, swap_rmsnorm
@@ -46,6 +54,7 @@ __all__ = [
     "rmsnorm_fast_dgamma_kernel",
     "rmsnorm_fast_forward",
     "rmsnorm_fast_forward_kernel",
+    "row_align_hint",
     "row_alignment",
     "swap_rmsnorm",
 ]

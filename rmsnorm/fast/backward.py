@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from ..device import new_output
-from .config import FastConfig, aligned, backward_config, num_programs, row_alignment
+from .config import FastConfig, aligned, backward_config, num_programs, row_align_hint
 from .contract import check_fast_backward_inputs
 from .launch import DirectLauncher
 
@@ -252,7 +252,7 @@ def launch_backward(
         x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
         M, N, gamma is not None, tl.float64 if x.dtype == torch.float32 else tl.float32,
         one_block, block_m, config.BLOCK_N, config.num_stages,
-        row_alignment(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), config.reverse_second_pass,
+        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), config.reverse_second_pass,
         num_warps=config.num_warps,
     )
     if gamma is None:
@@ -262,7 +262,7 @@ def launch_backward(
         (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
          (P == 1, not P & 15, P >> 31), N),
         (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
-        row_alignment(dgamma.element_size(), N), num_warps=4,
+        row_align_hint(dgamma.element_size(), N, N), num_warps=4,
     )
     return dx, dgamma
 

@@ -113,7 +113,8 @@ def row_alignment(element_size: int, N: int, *row_strides: int) -> int:
 
     Triton specialises an integer argument only on divisibility by 16, so at N = 1000 it cannot
     prove that a masked 16-bit row is 16-byte aligned in groups of 8 and falls back to one element
-    per load and store. The launchers pass this value as the ``ROW_ALIGN`` constexpr and the kernels
+    per load and store. The launchers pass this value as the ``ROW_ALIGN`` constexpr (through
+    :func:`row_align_hint`, which leaves it to Triton where Triton knows) and the kernels
     restate N and the strides through :func:`aligned`. 1 for an odd N or an odd stride (a view
     such as ``buf[:, 1:N + 1]``), where the rows start at 2-byte offsets and nothing wider is
     possible. Both values are in the launch keys (N and strides by value).
@@ -128,6 +129,30 @@ def row_alignment(element_size: int, N: int, *row_strides: int) -> int:
     while g % align:
         align //= 2
     return align
+
+
+def row_align_hint(element_size: int, N: int, *row_strides: int) -> int:
+    """The ``ROW_ALIGN`` constexpr a launcher passes: :func:`row_alignment`, or 1 where Triton proves more itself.
+
+    When N and every row stride are multiples of 16 elements, Triton's own specialisation marks
+    them divisible by 16, which is all the vector accesses need; restating them through
+    :func:`aligned` would then only cost integer instructions. Measured: at 1024 × 4096 bf16 the
+    restatement added 14 instructions to the forward's PTX and 17 to the backward's, and both
+    kernels ran 6 % slower on the H200 than before ``ROW_ALIGN`` (same call, one after the
+    other); with 1 there the PTX is instruction for instruction the old one. Widths such as
+    N = 1000, which only the hint makes 16-byte aligned, keep it.
+
+    Args:
+        element_size: bytes per element (2 or 4).
+        N: columns.
+        row_strides: elements from one row to the next, of every (M, N) tensor of the launch.
+
+    Returns:
+        1, 2, 4 or 8 (a power of two dividing N and every stride, 16 bytes of elements at most).
+    """
+    if N % 16 == 0 and all(s % 16 == 0 for s in row_strides):
+        return 1
+    return row_alignment(element_size, N, *row_strides)
 
 
 @triton.jit

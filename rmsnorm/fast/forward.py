@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from ..device import new_output
-from .config import FastConfig, aligned, forward_config, num_programs, row_alignment
+from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint
 from .contract import check_fast_inputs
 from .launch import DirectLauncher
 
@@ -156,7 +156,7 @@ def launch_forward(
         forward_key(x, w, y, rstd, config, P < row_blocks, gamma is not None), (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
         gamma is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
-        row_alignment(x.element_size(), N, x.stride(0), y.stride(0)), config.reverse_second_pass,
+        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), config.reverse_second_pass,
         num_warps=config.num_warps,
     )
     return y, rstd
