@@ -20,7 +20,7 @@ import triton
 import rmsnorm  # noqa: F401  (selects GPU or interpreter first)
 from rmsnorm.fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm.fast import launch as launch_module
-from rmsnorm.fast.config import FastConfig, forward_config, num_programs, row_alignment
+from rmsnorm.fast.config import FastConfig, forward_config, num_programs, row_align_hint
 from rmsnorm.fast.forward import _launch as forward_launcher
 from rmsnorm.fast.forward import forward_key, rmsnorm_fast_forward_kernel
 from rmsnorm.fast.launch import DirectLauncher, triton_is_tested
@@ -153,7 +153,7 @@ def test_one_key_never_stands_for_two_of_tritons_kernels():
         y, rstd = torch.empty(M, N, device="cuda", dtype=x.dtype), torch.empty(M, device="cuda")
         triton_pick = rmsnorm_fast_forward_kernel[(P,)](  # Triton's own binder, not our cache
             x, x.stride(0), x, y, y.stride(0), rstd, M, N, 1e-6, False, cfg.one_block(N), cfg.BLOCK_M, cfg.BLOCK_N,
-            P < rows, cfg.num_stages, row_alignment(x.element_size(), N, x.stride(0), N), cfg.reverse_second_pass,
+            P < rows, cfg.num_stages, row_align_hint(x.element_size(), N, x.stride(0), N), cfg.reverse_second_pass,
             num_warps=cfg.num_warps)
         key = forward_key(x, x, y, rstd, cfg, P < rows, False)
         assert picks.setdefault(key, triton_pick) is triton_pick, f"one key, two kernels: M={M}, {x.dtype}"
