@@ -110,3 +110,22 @@ def test_the_readme_prose_under_the_kernel_table_is_what_the_csvs_say():
     assert (ratio.xs("backward", level="pass_") > 1).all()
     assert "trails by 1–2 % at three shapes and by 30 % at 1024 × 65536" in " ".join(readme.split())
     assert "the backward is ahead of QuACK at every" in " ".join(readme.split())
+
+
+def test_the_readme_prose_under_the_whole_call_table_is_what_the_csv_says():
+    """"only at 32768 × 4096 does the kernel decide"; "the forward's host time is within 5 µs of the floor at
+    most shapes"; "the forward + backward's is not within 1.5× eager's"."""
+    from rmsnorm.bench.results import WHOLE_CALL_FILE
+    from rmsnorm.bench.wholecall import targets
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    table = pd.read_csv(ROOT / "results" / "h200" / WHOLE_CALL_FILE)
+    fast = table[(table.provider == "fast") & (table.pass_ == "forward_backward")]
+    kernel_decides = fast[fast.whole_call_us <= 2 * fast.kernel_us]
+    assert list(zip(kernel_decides.M, kernel_decides.N)) == [(32768, 4096)]
+    assert "only at 32768 × 4096 does the kernel decide" in readme
+    verdicts = targets(table).groupby("target")["met"]
+    assert verdicts.mean()["host, forward ≤ floor + 5 µs"] > 0.5
+    assert not verdicts.all()["host, forward + backward ≤ 1.5 × eager"]
+    assert ("The forward's host time is within 5 µs of the floor at most shapes (the targets above); the "
+            "forward + backward's is not within 1.5× eager's") in readme

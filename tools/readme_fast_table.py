@@ -138,7 +138,23 @@ def render_whole_call(table: pd.DataFrame) -> str:
     if len(missing):
         reasons = "; ".join(f"{r.provider}, {r.check.rstrip('.!')}" for r in missing.itertuples())
         lines += ["", f"Not timed (—): {reasons}."]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", *_targets_lines(table)])
+
+
+def _targets_lines(table: pd.DataFrame) -> list[str]:
+    """The fast path's targets (issue 15; rmsnorm.bench.wholecall.targets) in this run: met at how many shapes."""
+    from rmsnorm.bench.wholecall import targets
+
+    verdicts = targets(table)
+    fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])["whole_call_us"]
+    ratio = (fb.xs("fast", level="provider") / fb.xs("eager", level="provider")).dropna()
+    lines = ["The fast path against its targets in this run (met at how many of the shapes it was timed at):", ""]
+    for target, group in verdicts.groupby("target", sort=False):
+        judged = group[group["met"].notna()]
+        lines.append(f"- {target}: {int(judged['met'].sum())} of {len(judged)}")
+    lines += ["", "Its whole forward + backward over eager's: " + ", ".join(
+        f"{ratio[key]:.2f}× at {key[0]} × {key[1]} {key[2]}" for key in ratio.index) + "."]
+    return lines
 
 
 def _replace(text: str, start: str, end: str, body: str) -> str:
