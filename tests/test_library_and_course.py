@@ -27,7 +27,7 @@ MOVED = [("rmsnorm.training", "rmsnorm_course.training"), ("rmsnorm.checkers", "
          ("rmsnorm.primer", "rmsnorm.teaching.primer"), ("rmsnorm.buggy", "rmsnorm.teaching.buggy")] + [
     (f"rmsnorm.checkers.{p.stem}", f"rmsnorm_course.checkers.{p.stem}")
     for p in sorted((COURSE / "checkers").glob("*.py"))
-    if p.stem not in ("__init__", "_warm", "_gpu_compile")  # _warm runs kernels on import; _gpu_compile is a script
+    if p.stem not in ("__init__", "_warm", "compile_server")  # _warm runs kernels on import; compile_server is a script
 ]
 
 

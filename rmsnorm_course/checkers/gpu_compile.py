@@ -1,7 +1,7 @@
 """Compile a learner's kernel for a CUDA target while it runs in the interpreter: the parent's side.
 
 The compiler needs Triton imported with the interpreter off, so it runs in a
-server process of its own (:mod:`rmsnorm_course.checkers._gpu_compile`, started once
+server process of its own (:mod:`rmsnorm_course.checkers.compile_server`, started once
 per session): the checker hands it the kernel's source, runs the cases at the
 same time, then reads the answer. On a GPU machine nothing is started: the
 kernel is compiled for real in the checker's child, and
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from . import _gpu_compile
+from . import compile_server
 from .feedback import caused_by, name_of
 from .isolate import interpreted
 
@@ -39,7 +39,7 @@ def _compiler() -> subprocess.Popen:
     if _COMPILER is None or _COMPILER.poll() is not None:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         _COMPILER = subprocess.Popen(
-            [sys.executable, _gpu_compile.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, compile_server.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env=env,
         )
     return _COMPILER

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import cloudpickle
 
-from ._gpu_compile import define_kernel
+from .compile_server import define_kernel
 from .feedback import Feedback, wrong
 from .shipping import KernelSource, restore_sources, source_lines
 

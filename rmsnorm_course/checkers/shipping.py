@@ -3,7 +3,7 @@
 A learner's ``@triton.jit`` kernel is defined in a notebook cell, which a child
 cannot import: :func:`kernel_spec` takes its source and the globals it uses
 (modules, helper kernels, constants), and the child defines it again
-(:func:`rmsnorm_course.checkers._gpu_compile.define_kernel`). Plain Python functions
+(:func:`rmsnorm_course.checkers.compile_server.define_kernel`). Plain Python functions
 and classes travel with cloudpickle, which drops their file name and cannot
 bring a cell's text: :func:`source_lines` and :func:`restore_sources` carry
 both, so that an error in the child still names the learner's line.

@@ -8,7 +8,7 @@ target=GPUTarget("cuda", 90, 32))``; ptxas ships inside the triton wheel), so
 the checker compiles the learner's kernel for an H100-class target and reports
 a compile error with its line.
 
-This file runs as a *script* in a fresh interpreter (``python _gpu_compile.py``),
+This file runs as a *script* in a fresh interpreter (``python compile_server.py``),
 because the compiler needs Triton imported with the interpreter off, and a
 process that imported :mod:`rmsnorm` on a CPU has it on. It therefore imports
 nothing from :mod:`rmsnorm`; :mod:`rmsnorm_course.checkers.isolate` uses
