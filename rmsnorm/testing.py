@@ -247,7 +247,7 @@ def check_canary(device=None) -> None:
 
 
 @dataclass(frozen=True)
-class Case:
+class CampaignCase:
     """One campaign case: an (M, N) shape in a dtype."""
 
     M: int
@@ -268,8 +268,8 @@ CAMPAIGN_SHAPES: tuple[tuple[int, int], ...] = (
     (200, 50), (255, 130), (256, 256), (300, 81), (333, 2), (413, 781),
 )
 #: The 72 cases of each campaign (forward y, dx, dgamma): every shape in fp32 and fp16.
-CAMPAIGN: tuple[Case, ...] = tuple(
-    Case(M, N, dtype) for dtype in (torch.float32, torch.float16) for M, N in CAMPAIGN_SHAPES
+CAMPAIGN: tuple[CampaignCase, ...] = tuple(
+    CampaignCase(M, N, dtype) for dtype in (torch.float32, torch.float16) for M, N in CAMPAIGN_SHAPES
 )
 
 
