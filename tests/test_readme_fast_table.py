@@ -99,6 +99,10 @@ def test_the_readme_prose_under_the_kernel_table_is_what_the_csvs_say():
     behind = behind[behind > 0]  # behind by at least half a percent
     assert len(behind) == 5 and behind.min() >= 0.01 and behind.max() <= 0.05
     assert "behind torch.compile by 1–5 % at five shapes" in readme
+    compile_rate = fast[(fast.provider == "compile") & (fast.pass_ == "forward")].set_index(keys[:3])["copy_fraction"]
+    there = compile_rate.loc[behind.index].round(2)
+    assert there.min() == 0.70 and there.max() == 1.00
+    assert "compile's forward reaches 70–100 % of the device's copy rate" in " ".join(readme.split())
     run = pd.read_csv(ROOT / "results" / "h200" / "kernel_time_lean_vs_binder.csv")
     q = run.pivot_table(index=keys, columns="provider", values="us")
     ratio = q["quack"] / q["fast"]

@@ -105,6 +105,8 @@ def render_whole_call(table: pd.DataFrame) -> str:
     fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])
     fast = fb.xs("fast", level="provider")
     host_bound = int((fast["whole_call_us"] > 2 * fast["kernel_us"]).sum())
+    floor = fb.xs("floor", level="provider")["whole_call_us"].reindex(fast.index)
+    under_floor = int((fast["whole_call_us"] < floor).sum())
     timed = table[(table.check == "ok") & table.host_us.notna() & table.whole_call_us.notna()]
     over = timed[timed.host_us > timed.whole_call_us]
     worst = (over.host_us / over.whole_call_us).max() if len(over) else 1.0
@@ -118,9 +120,11 @@ def render_whole_call(table: pd.DataFrame) -> str:
         "through each one's public entry point (`FastRMSNorm`, `rmsnorm.rmsnorm`, `F.rms_norm`, …), every output",
         "checked against the float64 oracle first. µs per call: *kernels* from `torch.profiler` with L2 flushed;",
         "*whole call* from CUDA events around 20 back-to-back calls (median of 50); *host* the CPU time to issue",
-        "one call; *floor* the fast kernels behind a bare `torch.autograd.Function`, what any Triton path costs",
-        f"the host. At {host_bound} of {len(fast)} shapes the fast path's whole forward + backward is more than",
-        "twice its kernel time: there the host, not the GPU, sets the pace.",
+        "one call; *floor* the same kernels behind a bare `torch.autograd.Function` with no checks, launched",
+        "through Triton's `kernel[grid]`: what a plain Triton path costs the host (the fast path launches below",
+        f"that binder; its whole forward + backward is under the floor's at {under_floor} of {len(fast)} shapes).",
+        f"At {host_bound} of {len(fast)} shapes the fast path's whole forward +",
+        "backward is more than twice its kernel time: there the host, not the GPU, sets the pace.",
         f"*Host* and *whole call* come from two loops run one after the other. In {len(over)} of the",
         f"{len(timed)} timed rows the host time is above the whole call (by up to {worst:.2f}×), which one loop",
         "cannot give, since the GPU cannot finish calls before the host has issued them: the H200's host ran",
@@ -148,7 +152,12 @@ def _targets_lines(table: pd.DataFrame) -> list[str]:
     verdicts = targets(table)
     fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])["whole_call_us"]
     ratio = (fb.xs("fast", level="provider") / fb.xs("eager", level="provider")).dropna()
-    lines = ["The fast path against its targets in this run (met at how many of the shapes it was timed at):", ""]
+    host_bound = ", ".join(f"{label}" for label in dict.fromkeys(
+        verdicts.loc[verdicts["target"].str.contains("1.5 × eager") & verdicts["target"].str.startswith("whole"),
+                     "shape"]))
+    lines = ["The fast path against its targets in this run (met at how many of the shapes it was timed at; the",
+             "floor's and eager's host times, and *forward_grad*, the forward of an x that requires grad, are in",
+             f"`whole_call.csv`; the host-bound shapes are {host_bound}):", ""]
     for target, group in verdicts.groupby("target", sort=False):
         judged = group[group["met"].notna()]
         lines.append(f"- {target}: {int(judged['met'].sum())} of {len(judged)}")
