@@ -209,6 +209,11 @@ def open_notebook(driver, lab: Lab, path: str) -> None:
 
     def ready():
         state = driver.execute_script(NOTEBOOK_STATE_JS)
+        if state is None:
+            # Chromium 150's headless window never has focus (document.hasFocus() is false), so JupyterLab's
+            # current widget stays unset until the notebook is clicked: click its tab, as a learner does.
+            for tab in driver.find_elements(By.CSS_SELECTOR, ".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current"):
+                tab.click()
         return state if state and state["path"] == path and state["kernel"] == "idle" else None
 
     _wait(driver, 180, ready, f"{path}: the notebook did not open with an idle kernel")
