@@ -147,14 +147,12 @@ def render_whole_call(table: pd.DataFrame) -> str:
 
 def _targets_lines(table: pd.DataFrame) -> list[str]:
     """The fast path's targets (issue 15; rmsnorm.bench.wholecall.targets) in this run: met at how many shapes."""
-    from rmsnorm.bench.wholecall import targets
+    from rmsnorm.bench.wholecall import HOST_BOUND, targets
 
     verdicts = targets(table)
     fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])["whole_call_us"]
     ratio = (fb.xs("fast", level="provider") / fb.xs("eager", level="provider")).dropna()
-    host_bound = ", ".join(f"{label}" for label in dict.fromkeys(
-        verdicts.loc[verdicts["target"].str.contains("1.5 × eager") & verdicts["target"].str.startswith("whole"),
-                     "shape"]))
+    host_bound = ", ".join(f"{m} × {n} {str(d).removeprefix('torch.')}" for m, n, d in HOST_BOUND)
     lines = ["The fast path against its targets in this run (met at how many of the shapes it was timed at; the",
              "floor's and eager's host times, and *forward_grad*, the forward of an x that requires grad, are in",
              f"`whole_call.csv`; the host-bound shapes are {host_bound}):", ""]

@@ -262,7 +262,7 @@ def launch_backward(
         (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
          (P == 1, not P & 15, P >> 31), N),
         (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
-        row_align_hint(dgamma.element_size(), N, N), num_warps=4,
+        row_align_hint(dgamma.element_size(), N), num_warps=4,
     )
     return dx, dgamma
 
