@@ -83,6 +83,14 @@ def test_the_oracle_check_refuses_a_provider_whose_y_is_one_percent_off(build):
     assert P.prepare(_variant("eager_copy", _eager), build, x, gamma, dy)[1] == "ok"
     calls, status = P.prepare(_variant("off", lambda x, w, eps: _eager(x, w, eps) * 1.01), build, x, gamma, dy)
     assert calls is None and status.startswith("wrong: AssertionError: forward/off y 3x257 float32")
+    assert "; Greatest absolute difference: " in status and "; Greatest relative difference: " in status  # how far
+    assert "\n" not in status  # one CSV cell
+
+
+def test_one_line_drops_terminal_colours_and_keeps_the_first_line():
+    err = RuntimeError("\x1b[91m\x1b[1merror[INTERNAL]:\x1b[0m could not build IR\nstack line 1\nstack line 2")
+    assert P.one_line(err) == "RuntimeError: error[INTERNAL]: could not build IR"
+    assert len(P.one_line(ValueError("x" * 1000))) == 400
 
 
 def test_the_oracle_check_refuses_a_wrong_dgamma_and_an_unwritten_output():

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Mapping, NamedTuple
 
@@ -362,10 +363,22 @@ def check_calls(calls: Mapping[tuple[str, str], Call], x, gamma, dy, eps: float 
     return passed
 
 
+#: Terminal colour codes, which some libraries (QuACK's CuTe DSL) put into their error messages.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: Lines of ``torch.testing.assert_close``'s message that say by how much, kept after the first line.
+_HOW_FAR = ("Mismatched elements", "Greatest absolute difference", "Greatest relative difference")
+
+
 def one_line(err: BaseException) -> str:
-    """An exception as ``'Type: first line of its message'``, at most 300 characters (for a CSV cell)."""
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
+    """An exception as ``'Type: first line of its message'`` for a CSV cell, at most 400 characters.
+
+    Terminal colour codes are removed; when the message is ``torch.testing.assert_close``'s, its
+    mismatch count and greatest differences follow the first line, joined by ``"; "``, so that a
+    "wrong" verdict says by how much.
+    """
+    text = [line.strip() for line in _ANSI.sub("", str(err)).strip().splitlines()]
+    kept = [line for line in text[1:] if line.startswith(_HOW_FAR)]
+    return "; ".join([f"{type(err).__name__}: {text[0] if text else ''}"] + kept)[:400]
 
 
 def prepare(p: Provider, build, x, gamma, dy, eps: float = EPS, passes=None) -> tuple[dict[str, Call] | None, str]:
