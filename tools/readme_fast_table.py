@@ -43,25 +43,43 @@ def _geometric_mean(ratios: pd.Series) -> float:
     return math.exp(sum(math.log(v) for v in ratios) / len(ratios))
 
 
+#: The peers whose fastest checked time is a shape's "best peer" (issue 17's targets).
+PEERS = ("compile", "liger", "quack")
+
+
+def _not_timed(table: pd.DataFrame) -> list[str]:
+    """One line per provider and shape that failed the oracle check or refused the shape, with its reason."""
+    failed = table[(table["check"] != "ok") & table["us"].isna()]
+    failed = failed.drop_duplicates(["M", "N", "dtype", "provider"])
+    return [f"{row.provider} at {row.M} × {row.N} {row.dtype}: {row.check}" for row in failed.itertuples()]
+
+
 def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
     """The Markdown table: fast path µs and TB/s, and other/fast time ratios, per shape and pass.
 
-    ``quack``: a run that timed QuACK and the fast path side by side on the same grid
-    (kernel_time_lean_vs_binder.csv); its QuACK / fast ratio becomes the last column, marked as
-    that run's (a ratio is compared within one run, never across two).
+    When ``table`` (fast.csv) timed QuACK, its column and geometric means come from the same run,
+    with the best peer's (the fastest of compile, Liger and QuACK that passed the oracle). Otherwise
+    ``quack``, a run that timed QuACK and the fast path side by side on the same grid
+    (kernel_time_lean_vs_binder.csv), gives the last column, marked as that run's (a ratio is
+    compared within one run, never across two). A peer that failed the oracle shows "—", and the
+    line under the table names it with its reason.
     """
     fast = table[table.provider == "fast"].set_index(["M", "N", "dtype", "pass_"])
     keys = ["M", "N", "dtype", "pass_"]
     times = table.pivot_table(index=keys, columns="provider", values="us")
     times = times.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
+    same_run = "quack" in times.columns
+    mark = "" if same_run else " †"
     vs_quack = None
-    if quack is not None:
+    if same_run:
+        vs_quack = times["quack"] / times["fast"]
+    elif quack is not None:
         other = quack.pivot_table(index=keys, columns="provider", values="us")
         vs_quack = (other["quack"] / other["fast"]).reindex(times.index)
     lines = [
         "| M × N, dtype | pass | fast µs | fast TB/s "
         "| vs compile | vs compile, no MixOrder | vs eager | vs Liger | vs article |"
-        + (" vs QuACK † |" if vs_quack is not None else ""),
+        + (f" vs QuACK{mark} |" if vs_quack is not None else ""),
         "|---|---|---|---|---|---|---|---|---|" + ("---|" if vs_quack is not None else ""),
     ]
     for key, row in times.iterrows():
@@ -72,6 +90,7 @@ def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
             ratios.append(vs_quack.get(key, math.nan))
         cells = ["—" if math.isnan(r) else f"{r:.2f}×" for r in ratios]
         lines.append(f"| {M} × {N} {dtype} | {pass_} | {f.us:.1f} | {f.tbps:.2f} | " + " | ".join(cells) + " |")
+    best = times[[p for p in PEERS if p in times.columns]].min(axis=1) / times["fast"]
     for pass_ in ("forward", "backward"):
         sub = times.xs(pass_, level="pass_")
         gm = _geometric_mean(sub["compile"] / sub["fast"])
@@ -79,11 +98,16 @@ def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
         line = f"{pass_.capitalize()}: geometric mean of compile / fast over {len(sub)} shapes = {gm:.2f}×"
         if vs_quack is not None:
             q = vs_quack.xs(pass_, level="pass_")
-            line += f"; of QuACK / fast over {int(q.notna().sum())} shapes = {_geometric_mean(q):.2f}× †"
+            line += f"; of QuACK / fast over {int(q.notna().sum())} shapes = {_geometric_mean(q):.2f}×{mark}"
+        if same_run:
+            line += f"; of the best peer / fast = {_geometric_mean(best.xs(pass_, level='pass_')):.2f}×"
         lines.append(line + ".")
-    if vs_quack is not None:
+    if vs_quack is not None and not same_run:
         lines += ["", "† QuACK 0.6.5 and the fast path timed side by side in another run of the same grid, "
                   "the same way (`results/h200/kernel_time_lean_vs_binder.csv`): a ratio within that run."]
+    refused = [line for line in _not_timed(table) if not line.startswith("article at")]  # the article: its column
+    if refused:
+        lines += ["", "Not timed (—): " + "; ".join(refused) + "."]
     return "\n".join(lines)
 
 

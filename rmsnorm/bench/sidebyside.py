@@ -158,10 +158,11 @@ COPY_RATE_SPREAD = 0.01
 def check_table(table: pd.DataFrame, copy_rate_gbps: float) -> None:
     """Assert that a side-by-side table (``fast.csv``) is consistent with itself and with the contracts.
 
-    Checks: every timed output matched the float64 oracle first (``check``); ``bytes`` is the one
+    Checks: every timed output matched the float64 oracle first (``check``; a peer that failed it
+    is kept untimed, with its reason, and the fast path never fails it); ``bytes`` is the one
     convention (:func:`forward_bytes`, :func:`backward_bytes`); ``tbps`` and ``copy_fraction``
     follow from bytes, µs and ``copy_rate_gbps``; no rate is above the copy rate beyond
-    :data:`COPY_RATE_SPREAD`; the article's path is timed exactly at the shapes its contract
+    :data:`COPY_RATE_SPREAD`; the article's path, when the run has it, is timed exactly at the shapes its contract
     allows (float16/float32, N ≤ MAX_N, at most MAX_SCRATCH_BYTES of partials).
 
     Args:
@@ -174,7 +175,10 @@ def check_table(table: pd.DataFrame, copy_rate_gbps: float) -> None:
     Source: notebooks/12_tuning_and_side_by_side.ipynb §4.
     """
     failed = table[table["check"] != "ok"]
-    assert failed.empty, f"rows timed without passing the oracle:\n{failed}"
+    timed = failed[failed["us"].notna()]
+    assert timed.empty, f"rows timed without passing the oracle:\n{timed}"
+    own = failed[failed["provider"] == "fast"]
+    assert own.empty, f"the fast path failed the oracle:\n{own}"
     for row in table.itertuples():
         count = forward_bytes if row.pass_ == "forward" else backward_bytes
         expected = count(row.M, row.N, getattr(torch, row.dtype), getattr(torch, getattr(row, "weight", row.dtype)))
@@ -185,6 +189,8 @@ def check_table(table: pd.DataFrame, copy_rate_gbps: float) -> None:
     pd.testing.assert_series_equal(table["copy_fraction"], rate * 1e3 / copy_rate_gbps, check_names=False,
                                    obj="copy_fraction = rate / copy rate")
     assert table["copy_fraction"].max() <= 1.0 + COPY_RATE_SPREAD, "a rate above the measured copy rate"
+    if "article" not in set(table["provider"]):
+        return  # a run without the article's path (the weak grid): nothing to hold to its contract
     shapes = table[["M", "N", "dtype"]].drop_duplicates()
     allowed = {(m, n, d) for m, n, d in shapes.itertuples(index=False)
                if d != "bfloat16" and n <= MAX_N and scratch_bytes(m, n) <= MAX_SCRATCH_BYTES}
