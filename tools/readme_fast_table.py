@@ -3,9 +3,9 @@
     python tools/readme_fast_table.py [--write]  # rewrite the tables between their markers
     python tools/readme_fast_table.py --check    # exit 1 if README.md differs from the CSVs
 
-Two blocks: between ``fast-table`` markers the side-by-side of kernel time
-(results/h200/fast.csv, with a QuACK column from the run that timed it beside the
-fast path); between ``whole-call-table`` markers kernel time and whole-call time side
+Three blocks: between ``fast-table`` markers the side-by-side of kernel time
+(results/h200/fast.csv, QuACK in the same run); between ``weak-table`` markers the
+weak grid (fast_weak.csv); between ``whole-call-table`` markers kernel time and whole-call time side
 by side, and which one a model feels (results/h200/whole_call.csv). The second block
 stays empty until whole_call.csv is committed. The README's numbers are never typed:
 tests/test_sidebyside.py runs the check.
@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout, for `import rmsnorm`
 START, END = "<!-- fast-table:start -->", "<!-- fast-table:end -->"
 WHOLE_START, WHOLE_END = "<!-- whole-call-table:start -->", "<!-- whole-call-table:end -->"
+WEAK_START, WEAK_END = "<!-- weak-table:start -->", "<!-- weak-table:end -->"
+#: The weak grid's file (scripts/benchmark_fast.py --grid weak).
+WEAK_FILE = "fast_weak.csv"
 OTHERS = ("compile", "compile_nomix", "eager", "liger", "article")
 #: The run that timed QuACK beside the fast path on the side-by-side's grid.
 QUACK_RUN = "kernel_time_lean_vs_binder.csv"
@@ -51,7 +54,7 @@ def _not_timed(table: pd.DataFrame) -> list[str]:
     """One line per provider and shape that failed the oracle check or refused the shape, with its reason."""
     failed = table[(table["check"] != "ok") & table["us"].isna()]
     failed = failed.drop_duplicates(["M", "N", "dtype", "provider"])
-    return [f"{row.provider} at {row.M} × {row.N} {row.dtype}: {row.check}" for row in failed.itertuples()]
+    return [f"{row.provider} at {row.M} × {row.N} {row.dtype}: {row.check.rstrip('.!')}" for row in failed.itertuples()]
 
 
 def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
@@ -108,6 +111,37 @@ def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
     refused = [line for line in _not_timed(table) if not line.startswith("article at")]  # the article: its column
     if refused:
         lines += ["", "Not timed (—): " + "; ".join(refused) + "."]
+    return "\n".join(lines)
+
+
+def render_weak(table: pd.DataFrame) -> str:
+    """The weak grid (fast_weak.csv): per shape and pass, the fast path's µs and TB/s and each peer's time over
+    its own, the best peer named; geometric means over the grid; the peers that failed or refused, with why."""
+    keys = ["M", "N", "dtype", "weight", "pass_"]
+    times = table.pivot_table(index=keys, columns="provider", values="us")
+    times = times.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
+    rate = table[table.provider == "fast"].set_index(keys)["tbps"]
+    peers = [p for p in PEERS if p in times.columns]
+    best = times[peers].min(axis=1) / times["fast"]
+    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+    lines = ["| M × N, dtype | pass | fast µs | fast TB/s "
+             "| vs eager | vs compile | vs Liger | vs QuACK | vs best peer |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, row in times.iterrows():
+        M, N, dtype, weight, pass_ = key
+        name = f"{M} × {N} {short[dtype]}" + (f", {short[weight]} weight" if weight != dtype else "")
+        ratios = [row.get(o, math.nan) / row["fast"] for o in ("eager", *peers)]
+        cells = ["—" if math.isnan(r) else f"{r:.2f}×" for r in ratios]
+        winner = row[peers].idxmin()
+        cells.append(f"{best[key]:.2f}× ({'QuACK' if winner == 'quack' else winner.capitalize()})")
+        lines.append(f"| {name} | {pass_} | {row['fast']:.1f} | {rate[key]:.2f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for pass_, goal in (("forward", 0.97), ("backward", 1.0)):
+        b = best.xs(pass_, level="pass_")
+        lines.append(f"{pass_.capitalize()}: geometric mean of the best peer / fast over {len(b)} shapes = "
+                     f"{_geometric_mean(b):.2f}×; at or above {goal:.2f}× at {int((b >= goal).sum())} of {len(b)}.")
+        lines.append("")
+    lines.append("Not timed (—): " + "; ".join(_not_timed(table)) + ".")
     return "\n".join(lines)
 
 
@@ -195,11 +229,13 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
 
 
 def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None,
-            quack: pd.DataFrame | None = None) -> str:
+            quack: pd.DataFrame | None = None, weak: pd.DataFrame | None = None) -> str:
     """README text with the fast-table block rendered from ``table`` (fast.csv, with ``quack``'s
-    QuACK column) and the whole-call block from ``whole`` (whole_call.csv), or left empty when
-    ``whole`` is None."""
+    QuACK column), the whole-call block from ``whole`` (whole_call.csv) and the weak-grid block from
+    ``weak`` (fast_weak.csv); a block whose CSV is None is left empty."""
     text = _replace(readme, START, END, render(table, quack))
+    if WEAK_START in text:
+        text = _replace(text, WEAK_START, WEAK_END, "" if weak is None else render_weak(weak))
     return _replace(text, WHOLE_START, WHOLE_END, "" if whole is None else render_whole_call(whole))
 
 
@@ -217,7 +253,8 @@ def main(argv=None) -> int:
     readme = args.readme.read_text()
     whole = load_whole_call(folder) if (folder / WHOLE_CALL_FILE).is_file() else None
     quack = pd.read_csv(folder / QUACK_RUN) if (folder / QUACK_RUN).is_file() else None
-    new = updated(readme, load_fast_table(folder), whole, quack)
+    weak = pd.read_csv(folder / WEAK_FILE) if (folder / WEAK_FILE).is_file() else None
+    new = updated(readme, load_fast_table(folder), whole, quack, weak)
     if args.check:
         if new != readme:
             print(f"{args.readme.name}'s fast-path tables differ from {folder}/fast.csv and {WHOLE_CALL_FILE}: "
