@@ -247,6 +247,7 @@ def test_the_readme_states_the_committed_step_table():
         busy("gpu_bound"), f"take {gpu['norm_share']:.0%} of the step".replace("%", " %"),
         f"Amdahl bound of {gpu['amdahl_bound']:.2f}×", f"{fast:.2f}× faster",
         f"{(fast - 1) / (gpu['amdahl_bound'] - 1):.0%} of what a norm".replace("%", " %"),
+        f"(its gain, {fast:.3f} − 1, over the bound's, {gpu['amdahl_bound']:.3f} − 1)",
         f"(Liger {speed_up('gpu_bound', 'eager', 'liger'):.2f}×)",
         f"({step.loc[('gpu_bound', 'compile', 'original'), 'norm_share']:.0%} of the".replace("%", " %"),
         f"its step is {speed_up('gpu_bound', 'compile', 'fast'):.2f}× the original's",

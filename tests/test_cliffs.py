@@ -146,4 +146,10 @@ def test_the_committed_pass_shows_what_results_readme_says():
     peers = cliffs.peer_verdicts(table)
     met = peers[peers["ratio"] >= 0.9]
     assert (met["pass_"] == "forward").all() and len(met) == 7
-    assert f"reaches 0.9× the best peer in 7 of {len(peers)} passes (forwards only)" in said
+    assert ("the best peer's time over the fast path's is at least 0.9 in "
+            f"7 of {len(peers)} passes (forwards only)") in said
+    peers_wrong = table[(table["provider"] != "fast") & table["check"].str.startswith("wrong")]
+    wrong_at = set(zip(peers_wrong["provider"], peers_wrong["N"]))
+    assert wrong_at == {("compile", 1), ("liger", 1), ("quack", 1), ("compile", 3)}
+    assert (peers_wrong["dtype"] == "float32").all() and peers_wrong["check"].str.contains(" dx ").all()
+    assert "compile, Liger and QuACK fail the same dx check at float32 N = 1, and compile at N = 3" in said

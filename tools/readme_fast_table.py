@@ -108,7 +108,13 @@ def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
     if vs_quack is not None and not same_run:
         lines += ["", "† QuACK 0.6.5 and the fast path timed side by side in another run of the same grid, "
                   "the same way (`results/h200/kernel_time_lean_vs_binder.csv`): a ratio within that run."]
-    refused = [line for line in _not_timed(table) if not line.startswith("article at")]  # the article: its column
+    refused = [line for line in _not_timed(table) if not line.startswith("article at")]
+    shapes = table[["M", "N", "dtype"]].drop_duplicates()
+    article = set(map(tuple, table.loc[table.provider == "article", ["M", "N", "dtype"]].to_numpy()))
+    outside = sorted({d for m, n, d in shapes.itertuples(index=False) if (m, n, d) not in article})
+    if outside:  # the article's path has no row where its contract refuses the shape
+        refused.append(f"the article at the {' and '.join(outside)} shapes: refused by its contract (lessons 03–08: "
+                       "float32 or float16 only)")
     if refused:
         lines += ["", "Not timed (—): " + "; ".join(refused) + "."]
     return "\n".join(lines)
@@ -214,10 +220,16 @@ def _targets_lines(table: pd.DataFrame) -> list[str]:
     lines = ["The fast path against its targets in this run (met at how many of the shapes it was timed at; the",
              "floor's and eager's host times, and *forward_grad*, the forward of an x that requires grad, are in",
              f"`whole_call.csv`; the host-bound shapes are {host_bound}):", ""]
+    every = verdicts["shape"].nunique()
     for target, group in verdicts.groupby("target", sort=False):
         judged = group[group["met"].notna()]
-        lines.append(f"- {target}: {int(judged['met'].sum())} of {len(judged)}")
-    lines += ["", "Its whole forward + backward over eager's: " + ", ".join(
+        where = ""
+        if len(judged) < every:  # a target for some shapes only: say which
+            shapes = "the host-bound shapes" if len(judged) == len(HOST_BOUND) else ", ".join(judged["shape"])
+            where = f" ({shapes})"
+        lines.append(f"- {target}{where}: {int(judged['met'].sum())} of {len(judged)}")
+    lines += ["", "Its whole forward + backward over eager's (fast ÷ eager: above 1, the fast path is slower): "
+              + ", ".join(
         f"{ratio[key]:.2f}× at {key[0]} × {key[1]} {key[2]}" for key in ratio.index) + "."]
     return lines
 

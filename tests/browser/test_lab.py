@@ -244,7 +244,9 @@ def run_all(driver, path: str) -> dict:
         state = driver.execute_script(NOTEBOOK_STATE_JS)
         if state["kernel"] in ("dead", "unknown"):
             pytest.fail(f"{path}: the kernel died during Run All ({state})")
-        done = state["kernel"] == "idle" and state["running"] == 0 and (state["unrun"] == 0 or state["errors"])
+        # bool(): `errors` is a list, and a non-empty list would never equal True below, so a run that stopped
+        # at an error would wait out the whole timeout instead of reporting the error
+        done = bool(state["kernel"] == "idle" and state["running"] == 0 and (state["unrun"] == 0 or state["errors"]))
         settled.append(done)
         return state if done and settled[-3:] == [True] * 3 else None  # idle for three polls in a row
 
