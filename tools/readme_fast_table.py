@@ -6,8 +6,8 @@
 Three blocks: between ``fast-table`` markers the side-by-side of kernel time
 (results/h200/fast.csv, QuACK in the same run); between ``weak-table`` markers the
 weak grid (fast_weak.csv); between ``whole-call-table`` markers kernel time and whole-call time side
-by side, and which one a model feels (results/h200/whole_call.csv). The second block
-stays empty until whole_call.csv is committed. The README's numbers are never typed:
+by side, and which one a model feels (results/h200/whole_call.csv). The last two blocks
+stay empty until their CSVs are committed. The README's numbers are never typed:
 tests/test_sidebyside.py runs the check.
 """
 
@@ -27,9 +27,7 @@ WHOLE_START, WHOLE_END = "<!-- whole-call-table:start -->", "<!-- whole-call-tab
 WEAK_START, WEAK_END = "<!-- weak-table:start -->", "<!-- weak-table:end -->"
 #: The weak grid's file (scripts/benchmark_fast.py --grid weak).
 WEAK_FILE = "fast_weak.csv"
-OTHERS = ("compile", "compile_nomix", "eager", "liger", "article")
-#: The run that timed QuACK beside the fast path on the side-by-side's grid.
-QUACK_RUN = "kernel_time_lean_vs_binder.csv"
+OTHERS = ("compile", "compile_nomix", "eager", "liger", "article", "quack")
 #: Columns of the whole-call tables: (header, provider, time column).
 WHOLE_COLUMNS = (
     ("fast: kernels", "fast", "kernel_us"), ("fast: whole call", "fast", "whole_call_us"),
@@ -46,75 +44,64 @@ def _geometric_mean(ratios: pd.Series) -> float:
     return math.exp(sum(math.log(v) for v in ratios) / len(ratios))
 
 
-#: The peers whose fastest checked time is a shape's "best peer" (issue 17's targets).
-PEERS = ("compile", "liger", "quack")
+_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_NAMES = {"compile": "compile", "compile_nomix": "compile, no MixOrder", "eager": "eager", "liger": "Liger",
+          "article": "article", "quack": "QuACK"}
 
 
 def _not_timed(table: pd.DataFrame) -> list[str]:
-    """One line per provider and shape that failed the oracle check or refused the shape, with its reason."""
+    """One line per provider and shape that failed the oracle check, with its reason."""
     failed = table[(table["check"] != "ok") & table["us"].isna()]
     failed = failed.drop_duplicates(["M", "N", "dtype", "provider"])
     return [f"{row.provider} at {row.M} × {row.N} {row.dtype}: {row.check.rstrip('.!')}" for row in failed.itertuples()]
 
 
-def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
-    """The Markdown table: fast path µs and TB/s, and other/fast time ratios, per shape and pass.
+def _means_lines(table: pd.DataFrame, ratios: pd.DataFrame, others) -> list[str]:
+    """Per pass: the geometric mean of each other's time over the fast path's, and of the best peer's."""
+    from rmsnorm.bench.sidebyside import best_peer_means
 
-    When ``table`` (fast.csv) timed QuACK, its column and geometric means come from the same run,
-    with the best peer's (the fastest of compile, Liger and QuACK that passed the oracle). Otherwise
-    ``quack``, a run that timed QuACK and the fast path side by side on the same grid
-    (kernel_time_lean_vs_binder.csv), gives the last column, marked as that run's (a ratio is
-    compared within one run, never across two). A peer that failed the oracle shows "—", and the
-    line under the table names it with its reason.
-    """
-    fast = table[table.provider == "fast"].set_index(["M", "N", "dtype", "pass_"])
-    keys = ["M", "N", "dtype", "pass_"]
-    times = table.pivot_table(index=keys, columns="provider", values="us")
-    times = times.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
-    same_run = "quack" in times.columns
-    mark = "" if same_run else " †"
-    vs_quack = None
-    if same_run:
-        vs_quack = times["quack"] / times["fast"]
-    elif quack is not None:
-        other = quack.pivot_table(index=keys, columns="provider", values="us")
-        vs_quack = (other["quack"] / other["fast"]).reindex(times.index)
-    lines = [
-        "| M × N, dtype | pass | fast µs | fast TB/s "
-        "| vs compile | vs compile, no MixOrder | vs eager | vs Liger | vs article |"
-        + (f" vs QuACK{mark} |" if vs_quack is not None else ""),
-        "|---|---|---|---|---|---|---|---|---|" + ("---|" if vs_quack is not None else ""),
-    ]
-    for key, row in times.iterrows():
-        M, N, dtype, pass_ = key
-        f = fast.loc[key]
-        ratios = [row.get(o, math.nan) / row["fast"] for o in OTHERS]
-        if vs_quack is not None:
-            ratios.append(vs_quack.get(key, math.nan))
-        cells = ["—" if math.isnan(r) else f"{r:.2f}×" for r in ratios]
-        lines.append(f"| {M} × {N} {dtype} | {pass_} | {f.us:.1f} | {f.tbps:.2f} | " + " | ".join(cells) + " |")
-    best = times[[p for p in PEERS if p in times.columns]].min(axis=1) / times["fast"]
+    best = best_peer_means(table)
+    lines = []
     for pass_ in ("forward", "backward"):
-        sub = times.xs(pass_, level="pass_")
-        gm = _geometric_mean(sub["compile"] / sub["fast"])
-        lines.append("")
-        line = f"{pass_.capitalize()}: geometric mean of compile / fast over {len(sub)} shapes = {gm:.2f}×"
-        if vs_quack is not None:
-            q = vs_quack.xs(pass_, level="pass_")
-            line += f"; of QuACK / fast over {int(q.notna().sum())} shapes = {_geometric_mean(q):.2f}×{mark}"
-        if same_run:
-            line += f"; of the best peer / fast = {_geometric_mean(best.xs(pass_, level='pass_')):.2f}×"
-        lines.append(line + ".")
-    if vs_quack is not None and not same_run:
-        lines += ["", "† QuACK 0.6.5 and the fast path timed side by side in another run of the same grid, "
-                  "the same way (`results/h200/kernel_time_lean_vs_binder.csv`): a ratio within that run."]
-    refused = [line for line in _not_timed(table) if not line.startswith("article at")]
+        sub = ratios.xs(pass_, level="pass_")
+        means = [f"of {_NAMES[o]} / fast over {int(sub[f'fast_vs_{o}'].notna().sum())} shapes = "
+                 f"{_geometric_mean(sub[f'fast_vs_{o}']):.2f}×" for o in others]
+        lines += ["", f"{pass_.capitalize()}: geometric mean " + "; ".join(means)
+                  + f"; of the best peer / fast = {best[pass_]:.2f}×."]
+    return lines
+
+
+def render(table: pd.DataFrame) -> str:
+    """The Markdown table of fast.csv: fast path µs and TB/s, and other/fast time ratios, per shape and pass.
+
+    Ratios and means come from :func:`rmsnorm.bench.sidebyside.ratio_table` and
+    :func:`~rmsnorm.bench.sidebyside.best_peer_means` (the best peer: the fastest of compile,
+    Liger and QuACK that passed the oracle), all from the one run. A provider the run lacks has no
+    column; one that failed the oracle shows "—", and the line under the table names it with its
+    reason, as it does the shapes the article's contract refuses.
+    """
+    from rmsnorm.bench.sidebyside import ratio_table
+    from rmsnorm.contract import KERNEL_DTYPES
+
+    ratios = ratio_table(table)
+    others = [o for o in OTHERS if o in ratios.columns]
+    fast = table[table.provider == "fast"].set_index(list(ratios.index.names))
+    lines = ["| M × N, dtype | pass | fast µs | fast TB/s | " + " | ".join(f"vs {_NAMES[o]}" for o in others) + " |",
+             "|---" * (4 + len(others)) + "|"]
+    for key, row in ratios.iterrows():
+        M, N, dtype, pass_ = key[0], key[1], key[2], key[-1]
+        cells = ["—" if math.isnan(row[f"fast_vs_{o}"]) else f"{row[f'fast_vs_{o}']:.2f}×" for o in others]
+        lines.append(f"| {M} × {N} {dtype} | {pass_} | {row['fast']:.1f} | {fast.loc[key, 'tbps']:.2f} | "
+                     + " | ".join(cells) + " |")
+    lines += _means_lines(table, ratios, [o for o in ("compile", "quack") if o in others])
+    refused = _not_timed(table)
     shapes = table[["M", "N", "dtype"]].drop_duplicates()
     article = set(map(tuple, table.loc[table.provider == "article", ["M", "N", "dtype"]].to_numpy()))
     outside = sorted({d for m, n, d in shapes.itertuples(index=False) if (m, n, d) not in article})
-    if outside:  # the article's path has no row where its contract refuses the shape
+    if "article" in others and outside:  # the article's path has no row where its contract refuses the shape
+        allowed = " or ".join(str(d).removeprefix("torch.") for d in KERNEL_DTYPES)
         refused.append(f"the article at the {' and '.join(outside)} shapes: refused by its contract (lessons 03–08: "
-                       "float32 or float16 only)")
+                       f"x in {allowed})")
     if refused:
         lines += ["", "Not timed (—): " + "; ".join(refused) + "."]
     return "\n".join(lines)
@@ -122,33 +109,28 @@ def render(table: pd.DataFrame, quack: pd.DataFrame | None = None) -> str:
 
 def render_weak(table: pd.DataFrame) -> str:
     """The weak grid (fast_weak.csv): per shape and pass, the fast path's µs and TB/s and each peer's time over
-    its own, the best peer named; geometric means over the grid; the peers that failed or refused, with why."""
-    keys = ["M", "N", "dtype", "weight", "pass_"]
-    times = table.pivot_table(index=keys, columns="provider", values="us")
-    times = times.reindex(pd.MultiIndex.from_frame(table[keys].drop_duplicates()))  # the run's order
-    rate = table[table.provider == "fast"].set_index(keys)["tbps"]
-    peers = [p for p in PEERS if p in times.columns]
-    best = times[peers].min(axis=1) / times["fast"]
-    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-    lines = ["| M × N, dtype | pass | fast µs | fast TB/s "
-             "| vs eager | vs compile | vs Liger | vs QuACK | vs best peer |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for key, row in times.iterrows():
+    its own, the best peer named (:func:`rmsnorm.bench.sidebyside.best_peer_table`); geometric means over the
+    grid; the peers that failed, with why."""
+    from rmsnorm.bench.sidebyside import PEERS, best_peer_table, ratio_table
+
+    ratios = ratio_table(table)
+    best = best_peer_table(table)
+    fast = table[table.provider == "fast"].set_index(list(ratios.index.names))
+    others = [o for o in ("eager", *PEERS) if o in ratios.columns]
+    lines = ["| M × N, dtype | pass | fast µs | fast TB/s | " + " | ".join(f"vs {_NAMES[o]}" for o in others)
+             + " | vs best peer |", "|---" * (5 + len(others)) + "|"]
+    for key, row in ratios.iterrows():
         M, N, dtype, weight, pass_ = key
-        name = f"{M} × {N} {short[dtype]}" + (f", {short[weight]} weight" if weight != dtype else "")
-        ratios = [row.get(o, math.nan) / row["fast"] for o in ("eager", *peers)]
-        cells = ["—" if math.isnan(r) else f"{r:.2f}×" for r in ratios]
-        winner = row[peers].idxmin()
-        cells.append(f"{best[key]:.2f}× ({'QuACK' if winner == 'quack' else winner.capitalize()})")
-        lines.append(f"| {name} | {pass_} | {row['fast']:.1f} | {rate[key]:.2f} | " + " | ".join(cells) + " |")
-    lines.append("")
+        name = f"{M} × {N} {_SHORT[dtype]}" + (f", {_SHORT[weight]} weight" if weight != dtype else "")
+        cells = ["—" if math.isnan(row[f"fast_vs_{o}"]) else f"{row[f'fast_vs_{o}']:.2f}×" for o in others]
+        cells.append(f"{best.loc[key, 'ratio']:.2f}× ({_NAMES[best.loc[key, 'best_peer']]})")
+        lines.append(f"| {name} | {pass_} | {row['fast']:.1f} | {fast.loc[key, 'tbps']:.2f} | "
+                     + " | ".join(cells) + " |")
     for pass_, goal in (("forward", 0.97), ("backward", 1.0)):
-        b = best.xs(pass_, level="pass_")
-        lines.append(f"{pass_.capitalize()}: geometric mean of the best peer / fast over {len(b)} shapes = "
-                     f"{_geometric_mean(b):.2f}×; at or above {goal:.2f}× at {int((b >= goal).sum())} of {len(b)}.")
-        lines.append("")
-    lines.append("Not timed (—): " + "; ".join(_not_timed(table)) + ".")
-    return "\n".join(lines)
+        b = best["ratio"].xs(pass_, level="pass_")
+        lines += ["", f"{pass_.capitalize()}: geometric mean of the best peer / fast over {len(b)} shapes = "
+                  f"{_geometric_mean(b):.2f}×; at or above {goal:.2f}× at {int((b >= goal).sum())} of {len(b)}."]
+    return "\n".join(lines + ["", "Not timed (—): " + "; ".join(_not_timed(table)) + "."])
 
 
 def _whole_table(table: pd.DataFrame, pass_: str) -> list[str]:
@@ -241,11 +223,11 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
 
 
 def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None,
-            quack: pd.DataFrame | None = None, weak: pd.DataFrame | None = None) -> str:
-    """README text with the fast-table block rendered from ``table`` (fast.csv, with ``quack``'s
-    QuACK column), the whole-call block from ``whole`` (whole_call.csv) and the weak-grid block from
-    ``weak`` (fast_weak.csv); a block whose CSV is None is left empty."""
-    text = _replace(readme, START, END, render(table, quack))
+            weak: pd.DataFrame | None = None) -> str:
+    """README text with the fast-table block rendered from ``table`` (fast.csv), the whole-call block
+    from ``whole`` (whole_call.csv) and the weak-grid block from ``weak`` (fast_weak.csv); a block
+    whose CSV is None is left empty."""
+    text = _replace(readme, START, END, render(table))
     if WEAK_START in text:
         text = _replace(text, WEAK_START, WEAK_END, "" if weak is None else render_weak(weak))
     return _replace(text, WHOLE_START, WHOLE_END, "" if whole is None else render_whole_call(whole))
@@ -264,9 +246,8 @@ def main(argv=None) -> int:
     folder = results_dir(args.results)
     readme = args.readme.read_text()
     whole = load_whole_call(folder) if (folder / WHOLE_CALL_FILE).is_file() else None
-    quack = pd.read_csv(folder / QUACK_RUN) if (folder / QUACK_RUN).is_file() else None
     weak = pd.read_csv(folder / WEAK_FILE) if (folder / WEAK_FILE).is_file() else None
-    new = updated(readme, load_fast_table(folder), whole, quack, weak)
+    new = updated(readme, load_fast_table(folder), whole, weak)
     if args.check:
         if new != readme:
             print(f"{args.readme.name}'s fast-path tables differ from {folder}/fast.csv and {WHOLE_CALL_FILE}: "

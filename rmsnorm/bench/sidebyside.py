@@ -155,19 +155,20 @@ def best_peer_means(table: pd.DataFrame) -> dict[str, float]:
 COPY_RATE_SPREAD = 0.01
 
 
-def check_table(table: pd.DataFrame, copy_rate_gbps: float) -> None:
+def check_table(table: pd.DataFrame, copy_rate_gbps: float, *, with_article: bool = True) -> None:
     """Assert that a side-by-side table (``fast.csv``) is consistent with itself and with the contracts.
 
     Checks: every timed output matched the float64 oracle first (``check``; a peer that failed it
     is kept untimed, with its reason, and the fast path never fails it); ``bytes`` is the one
     convention (:func:`forward_bytes`, :func:`backward_bytes`); ``tbps`` and ``copy_fraction``
     follow from bytes, µs and ``copy_rate_gbps``; no rate is above the copy rate beyond
-    :data:`COPY_RATE_SPREAD`; the article's path, when the run has it, is timed exactly at the shapes its contract
-    allows (float16/float32, N ≤ MAX_N, at most MAX_SCRATCH_BYTES of partials).
+    :data:`COPY_RATE_SPREAD`; with ``with_article``, the article's path is timed exactly at the shapes its
+    contract allows (float16/float32, N ≤ MAX_N, at most MAX_SCRATCH_BYTES of partials).
 
     Args:
         table: rows of M, N, dtype (a name), pass_, provider, us, bytes, tbps, copy_fraction, check.
         copy_rate_gbps: the run's measured copy rate (``fast_environment.json``), GB/s.
+        with_article: whether the run was asked to time the article's path (the weak grid's is not).
 
     Raises:
         AssertionError: naming the first rule a row breaks.
@@ -189,8 +190,8 @@ def check_table(table: pd.DataFrame, copy_rate_gbps: float) -> None:
     pd.testing.assert_series_equal(table["copy_fraction"], rate * 1e3 / copy_rate_gbps, check_names=False,
                                    obj="copy_fraction = rate / copy rate")
     assert table["copy_fraction"].max() <= 1.0 + COPY_RATE_SPREAD, "a rate above the measured copy rate"
-    if "article" not in set(table["provider"]):
-        return  # a run without the article's path (the weak grid): nothing to hold to its contract
+    if not with_article:
+        return
     shapes = table[["M", "N", "dtype"]].drop_duplicates()
     allowed = {(m, n, d) for m, n, d in shapes.itertuples(index=False)
                if d != "bfloat16" and n <= MAX_N and scratch_bytes(m, n) <= MAX_SCRATCH_BYTES}
