@@ -306,3 +306,36 @@ def test_a_bad_eps_under_compile_is_the_same_error(eps, pattern, device):
     module.eps = eps
     with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
         compiled(x)
+
+
+@pytest.mark.parametrize("what_raised", ["module", "function, then module"])
+def test_a_norm_compiled_after_dynamo_gave_up_on_ours_still_gives_the_eager_numbers(what_raised, device):
+    """Dynamo skips a function from then on, for every caller, when tracing it raised ("Failed to handle
+    graph break gracefully. Skipping the function and falling back to eager"): here a NaN eps refused under
+    compile, and until ``torch._dynamo.reset()`` every later ``torch.compile`` of any FastRMSNorm runs the
+    given-up frames eagerly while Dynamo tries to compile each frame they call. The eager path must then run
+    outside Dynamo: it read ``data_ptr()`` for its launch key, and the call failed with "unsupported operand
+    type(s) for &" (a fullgraph compile) instead of giving the eager numbers."""
+    x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
+    torch._dynamo.reset()
+    if what_raised == "function, then module":  # rmsnorm_fast given up too
+        with pytest.raises(ContractError, match="eps must be .*got nan"):
+            torch.compile(lambda x: rmsnorm_fast(x, gamma, math.nan), backend="aot_eager")(x)
+    module = FastRMSNorm(8, eps=1e-6, device=device)
+    refused = torch.compile(module, dynamic=True, backend="aot_eager")
+    refused(x)
+    module.eps = math.nan
+    with pytest.raises(ContractError, match="eps must be .*got nan"):
+        refused(x)
+    # with rmsnorm_fast given up as well, fullgraph=True finds nothing to compile, and torch says so itself
+    for fullgraph in (True, False) if what_raised == "module" else (False,):
+        norm = FastRMSNorm(8, device=device)
+        xe, xc = _leaf(x), _leaf(x)
+        want = norm(xe)
+        want.square().sum().backward()
+        eager_dgamma, norm.weight.grad = norm.weight.grad, None
+        got = torch.compile(norm, fullgraph=fullgraph, backend="aot_eager")(xc)
+        got.square().sum().backward()
+        torch.testing.assert_close(got, want, **EXACT)
+        torch.testing.assert_close(xc.grad, xe.grad, **EXACT)
+        torch.testing.assert_close(norm.weight.grad, eager_dgamma, **EXACT)

@@ -9,7 +9,10 @@ is kept as short as it can be:
   ``torch.autograd.Function`` whose forward and backward call the launchers
   directly (:func:`~rmsnorm.fast.forward.launch_forward`,
   :func:`~rmsnorm.fast.backward.launch_backward`), with no dispatcher in
-  between, and x checked once per call;
+  between, and x checked once per call (an eager call made inside a
+  torch.compile region, in a frame Dynamo has given up on, goes through
+  :class:`_FastRMSNormFunctionOutsideDynamo`, which runs the same code with
+  Dynamo switched off);
 - ``torch.compile``, dispatch modes and meta tensors see two operators, defined with
   ``torch.library.define``/``impl`` and given fake implementations with
   ``torch.library.register_fake``:
@@ -42,6 +45,7 @@ Operators" (torch.library.define, impl, register_fake, register_autograd).
 from __future__ import annotations
 
 import torch
+from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
 
 from ..contract import ContractError, _require_tensor, check_epsilon
 from .backward import launch_backward, rmsnorm_fast_backward
@@ -172,6 +176,23 @@ class _FastRMSNormFunction(torch.autograd.Function):
         return dx, dgamma, None
 
 
+class _FastRMSNormFunctionOutsideDynamo(_FastRMSNormFunction):
+    """The eager path, for an eager call made while a torch.compile region is running.
+
+    Dynamo runs a frame eagerly when it has given up on it (a frame that raised
+    while being traced, a recompile limit hit), but it still tries to compile
+    every frame that frame calls: here ``forward``, ``backward`` and the
+    launchers, whose launch keys read ``data_ptr()`` and cannot be traced
+    (with ``fullgraph=True`` an ``Unsupported`` error). Its forward and
+    backward run with Dynamo switched off (``torch.compiler.disable``), as
+    the compiled graph runs the operators. The plain class is kept for calls
+    outside torch.compile: the switch costs about 1 µs of host time per call.
+    """
+
+    forward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.forward))
+    backward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.backward))
+
+
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
     """(…, N) → (M, N) with unit column stride: a view when possible, else one copy.
 
@@ -244,7 +265,8 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
         y, _rstd = _forward_op(rows, gamma, float(eps))
     else:
         check_fast_inputs(rows, gamma, eps)  # x checked once, here
-        y = _FastRMSNormFunction.apply(rows, gamma, float(eps))
+        function = _FastRMSNormFunctionOutsideDynamo if _dynamo_callback() else _FastRMSNormFunction
+        y = function.apply(rows, gamma, float(eps))
     return y if rows is x else y.view(x.shape)
 
 
