@@ -298,46 +298,57 @@ def test_a_bad_eps_under_compile_is_the_same_error(eps, pattern, device):
     compiled = torch.compile(lambda x: rmsnorm_fast(x, gamma, eps), backend="aot_eager")
     with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
         compiled(x)
-    # a module compiled with dynamic shapes and a good eps, then given a bad one: the guard on eps fails,
-    # Dynamo retraces the check, and the check raises (fullgraph=True wraps it in torch._dynamo's Unsupported)
-    module = FastRMSNorm(8, eps=1e-6, device=device)
-    compiled = torch.compile(module, dynamic=True, backend="aot_eager")
-    compiled(x)
-    module.eps = eps
-    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+    # a module compiled with a good eps, then given a bad one: the guard on eps fails, Dynamo retraces, and the
+    # operator refuses the value when the compiled call runs: the same ContractError, not wrapped in Dynamo's
+    # Unsupported under fullgraph=True, and nothing given up: a norm compiled next compiles whole
+    for dynamic, fullgraph in itertools.product((None, True), (False, True)):
+        torch._dynamo.reset()
+        module = FastRMSNorm(8, eps=1e-6, device=device)
+        compiled = torch.compile(module, dynamic=dynamic, fullgraph=fullgraph, backend="aot_eager")
         compiled(x)
+        module.eps = eps
+        with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
+            compiled(x)
+        module.eps = 1e-6
+        torch.testing.assert_close(compiled(x), module(x), **EXACT)
+        counter = CompileCounterWithBackend("aot_eager")
+        fresh = FastRMSNorm(8, device=device)
+        torch.testing.assert_close(torch.compile(fresh, fullgraph=True, backend=counter)(x), fresh(x), **EXACT)
+        assert counter.frame_count == 1
 
 
-@pytest.mark.parametrize("what_raised", ["module", "function, then module", "module compiled static"])
+@pytest.mark.parametrize("what_raised", ["function, then module", "module's eps", "module's eps, static"])
 def test_a_norm_compiled_after_dynamo_gave_up_on_ours_still_gives_the_eager_numbers(what_raised, device):
     """Dynamo skips a function from then on, for every caller, when tracing it raised ("Failed to handle
-    graph break gracefully. Skipping the function and falling back to eager"): here a NaN eps refused under
-    compile, and until ``torch._dynamo.reset()`` every later ``torch.compile`` of any FastRMSNorm runs the
-    given-up frames eagerly while Dynamo tries to compile each frame they call. The eager path must then run
-    outside Dynamo: it read ``data_ptr()`` for its launch key, and the call failed with "unsupported operand
-    type(s) for &" (a fullgraph compile) instead of giving the eager numbers."""
+    graph break gracefully. Skipping the function and falling back to eager"): here x of the wrong width, refused
+    while Dynamo traced FastRMSNorm.forward (and an eps of the wrong type, refused while it traced rmsnorm_fast).
+    Until ``torch._dynamo.reset()`` every later ``torch.compile`` of any FastRMSNorm runs the given-up frames
+    eagerly while Dynamo tries to compile each frame they call. The eager path must then run outside Dynamo: it
+    read ``data_ptr()`` for its launch key, and the call failed with "unsupported operand type(s) for &" (a
+    fullgraph compile) instead of giving the eager numbers."""
     x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
     torch._dynamo.reset()
     if what_raised == "function, then module":  # rmsnorm_fast given up too
-        with pytest.raises(ContractError, match="eps must be .*got nan"):
-            torch.compile(lambda x: rmsnorm_fast(x, gamma, math.nan), backend="aot_eager")(x)
+        with pytest.raises(ContractError, match="eps must be a real number; got str"):
+            torch.compile(lambda x: rmsnorm_fast(x, gamma, "1e-6"), backend="aot_eager")(x)
     module = FastRMSNorm(8, eps=1e-6, device=device)
-    dynamic = None if what_raised == "module compiled static" else True
-    refused = torch.compile(module, dynamic=dynamic, backend="aot_eager")
+    refused = torch.compile(module, dynamic=None if what_raised.endswith("static") else True, backend="aot_eager")
     refused(x)
-    module.eps = math.nan
-    with pytest.raises(ContractError, match="eps must be .*got nan"):
-        refused(x)
-    # where Dynamo gave up on both FastRMSNorm.forward and rmsnorm_fast, fullgraph=True finds nothing to compile
+    with pytest.raises(ContractError, match="x's last dimension must be N = 8"):
+        refused(torch.cat([x, x], dim=1))
+    if what_raised.startswith("module's eps"):  # rmsnorm_fast given up, through the module
+        module.eps = "1e-6"
+        with pytest.raises(ContractError, match="eps must be a real number; got str"):
+            refused(x)
+    # Dynamo gave up on both FastRMSNorm.forward and rmsnorm_fast: fullgraph=True would find nothing to compile
     # (torch 2.13 says so: "found no compiled frames"; the README's troubleshooting says what to do)
-    for fullgraph in (True, False) if what_raised == "module" else (False,):
-        norm = FastRMSNorm(8, device=device)
-        xe, xc = _leaf(x), _leaf(x)
-        want = norm(xe)
-        want.square().sum().backward()
-        eager_dgamma, norm.weight.grad = norm.weight.grad, None
-        got = torch.compile(norm, fullgraph=fullgraph, backend="aot_eager")(xc)
-        got.square().sum().backward()
-        torch.testing.assert_close(got, want, **EXACT)
-        torch.testing.assert_close(xc.grad, xe.grad, **EXACT)
-        torch.testing.assert_close(norm.weight.grad, eager_dgamma, **EXACT)
+    norm = FastRMSNorm(8, device=device)
+    xe, xc = _leaf(x), _leaf(x)
+    want = norm(xe)
+    want.square().sum().backward()
+    eager_dgamma, norm.weight.grad = norm.weight.grad, None
+    got = torch.compile(norm, backend="aot_eager")(xc)
+    got.square().sum().backward()
+    torch.testing.assert_close(got, want, **EXACT)
+    torch.testing.assert_close(xc.grad, xe.grad, **EXACT)
+    torch.testing.assert_close(norm.weight.grad, eager_dgamma, **EXACT)
