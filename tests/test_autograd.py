@@ -101,7 +101,6 @@ def _tiny_model(device):
 def test_torch_compile_gives_eager_numbers(backend, device):
     if backend == "inductor" and inductor_unavailable(device):
         pytest.skip(inductor_unavailable(device))
-    torch._dynamo.reset()
     model, x = _tiny_model(device), torch.randn(5, 8, device=device)
     y_eager = model(x)
     y_eager.square().sum().backward()

@@ -339,7 +339,6 @@ def test_torch_compile_refuses_a_dtensor_the_same_way(mesh, device):
 
     xd = _dtensor(torch.randn(7, N), mesh, Shard(0))
     gamma = torch.ones(N)
-    torch._dynamo.reset()
     with refused_before_allocating(r"x is a DTensor \(placements \(Shard\(dim=0\),\)"):
         torch.compile(rmsnorm_fast, backend="aot_eager")(xd, gamma)
     # fullgraph=True: Dynamo wraps the ContractError it traced in its Unsupported ("Observed exception")

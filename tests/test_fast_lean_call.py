@@ -269,7 +269,6 @@ def _train(norm_cls, steps=4):
 @gpu_only
 def test_reduce_overhead_training_matches_torch_rmsnorm():
     """``torch.compile(mode="reduce-overhead")`` (CUDA graphs), written as PyTorch documents it."""
-    torch._dynamo.reset()
     fast_losses, fast_params = _train(FastRMSNorm)
     torch._dynamo.reset()
     ref_losses, ref_params = _train(torch.nn.RMSNorm)

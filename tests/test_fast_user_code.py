@@ -196,7 +196,6 @@ def test_the_kernel_reads_a_collapsible_view_in_place_under_compile(layout, devi
         return launcher(x, gamma, eps, config)
 
     monkeypatch.setattr(fast_autograd, "launch_forward", recording)  # what the op's implementation calls
-    torch._dynamo.reset()
     x = make_x(b)
     torch.compile(lambda t: rmsnorm_fast(make_x(t), None), fullgraph=True, backend="aot_eager")(b)
     assert len(seen) == 1 and (seen[0][0] == x.data_ptr()) == collapsible
@@ -227,7 +226,6 @@ def test_torch_compile_over_a_view_gives_the_eager_numbers(layout, fullgraph, ba
     assert_close(y.reshape(-1, D), y64, msg="eager y")  # the eager numbers are right to begin with
     assert_close(make_x(dbase).reshape(-1, D), dx64, msg="eager dx")
     assert_close(dgamma, dg64, tol=dgamma_tolerance(x.numel() // D, x.dtype, gamma.dtype), msg="eager dgamma")
-    torch._dynamo.reset()
     compiled = run(torch.compile(f, fullgraph=fullgraph, backend=backend))
     tol = EXACT if backend == "aot_eager" else TOLERANCES[torch.float32]
     for name, got, want in zip(("y", "dbase", "dgamma"), compiled, (y, dbase, dgamma)):
@@ -245,7 +243,6 @@ def test_dynamic_shapes_compile_to_one_graph_without_recompiles(fullgraph, eps, 
         pytest.skip(inductor_unavailable(device))
     torch.manual_seed(24)
     model = torch.nn.Sequential(torch.nn.Linear(32, 48), FastRMSNorm(48, eps=eps), torch.nn.Linear(48, 4)).to(device)
-    torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     counter = CompileCounterWithBackend(backend)  # counts the times its backend is handed a graph
@@ -294,7 +291,6 @@ def test_a_bad_eps_is_still_a_clear_eager_error(eps, pattern, device):
 @pytest.mark.parametrize("eps, pattern", BAD_EPS[:5], ids=[repr(e) for e, _ in BAD_EPS[:5]])
 def test_a_bad_eps_under_compile_is_the_same_error(eps, pattern, device):
     x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
-    torch._dynamo.reset()
     compiled = torch.compile(lambda x: rmsnorm_fast(x, gamma, eps), backend="aot_eager")
     with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
         compiled(x)
@@ -327,7 +323,6 @@ def test_a_norm_compiled_after_dynamo_gave_up_on_ours_still_gives_the_eager_numb
     read ``data_ptr()`` for its launch key, and the call failed with "unsupported operand type(s) for &" (a
     fullgraph compile) instead of giving the eager numbers."""
     x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
-    torch._dynamo.reset()
     if what_raised == "function, then module":  # rmsnorm_fast given up too
         with pytest.raises(ContractError, match="eps must be a real number; got str"):
             torch.compile(lambda x: rmsnorm_fast(x, gamma, "1e-6"), backend="aot_eager")(x)

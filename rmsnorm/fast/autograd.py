@@ -261,11 +261,11 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
         # FlopCounterMode, an op log) or a meta tensor must see
-        if not (torch.compiler.is_compiling() and isinstance(eps, (float, torch.SymFloat))):
+        if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
             check_epsilon(eps, "eps")  # before the op: its schema would refuse a non-float less clearly
-        # else a float's value is checked when the traced op runs (check_fast_inputs, in its implementation), not
-        # here: a ContractError raised while Dynamo traces makes it skip this function and FastRMSNorm.forward for
-        # every caller, until torch._dynamo.reset() (README, Troubleshooting), and fullgraph=True wraps it
+        # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
+        # implementation): a ContractError raised while Dynamo traces makes it skip this function and
+        # FastRMSNorm.forward for every caller until torch._dynamo.reset() (README, Troubleshooting)
         y, _rstd = _forward_op(rows, gamma, float(eps))
     else:
         check_fast_inputs(rows, gamma, eps)  # x checked once, here
