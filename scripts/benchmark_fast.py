@@ -3,6 +3,8 @@
     python3 scripts/benchmark_fast.py --out results/h200            # the side-by-side table
     python3 scripts/benchmark_fast.py --out results/h200 --tune     # and the config sweep first
     python3 scripts/benchmark_fast.py --out results/h200 --grid weak  # the weak-shape grid: fast_weak.csv
+    python3 scripts/benchmark_fast.py --out /tmp/t --tune-only --tune-at "bfloat16:1,3,257;float32:1"
+        # the config sweep alone, at widths of the cliff sweep (x of 128 MiB), compiled in 15 processes first
 
 Runs :func:`rmsnorm.bench.sidebyside.side_by_side` over its GRID (fast,
 article, eager, compile with MixOrderReduction on and off, Liger, QuACK where
@@ -39,6 +41,12 @@ def main(argv=None) -> int:
     parser.add_argument("--tune", action="store_true", help="run the config sweep first (fast_tuning.csv)")
     parser.add_argument("--tune-budget", type=float, default=240.0, help="seconds the sweep may take")
     parser.add_argument("--tune-passes", default="forward,backward", help="which passes the sweep covers")
+    parser.add_argument("--tune-at", default="",
+                        help="sweep these widths instead of the grid, x of 128 MiB (as the cliff sweep): "
+                             "'bfloat16:1,3,257;float32:1'")
+    parser.add_argument("--tune-only", action="store_true", help="run the config sweep and nothing else")
+    parser.add_argument("--compile-workers", type=int, default=15,
+                        help="processes that compile the sweep's configurations first (0: compile while timing)")
     parser.add_argument("--grid", choices=("main", "weak"), default="main", help="GRID (fast.csv) or WEAK_GRID")
     parser.add_argument("--only", default="", help="comma-separated indices into the grid")
     parser.add_argument("--providers", default="", help="comma-separated provider names (default: all)")
@@ -59,10 +67,19 @@ def main(argv=None) -> int:
     shapes = [grid[int(i)] for i in args.only.split(",")] if args.only else list(grid)
     providers = args.providers.split(",") if args.providers else list(SIDE_BY_SIDE)
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__}")
-    if args.tune:
-        pd.DataFrame(tune(shapes, args.tune_budget, args.tune_passes.split(","))).to_csv(
+    if args.tune or args.tune_only:
+        tune_shapes = shapes
+        if args.tune_at:
+            from rmsnorm.bench.cliffs import rows_for
+
+            tune_shapes = [(rows_for(int(n), getattr(torch, dtype)), int(n), getattr(torch, dtype))
+                           for part in args.tune_at.split(";") for dtype, widths in [part.split(":")]
+                           for n in widths.split(",")]
+        pd.DataFrame(tune(tune_shapes, args.tune_budget, args.tune_passes.split(","), args.compile_workers)).to_csv(
             args.out / "fast_tuning.csv", index=False
         )
+        if args.tune_only:
+            return 0
     copy = copy_bandwidth_gbps()
     print(f"copy rate (1 GiB device-to-device, read + write): {copy:.0f} GB/s")
     started, parts, not_run = time.perf_counter(), [], []

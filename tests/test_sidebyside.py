@@ -23,6 +23,25 @@ def test_the_sweep_contains_the_tables_choice(M, N, dtype):
     assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
 
 
+@pytest.mark.parametrize("N, dtype", [(N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 257, 2047, 4097, 12289)
+                                      for d in (torch.bfloat16, torch.float32)])
+def test_sweep_7_the_short_and_odd_rows_candidates_hold_the_table(N, dtype):
+    assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
+    assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
+
+
+@pytest.mark.parametrize("N", [1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63])
+def test_short_rows_fill_a_tile_rows_per_step_are_not_capped(N):
+    """Sweep 7: 64 rows of one column are 128 bytes a step; a step of short rows holds the tile."""
+    for dtype in (torch.bfloat16, torch.float32):
+        forward, backward = forward_config(N, dtype), backward_config(N, dtype)
+        assert forward.BLOCK_M * forward.BLOCK_N == 2048
+        odd_tile, even_tile = 4096, 4096 if dtype == torch.float32 else 8192
+        assert backward.BLOCK_M * backward.BLOCK_N == (odd_tile if N % 2 else even_tile)
+        # odd rows (one-element accesses): two programs per SM, no pipelining below blocks of 2048
+        assert (backward.programs_per_sm, backward.num_stages) == ((2, 1) if N % 2 else (1, 3))
+
+
 @pytest.mark.parametrize("N", [1024, 4096, 6144, 8192])
 def test_the_forward_sweep_tries_the_loop_rung_where_one_block_would_do(N):
     assert forward_config(N, torch.bfloat16).one_block(N)

@@ -12,7 +12,9 @@ Source: notebooks/12_tuning_and_side_by_side.ipynb; quack ``rmsnorm_config.py``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
+import multiprocessing
 import time
 
 import torch
@@ -22,6 +24,12 @@ from ..testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
 
+#: Elements per step of the short-row candidates (sweep 7): with at most 64 rows per step, rows of
+#: up to 32 (forward) or 64 (backward) columns moved a few KiB a step or less (N = 1, bf16: 128 bytes).
+SHORT_ROW_TILES = (2048, 4096, 8192, 16384)
+#: The widest block (columns) the short-row candidates are tried at, per pass.
+SHORT_ROW_MAX_BLOCK_N = {"forward": 32, "backward": 64}
+
 
 def _around(value: int, lo: int = 1, hi: int = 64):
     return sorted({v for v in (value // 2, value, value * 2, value * 4) if lo <= v <= hi})
@@ -30,15 +38,22 @@ def _around(value: int, lo: int = 1, hi: int = 64):
 def forward_candidates(N: int, dtype: torch.dtype):
     """The forward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
-    Rows per step around the table's BLOCK_M, 4, 8 or 16 warps, one program per row block or
-    4-8 per SM with 1 or 3 stages; at one-block widths from 4096 also the loop rung (blocks
-    of 2048 and 4096); for looped rows also the loop with its second pass from the last block,
-    and up to N = 16384 one block of 16384.
+    Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
+    row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
+    warps, one program per row block or 4-8 per SM with 1 or 3 stages; at one-block widths from
+    4096 also the loop rung (blocks of 2048 and 4096); for looped rows also the loop with its
+    second pass from the last block, and up to N = 16384 one block of 16384.
 
     Yields:
         :class:`rmsnorm.fast.FastConfig`, the table's own among them.
     """
     base = forward_config(N, dtype)
+    if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["forward"]:  # tiles of 2048 to 16384 elements (sweep 7)
+        yield base
+        for tile, warps, (pps, stages) in itertools.product(SHORT_ROW_TILES, (4, 8), [(None, 1), (4, 1), (8, 1)]):
+            yield FastConfig(BLOCK_M=max(1, tile // base.BLOCK_N), BLOCK_N=base.BLOCK_N,
+                             num_warps=16 if tile == 16384 else warps, programs_per_sm=pps, num_stages=stages)
+        return
     block_ms = _around(base.BLOCK_M) if base.one_block(N) else [1, 2]
     persist = [(None, 1), (4, 1), (4, 3), (8, 1), (8, 3)]
     for block_m, warps, (pps, stages) in itertools.product(block_ms, (4, 8, 16), persist):
@@ -61,11 +76,12 @@ def forward_candidates(N: int, dtype: torch.dtype):
 def backward_candidates(N: int, dtype: torch.dtype):
     """The backward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
-    One-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4 stages; where N is odd
-    (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16 bytes) also 4 warps,
-    4 programs per SM and 1 stage. Looped
-    rows (and blocks wider than 8192): the loop's block of 2048-8192 with 1-4 programs per
-    SM, the table's loop with its second pass from the last block, and one block of 16384.
+    Rows of at most 64 columns: tiles of 4096-16384 elements, 4 or 8 warps, 1-4 programs per SM,
+    1 or 3 stages. Other one-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4
+    stages; where N is odd (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16
+    bytes) also 4 warps, 4 programs per SM and 1 stage. Looped rows (and blocks wider than
+    8192): the loop's block of 2048-8192 with 1-4 programs per SM, the table's loop with its
+    second pass from the last block, and one block of 16384.
 
     Yields:
         :class:`rmsnorm.fast.FastConfig`, the table's own among them.
@@ -82,6 +98,12 @@ def backward_candidates(N: int, dtype: torch.dtype):
             for warps, stages in itertools.product((16, 32), (1, 2)):
                 yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
         return
+    if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["backward"]:  # tiles of 4096 to 16384 elements (sweep 7)
+        yield base
+        for tile, warps, pps, stages in itertools.product(SHORT_ROW_TILES[1:], (4, 8), (1, 2, 4), (1, 3)):
+            yield FastConfig(BLOCK_M=max(1, tile // base.BLOCK_N), BLOCK_N=base.BLOCK_N, num_warps=warps,
+                             programs_per_sm=pps, num_stages=stages)
+        return
     odd = N % 2 == 1
     for block_m, warps, pps, stages in itertools.product(
         _around(base.BLOCK_M)[:3], (4, 8, 16) if odd else (8, 16), (1, 2, 4) if odd else (1, 2),
@@ -90,13 +112,52 @@ def backward_candidates(N: int, dtype: torch.dtype):
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
-def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
+def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, configs) -> int:
+    """Compile ``configs`` for one shape and pass in this process (Triton's disk cache keeps them); how many failed.
+
+    Runs each on a few rows whose count Triton specialises like M's (divisible by 16 or not), so
+    that the kernels it compiles are the ones M rows will look up.
+    """
+    rows = 1024 + M % 16 if M > 1024 else M
+    x, gamma, dy = make_inputs(rows, N, dtype, "cuda", 1, weight_dtype=weight_dtype, draw_on_device=True)
+    _, rstd = rmsnorm_fast_forward(x, gamma, EPS)
+    failed = 0
+    for cfg in configs:
+        try:
+            if pass_ == "forward":
+                rmsnorm_fast_forward(x, gamma, EPS, config=cfg)
+            else:
+                rmsnorm_fast_backward(x, gamma, rstd, dy, config=cfg)
+        except Exception:  # noqa: BLE001  (the timed run records the error)
+            failed += 1
+    torch.cuda.synchronize()
+    return failed
+
+
+def precompile(shapes, passes, workers: int) -> None:
+    """Compile every candidate of ``shapes`` in ``workers`` processes first, so that :func:`tune` times, not compiles.
+
+    Triton compiles one configuration in about a second on one CPU core; a sweep of hundreds
+    spends most of its budget there unless the compiles run side by side. Each worker fills
+    Triton's on-disk cache; the timing process then loads the kernels from it.
+    """
+    jobs = [(M, N, dtype, weight[0] if weight else None, pass_,
+             list(forward_candidates(N, dtype) if pass_ == "forward" else backward_candidates(N, dtype)))
+            for M, N, dtype, *weight in shapes for pass_ in passes]
+    chunks = [(*job[:5], job[5][i::4]) for job in jobs for i in range(4)]  # 4 pieces a job: even loads
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        failed = sum(pool.map(_compile_one, *zip(*chunks)))
+    print(f"  precompiled {sum(len(c[5]) for c in chunks)} configurations in {workers} processes ({failed} failed)")
+
+
+def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_workers: int = 0) -> list[dict]:
     """Time every candidate config of every shape, each checked against the table's own output first.
 
     Args:
         shapes: (M, N, dtype) or (M, N, dtype, weight dtype), on CUDA.
         budget_s: seconds the whole sweep may take; it stops (and says so) when spent.
         passes: ``"forward"`` and/or ``"backward"``.
+        compile_workers: when above 0, :func:`precompile` every candidate in this many processes first.
 
     Returns:
         One dict per candidate: M, N, dtype (a name), pass_, the config's fields, us
@@ -107,6 +168,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward")) -> list[dict]:
     """
     rows = []
     started = time.perf_counter()
+    if compile_workers > 0:
+        precompile(shapes, passes, compile_workers)
     for M, N, dtype, *weight in shapes:
         x, gamma, dy = make_inputs(M, N, dtype, "cuda", 1, weight_dtype=weight[0] if weight else None,
                                    draw_on_device=True)

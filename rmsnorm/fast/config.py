@@ -162,17 +162,21 @@ def aligned(v, ALIGN: tl.constexpr):
 
 
 def _tile_rows(block_n: int, tile: int) -> int:
-    return max(1, min(64, tile // block_n))
+    """Rows per step so that a step holds ``tile`` elements (at least one row; no cap on short rows)."""
+    return max(1, tile // block_n)
 
 
 @functools.lru_cache(maxsize=None)
 def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's forward configuration for rows of N columns in ``dtype``.
 
-    One program per row block (persistence did not pay in the sweep): 8 rows
-    of 256 or 2 of 1024 with 4 warps; 2 rows of 2048, or one row up to 8192,
-    with 8 warps; wider rows loop over 4096-wide blocks with 16 warps. Chosen
-    on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
+    One program per row block (persistence did not pay in the sweep): a tile
+    of 2048 elements with 4 warps up to blocks of 1024 (8 rows of 256, 2048
+    rows of 1); 2 rows of 2048, or one row up to 8192, with 8 warps; wider
+    rows loop over 4096-wide blocks with 16 warps. Chosen on an H200 from the
+    L2-cold sweeps in results/h200/fast_tuning.csv. Sweep 7 (x of 128 MiB):
+    rows per step had stopped at 64, so a step of rows of 1 moved 128 bytes
+    (bf16: 633 µs, the 2048-row tile 133 µs; N = 3: 214 → 155 µs).
     """
     if N > ONE_BLOCK_MAX_N:
         return FastConfig(BLOCK_M=1, BLOCK_N=LOOP_BLOCK_N, num_warps=16, programs_per_sm=None, num_stages=1)
@@ -182,21 +186,42 @@ def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
                       programs_per_sm=None, num_stages=1)
 
 
+#: Elements per step of the backward at odd N (rows at 2- or 4-byte offsets: scalar loads). Sweep 7
+#: (x of 128 MiB, bf16): half the even widths' tile, two programs per SM and no pipelining below
+#: blocks of 2048: N = 3, 1515 → 225 µs; 15, 583 → 216; 257, 458 → 257; with 3 stages at 2047, 192 → 140.
+ODD_BACKWARD_TILE = 4096
+
+
 @functools.lru_cache(maxsize=None)
 def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The table's backward configuration for rows of N columns in ``dtype``.
 
     One program per SM. Rows up to 8192: a tile of 8192 elements per step
-    (4096 for float32), 8 warps, three pipelining stages (16 warps for
-    8192-wide float32 rows). 16-bit rows of up to 16384: one row per step, 16
-    warps. Wider rows loop over 8192-wide blocks with 8 warps. Chosen on an
-    H200 from the L2-cold sweep in results/h200/fast_tuning.csv.
+    (4096 for float32; rows of one column take 8192 rows a step), 8 warps,
+    three pipelining stages (16 warps for 8192-wide float32 rows). 16-bit rows
+    of up to 16384: one row per step, 16 warps. Wider rows loop over
+    8192-wide blocks with 8 warps.
+
+    Odd N (sweep 7), where no access is wider than one element: a tile of
+    :data:`ODD_BACKWARD_TILE` elements with 8 warps and two programs per SM,
+    pipelined only at blocks of 2048 and 4096; float32 rows of 4097-8191 one
+    per step with 8 warps, unpipelined (333 → 236 µs at 4097); 16-bit rows of
+    8193-16383 with 32 warps and 2 stages (573 → 253 µs at 12289). 16-bit rows
+    of 4097-8191 keep the even table (sweep 7 found nothing faster there).
+    Chosen on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
     """
     if N > BACKWARD_ONE_BLOCK_MAX_N[dtype]:
         return FastConfig(BLOCK_M=1, BLOCK_N=BACKWARD_LOOP_BLOCK_N, num_warps=8, programs_per_sm=1, num_stages=1)
     block_n = triton.next_power_of_2(N)
+    odd = N % 2 == 1
     if block_n > 8192:
-        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=16, programs_per_sm=1, num_stages=1)
+        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32 if odd else 16, programs_per_sm=1,
+                          num_stages=2 if odd else 1)
+    if odd and block_n <= 4096:
+        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_BACKWARD_TILE), BLOCK_N=block_n, num_warps=8,
+                          programs_per_sm=2, num_stages=3 if block_n >= 2048 else 1)
+    if odd and dtype == torch.float32:  # 4097-8191
+        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=8, programs_per_sm=1, num_stages=1)
     block_m = _tile_rows(block_n, 4096 if dtype == torch.float32 else 8192)
     warps = 16 if dtype == torch.float32 and block_n >= 8192 else 8
     return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, programs_per_sm=1, num_stages=3)
