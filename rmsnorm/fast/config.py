@@ -207,7 +207,7 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     pipelined only at blocks of 2048 and 4096; float32 rows of 4097-8191 one
     per step with 8 warps, unpipelined (333 → 236 µs at 4097); 16-bit rows of
     8193-16383 with 32 warps and 2 stages (573 → 253 µs at 12289). 16-bit rows
-    of 4097-8191 keep the even table (sweep 7 found nothing faster there).
+    of 4097-8191 keep the even table: sweep 7 did not time them.
     Chosen on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
     """
     if N > BACKWARD_ONE_BLOCK_MAX_N[dtype]:
