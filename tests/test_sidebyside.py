@@ -15,17 +15,14 @@ from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, check_table,
 from rmsnorm.bench.tuning import backward_candidates, forward_candidates
 from rmsnorm.fast import backward_config, forward_config
 
+#: Sweep 7's short and odd widths, beside the grids' shapes (M does not enter the table).
+SHORT_AND_ODD = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 257, 2047, 4097, 12289)
+                 for d in (torch.bfloat16, torch.float32)]
 
-@pytest.mark.parametrize("M, N, dtype", [s[:3] for s in GRID + WEAK_GRID],
-                         ids=[f"{s[0]}x{s[1]}-{str(s[2])[6:]}" for s in GRID + WEAK_GRID])
+
+@pytest.mark.parametrize("M, N, dtype", [s[:3] for s in (*GRID, *WEAK_GRID, *SHORT_AND_ODD)],
+                         ids=[f"{s[0]}x{s[1]}-{str(s[2])[6:]}" for s in (*GRID, *WEAK_GRID, *SHORT_AND_ODD)])
 def test_the_sweep_contains_the_tables_choice(M, N, dtype):
-    assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
-    assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
-
-
-@pytest.mark.parametrize("N, dtype", [(N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 257, 2047, 4097, 12289)
-                                      for d in (torch.bfloat16, torch.float32)])
-def test_sweep_7_the_short_and_odd_rows_candidates_hold_the_table(N, dtype):
     assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
     assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
 
@@ -40,6 +37,17 @@ def test_short_rows_fill_a_tile_rows_per_step_are_not_capped(N):
         assert backward.BLOCK_M * backward.BLOCK_N == (odd_tile if N % 2 else even_tile)
         # odd rows (one-element accesses): two programs per SM, no pipelining below blocks of 2048
         assert (backward.programs_per_sm, backward.num_stages) == ((2, 1) if N % 2 else (1, 3))
+
+
+def test_a_sweep_row_gives_back_its_config():
+    from rmsnorm.bench.tuning import config_of
+
+    persistent, per_block = backward_config(257, torch.bfloat16), forward_config(1, torch.bfloat16)
+    assert config_of(dict(**persistent.__dict__, us=1.0)) == persistent  # a row of tune()'s result
+    committed = pd.read_csv(RESULTS_DIR / "fast_tuning.csv")  # the CSV: None is an empty cell, no reverse column
+    row = committed[(committed["pass_"] == "forward") & committed["programs_per_sm"].isna()].iloc[0]
+    assert config_of(row).programs_per_sm is None and config_of(row).reverse_second_pass is False
+    assert config_of(row.to_dict() | dict(BLOCK_M=per_block.BLOCK_M, BLOCK_N=1, num_warps=4, num_stages=1)) == per_block
 
 
 @pytest.mark.parametrize("N", [1024, 4096, 6144, 8192])

@@ -112,6 +112,27 @@ def backward_candidates(N: int, dtype: torch.dtype):
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
+def config_of(row) -> FastConfig:
+    """The configuration one sweep row describes (a row of ``fast_tuning.csv`` or of :func:`tune`'s result).
+
+    The inverse of the config columns :func:`tune` writes: ``programs_per_sm`` is empty (NaN) where
+    the grid has one program per row block (None); ``reverse_second_pass``, absent from the older
+    sweeps, is False there.
+
+    Args:
+        row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages.
+
+    Returns:
+        :class:`rmsnorm.fast.FastConfig`, comparable with the table's choice
+        (``config_of(row) == backward_config(N, dtype)``).
+    """
+    pps = row["programs_per_sm"]
+    return FastConfig(BLOCK_M=int(row["BLOCK_M"]), BLOCK_N=int(row["BLOCK_N"]), num_warps=int(row["num_warps"]),
+                      programs_per_sm=None if pps is None or pps != pps else int(pps),
+                      num_stages=int(row["num_stages"]),
+                      reverse_second_pass=bool(row.get("reverse_second_pass", False)))
+
+
 def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, configs) -> int:
     """Compile ``configs`` for one shape and pass in this process (Triton's disk cache keeps them); how many failed.
 
