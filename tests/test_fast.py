@@ -426,6 +426,28 @@ def test_forward_past_2_31_elements_uses_int64_offsets(large_gpu_memory):
     assert_close(rstd[-4:], rstd_oracle(tail, 1e-6), dtype=torch.float32)
 
 
+def test_row_arithmetic_is_float64_only_for_short_float32_rows():
+    from rmsnorm.fast.backward import FLOAT64_MAX_N, row_arithmetic_dtype
+
+    assert row_arithmetic_dtype(FLOAT64_MAX_N, torch.float32) == torch.float64
+    assert row_arithmetic_dtype(FLOAT64_MAX_N + 1, torch.float32) == torch.float32
+    assert {row_arithmetic_dtype(N, d) for N in (1, FAST_MAX_N) for d in (torch.float16, torch.bfloat16)} == {
+        torch.float32}
+
+
+@pytest.mark.parametrize("N", [65, 127, 257])
+def test_float32_arithmetic_keeps_float32_rows_well_inside_the_tolerance(N, device):
+    """Past FLOAT64_MAX_N float32 rows are computed in float32: the worst error is under a quarter of the bound."""
+    M = (1 << (22 if GPU else 15)) // N
+    x, gamma, dy = make_inputs(M, N, torch.float32, device=device, seed=N)
+    _, rstd = rmsnorm_fast_forward(x, gamma, 1e-6)
+    dx, _ = rmsnorm_fast_backward(x, gamma, rstd, dy)
+    _, dx64, _ = oracle(x, gamma, dy, 1e-6, on=x.device)
+    tol = TOLERANCES[torch.float32]
+    share = ((dx.double() - dx64).abs() / (tol["atol"] + tol["rtol"] * dx64.abs())).max().item()
+    assert share < 0.25, f"N = {N}: worst error {share:.2f} of the declared tolerance"
+
+
 def test_config_tables_cover_every_n():
     for N in (1, 255, 4096, 8192, 8193, 65536, 131073, FAST_MAX_N):
         for dtype in DTYPES:

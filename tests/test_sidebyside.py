@@ -15,8 +15,9 @@ from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, check_table,
 from rmsnorm.bench.tuning import backward_candidates, forward_candidates
 from rmsnorm.fast import backward_config, forward_config
 
-#: Sweep 7's short and odd widths, beside the grids' shapes (M does not enter the table).
-SHORT_AND_ODD = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 257, 2047, 4097, 12289)
+#: Sweeps 7 and 8's short, odd and float32 widths, beside the grids' shapes (M does not enter the table).
+SHORT_AND_ODD = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 65, 257, 511, 1000, 2047, 3000, 4097,
+                                     8193, 12289, 16384)
                  for d in (torch.bfloat16, torch.float32)]
 
 
@@ -165,3 +166,37 @@ def test_at_odd_widths_the_backward_sweep_also_tries_fewer_warps_more_programs_a
     assert {(c.num_warps, c.programs_per_sm, c.num_stages) for c in odd} >= {(4, 4, 1), (8, 1, 1), (16, 2, 3)}
     assert all(c.num_stages > 1 and c.num_warps > 4 for c in even)  # the even widths' sweep as it was
     assert backward_config(257, torch.bfloat16) in odd
+
+
+def _sweep_8():
+    from rmsnorm.bench.tuning import config_of
+
+    sweep = pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 8")
+    sweep = sweep[sweep["us"].notna()]
+    now = sweep.apply(lambda r: config_of(r) == backward_config(int(r["N"]), getattr(torch, r["dtype"])), axis=1)
+    by_n = pd.DataFrame({"then": sweep[sweep["table_when_swept"] == 1].groupby("N")["us"].min(),
+                         "now": sweep[now].groupby("N")["us"].min(), "best": sweep.groupby("N")["us"].min()})
+    return sweep, by_n
+
+
+def test_sweep_8_the_float32_table_is_never_slower_and_is_the_best_where_it_changed():
+    """Sweep 8 (float32 backward, float32 arithmetic): the table after it against the table it found, in the one run."""
+    sweep, by_n = _sweep_8()
+    assert set(sweep["dtype"]) == {"float32"} and set(sweep["pass_"]) == {"backward"}
+    assert by_n.notna().all().all()  # both tables were candidates at every width
+    assert (by_n["now"] <= by_n["then"] * 1.001).all()
+    changed = by_n[by_n["now"] < by_n["then"]]
+    assert set(changed.index) == {257, 12289, 16384}  # the rows the config docstrings cite
+    assert (changed["now"] == changed["best"]).all() and (changed["then"] / changed["now"] > 1.05).all()
+
+
+def test_float32_arithmetic_is_never_slower_than_float64_and_changes_no_forward():
+    """results/h200/float32_arithmetic.csv: the backward of float32 rows past N = 64 in float32 arithmetic."""
+    table = pd.read_csv(RESULTS_DIR / "float32_arithmetic.csv")
+    assert (table["check"] == "ok").all() and table["us"].notna().all()
+    assert set(table["provider"]) == {"fast", "fast_float64", "compile", "liger"}
+    times = table.pivot_table(index=["measured_at", "M", "N", "pass_"], columns="provider", values="us")
+    ratio = times["fast_float64"] / times["fast"]
+    forward, backward = ratio.xs("forward", level="pass_"), ratio.xs("backward", level="pass_")
+    assert forward.between(0.98, 1.02).all()  # the forward did not change: the run's noise
+    assert (backward >= 0.98).all() and (backward > 1.3).sum() >= 4  # faster at odd and wide rows

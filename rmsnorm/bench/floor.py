@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 import triton
-import triton.language as tl
 
 from ..fast import (
     FastConfig,
@@ -34,7 +33,7 @@ from ..fast import (
     rmsnorm_fast_forward_kernel,
     row_align_hint,
 )
-from ..fast.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P
+from ..fast.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P, TRITON_DTYPE, row_arithmetic_dtype
 
 
 @dataclass(frozen=True)
@@ -58,12 +57,12 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
         fwd, bwd,
         dict(HAS_GAMMA=True, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
              NUM_STAGES=fwd.num_stages, REVERSE=fwd.reverse_second_pass, num_warps=fwd.num_warps),
-        dict(HAS_GAMMA=True, COMPUTE=tl.float64 if dtype == torch.float32 else tl.float32, ONE_BLOCK=one_block,
+        dict(HAS_GAMMA=True, COMPUTE=TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], ONE_BLOCK=one_block,
              BLOCK_M=bwd.BLOCK_M if one_block else 1, BLOCK_N=bwd.BLOCK_N, NUM_STAGES=bwd.num_stages,
              REVERSE=bwd.reverse_second_pass,
              num_warps=bwd.num_warps),
         bwd.BLOCK_M if one_block else 1,
-        None if one_block else (torch.float64 if dtype == torch.float32 else torch.float32),
+        None if one_block else row_arithmetic_dtype(N, dtype),
     )
 
 

@@ -116,8 +116,8 @@ def config_of(row) -> FastConfig:
     """The configuration one sweep row describes (a row of ``fast_tuning.csv`` or of :func:`tune`'s result).
 
     The inverse of the config columns :func:`tune` writes: ``programs_per_sm`` is empty (NaN) where
-    the grid has one program per row block (None); ``reverse_second_pass``, absent from the older
-    sweeps, is False there.
+    the grid has one program per row block (None); ``reverse_second_pass``, absent (or empty) in the
+    sweeps before sweep 8, is False there.
 
     Args:
         row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages.
@@ -130,7 +130,12 @@ def config_of(row) -> FastConfig:
     return FastConfig(BLOCK_M=int(row["BLOCK_M"]), BLOCK_N=int(row["BLOCK_N"]), num_warps=int(row["num_warps"]),
                       programs_per_sm=None if pps is None or pps != pps else int(pps),
                       num_stages=int(row["num_stages"]),
-                      reverse_second_pass=bool(row.get("reverse_second_pass", False)))
+                      reverse_second_pass=_flag(row.get("reverse_second_pass", False)))
+
+
+def _flag(value) -> bool:
+    """A CSV flag: NaN (an empty cell) is False."""
+    return False if value is None or value != value else bool(value)
 
 
 def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, configs) -> int:

@@ -44,10 +44,12 @@ import triton.language as tl
 #: Sweep 6 (M = 16384 bf16): one block of 8192 is the fastest of six configs at N = 4608, 5120 and
 #: 7168; a loop is 2 % faster at 6144 and 8192, and not the same loop at both.
 ONE_BLOCK_MAX_N = 8192
-#: Widest row the backward holds in one block: 16384 for 16-bit x; 8192 for float32 x,
-#: whose row arithmetic runs in float64 (twice the registers). Sweeps 1–2 (4096 × 16384 bf16):
-#: one block of 16384 with 16 warps, 153 µs; the next best, 32 warps, 162 µs.
-BACKWARD_ONE_BLOCK_MAX_N = {torch.float32: 8192, torch.float16: 16384, torch.bfloat16: 16384}
+#: Widest row the backward holds in one block. Sweeps 1–2 (4096 × 16384 bf16): one block of 16384
+#: with 16 warps, 153 µs; the next best, 32 warps, 162 µs. Float32 rows were held to 8192 while
+#: their row arithmetic ran in float64 (twice the registers); sweep 8 (float32 arithmetic past
+#: N = 64, x of 128 MiB): one block of 16384 with 32 warps against the loop, 177.5 → 134.8 µs at
+#: N = 16384 and 218.0 → 201.3 at 12289.
+BACKWARD_ONE_BLOCK_MAX_N = {torch.float32: 16384, torch.float16: 16384, torch.bfloat16: 16384}
 #: Block width of the forward's column loop for rows wider than ONE_BLOCK_MAX_N.
 #: Sweeps 1–3 and 5 (4096 × 16384 and 1024 × 65536 bf16): 4096-wide blocks with 16 warps are the best
 #: three samples at both, 67.5 and 98.8 µs.
@@ -190,6 +192,11 @@ def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
 #: (x of 128 MiB, bf16): half the even widths' tile, two programs per SM and no pipelining below
 #: blocks of 2048: N = 3, 1515 → 225 µs; 15, 583 → 216; 257, 458 → 257; with 3 stages at 2047, 192 → 140.
 ODD_BACKWARD_TILE = 4096
+#: Odd float32 rows of 65-511 columns (float32 arithmetic, blocks of 128-512): a step of 2048
+#: elements on 4 warps (16 per thread and tensor), four programs per SM. Sweep 8 (x of 128 MiB)
+#: at N = 257, against the odd rule above: 170.2 → 131.6 µs, the best of 108 configurations.
+#: Measured at 257 only; the rule keeps the elements per thread of that point at every block up to 512.
+ODD_FLOAT32_SHORT_TILE = 2048
 
 
 @functools.lru_cache(maxsize=None)
@@ -208,15 +215,25 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     per step with 8 warps, unpipelined (333 → 236 µs at 4097); 16-bit rows of
     8193-16383 with 32 warps and 2 stages (573 → 253 µs at 12289). 16-bit rows
     of 4097-8191 keep the even table: sweep 7 did not time them.
+
+    Float32 rows past N = 64 (sweep 8, after their row arithmetic moved from
+    float64 to float32): one block up to 16384, with 32 warps and no
+    pipelining past 8192; odd rows of 65-511 in steps of
+    :data:`ODD_FLOAT32_SHORT_TILE` elements on 4 warps, four programs per SM.
     Chosen on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
     """
     if N > BACKWARD_ONE_BLOCK_MAX_N[dtype]:
         return FastConfig(BLOCK_M=1, BLOCK_N=BACKWARD_LOOP_BLOCK_N, num_warps=8, programs_per_sm=1, num_stages=1)
     block_n = triton.next_power_of_2(N)
     odd = N % 2 == 1
+    if block_n > 8192 and dtype == torch.float32:
+        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32, programs_per_sm=1, num_stages=1)
     if block_n > 8192:
         return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32 if odd else 16, programs_per_sm=1,
                           num_stages=2 if odd else 1)
+    if odd and dtype == torch.float32 and 64 < N < 512:
+        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_FLOAT32_SHORT_TILE), BLOCK_N=block_n, num_warps=4,
+                          programs_per_sm=4, num_stages=1)
     if odd and block_n <= 4096:
         return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_BACKWARD_TILE), BLOCK_N=block_n, num_warps=8,
                           programs_per_sm=2, num_stages=3 if block_n >= 2048 else 1)
