@@ -11,6 +11,10 @@ benchmark's float32 shapes (``rmsnorm.bench.sidebyside.side_by_side``). Every ou
 checked against the float64 oracle before it is timed. Writes ``sweep8.csv`` and
 ``float32_arithmetic.csv``. Never asserts a speed; without a GPU it says so and exits 0.
 
+The committed run timed the table before sweep 8 (at fb1e5f4 with the arithmetic change); run
+now, it times the table after it, so ``fast_float64`` is then today's configurations in float64
+(one block of 16384 where the committed run looped), another baseline.
+
 Source: lesson 12 §4 (sweep 8); rmsnorm/fast/backward.py (``row_arithmetic_dtype``).
 """
 

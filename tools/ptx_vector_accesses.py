@@ -31,6 +31,7 @@ from rmsnorm.fast import (  # noqa: E402
     rmsnorm_fast_backward_kernel,
     rmsnorm_fast_forward_kernel,
 )
+from rmsnorm.fast.backward import TRITON_DTYPE, row_arithmetic_dtype  # noqa: E402
 
 PATTERNS = {
     "ld.v4": r"ld\.global(?:\.\w+)*\.v4\.b32",  # 16 bytes into registers
@@ -71,8 +72,9 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
         rmsnorm_fast_backward_kernel,
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "gamma_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}",
          "dy_row_stride": "i32", "dx_ptr": f"*{t}", "dx_row_stride": "i32", "partial_ptr": "*fp32",
-         "mean_ux_ptr": "*fp32", "M": "i32", "N": "i32"},
-        {"HAS_GAMMA": True, "COMPUTE": triton.language.float64 if dtype == torch.float32 else triton.language.float32,
+         "mean_ux_ptr": "*fp64" if row_arithmetic_dtype(N, dtype) == torch.float64 else "*fp32",
+         "M": "i32", "N": "i32"},
+        {"HAS_GAMMA": True, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
          "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, "REVERSE": False},
         (0, 2, 3, 4, 6, 8, 9), bwd.num_warps, (1, 5, 7, 11) if divisible else ())

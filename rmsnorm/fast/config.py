@@ -205,9 +205,9 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
 
     One program per SM. Rows up to 8192: a tile of 8192 elements per step
     (4096 for float32; rows of one column take 8192 rows a step), 8 warps,
-    three pipelining stages (16 warps for 8192-wide float32 rows). 16-bit rows
-    of up to 16384: one row per step, 16 warps. Wider rows loop over
-    8192-wide blocks with 8 warps.
+    three pipelining stages (16 warps for 8192-wide float32 rows). Rows of up
+    to 16384: one row per step, 16 warps (float32: 32 warps, sweep 8). Wider
+    rows loop over 8192-wide blocks with 8 warps.
 
     Odd N (sweep 7), where no access is wider than one element: a tile of
     :data:`ODD_BACKWARD_TILE` elements with 8 warps and two programs per SM,
