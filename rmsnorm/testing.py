@@ -83,6 +83,30 @@ def assert_close(
     )
 
 
+def tolerance_share(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype | None = None) -> float:
+    """How much of the declared tolerance the worst element uses: max |actual − expected| / (atol + rtol·|expected|).
+
+    The measure behind :func:`assert_close`: it passes exactly when this is at most 1. Below 1,
+    it says how close to the limit a result is (lesson 12 and ``tests/test_fast.py`` use it to
+    show the margin of the backward's float32 arithmetic).
+
+    Args:
+        actual: any floating dtype, any device.
+        expected: the oracle (float64 usually), same shape; the comparison runs on its device in float64.
+        dtype: whose declared tolerance (:data:`TOLERANCES`; default ``actual.dtype``).
+
+    Returns:
+        The worst element's share, a float (NaN anywhere gives NaN).
+
+    Raises:
+        KeyError: for a dtype without a declared tolerance.
+    """
+    tol = TOLERANCES[dtype or actual.dtype]
+    a = actual.detach().to(expected.device, torch.float64)
+    e = expected.detach().to(expected.device, torch.float64)
+    return ((a - e).abs() / (tol["atol"] + tol["rtol"] * e.abs())).max().item()
+
+
 def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0, *,
                 weight_dtype: torch.dtype | None = None, draw_on_device: bool = False):
     """Seeded random inputs (never zeros): x (M, N), gamma (N,), dy (M, N).

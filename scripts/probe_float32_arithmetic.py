@@ -15,7 +15,7 @@ The committed run timed the table before sweep 8 (at fb1e5f4 with the arithmetic
 now, it times the table after it, so ``fast_float64`` is then today's configurations in float64
 (one block of 16384 where the committed run looped), another baseline.
 
-Source: lesson 12 §4 (sweep 8); rmsnorm/fast/backward.py (``row_arithmetic_dtype``).
+Source: lesson 12 §4 (sweep 8); rmsnorm/fast/config.py (``row_arithmetic_dtype``).
 """
 
 from __future__ import annotations
@@ -50,20 +50,21 @@ def main(argv=None) -> int:
     import pandas as pd
 
     import rmsnorm.fast.backward as backward
+    import rmsnorm.fast.config as config
     from rmsnorm.bench import copy_bandwidth_gbps
     from rmsnorm.bench.cliffs import measure, rows_for
     from rmsnorm.bench.sidebyside import GRID, WEAK_GRID, side_by_side
     from rmsnorm.bench.tuning import tune
 
     def arithmetic(max_n: int) -> None:
-        backward.FLOAT64_MAX_N = max_n  # read at every launch; the launch cache is keyed without it
+        config.FLOAT64_MAX_N = max_n  # read at every launch; the launch cache is keyed without it
         backward._launch.cache.clear()
 
     args.out.mkdir(parents=True, exist_ok=True)
     started, f32 = time.perf_counter(), torch.float32
     sweep = tune([(rows_for(n, f32), n, f32) for n in SWEEP_WIDTHS], args.tune_budget, ["backward"], 15)
     pd.DataFrame(sweep).to_csv(args.out / "sweep8.csv", index=False)
-    copy, default = copy_bandwidth_gbps(), backward.FLOAT64_MAX_N
+    copy, default = copy_bandwidth_gbps(), config.FLOAT64_MAX_N
     widths_new = pd.DataFrame(measure(WIDTHS, f32, ("fast", "compile", "liger"), deadline=started + 330))
     arithmetic(1 << 30)
     widths_old = pd.DataFrame(measure(WIDTHS, f32, ("fast",), deadline=started + 380)).assign(provider="fast_float64")

@@ -44,6 +44,7 @@ from rmsnorm.testing import (
     oracle,
     refused_before_allocating,
     rstd_oracle,
+    tolerance_share,
 )
 
 GPU = torch.cuda.is_available()
@@ -427,12 +428,26 @@ def test_forward_past_2_31_elements_uses_int64_offsets(large_gpu_memory):
 
 
 def test_row_arithmetic_is_float64_only_for_short_float32_rows():
-    from rmsnorm.fast.backward import FLOAT64_MAX_N, row_arithmetic_dtype
+    from rmsnorm.fast.config import FLOAT64_MAX_N, row_arithmetic_dtype
 
     assert row_arithmetic_dtype(FLOAT64_MAX_N, torch.float32) == torch.float64
     assert row_arithmetic_dtype(FLOAT64_MAX_N + 1, torch.float32) == torch.float32
     assert {row_arithmetic_dtype(N, d) for N in (1, FAST_MAX_N) for d in (torch.float16, torch.bfloat16)} == {
         torch.float32}
+
+
+def test_tolerance_share_is_one_exactly_where_assert_close_stops_passing():
+    expected = torch.tensor([0.0, 1.0, -200.0], dtype=torch.float64)
+    limit = 1e-5 + 1e-4 * expected.abs()  # float32's declared atol + rtol·|expected|
+    for scale, passes in ((0.5, True), (0.999, True), (1.01, False)):
+        actual = (expected + scale * limit * torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)).float()
+        share = tolerance_share(actual, expected)
+        assert share == pytest.approx(scale, rel=1e-2) and (share <= 1) == passes
+        if passes:
+            assert_close(actual, expected)
+        else:
+            with pytest.raises(AssertionError):
+                assert_close(actual, expected)
 
 
 @pytest.mark.parametrize("N", [65, 127, 257])
@@ -442,9 +457,7 @@ def test_float32_arithmetic_keeps_float32_rows_well_inside_the_tolerance(N, devi
     x, gamma, dy = make_inputs(M, N, torch.float32, device=device, seed=N)
     _, rstd = rmsnorm_fast_forward(x, gamma, 1e-6)
     dx, _ = rmsnorm_fast_backward(x, gamma, rstd, dy)
-    _, dx64, _ = oracle(x, gamma, dy, 1e-6, on=x.device)
-    tol = TOLERANCES[torch.float32]
-    share = ((dx.double() - dx64).abs() / (tol["atol"] + tol["rtol"] * dx64.abs())).max().item()
+    share = tolerance_share(dx, oracle(x, gamma, dy, 1e-6, on=x.device)[1])
     assert share < 0.25, f"N = {N}: worst error {share:.2f} of the declared tolerance"
 
 

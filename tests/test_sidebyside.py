@@ -16,13 +16,13 @@ from rmsnorm.bench.tuning import backward_candidates, forward_candidates
 from rmsnorm.fast import backward_config, forward_config
 
 #: Sweeps 7 and 8's short, odd and float32 widths, beside the grids' shapes (M does not enter the table).
-SHORT_AND_ODD = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 65, 257, 511, 1000, 2047, 3000, 4097,
+SWEPT_WIDTHS = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 65, 257, 511, 1000, 2047, 3000, 4097,
                                      8193, 12289, 16384)
                  for d in (torch.bfloat16, torch.float32)]
 
 
-@pytest.mark.parametrize("M, N, dtype", [s[:3] for s in (*GRID, *WEAK_GRID, *SHORT_AND_ODD)],
-                         ids=[f"{s[0]}x{s[1]}-{str(s[2])[6:]}" for s in (*GRID, *WEAK_GRID, *SHORT_AND_ODD)])
+@pytest.mark.parametrize("M, N, dtype", [s[:3] for s in (*GRID, *WEAK_GRID, *SWEPT_WIDTHS)],
+                         ids=[f"{s[0]}x{s[1]}-{str(s[2])[6:]}" for s in (*GRID, *WEAK_GRID, *SWEPT_WIDTHS)])
 def test_the_sweep_contains_the_tables_choice(M, N, dtype):
     assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
     assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
@@ -168,23 +168,15 @@ def test_at_odd_widths_the_backward_sweep_also_tries_fewer_warps_more_programs_a
     assert backward_config(257, torch.bfloat16) in odd
 
 
-def _sweep_8():
-    from rmsnorm.bench.tuning import config_of
-
-    sweep = pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 8")
-    sweep = sweep[sweep["us"].notna()]
-    now = sweep.apply(lambda r: config_of(r) == backward_config(int(r["N"]), getattr(torch, r["dtype"])), axis=1)
-    by_n = pd.DataFrame({"then": sweep[sweep["table_when_swept"] == 1].groupby("N")["us"].min(),
-                         "now": sweep[now].groupby("N")["us"].min(), "best": sweep.groupby("N")["us"].min()})
-    return sweep, by_n
-
-
 def test_sweep_8_the_float32_table_is_never_slower_and_is_the_best_where_it_changed():
     """Sweep 8 (float32 backward, float32 arithmetic): the table after it against the table it found, in the one run."""
-    sweep, by_n = _sweep_8()
+    from rmsnorm.bench.tuning import table_against_sweep
+
+    sweep = pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 8")
     assert set(sweep["dtype"]) == {"float32"} and set(sweep["pass_"]) == {"backward"}
+    by_n = table_against_sweep(sweep).droplevel(["dtype", "pass_"])
     assert by_n.notna().all().all()  # both tables were candidates at every width
-    assert (by_n["now"] <= by_n["then"] * 1.001).all()
+    assert (by_n["now"] <= by_n["then"]).all()
     changed = by_n[by_n["now"] < by_n["then"]]
     assert set(changed.index) == {257, 12289, 16384}  # the rows the config docstrings cite
     assert (changed["now"] == changed["best"]).all() and (changed["then"] / changed["now"] > 1.05).all()
@@ -199,4 +191,4 @@ def test_float32_arithmetic_is_never_slower_than_float64_and_changes_no_forward(
     ratio = times["fast_float64"] / times["fast"]
     forward, backward = ratio.xs("forward", level="pass_"), ratio.xs("backward", level="pass_")
     assert forward.between(0.98, 1.02).all()  # the forward did not change: the run's noise
-    assert (backward >= 0.98).all() and (backward > 1.3).sum() >= 4  # faster at odd and wide rows
+    assert (backward >= 1).all() and (backward > 1.3).sum() >= 4  # never slower; faster at odd and wide rows

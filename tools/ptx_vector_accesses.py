@@ -31,7 +31,8 @@ from rmsnorm.fast import (  # noqa: E402
     rmsnorm_fast_backward_kernel,
     rmsnorm_fast_forward_kernel,
 )
-from rmsnorm.fast.backward import TRITON_DTYPE, row_arithmetic_dtype  # noqa: E402
+from rmsnorm.fast.backward import TRITON_DTYPE  # noqa: E402
+from rmsnorm.fast.config import row_arithmetic_dtype  # noqa: E402
 
 PATTERNS = {
     "ld.v4": r"ld\.global(?:\.\w+)*\.v4\.b32",  # 16 bytes into registers

@@ -33,7 +33,8 @@ from ..fast import (
     rmsnorm_fast_forward_kernel,
     row_align_hint,
 )
-from ..fast.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P, TRITON_DTYPE, row_arithmetic_dtype
+from ..fast.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P, TRITON_DTYPE
+from ..fast.config import row_arithmetic_dtype
 
 
 @dataclass(frozen=True)

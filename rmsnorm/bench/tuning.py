@@ -17,6 +17,7 @@ import itertools
 import multiprocessing
 import time
 
+import pandas as pd
 import torch
 
 from ..fast import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
@@ -131,6 +132,28 @@ def config_of(row) -> FastConfig:
                       programs_per_sm=None if pps is None or pps != pps else int(pps),
                       num_stages=int(row["num_stages"]),
                       reverse_second_pass=_flag(row.get("reverse_second_pass", False)))
+
+
+def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+    """One committed sweep, per (dtype, N, pass_): the table when swept, the table today, the sweep's best (µs).
+
+    Args:
+        sweep: rows of ``fast_tuning.csv`` from one sweep that has the ``table_when_swept`` column
+            (sweeps 7 and 8); failed rows (``us`` NaN) are left out.
+
+    Returns:
+        DataFrame indexed by (dtype, N, pass_) with columns ``then`` (the fastest row of the table's
+        configuration at the time of the sweep), ``now`` (the fastest row of the configuration
+        :func:`rmsnorm.fast.forward_config` / :func:`~rmsnorm.fast.backward_config` choose today) and
+        ``best``; NaN where today's configuration was not a candidate of that sweep.
+    """
+    timed = sweep[sweep["us"].notna()]
+    table = {"forward": forward_config, "backward": backward_config}
+    today = timed.apply(lambda r: config_of(r) == table[r["pass_"]](int(r["N"]), getattr(torch, r["dtype"])), axis=1)
+    keys = ["dtype", "N", "pass_"]
+    return pd.DataFrame({"then": timed[timed["table_when_swept"] == 1].groupby(keys)["us"].min(),
+                         "now": timed[today].groupby(keys)["us"].min(),
+                         "best": timed.groupby(keys)["us"].min()})
 
 
 def _flag(value) -> bool:

@@ -15,8 +15,8 @@ to gamma's dtype. No atomics: dgamma is bitwise identical from run to run.
 Inductor calls the same fusion MixOrderReduction; Liger and quack do it too.
 
 Precision: the row arithmetic runs in float32, except for float32 rows of
-at most :data:`FLOAT64_MAX_N` columns, where it runs in float64
-(:func:`row_arithmetic_dtype`). When N is small, u − x̂ · mean(u · x̂)
+at most ``config.FLOAT64_MAX_N`` columns, where it runs in float64
+(:func:`~rmsnorm.fast.config.row_arithmetic_dtype`). When N is small, u − x̂ · mean(u · x̂)
 cancels (at N = 1 it is u · (1 − x̂²)), and float32 rounding of x̂ and of the
 mean then costs a large share of the article's float32 tolerance; in float64
 only the saved float32 rstd limits it. Past a few columns the cancellation
@@ -42,36 +42,13 @@ import triton
 import triton.language as tl
 
 from ..device import new_output
-from .config import FastConfig, aligned, backward_config, num_programs, row_align_hint
+from .config import FastConfig, aligned, backward_config, num_programs, row_align_hint, row_arithmetic_dtype
 from .contract import check_fast_backward_inputs
 from .launch import DirectLauncher
 
 #: Column block and row block of the dgamma reduction kernel.
 REDUCE_BLOCK_N = 128
 REDUCE_BLOCK_P = 32
-#: float32 rows of at most this many columns run the backward's row arithmetic in float64; wider
-#: rows, and 16-bit rows, in float32. The kernel's formula emulated in torch on the CPU, against the
-#: float64 oracle, on 2^24 elements of make_inputs with the saved float32 rstd (worst
-#: |dx − oracle| over the declared atol + rtol·|oracle|), float32 arithmetic: 1.47 at
-#: N = 1, 0.56 at 3, 0.12 at 8, 0.028 at 64, 0.017 at 257 (float64 arithmetic: 1.07, 0.27, 0.10,
-#: 0.022, 0.014). From 64 on, the two differ by a hundredth of the tolerance.
-FLOAT64_MAX_N = 64
-
-
-def row_arithmetic_dtype(N: int, dtype: torch.dtype) -> torch.dtype:
-    """The dtype the fused backward computes a row in: float64 for float32 rows of ≤ FLOAT64_MAX_N columns.
-
-    Args:
-        N: columns of the row.
-        dtype: dtype of x (float32, float16 or bfloat16).
-
-    Returns:
-        ``torch.float64`` or ``torch.float32``; also the dtype of the (M,) mean(u · x̂) scratch of
-        looped rows.
-    """
-    return torch.float64 if dtype == torch.float32 and N <= FLOAT64_MAX_N else torch.float32
-
-
 #: The Triton dtype of each row arithmetic (the kernel's COMPUTE constexpr).
 TRITON_DTYPE = {torch.float64: tl.float64, torch.float32: tl.float32}
 

@@ -40,6 +40,28 @@ import torch
 import triton
 import triton.language as tl
 
+#: float32 rows of at most this many columns run the backward's row arithmetic in float64; wider
+#: rows, and 16-bit rows, in float32. Lesson 12 §4 (sweep 8) computes the backward's formula both
+#: ways against the float64 oracle: float64 makes a clear difference at N = 1 only, and the two are
+#: within a tenth of the tolerance of each other from N = 2 on. 64 is conservative: it also keeps
+#: the short rows' sweep-7 configurations, timed in float64 arithmetic.
+FLOAT64_MAX_N = 64
+
+
+def row_arithmetic_dtype(N: int, dtype: torch.dtype) -> torch.dtype:
+    """The dtype the fused backward computes a row in: float64 for float32 rows of ≤ FLOAT64_MAX_N columns.
+
+    Args:
+        N: columns of the row.
+        dtype: dtype of x (float32, float16 or bfloat16).
+
+    Returns:
+        ``torch.float64`` or ``torch.float32``; also the dtype of the (M,) mean(u · x̂) scratch of
+        looped rows.
+    """
+    return torch.float64 if dtype == torch.float32 and N <= FLOAT64_MAX_N else torch.float32
+
+
 #: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
 #: Sweep 6 (M = 16384 bf16): one block of 8192 is the fastest of six configs at N = 4608, 5120 and
 #: 7168; a loop is 2 % faster at 6144 and 8192, and not the same loop at both.
@@ -231,7 +253,7 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     if block_n > 8192:
         return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32 if odd else 16, programs_per_sm=1,
                           num_stages=2 if odd else 1)
-    if odd and dtype == torch.float32 and 64 < N < 512:
+    if odd and dtype == torch.float32 and FLOAT64_MAX_N < N < 512:
         return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_FLOAT32_SHORT_TILE), BLOCK_N=block_n, num_warps=4,
                           programs_per_sm=4, num_stages=1)
     if odd and block_n <= 4096:
