@@ -53,7 +53,7 @@ cpu_only = pytest.mark.skipif(GPU, reason="about the CPU interpreter")
 #: Largest case (M·N) the campaign runs under the interpreter (about a second each there).
 CPU_MAX_ELEMENTS = 150_000
 CAMPAIGN_M = (1, 17, 199, 1025, 4097)
-CAMPAIGN_N = (1, 2, 3, 8, 17, 64, 255, 257, 769, 1128, 4096, 4097, 8191, 12289, 32768, 65536, 131072, 262144)
+CAMPAIGN_N = (1, 2, 3, 8, 17, 64, 255, 257, 769, 1128, 2049, 4096, 4097, 8191, 12289, 32768, 65536, 131072, 262144)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -478,3 +478,12 @@ def test_grid_size_is_programs_per_sm_times_sms_capped_by_the_row_blocks(device)
         assert num_programs(persistent, device, 10**6) == grid_size(persistent, 10**6, sms) == 2 * sms
     else:  # the interpreter runs programs one after another: a few are enough
         assert num_programs(persistent, device, 1000) == INTERPRETER_PROGRAMS
+
+
+def test_the_readme_names_the_campaign_this_file_runs():
+    """The README's "for M ∈ {…} × K values of N up to …" is CAMPAIGN_M and CAMPAIGN_N."""
+    from pathlib import Path
+
+    said = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    m = "{" + ", ".join(map(str, CAMPAIGN_M)) + "}"
+    assert f"for M ∈ {m} × {len(CAMPAIGN_N)} values of N up to {max(CAMPAIGN_N)}" in said

@@ -15,9 +15,10 @@ from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, check_table,
 from rmsnorm.bench.tuning import backward_candidates, forward_candidates
 from rmsnorm.fast import backward_config, forward_config
 
-#: Sweeps 7 and 8's short, odd and float32 widths, beside the grids' shapes (M does not enter the table).
-SWEPT_WIDTHS = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 65, 257, 511, 1000, 2047, 3000, 4097,
-                                     8193, 12289, 16384)
+#: Sweeps 7-9's short, odd and float32 widths and the edges of their rules, beside the grids' shapes (M does not
+#: enter the table).
+SWEPT_WIDTHS = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 65, 127, 129, 255, 257, 511, 513, 1000, 1025,
+                                     2047, 3000, 4095, 4097, 6143, 8191, 8193, 12289, 16384)
                  for d in (torch.bfloat16, torch.float32)]
 
 
@@ -180,6 +181,49 @@ def test_sweep_8_the_float32_table_is_never_slower_and_is_the_best_where_it_chan
     changed = by_n[by_n["now"] < by_n["then"]]
     assert set(changed.index) == {257, 12289, 16384}  # the rows the config docstrings cite
     assert (changed["now"] == changed["best"]).all() and (changed["then"] / changed["now"] > 1.05).all()
+
+
+def test_sweep_9_the_odd_rules_are_never_slower_and_are_the_best_where_they_changed():
+    """Sweep 9 (odd widths no sweep had timed): the table after it against the table it found, in the one run."""
+    from rmsnorm.bench.tuning import table_against_sweep
+
+    sweep = pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 9")
+    assert set(sweep["pass_"]) == {"backward"} and (sweep["N"] % 2 == 1).all()
+    table = table_against_sweep(sweep).droplevel("pass_")
+    assert table.notna().all().all()  # both tables were candidates at every width
+    assert (table["now"] <= table["then"]).all()
+    changed = table[table["now"] < table["then"]]
+    assert set(changed.index) == {("float32", 65), ("float32", 1025), ("float32", 4095), ("bfloat16", 4097),
+                                  ("bfloat16", 6143)}  # the rows config.py cites; 511 kept (within 3 %)
+    assert (changed["now"] == changed["best"]).all() and (changed["then"] / changed["now"] > 1.04).all()
+    kept = table.loc[("float32", 511)]
+    assert kept["now"] == kept["then"] and kept["now"] / kept["best"] < 1.03
+
+
+def test_odd_widths_the_comparison_checks_every_output_and_says_where_compile_stays_ahead():
+    """results/h200/odd_widths.csv beside sweep 9: today's rule against compile, in the same run."""
+    from rmsnorm.bench.tuning import table_against_sweep
+
+    table = pd.read_csv(RESULTS_DIR / "odd_widths.csv")
+    assert (table["check"] == "ok").all() and table["us"].notna().all()
+    backward = table[table["pass_"] == "backward"].pivot_table(index=["dtype", "N"], columns="provider", values="us")
+    now = table_against_sweep(pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 9"))["now"]
+    ratio = (backward[["compile", "liger"]].min(axis=1) / now.droplevel("pass_")).round(2)  # best peer / new table
+    behind = ratio[ratio < 0.9]
+    assert dict(behind) == {("float32", 65): 0.81, ("bfloat16", 4097): 0.71}
+    assert (backward.loc[behind.index, "compile"] < backward.loc[behind.index, "liger"]).all()  # compile ahead there
+    rest = ratio.drop(behind.index).drop(("float32", 4095))
+    assert ratio[("float32", 4095)] == 1.0 and (rest.min(), rest.max()) == (1.10, 1.33)
+    said = " ".join((RESULTS_DIR / "README.md").read_text().split())
+    assert ("0.81 at float32 65 and 0.71 at bf16 4097 (compile ahead), 1.00 at float32 4095 and 1.10–1.33 at the "
+            "other three") in said
+    at_4097 = table_against_sweep(pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 9")).loc[
+        ("bfloat16", 4097, "backward")]
+    figures = round(at_4097["best"]), round(at_4097["then"]), round(backward.loc[("bfloat16", 4097), "compile"])
+    assert figures == (259, 275, 183)
+    readme = " ".join((RESULTS_DIR.parent.parent / "README.md").read_text().split())
+    assert ("at 16380 × 4097 bf16 its best configuration took 259 µs against the table's 275 and compile's 183 in "
+            "the same run") in readme
 
 
 def test_float32_arithmetic_is_never_slower_than_float64_and_changes_no_forward():

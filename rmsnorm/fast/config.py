@@ -214,11 +214,12 @@ def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
 #: (x of 128 MiB, bf16): half the even widths' tile, two programs per SM and no pipelining below
 #: blocks of 2048: N = 3, 1515 → 225 µs; 15, 583 → 216; 257, 458 → 257; with 3 stages at 2047, 192 → 140.
 ODD_BACKWARD_TILE = 4096
-#: Odd float32 rows of 65-511 columns (float32 arithmetic, blocks of 128-512): a step of 2048
-#: elements on 4 warps (16 per thread and tensor), four programs per SM. Sweep 8 (x of 128 MiB)
-#: at N = 257, against the odd rule above: 170.2 → 131.6 µs, the best of 108 configurations.
-#: Measured at 257 only; the rule keeps the elements per thread of that point at every block up to 512.
-ODD_FLOAT32_SHORT_TILE = 2048
+#: Odd float32 rows of 65-511 columns (float32 arithmetic, blocks of 128-512): elements per step,
+#: by block, on 4 warps with four programs per SM. Sweep 8 (x of 128 MiB) at N = 257 (block 512),
+#: against the odd rule above: 170.2 → 131.6 µs with 2048, the best of 108 configurations; sweep 9 at
+#: 511, 2048 within 3 % of the best. Sweep 9 at N = 65 (block 128): 1024 elements, 251.1 → 196.1 µs,
+#: the best of 108. Blocks of 256 (129-255) were not timed and keep 512's step.
+ODD_FLOAT32_SHORT_TILE = {128: 1024, 256: 2048, 512: 2048}
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,13 +236,19 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     :data:`ODD_BACKWARD_TILE` elements with 8 warps and two programs per SM,
     pipelined only at blocks of 2048 and 4096; float32 rows of 4097-8191 one
     per step with 8 warps, unpipelined (333 → 236 µs at 4097); 16-bit rows of
-    8193-16383 with 32 warps and 2 stages (573 → 253 µs at 12289). 16-bit rows
-    of 4097-8191 keep the even table: sweep 7 did not time them.
+    8193-16383 with 32 warps and 2 stages (573 → 253 µs at 12289).
 
     Float32 rows past N = 64 (sweep 8, after their row arithmetic moved from
     float64 to float32): one block up to 16384, with 32 warps and no
     pipelining past 8192; odd rows of 65-511 in steps of
     :data:`ODD_FLOAT32_SHORT_TILE` elements on 4 warps, four programs per SM.
+
+    Sweep 9 (odd widths no sweep had timed, x of 128 MiB): odd float32 rows of
+    1025-4095 unpipelined, with 4 warps at blocks of 4096 (1025: 153.1 →
+    131.6 µs; 4095: 139.8 → 115.5); odd 16-bit rows of 4097-8191 one per step
+    with 8 warps and 2 stages (bf16 4097: 275.3 → 259.1; 6143: 210.9 → 202.3;
+    fp16 not timed); steps of 1024 elements at odd float32 65-127 (65: 251.1 →
+    196.1).
     Chosen on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
     """
     if N > BACKWARD_ONE_BLOCK_MAX_N[dtype]:
@@ -254,13 +261,17 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
         return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32 if odd else 16, programs_per_sm=1,
                           num_stages=2 if odd else 1)
     if odd and dtype == torch.float32 and FLOAT64_MAX_N < N < 512:
-        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_FLOAT32_SHORT_TILE), BLOCK_N=block_n, num_warps=4,
-                          programs_per_sm=4, num_stages=1)
+        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_FLOAT32_SHORT_TILE[block_n]), BLOCK_N=block_n,
+                          num_warps=4, programs_per_sm=4, num_stages=1)
+    if odd and dtype == torch.float32 and 2048 <= block_n <= 4096:  # 1025-4095: sweep 9, unpipelined
+        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_BACKWARD_TILE), BLOCK_N=block_n,
+                          num_warps=4 if block_n == 4096 else 8, programs_per_sm=2, num_stages=1)
     if odd and block_n <= 4096:
         return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_BACKWARD_TILE), BLOCK_N=block_n, num_warps=8,
                           programs_per_sm=2, num_stages=3 if block_n >= 2048 else 1)
-    if odd and dtype == torch.float32:  # 4097-8191
-        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=8, programs_per_sm=1, num_stages=1)
+    if odd:  # 4097-8191: one row per step, 8 warps; float32 unpipelined (sweep 7), 16-bit 2 stages (sweep 9)
+        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=8, programs_per_sm=1,
+                          num_stages=1 if dtype == torch.float32 else 2)
     block_m = _tile_rows(block_n, 4096 if dtype == torch.float32 else 8192)
     warps = 16 if dtype == torch.float32 and block_n >= 8192 else 8
     return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, programs_per_sm=1, num_stages=3)
