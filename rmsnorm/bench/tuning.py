@@ -139,7 +139,7 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         sweep: rows of ``fast_tuning.csv`` from one sweep that has the ``table_when_swept`` column
-            (sweeps 7 and 8); failed rows (``us`` NaN) are left out.
+            (sweeps 7 to 9); failed rows (``us`` NaN) are left out.
 
     Returns:
         DataFrame indexed by (dtype, N, pass_) with columns ``then`` (the fastest row of the table's
