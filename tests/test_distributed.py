@@ -134,8 +134,32 @@ def _cpu_worker(rank: int, world: int, store: str, out: str) -> None:
         result["dtensor_refused"] = "yes"
     except AssertionError as error:
         result["dtensor_refused"] = str(error)
+    _save_and_exit(result, rank, out)
+
+
+def _save_and_exit(result: dict, rank: int, out: str) -> None:
+    """Save what this rank saw (``out/rank<r>.pt``), leave the process group, and end the process.
+
+    The process ends with ``os._exit(0)``, as a multiprocessing child does, not by finalising Python.
+    Seen once in CI: a rank that had finished its work exited with -6, printing ``terminate called
+    without an active exception``. Shown here: after FSDP2, ``destroy_process_group()`` cannot free the
+    gloo group, since the DeviceMesh keeps it (``_pg_registry``) and DTensor's sharding-propagation
+    cache keeps the mesh; gloo's three threads (``gloo_tcp_loop``, two ``pt_gloo_runloop``) still run
+    after ``destroy_process_group()`` and ``gc.collect()``, into the interpreter's finalisation. Inferred,
+    not reproduced (no abort in about 500 runs of the two ranks on two loaded cores): a gloo thread that
+    drops the last reference to a tensor Python once owned (rank 0 holds the inputs of DTensor's scatter,
+    the last collective) takes the GIL to do it; once the main thread is finalising, CPython 3.11 ends
+    that thread with ``pthread_exit``, whose unwinding through C++'s noexcept frames calls
+    ``std::terminate``. Without finalisation, no thread can meet it. Should a rank still die, the test
+    says whether it had saved its result, and PYTHONFAULTHANDLER prints its threads' stacks.
+    """
+    import torch.distributed as dist
+
     torch.save(result, os.path.join(out, f"rank{rank}.pt"))
     dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _launch_ranks(mode: str, tmp_path: Path, world: int = 2, **env_extra: str) -> list[dict]:
@@ -150,7 +174,8 @@ def _launch_ranks(mode: str, tmp_path: Path, world: int = 2, **env_extra: str) -
     store, out = tmp_path / "store", tmp_path / "out"
     out.mkdir()
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path, **env_extra)
+    # PYTHONFAULTHANDLER: a rank killed by a signal prints every Python thread's stack
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path, PYTHONFAULTHANDLER="1", **env_extra)
     ranks = [
         subprocess.Popen([sys.executable, __file__, mode, str(rank), str(world), str(store), str(out)], env=env,
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -168,7 +193,8 @@ def _launch_ranks(mode: str, tmp_path: Path, world: int = 2, **env_extra: str) -
             failures.append(f"rank {rank} ran past {WORKER_TIMEOUT_S} s:\n{output[-4000:]}")
             continue
         if process.returncode != 0:
-            failures.append(f"rank {rank} exited with {process.returncode}:\n{output[-4000:]}")
+            saved = "after saving its result" if (out / f"rank{rank}.pt").exists() else "before saving its result"
+            failures.append(f"rank {rank} exited with {process.returncode}, {saved}:\n{output[-4000:]}")
         elif output.strip():
             print(f"rank {rank}:\n{output}")
     assert not failures, "\n".join(failures)
@@ -476,8 +502,7 @@ def _gpu_worker(rank: int, world: int, store: str, out: str, parallel: str) -> N
                 fully_shard(layer, mesh=mesh)
             fully_shard(model, mesh=mesh)
         result[norm] = _train_llama(model, tokens, mean)
-    torch.save(result, os.path.join(out, f"rank{rank}.pt"))
-    dist.destroy_process_group()
+    _save_and_exit(result, rank, out)
 
 
 def _median(times: list[float]) -> float:
@@ -512,4 +537,3 @@ if __name__ == "__main__":
         _cpu_worker(int(_rank), int(_world), _store, _out)
     else:  # gpu-ddp, gpu-fsdp2
         _gpu_worker(int(_rank), int(_world), _store, _out, _mode.removeprefix("gpu-"))
-    sys.exit(0)
