@@ -13,6 +13,7 @@ every case, bf16 and the 2³¹-element forward.
 import itertools
 import re
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -482,8 +483,6 @@ def test_grid_size_is_programs_per_sm_times_sms_capped_by_the_row_blocks(device)
 
 def test_the_readme_names_the_campaign_this_file_runs():
     """The README's "for M ∈ {…} × K values of N up to …" is CAMPAIGN_M and CAMPAIGN_N."""
-    from pathlib import Path
-
     said = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     m = "{" + ", ".join(map(str, CAMPAIGN_M)) + "}"
     assert f"for M ∈ {m} × {len(CAMPAIGN_N)} values of N up to {max(CAMPAIGN_N)}" in said
