@@ -47,6 +47,7 @@ RUN --mount=type=secret,id=pipcert \
     python -m pip install --no-cache-dir -c constraints.txt torch "triton; platform_system == 'Linux'"
 COPY --chown=learner:learner pyproject.toml README.md ./
 COPY --chown=learner:learner rmsnorm ./rmsnorm
+COPY --chown=learner:learner rmsnorm_lab ./rmsnorm_lab
 COPY --chown=learner:learner rmsnorm_course ./rmsnorm_course
 RUN --mount=type=secret,id=pipcert \
     if [ -f /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \

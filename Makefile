@@ -166,8 +166,8 @@ $(BUILD_DIR)/html/%.html: $(BUILD_DIR)/executed/%.ipynb
 	@mkdir -p "$(@D)"
 	$(PY) -m nbconvert --to html --output-dir "$(@D)" "$<"
 
-check-env: $(SETUP)  ## Say where the kernels run and prove it (python -m rmsnorm.check_env).
-	$(PY) -m rmsnorm.check_env
+check-env: $(SETUP)  ## Say where the kernels run and prove it (python -m rmsnorm_course.check_env).
+	$(PY) -m rmsnorm_course.check_env
 
 # .gpu/ holds wheels for the GPU machine; it is ignored by git but is not ours to delete.
 CLEAN_KEEP := -e '!.gpu/'

@@ -1,105 +1,85 @@
-"""rmsnorm: RMSNorm in Triton, verified before it is accelerated.
+"""rmsnorm: RMSNorm in Triton, verified before it is accelerated. What a model imports.
 
-The package every lesson imports. Importing it first chooses where kernels
-run (a CUDA GPU, or Triton's interpreter on the CPU), then defines them.
+Importing it defines the kernels and registers two operators; it changes nothing else in the
+caller's process (no environment variable, no Triton setting, no ``torch._dynamo`` import).
+The kernels run on a CUDA GPU, or on the CPU in Triton's interpreter when ``TRITON_INTERPRET=1``
+was set before triton was first imported (:mod:`rmsnorm.device`).
 
-Public API (the original article's names):
+Public API:
 
-- :func:`rmsnorm_reference`, :func:`manual_backward` — the PyTorch oracle.
-- :func:`check_contract`, :class:`ContractError` — the input contract.
-- :func:`forward_op` → (y, rstd); :func:`backward_rows` → (dx, partial);
-  :func:`reduce_gamma_gradient` → dgamma — the kernels' launchers.
-- :class:`RMSNormFunction`, :func:`rmsnorm`, :data:`CALLS` — autograd.
-- :class:`RMSNorm` — the module (``weight``; state_dict-compatible with
-  ``torch.nn.RMSNorm``).
+- :func:`rmsnorm` (= :func:`rmsnorm_fast`) (x, weight, eps) — differentiable, any (..., N) with
+  N ≤ 262144, float32/float16/bfloat16, row strides; eager calls launch directly, and
+  ``torch.compile(fullgraph=True)`` traces two registered operators (``rmsnorm_fast::forward``
+  and ``::backward``) whole.
+- :class:`RMSNorm` (= :class:`FastRMSNorm`) — a ``torch.nn.RMSNorm`` subclass (same constructor and
+  state_dict) that calls it.
+- :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for :class:`FastRMSNorm`, recognised by
+  behaviour, the weight Parameters kept.
+- :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers; :class:`FastConfig`,
+  :func:`forward_config`, :func:`backward_config` — the configuration table.
+- :class:`ContractError` — what every refused input raises, before anything is written.
+- :func:`rmsnorm_reference`, :func:`manual_backward` — the PyTorch oracle; :mod:`rmsnorm.testing` —
+  tolerances and checks.
 
-The fast path (lessons 09–12), beside the article's, in :mod:`rmsnorm.fast`:
+The article's simple kernels, which lessons 03–08 teach (rows up to 4096, float32/float16), are in
+:mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
-- :func:`rmsnorm_fast`, :class:`FastRMSNorm` — one-pass fused backward, bf16,
-  rows up to 262144, row strides, a custom op that ``torch.compile`` traces.
-- :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — its launchers.
-
-Teaching kernels, which a lesson or an exercise launches and a model never does, are in
-:mod:`rmsnorm.teaching` (the primer, the deliberately buggy kernels, exercises 09 and 10's
-kernels); none of them is imported here.
-
-The course's machinery (the checkers, the training run of lesson 06) is a package of its own,
-:mod:`rmsnorm_course`, which imports this one; this one imports it only where an old path is
-asked for: ``rmsnorm.checkers``, ``rmsnorm.training``, ``rmsnorm.primer`` and ``rmsnorm.buggy``
-still import the modules that moved, as the very same module objects (:mod:`rmsnorm._aliases`).
-
-One convention per fact:
-
-- **eps.** New code says ``eps``, as torch, Liger and quack do (the fast path, the teaching
-  kernels of 09 and 10). The article's path keeps the article's ``epsilon``
-  (:func:`rmsnorm_reference`, :func:`forward_op`, :func:`backward_rows`, :class:`RMSNormFunction`),
-  since lessons 03–08 print those signatures and exercises 03–08 require them.
-- **Kernel arguments.** In the fast kernels each row stride comes right after its pointer
-  (``x_ptr, x_row_stride, gamma_ptr, …``). The article's kernels keep the article's order,
-  pointers first, then strides, and an exercise's kernel keeps the signature its checker launches.
-- **Interpreted?** :func:`device.interpreter_active` (re-exported as :func:`interpreter_active`)
-  is the one way to ask whether kernels run in Triton's interpreter: it is recorded once, at
-  import, and truthful also under ``TRITON_INTERPRET=1`` on a GPU machine (whether there is a
-  GPU to time on is another question, ``torch.cuda.is_available()``, which the benchmarks ask).
+File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
+launch.py) → operators and autograd (autograd.py) → functional → module → the model swap (swap.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
 
-from . import device as _device  # first: decides where kernels run, before any @triton.jit below
-
-# isort: split
-
-from . import _aliases  # noqa: E402
-from .autograd import CALLS, CallCounter, RMSNormFunction, rmsnorm  # noqa: E402
-from .backward import backward_rows, rmsnorm_dx_kernel  # noqa: E402
-from .contract import (  # noqa: E402
-    MAX_N,
-    MAX_SCRATCH_BYTES,
+from .autograd import FastRMSNorm, rmsnorm_fast
+from .backward import rmsnorm_fast_backward, rmsnorm_fast_backward_kernel, rmsnorm_fast_dgamma_kernel
+from .config import FastConfig, backward_config, forward_config, grid_size, num_programs, row_align_hint, row_alignment
+from .contract import (
+    FAST_DTYPES,
+    FAST_MAX_N,
+    INTERPRETER_BF16_REASON,
     ContractError,
-    check_contract,
-    scratch_bytes,
+    InterpreterUnavailableError,
+    check_fast_inputs,
+    refuse_dtensor,
 )
-from .device import InterpreterUnavailableError, default_device, interpreter_active  # noqa: E402
-from .fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward  # noqa: E402
-from .forward import forward_op, rmsnorm_forward_kernel  # noqa: E402
-from .module import RMSNorm  # noqa: E402
-from .reduction import reduce_gamma_gradient, rmsnorm_dgamma_kernel  # noqa: E402
-from .reference import manual_backward, rmsnorm_reference  # noqa: E402
+from .device import default_device, describe_backend, interpreter_active
+from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
+from .reference import manual_backward, rmsnorm_reference
+from .swap import randomise_norm_weights, swap_rmsnorm
 
-_device.check_backend(rmsnorm_forward_kernel)
-_aliases.install()  # the old paths of what moved (rmsnorm.checkers, rmsnorm.training, rmsnorm.primer, rmsnorm.buggy)
-
-
-def describe_backend() -> str:
-    """One line saying where the kernels run: ``'GPU: NVIDIA H200'`` or the interpreter."""
-    return _device.describe(rmsnorm_forward_kernel)
-
+#: The library's RMSNorm: the fast path under the names a user looks for first.
+rmsnorm = rmsnorm_fast
+RMSNorm = FastRMSNorm
 
 __all__ = [
-    "CALLS",
-    "CallCounter",
-    "ContractError",
+    "FAST_DTYPES",
+    "FAST_MAX_N",
+    "FastConfig",
     "FastRMSNorm",
+    "INTERPRETER_BF16_REASON",
+    "ContractError",
     "InterpreterUnavailableError",
-    "MAX_N",
-    "MAX_SCRATCH_BYTES",
     "RMSNorm",
-    "RMSNormFunction",
-    "backward_rows",
-    "check_contract",
+    "backward_config",
+    "check_fast_inputs",
     "default_device",
     "describe_backend",
-    "forward_op",
+    "forward_config",
+    "grid_size",
     "interpreter_active",
     "manual_backward",
-    "reduce_gamma_gradient",
+    "num_programs",
+    "randomise_norm_weights",
+    "refuse_dtensor",
     "rmsnorm",
-    "rmsnorm_dgamma_kernel",
-    "rmsnorm_dx_kernel",
     "rmsnorm_fast",
     "rmsnorm_fast_backward",
+    "rmsnorm_fast_backward_kernel",
+    "rmsnorm_fast_dgamma_kernel",
     "rmsnorm_fast_forward",
-    "rmsnorm_forward_kernel",
+    "rmsnorm_fast_forward_kernel",
     "rmsnorm_reference",
-    "scratch_bytes",
+    "row_align_hint",
+    "row_alignment",
+    "swap_rmsnorm",
 ]

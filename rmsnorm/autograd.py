@@ -1,93 +1,330 @@
-"""Autograd wiring: RMSNormFunction connects the three kernels to PyTorch.
+"""The fast path as PyTorch calls it: a lean eager path, two registered operators, a module.
 
-forward saves (x, gamma, rstd) and epsilon; backward makes dy contiguous,
-runs the dx kernel, then the dgamma reduction, and returns one gradient per
-input of forward: (dx, dgamma, None) — None for epsilon, which is not
-differentiated by this interface (it still changes y).
+A model calls the norm as a Python function, and at the sizes real batches
+have the host's time per call is what the model feels. So the eager path
+is kept as short as it can be:
 
-Source: notebooks/06_autograd_and_training.ipynb; PyTorch "Extending
-torch.autograd" (custom Function).
+- eager calls (no ``torch.compile`` tracing, no ``TorchDispatchMode`` active,
+  no meta tensor) go through :class:`_FastRMSNormFunction`, a
+  ``torch.autograd.Function`` whose forward and backward call the launchers
+  directly (:func:`~rmsnorm.forward.launch_forward`,
+  :func:`~rmsnorm.backward.launch_backward`), with no dispatcher in
+  between, and x checked once per call (an eager call made inside a
+  torch.compile region, in a frame Dynamo has given up on, goes through
+  the class :func:`_function_outside_dynamo` builds, which runs the same code with
+  Dynamo switched off);
+- ``torch.compile``, dispatch modes and meta tensors see two operators, defined with
+  ``torch.library.define``/``impl`` and given fake implementations with
+  ``torch.library.register_fake``:
+
+  - ``rmsnorm_fast::forward(x, gamma, eps) -> (y, rstd)``
+  - ``rmsnorm_fast::backward(x, gamma, rstd, dy) -> (dx, dgamma)`` (dgamma empty when gamma is None)
+
+  so ``torch.compile(model, fullgraph=True)`` traces them as opaque nodes (no
+  graph break, the same kernels as in eager mode), and
+  ``torch.library.opcheck`` passes. The forward operator's autograd formula
+  (``torch.library.register_autograd``) calls the backward operator; the
+  backward is not differentiable, and a double backward raises a clear
+  RuntimeError on both paths.
+
+Why not ``torch.library.custom_op``: measured on the H200's host (torch 2.11),
+its eager dispatch cost about 100 µs of a 120 µs forward, against about 10 µs
+for an operator defined with ``torch.library.define``/``impl`` and none at all
+for a direct call from an ``autograd.Function`` (pytorch/pytorch #176592 and
+#177109; attention-gym PR #302 found the same). ``triton_op`` + ``wrap_triton``
+would let Inductor see inside the kernels, but its eager call goes through
+the same ``custom_op`` machinery.
+
+File order as in Liger and quack: kernels and launchers (forward.py,
+backward.py) → operators and autograd → functional → module.
+
+Source: notebooks/11_extending_the_contract.ipynb; PyTorch "Python Custom
+Operators" (torch.library.define, impl, register_fake, register_autograd).
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
-from torch.autograd.function import once_differentiable
+from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
 
-from .backward import backward_rows
-from .contract import ContractError, _require_contiguous, _require_tensor
-from .forward import forward_op
-from .reduction import reduce_gamma_gradient
+from .backward import launch_backward, rmsnorm_fast_backward
+from .contract import _PLAIN, ContractError, DTensor, _require_tensor, check_epsilon, check_fast_inputs, refuse_dtensor
+from .forward import launch_forward
+
+_LIB = torch.library.Library("rmsnorm_fast", "DEF")  # kept alive: the operators live as long as it does
+_LIB.define("forward(Tensor x, Tensor? gamma, float eps) -> (Tensor, Tensor)")
+_LIB.define("backward(Tensor x, Tensor? gamma, Tensor rstd, Tensor dy) -> (Tensor, Tensor)")
 
 
-class CallCounter(dict):
-    """Counts passes through :class:`RMSNormFunction`: ``{"forward": n, "backward": n}``.
+def _forward_impl(x: torch.Tensor, gamma: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    check_fast_inputs(x, gamma, eps)
+    return launch_forward(x, gamma, eps)
 
-    These are passes through the wrapper, not GPU launches (one backward
-    launches two kernels). ``CALLS.reset()`` sets both to 0.
+
+def _backward_impl(x, gamma, rstd, dy):
+    dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
+    return dx, (x.new_empty(0) if dgamma is None else dgamma)  # an op returns tensors: empty = no weight
+
+
+for _device in ("CPU", "CUDA"):
+    _LIB.impl("forward", _forward_impl, _device)
+    _LIB.impl("backward", _backward_impl, _device)
+
+
+@torch.library.register_fake("rmsnorm_fast::forward", lib=_LIB)
+def _(x, gamma, eps):
+    return x.new_empty(x.shape), x.new_empty(x.shape[:1], dtype=torch.float32)
+
+
+@torch.library.register_fake("rmsnorm_fast::backward", lib=_LIB)
+def _(x, gamma, rstd, dy):
+    return x.new_empty(x.shape), (x.new_empty(0) if gamma is None else gamma.new_empty(gamma.shape))
+
+
+#: The two operators (``torch.ops.rmsnorm_fast.forward`` / ``.backward``), as torch.compile and opcheck see them.
+_forward_op = torch.ops.rmsnorm_fast.forward.default
+_backward_op = torch.ops.rmsnorm_fast.backward.default
+
+
+def _refuse_dtensor_at_the_op(cls, func, types, args, kwargs=None):
+    """What DTensor's dispatch runs for the two operators: the eager entry's ContractError.
+
+    Without it a DTensor reaching ``torch.ops.rmsnorm_fast.*`` directly fails with DTensor's own
+    NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast refuses
+    before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
     """
-
-    def __init__(self) -> None:
-        super().__init__(forward=0, backward=0)
-
-    def reset(self) -> None:
-        """Set both counts back to 0."""
-        self["forward"] = 0
-        self["backward"] = 0
+    names = ("x", "gamma", "eps") if func is _forward_op else ("x", "gamma", "rstd", "dy")
+    for name, arg in zip(names, args):
+        refuse_dtensor(name, arg)
+    raise ContractError(f"{func}: DTensor arguments are refused (see rmsnorm.contract.refuse_dtensor)")
 
 
-#: Global pass counter of the autograd wrapper.
-CALLS = CallCounter()
+if DTensor is not None:
+    for _op in ("rmsnorm_fast::forward", "rmsnorm_fast::backward"):
+        torch.library.register_torch_dispatch(_op, DTensor, _refuse_dtensor_at_the_op, lib=_LIB)
 
 
-class RMSNormFunction(torch.autograd.Function):
-    """RMSNorm with Triton forward and backward, for 2-D (M, N) inputs.
+def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
+    return dy if dy.stride(-1) == 1 or dy.shape[-1] == 1 else dy.contiguous()
 
-    Double backward is not supported (the backward is not itself
-    differentiable): asking for it raises a RuntimeError.
+
+def _setup_context(ctx, inputs, output):
+    x, gamma, _eps = inputs
+    _y, rstd = output
+    ctx.save_for_backward(x, gamma, rstd)
+    ctx.mark_non_differentiable(rstd)
+
+
+def _backward(ctx, dy, _drstd):
+    x, gamma, rstd = ctx.saved_tensors
+    dx, dgamma = _backward_op(x, gamma, rstd, _unit_column_stride(dy))
+    return dx, (None if gamma is None else dgamma), None
+
+
+torch.library.register_autograd("rmsnorm_fast::forward", _backward, setup_context=_setup_context, lib=_LIB)
+
+_DOUBLE_BACKWARD = (
+    "rmsnorm_fast: double backward (a gradient of the gradient) is not supported; "
+    "the fused backward kernel is not itself differentiable. Use torch.nn.functional.rms_norm "
+    "for higher-order gradients"
+)
+
+
+def _no_double_backward(ctx, *grads):
+    raise RuntimeError(_DOUBLE_BACKWARD)
+
+
+def _setup_nothing(ctx, inputs, output):
+    pass
+
+
+torch.library.register_autograd("rmsnorm_fast::backward", _no_double_backward, setup_context=_setup_nothing, lib=_LIB)
+
+
+class _RefuseDoubleBackward(torch.autograd.Function):
+    """(x, gamma, dx, dgamma) → (dx, dgamma), attached to x and gamma's graph; its backward raises.
+
+    Used when a backward builds a graph (create_graph=True), so that a gradient of these gradients
+    fails with a clear message rather than "does not require grad".
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, gamma: torch.Tensor, epsilon: float) -> torch.Tensor:
-        y, rstd = forward_op(x, gamma, epsilon)
+    def forward(ctx, x, gamma, dx, dgamma):
+        return dx.view_as(dx), (None if dgamma is None else dgamma.view_as(dgamma))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_DOUBLE_BACKWARD)
+
+
+class _FastRMSNormFunction(torch.autograd.Function):
+    """The eager path: (x (M, N) checked, gamma or None, eps: float) → y; the launchers called directly."""
+
+    @staticmethod
+    def forward(ctx, x, gamma, eps):
+        y, rstd = launch_forward(x, gamma, eps)
         ctx.save_for_backward(x, gamma, rstd)
-        ctx.epsilon = epsilon
-        CALLS["forward"] += 1
         return y
 
     @staticmethod
-    @once_differentiable
-    def backward(ctx, dy: torch.Tensor):
+    def backward(ctx, dy):
         x, gamma, rstd = ctx.saved_tensors
-        dx, partial = backward_rows(x, gamma, dy.contiguous(), rstd, ctx.epsilon)
-        dgamma = reduce_gamma_gradient(partial, gamma.dtype)
-        CALLS["backward"] += 1
+        dx, dgamma = launch_backward(x, gamma, rstd, _unit_column_stride(dy))
+        if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
+            dx, dgamma = _RefuseDoubleBackward.apply(x, gamma, dx, dgamma)
         return dx, dgamma, None
 
 
-def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
-    """RMSNorm over the last dimension with the Triton kernels, differentiable.
+@functools.cache
+def _function_outside_dynamo() -> type[_FastRMSNormFunction]:
+    """The eager path, for an eager call made while a torch.compile region is running.
+
+    Dynamo runs a frame eagerly when it has given up on it (a frame that raised
+    while being traced, a recompile limit hit), but it still tries to compile
+    every frame that frame calls: here ``forward``, ``backward`` and the
+    launchers, whose launch keys read ``data_ptr()`` and cannot be traced
+    (with ``fullgraph=True`` an ``Unsupported`` error). This subclass's forward and
+    backward run with Dynamo switched off (``torch.compiler.disable``), as
+    the compiled graph runs the operators. The plain class is kept for calls
+    outside torch.compile: the switch costs about 1 µs of host time per call.
+    Built at the first such call, because ``torch.compiler.disable`` imports
+    ``torch._dynamo``, which ``import rmsnorm`` must not (it is already imported
+    whenever a compiled region runs).
+    """
+
+    class _FastRMSNormFunctionOutsideDynamo(_FastRMSNormFunction):
+        forward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.forward))
+        backward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.backward))
+
+    return _FastRMSNormFunctionOutsideDynamo
+
+
+def _as_rows(t: torch.Tensor) -> torch.Tensor:
+    """(…, N) → (M, N) with unit column stride: a view when possible, else one copy.
+
+    ``reshape`` is a view when the leading dimensions collapse to one row
+    stride (``buf[:, :N]``, ``buf[..., :N]``) and one contiguous copy when
+    they do not (a head view ``qkv[:, :H * D].view(T, H, D)``, transposed
+    leading dimensions). It decides from sizes and strides, so torch.compile
+    traces it; a ``view`` tried inside ``try``/``except`` cannot be traced.
+    """
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        t = t.contiguous()
+    return t.reshape(-1, t.shape[-1])
+
+
+def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None = 1e-6) -> torch.Tensor:
+    """RMSNorm over the last dimension with the fast kernels; differentiable, compilable.
 
     Args:
-        x: (..., N) float32/float16, contiguous; leading dimensions are
-            flattened into M rows (a view, never a copy) and restored.
-        gamma: (N,) weight, same dtype and device.
-        epsilon: finite real number > 0.
+        x: (..., N) float32/float16/bfloat16, 1 ≤ N ≤ 262144, on CUDA (or the
+            CPU under the interpreter, bf16 excepted). Leading dimensions are
+            flattened into M rows. Layout: when the last dimension has unit
+            stride and the leading ones collapse to one row stride (e.g.
+            ``buf[:, :N]``, a slice of a fused QKV buffer), rows are read in
+            place; any other layout is copied once with ``.contiguous()``.
+        gamma: (N,) weight, float32/float16/bfloat16 (may differ from x's
+            dtype), or None for no weight.
+        eps: finite real number > 0, or None: as ``F.rms_norm(eps=None)``, the
+            epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
+            (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`).
 
     Returns:
-        y: the shape and dtype of ``x``.
+        y: shape of ``x``, dtype of ``x`` (also with a weight of another
+        dtype: activations stay in their dtype, as in Liger and quack),
+        contiguous. Gradients: dx
+        in x's dtype, dgamma in gamma's dtype (the upstream dy may have any
+        layout).
+
+    Across devices and ranks: each call runs on the device of its tensors (also
+    when another CUDA device is current); under DDP and FSDP2 each rank calls it
+    with plain tensors (FSDP2's ``fully_shard`` unshards the weight before the
+    forward), and that is supported. A DTensor x or gamma is refused, as quack
+    refuses it, rather than all-gathered, as Liger does: see
+    :func:`~rmsnorm.contract.refuse_dtensor`.
 
     Raises:
-        ContractError: (a ValueError) for any contract violation, including a
-            0-D or non-contiguous ``x``, before anything is written.
+        ContractError: (a ValueError) for anything outside the fast contract,
+            before anything is written; a DTensor x or gamma (tensor or sequence
+            parallelism, a weight still sharded), eager or under torch.compile,
+            with its placements and what to do instead (``x.full_tensor()``, or
+            ``torch.nn.RMSNorm``, which DTensor shards).
+        RuntimeError: on a double backward.
 
-    Source: notebooks/06_autograd_and_training.ipynb.
+    Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
     _require_tensor("x", x)
+    if type(x) is not torch.Tensor or (gamma is not None and type(gamma) not in _PLAIN):
+        refuse_dtensor("x", x)  # before either path: the operator would see a DTensor too (and torch.compile
+        refuse_dtensor("gamma", gamma)  # traces this check, so the compiled call refuses the same way)
     if x.dim() == 0:
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:
         raise ContractError(f"x must have 1 <= N columns; got shape {tuple(x.shape)}")
-    _require_contiguous("x", x)  # before view(): a reshape would copy silently
-    rows = x.view(-1, x.shape[-1])  # (M, N)
-    return RMSNormFunction.apply(rows, gamma, epsilon).view(x.shape)
+    if eps is None:  # torch takes the epsilon of its computation dtype (torch._decomp's _fused_rms_norm):
+        eps = torch.finfo(torch.float32).eps  # float32 for every dtype here, and the kernels compute in float32
+    rows = x if x.dim() == 2 and (x.stride(1) == 1 or x.shape[1] == 1) else _as_rows(x)
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+        # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
+        # FlopCounterMode, an op log) or a meta tensor must see
+        if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
+            check_epsilon(eps, "eps")  # before the op: its schema would refuse a non-float less clearly
+        # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
+        # implementation): a ContractError raised while Dynamo traces makes it skip this function and
+        # FastRMSNorm.forward for every caller until torch._dynamo.reset() (README, Troubleshooting)
+        y, _rstd = _forward_op(rows, gamma, float(eps))
+    else:
+        check_fast_inputs(rows, gamma, eps)  # x checked once, here
+        function = _function_outside_dynamo() if _dynamo_callback() else _FastRMSNormFunction
+        y = function.apply(rows, gamma, float(eps))
+    return y if rows is x else y.view(x.shape)
+
+
+class FastRMSNorm(torch.nn.RMSNorm):
+    """``torch.nn.RMSNorm`` whose forward runs the fast kernels.
+
+    Same constructor (``normalized_shape`` must be (N,) with N ≤ 262144),
+    ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``;
+    ``eps=None`` means, as there, the machine epsilon of the dtype the norm is
+    computed in, not of x's dtype: ``torch.finfo(torch.float32).eps`` ≈ 1.19e-7
+    for float32, float16 and bfloat16 x alike (``torch.finfo(torch.float16).eps``,
+    9.8e-4, would swamp mean(x²) for small activations);
+    ``elementwise_affine=False`` runs without a weight. y has x's dtype, as
+    ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair.
+
+    Under DDP and FSDP2 (``fully_shard``, which unshards the weight before the
+    forward) it trains as on one device; a DTensor input (tensor or sequence
+    parallelism) or a weight still sharded is refused, as in :func:`rmsnorm_fast`.
+
+    Raises:
+        ContractError: for a normalized_shape of more than one dimension or
+            wider than 262144, or an eps that is not None and not a finite
+            real number > 0 (at construction); for inputs or an eps outside
+            the fast contract, a DTensor x or weight included (at call time).
+
+    Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
+    """
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, device=device, dtype=dtype)
+        from .contract import FAST_MAX_N
+
+        if len(self.normalized_shape) != 1 or not 1 <= self.normalized_shape[0] <= FAST_MAX_N:
+            raise ContractError(
+                f"FastRMSNorm normalises the last dimension only: normalized_shape must be (N,) "
+                f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
+            )
+        if eps is not None:
+            check_epsilon(eps, "eps")  # as the article's RMSNorm does: the mistake shows where it is made
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N); eps=None as there."""
+        if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
+            raise ContractError(
+                f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
+                f"got x of shape {tuple(x.shape)}"
+            )
+        return rmsnorm_fast(x, self.weight, self.eps)

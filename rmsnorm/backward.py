@@ -1,11 +1,38 @@
-"""Backward kernel: one program per row computes dx and the dgamma partials.
+"""The fused one-pass backward: dx and the dgamma partials in one read of x and dy.
 
-For one row, with u = dy · gamma and rstd saved by the forward:
+With x̂ = x · rstd (rstd saved by the forward) and u = dy · gamma, for a row:
 
-    dx      = rstd · u − x · rstd³ · mean(u · x)     (mean over the N columns)
-    partial = dy · x · rstd                            (summed over rows later)
+    dx = rstd · (u − x̂ · mean(u · x̂))           (the article's formula, rearranged)
+    dgamma = Σ_rows dy · x̂
 
-Source: notebooks/04_backward_derivation.ipynb.
+The article's backward wrote every row's dy · x̂ to an (M, N) float32 buffer
+and read it back in a second kernel. Here a **persistent grid** of P programs
+(a few per SM) walks the rows: program p takes row blocks p, p + P, p + 2P, …,
+writes their dx, and keeps its share of dgamma in a float32 accumulator in
+registers. At the end each program writes one row of a (P, N) float32 buffer;
+:func:`rmsnorm_fast_dgamma_kernel` sums its P rows in a fixed order and casts
+to gamma's dtype. No atomics: dgamma is bitwise identical from run to run.
+Inductor calls the same fusion MixOrderReduction; Liger and quack do it too.
+
+Precision: the row arithmetic runs in float32, except for float32 rows of
+at most ``config.FLOAT64_MAX_N`` columns, where it runs in float64
+(:func:`~rmsnorm.config.row_arithmetic_dtype`). When N is small, u − x̂ · mean(u · x̂)
+cancels (at N = 1 it is u · (1 − x̂²)), and float32 rounding of x̂ and of the
+mean then costs a large share of the article's float32 tolerance; in float64
+only the saved float32 rstd limits it. Past a few columns the cancellation
+fades, and float64 arithmetic on wide rows costs twice the registers and a
+conversion per element each way for nothing. The partials stay float32.
+
+Rows wider than one block (N > BLOCK_N): mean(u · x̂) needs the whole row
+before any dx, and a program cannot hold a row of 262144 in registers. Pass 1
+walks the program's rows and stores each row's mean(u · x̂) in an (M,)
+scratch (in the row arithmetic's dtype); pass 2 walks the column blocks and, inside, the program's
+rows, so that one block's share of dgamma stays in registers and is stored
+once. x and dy are read twice (5·M·N·s bytes instead of 3·M·N·s), which
+costs less than read-modify-writing a float32 partial row per data row.
+
+Source: notebooks/10_one_pass_backward.ipynb; Liger-Kernel
+``ops/rms_norm.py`` (``rms_norm_backward``); quack ``rmsnorm.py``.
 """
 
 from __future__ import annotations
@@ -14,86 +41,244 @@ import torch
 import triton
 import triton.language as tl
 
-from .contract import check_contract, check_dy, check_rstd
-from .device import new_output
-from .forward import num_warps_for
+from . import device
+from .config import FastConfig, aligned, backward_config, num_programs, row_align_hint, row_arithmetic_dtype
+from .contract import check_fast_backward_inputs
+from .launch import DirectLauncher
+
+#: Column block and row block of the dgamma reduction kernel.
+REDUCE_BLOCK_N = 128
+REDUCE_BLOCK_P = 32
+#: The Triton dtype of each row arithmetic (the kernel's COMPUTE constexpr).
+TRITON_DTYPE = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 
 @triton.jit
-def rmsnorm_dx_kernel(
-    x_ptr,  # (M, N) input of the forward, float32 or float16
-    gamma_ptr,  # (N,) weight, dtype of x
-    dy_ptr,  # (M, N) gradient of the loss with respect to y, dtype of x
-    rstd_ptr,  # (M,) float32, saved by the forward
-    dx_ptr,  # (M, N) output: gradient with respect to x, dtype of x
-    partial_ptr,  # (M, N) float32 output: dy · x · rstd, one row of dgamma terms
-    row_stride,  # elements between rows; x, dy, dx and partial share it
-    N,  # real row length: mean(u · x) divides by N, never by BLOCK_SIZE
-    BLOCK_SIZE: tl.constexpr,  # next_power_of_2(N)
+def _backward_one_block(
+    x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
+    HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < N
-    offsets = row * row_stride + cols
-    x = tl.load(x_ptr + offsets, mask=mask, other=0).to(tl.float32)
-    gamma = tl.load(gamma_ptr + cols, mask=mask, other=0).to(tl.float32)
-    dy = tl.load(dy_ptr + offsets, mask=mask, other=0).to(tl.float32)
-    rstd = tl.load(rstd_ptr + row)
-    u = dy * gamma
-    mean_ux = tl.sum(u * x, axis=0) / N
-    dx = rstd * u - x * rstd * rstd * rstd * mean_ux
-    tl.store(dx_ptr + offsets, dx, mask=mask)
-    tl.store(partial_ptr + offsets, dy * x * rstd, mask=mask)
+    """Rows that fit one block: BLOCK_M rows per step, dgamma summed in registers (arguments as in the kernel)."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    if HAS_GAMMA:
+        gamma = tl.load(gamma_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
+    dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for block in tl.range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):  # no row twice
+        rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
+        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)
+        x_hat = x * rstd[:, None]
+        u = dy
+        if HAS_GAMMA:
+            u = dy * gamma[None, :]
+        mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
+        dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
+        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
+        if HAS_GAMMA:
+            dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
+    if HAS_GAMMA:
+        tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
 
 
-# torch.compile breaks the graph here and runs the launch eagerly: Dynamo cannot trace a kernel
-# that runs in Triton's CPU interpreter, and eager's numbers are the contract (the fast path's custom
-# op is the one meant to be traced whole).
-@torch.compiler.disable
-def backward_rows(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor, epsilon: float,
-    *, kernel=rmsnorm_dx_kernel,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the dx kernel: dx and the float32 dgamma partials, row by row.
+@triton.jit
+def _backward_looped(
+    x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
+    mean_ux_ptr, M, N, HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
+    REVERSE: tl.constexpr,
+):
+    """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    # pass 1, row by row: mean(u · x̂) over the whole row, kept in the (M,) scratch
+    for row in tl.range(pid, M, P):
+        row64 = tl.cast(row, tl.int64)
+        rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
+        ux = tl.zeros([BLOCK_N], dtype=COMPUTE)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            mask = c < N
+            x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+            u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+            if HAS_GAMMA:
+                u = u * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+            ux += u * x
+        tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
+    # pass 2, column block by column block, this program's rows inside: dx, and the block's
+    # share of dgamma summed in registers, stored once per block (no read-modify-write); REVERSE: from
+    # the row's last block, the one pass 1 read most recently (likeliest still in L2)
+    last = (tl.cdiv(N, BLOCK_N) - 1) * BLOCK_N
+    for start in range(0, N, BLOCK_N):
+        c = (last - start if REVERSE else start) + cols
+        mask = c < N
+        if HAS_GAMMA:
+            gamma = tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+        dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for row in tl.range(pid, M, P):
+            row64 = tl.cast(row, tl.int64)
+            rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
+            mean_ux = tl.load(mean_ux_ptr + row64).to(COMPUTE)
+            x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
+            dy = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+            u = dy
+            if HAS_GAMMA:
+                u = dy * gamma
+            dx = (u - x_hat * mean_ux) * rstd
+            tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
+            if HAS_GAMMA:
+                dgamma_acc += (dy * x_hat).to(tl.float32)
+        if HAS_GAMMA:
+            tl.store(partial_row + c, dgamma_acc, mask=mask)
+
+
+@triton.jit
+def rmsnorm_fast_backward_kernel(
+    x_ptr,  # (M, N) forward input, unit column stride
+    x_row_stride,  # elements between rows of x
+    gamma_ptr,  # (N,) weight; unused when HAS_GAMMA is False
+    rstd_ptr,  # (M,) float32 from the forward
+    dy_ptr,  # (M, N) upstream gradient, dtype of x, unit column stride
+    dy_row_stride,  # elements between rows of dy
+    dx_ptr,  # (M, N) output, dtype of x
+    dx_row_stride,  # elements between rows of dx
+    partial_ptr,  # (P, N) float32 output: program p's share of dgamma in row p
+    mean_ux_ptr,  # (M,) scratch (dtype COMPUTE) for mean(u · x̂) when ONE_BLOCK is False, else unused
+    M,  # rows
+    N,  # real row length: means divide by N, never by BLOCK_N
+    HAS_GAMMA: tl.constexpr,  # False: u = dy and no dgamma
+    COMPUTE: tl.constexpr,  # dtype of the row arithmetic (row_arithmetic_dtype: float64 for short float32 rows)
+    ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N
+    BLOCK_M: tl.constexpr,  # rows per step (1 when ONE_BLOCK is False)
+    BLOCK_N: tl.constexpr,  # columns per block (a power of two)
+    NUM_STAGES: tl.constexpr,  # software pipelining depth of the row loop
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and the three row strides (see config.row_alignment)
+    REVERSE: tl.constexpr,  # looped rows: pass 2 walks the column blocks from the last (see FastConfig)
+):
+    # Triton knows an integer argument's divisibility only by 16: say what the launcher checked (16-byte accesses)
+    N = aligned(N, ROW_ALIGN)
+    x_row_stride = aligned(x_row_stride, ROW_ALIGN)
+    dy_row_stride = aligned(dy_row_stride, ROW_ALIGN)
+    dx_row_stride = aligned(dx_row_stride, ROW_ALIGN)
+    partial_row = partial_ptr + tl.program_id(0).to(tl.int64) * N
+    if ONE_BLOCK:
+        _backward_one_block(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
+                            partial_row, M, N, HAS_GAMMA, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
+    else:
+        _backward_looped(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
+                         partial_row, mean_ux_ptr, M, N, HAS_GAMMA, COMPUTE, BLOCK_N, REVERSE)
+
+
+@triton.jit
+def rmsnorm_fast_dgamma_kernel(
+    partial_ptr,  # (P, N) float32, contiguous: one row per backward program
+    dgamma_ptr,  # (N,) output, dtype of gamma
+    P,  # rows of partial
+    N,  # columns
+    BLOCK_P: tl.constexpr,  # partial rows per step
+    BLOCK_N: tl.constexpr,  # columns per program
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (see config.row_alignment)
+):
+    N = aligned(N, ROW_ALIGN)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for start in range(0, P, BLOCK_P):  # a fixed order: the same sum on every run
+        p = start + tl.arange(0, BLOCK_P)
+        mask = (p < P)[:, None] & col_mask[None, :]
+        acc += tl.load(partial_ptr + p[:, None].to(tl.int64) * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(dgamma_ptr + cols, tl.sum(acc, axis=0), mask=col_mask)  # cast to gamma's dtype
+
+
+def rmsnorm_fast_backward(
+    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    *, config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Launch the fused backward and the fixed-order dgamma sum.
 
     Args:
-        x: (M, N) float32/float16, contiguous: the forward's input.
-        gamma: (N,) weight, dtype and device of ``x``.
-        dy: (M, N) upstream gradient, same shape, dtype and device as ``x``,
-            contiguous (the autograd wrapper makes it so; this function
-            rejects anything else).
-        rstd: (M,) float32 from :func:`forward_op`.
-        epsilon: the forward's epsilon. The kernel does not use it: ``rstd``
-            already includes it, and dx depends on epsilon only through
-            rstd. It stays in the signature (the article's) and is checked
-            like the forward's (finite, > 0), so that a bad value is refused
-            the same way on both passes; nothing checks that it is the
-            value the forward used.
-        kernel: a kernel with the signature of :func:`rmsnorm_dx_kernel`.
+        x: (M, N) forward input (fast contract: float32/float16/bfloat16,
+            unit column stride, any row stride, 1 ≤ N ≤ 262144).
+        gamma: (N,) weight, or None (then dgamma is None).
+        rstd: (M,) float32, unit stride, from :func:`rmsnorm_fast_forward`.
+        dy: (M, N) upstream gradient, dtype of ``x``, unit column stride, any
+            row stride.
+        config: launch configuration; default :func:`backward_config` (N, x.dtype).
 
     Returns:
-        (dx, partial): dx is (M, N) in the dtype of ``x``; partial is (M, N)
-        float32, dy · x · rstd, to be summed over rows by
-        :func:`reduce_gamma_gradient`.
+        (dx, dgamma): dx is (M, N) contiguous in the dtype of ``x``; dgamma is
+        (N,) in the dtype of ``gamma`` (zeros when M = 0), or None. Scratch:
+        (P, N) float32, P = SMs × programs_per_sm (at most the row blocks),
+        plus (M,) in :func:`row_arithmetic_dtype` when the row is wider than one block.
 
     Raises:
-        ContractError: (a ValueError) for any contract violation of x, gamma,
-            epsilon, dy or rstd, before anything is allocated.
+        ContractError: (a ValueError) for anything outside the contract,
+            before anything is allocated.
 
-    Source: notebooks/04_backward_derivation.ipynb.
+    Source: notebooks/10_one_pass_backward.ipynb.
     """
-    check_contract(x, gamma, epsilon)
-    check_dy(x, dy)
-    check_rstd(x, rstd)
+    check_fast_backward_inputs(x, gamma, rstd, dy)
+    return launch_backward(x, gamma, rstd, dy, config)
+
+
+_launch = DirectLauncher(rmsnorm_fast_backward_kernel)
+_launch_dgamma = DirectLauncher(rmsnorm_fast_dgamma_kernel)
+
+
+def launch_backward(
+    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`rmsnorm_fast_backward` without its checks: for callers that have checked the inputs already.
+
+    Launches through :class:`~rmsnorm.launch.DirectLauncher`.
+    """
     M, N = x.shape
-    dx = new_output((M, N), x.dtype, x.device)
-    partial = new_output((M, N), torch.float32, x.device)
+    config = config or backward_config(N, x.dtype)
+    dx = device.new_output((M, N), x.dtype, x.device)
     if M == 0:
-        return dx, partial
-    BLOCK_SIZE = triton.next_power_of_2(N)
-    kernel[(M,)](
-        x, gamma, dy, rstd, dx, partial,
-        N, N,  # row stride == N: all four are contiguous (M, N)
-        BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE),
+        return dx, None if gamma is None else torch.zeros(N, dtype=gamma.dtype, device=x.device)
+    one_block = config.one_block(N)
+    block_m = config.BLOCK_M if one_block else 1
+    P = num_programs(config, x.device, -(-M // block_m))
+    partial = device.new_output((P, N), torch.float32, x.device) if gamma is not None else dx
+    compute = row_arithmetic_dtype(N, x.dtype)
+    mean_ux = rstd if one_block else device.new_output((M,), compute, x.device)
+    w = x if gamma is None else gamma
+    _launch(
+        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, gamma is not None), (P,),
+        x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
+        M, N, gamma is not None, TRITON_DTYPE[compute],
+        one_block, block_m, config.BLOCK_N, config.num_stages,
+        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), config.reverse_second_pass,
+        num_warps=config.num_warps,
     )
-    return dx, partial
+    if gamma is None:
+        return dx, None
+    dgamma = device.new_output((N,), gamma.dtype, x.device)
+    _launch_dgamma(
+        (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
+         (P == 1, not P & 15, P >> 31), N),
+        (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
+        row_align_hint(dgamma.element_size(), N), num_warps=4,
+    )
+    return dx, dgamma
+
+
+def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_block: bool, block_m: int,
+                 has_gamma: bool) -> tuple:
+    """The fused backward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
+
+    The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype and
+    address mod 16, the config (its constexprs and ``num_warps``).
+    """
+    M, N = x.shape
+    return (x.device.index, x.dtype, w.dtype, partial.dtype, mean_ux.dtype,
+            x.data_ptr() & 15, w.data_ptr() & 15, rstd.data_ptr() & 15, dy.data_ptr() & 15, dx.data_ptr() & 15,
+            partial.data_ptr() & 15, mean_ux.data_ptr() & 15, x.stride(0), dy.stride(0), dx.stride(0),
+            (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_gamma)

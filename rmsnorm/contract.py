@@ -1,39 +1,66 @@
-"""The input contract of the kernels: checked before anything is allocated or written.
+"""The fast path's input contract: wider than the article's, and just as loud.
 
-The kernels assume row-major (contiguous) float32/float16 tensors on one
-device, a row of at most 4096 columns and at most 64 MiB of float32 scratch
-for the dgamma partials. Anything else is refused with a :class:`ContractError`
-that names the tensor, the rule and the value seen. There is no silent
-fallback to the reference and no silent copy.
+What the fast kernels accept (anything else raises :class:`ContractError`,
+naming the tensor, the rule and the value, before anything is allocated):
 
-Source: notebooks/03_forward_kernel.ipynb (memory contract) and
-notebooks/05_gamma_reduction.ipynb (scratch budget).
+- ``x``: float32, float16 or bfloat16, 2-D (M, N) with 1 ≤ N ≤ 262144 and any
+  M ≥ 0 (offsets are int64, so M·N ≥ 2³¹ is fine). The last dimension must
+  have unit stride; the row stride may be anything (a slice ``buf[:, :N]`` is
+  read in place). The strides of an empty tensor (M = 0) are not checked:
+  they describe no memory, and nothing is read. The functional :func:`rmsnorm.rmsnorm_fast` makes any
+  other layout contiguous first (one copy) and flattens leading dimensions.
+- ``gamma``: (N,) float32, float16 or bfloat16 with unit stride, on x's
+  device; its dtype may differ from x's (fp32 weights, bf16 activations).
+- ``eps``: a finite real number > 0.
+- bfloat16 is refused under Triton's CPU interpreter (see
+  :data:`INTERPRETER_BF16_REASON`); it runs on the GPU.
+- No DTensor (``torch.distributed.tensor``), as x or as gamma: a kernel reads
+  one device's memory, so it would normalise a shard as if it were the whole
+  tensor and never sum dgamma across ranks. :func:`refuse_dtensor` names the
+  placements and the way out (``full_tensor()``, or ``torch.nn.RMSNorm``,
+  which DTensor shards). A plain tensor on each rank (DDP; FSDP2, which
+  unshards the weight before the forward) is what the kernels take.
+
+Scratch is (P, N) float32 for the dgamma partials (P = the number of
+programs, a few per SM): no M·N buffer, so no scratch limit.
+
+Source: notebooks/11_extending_the_contract.ipynb.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import torch
 
-from . import device
+from .device import INTERPRET_ENV, interpreter_active
 
-#: Widest row the kernels accept: one program holds a whole row in registers.
-MAX_N = 4096
-#: Bytes of float32 scratch (M × N × 4) the dgamma partials may take: 64 MiB.
-MAX_SCRATCH_BYTES = 64 * 1024 * 1024
-#: Dtypes the kernels accept (the reference also accepts float64).
-KERNEL_DTYPES = (torch.float32, torch.float16)
+try:  # torch built without distributed support has no DTensor, and so cannot pass one
+    from torch.distributed.tensor import DTensor
+except ImportError:  # pragma: no cover - every wheel this project installs has it
+    DTensor = None
+
+#: Widest row the fast path accepts (a loop over column blocks beyond one block).
+FAST_MAX_N = 262144
+#: Dtypes of x, dy and gamma on the fast path.
+FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: Why bf16 is refused under the interpreter (checked with triton 3.6 and 3.7.1, see
+#: tests/test_fast.py::test_interpreter_bf16_is_still_wrong): it stores bf16 by
+#: truncating instead of rounding to nearest, and adds bf16 values as integers.
+INTERPRETER_BF16_REASON = (
+    "Triton's CPU interpreter computes bfloat16 wrongly (it adds bf16 bit patterns as integers "
+    "and truncates float32 -> bf16 stores instead of rounding to nearest), so bf16 runs on a GPU only"
+)
 
 
 class ContractError(ValueError):
     """An input breaks the kernels' contract. A ``ValueError``."""
 
 
-def scratch_bytes(M: int, N: int) -> int:
-    """Bytes of the float32 ``partial`` buffer for an (M, N) input: ``M * N * 4``."""
-    return M * N * 4
+class InterpreterUnavailableError(ContractError, RuntimeError):
+    """CPU tensors, and Triton's interpreter is off: the kernels can run nowhere. A :class:`ContractError`."""
 
 
 def _require_tensor(name: str, t) -> None:
@@ -41,15 +68,6 @@ def _require_tensor(name: str, t) -> None:
         raise ContractError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
     if t.layout != torch.strided:
         raise ContractError(f"{name} must be a dense (strided) tensor; got layout {t.layout}")
-
-
-def _require_contiguous(name: str, t: torch.Tensor) -> None:
-    if not t.is_contiguous():
-        raise ContractError(
-            f"{name} must be contiguous (row-major); got shape {tuple(t.shape)} with strides "
-            f"{tuple(t.stride())}. Views such as a transpose are rejected, not copied: "
-            f"call .contiguous() yourself if a copy is what you want"
-        )
 
 
 def _require_device(name: str, t: torch.Tensor, expected: torch.device) -> None:
@@ -60,11 +78,14 @@ def _require_device(name: str, t: torch.Tensor, expected: torch.device) -> None:
 def _require_kernel_device(name: str, t: torch.Tensor) -> None:
     """A device the kernels can run on: CUDA, or the CPU while the interpreter is on."""
     if t.device.type == "cpu":
-        if not device.interpreter_active():
-            raise ContractError(
-                f"{name} is on the CPU but Triton's interpreter is off, so the kernels cannot run there. "
-                "Move the tensors to CUDA, or restart Python with TRITON_INTERPRET=1 set "
-                "before triton is imported"
+        if not interpreter_active():
+            seen = os.environ.get(INTERPRET_ENV, "<unset>")
+            raise InterpreterUnavailableError(
+                f"rmsnorm: {name} is on the CPU and Triton's interpreter is off ({INTERPRET_ENV}={seen} when "
+                "triton was imported), so the kernels cannot run. Move the tensors to a CUDA device, or restart "
+                f"Python (in Jupyter: restart the kernel) with {INTERPRET_ENV}=1 set before triton is imported: "
+                f"in the shell ({INTERPRET_ENV}=1 python ...), or with os.environ['{INTERPRET_ENV}'] = '1' before "
+                "the first import of triton or rmsnorm"
             )
     elif t.device.type != "cuda":
         raise ContractError(f"{name} must be on a CUDA device (or the CPU with the interpreter); got {t.device}")
@@ -87,104 +108,156 @@ def check_epsilon(epsilon, name: str = "epsilon") -> None:
         raise ContractError(f"{name} must be finite and > 0; got {epsilon!r}")
 
 
-def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:
-    """Check x, gamma and epsilon against the kernels' contract.
+def _require_dtype(name: str, t: torch.Tensor) -> None:
+    if t.dtype not in FAST_DTYPES:
+        raise ContractError(f"{name} must be float32, float16 or bfloat16 for the fast path; got {t.dtype}")
+    if t.dtype == torch.bfloat16 and t.device.type == "cpu" and interpreter_active():
+        raise ContractError(f"{name} is bfloat16 on the CPU: {INTERPRETER_BF16_REASON}")
 
-    Rules: x is a 2-D (M, N) contiguous float32/float16 tensor; gamma is a
-    contiguous (N,) tensor of the same dtype and device; 1 ≤ N ≤ 4096;
-    M × N × 4 bytes ≤ 64 MiB; the device is CUDA, or the CPU while Triton's
-    interpreter is active; epsilon is a finite real number > 0.
+
+def _require_unit_last_stride(name: str, t: torch.Tensor) -> None:
+    # An empty tensor's strides describe no layout: torch calls every empty tensor contiguous, and
+    # .contiguous() returns it unchanged (the dy of y.sum() for an empty batch is expanded, strides (0, 0)).
+    if t.dim() >= 1 and t.shape[-1] > 1 and t.stride(-1) != 1 and t.numel() > 0:
+        raise ContractError(
+            f"{name} must have unit stride in its last dimension; got strides {tuple(t.stride())} "
+            f"for shape {tuple(t.shape)} (rmsnorm_fast copies such inputs once; the launchers do not)"
+        )
+
+
+def refuse_dtensor(name: str, t) -> None:
+    """Raise when ``t`` is a DTensor: the kernels would see one rank's shard only.
+
+    Liger all-gathers a DTensor input; quack refuses it; so does the fast path,
+    because a silent all-gather would undo what sharding is for (the memory of
+    sequence parallelism) and change the output's placement, and a correct
+    sharded norm needs dgamma reduced across the mesh (a ``Partial`` gradient).
 
     Args:
-        x: (M, N) activations.
-        gamma: (N,) weight.
-        epsilon: the stabiliser added to mean(x²).
+        name: what the message calls the tensor (``x``, ``gamma``).
+        t: any object; only a ``torch.distributed.tensor.DTensor`` is refused.
+
+    Raises:
+        ContractError: naming the tensor, its placements and mesh, and what to do instead.
+
+    Source: quack ``rmsnorm.py`` (refuses), Liger ``ops/rms_norm.py`` (all-gathers); checked by
+    tests/test_distributed.py.
+    """
+    if DTensor is None or not isinstance(t, DTensor):
+        return
+    layout = f"placements {tuple(t.placements)} on {t.device_mesh}, global shape {tuple(t.shape)}"
+    if name == "gamma":
+        remedy = (
+            "A sharded weight must be whole when the norm runs: put the norm inside a module given to "
+            "FSDP2's fully_shard (it unshards the weight before the forward), or pass gamma.full_tensor()"
+        )
+    else:
+        remedy = (
+            f"Pass {name}.full_tensor() (an all-gather: every rank gets the whole tensor) and shard the result "
+            "again if you need to; or, for a tensor sharded on a leading dimension (sequence parallelism), "
+            "use torch.nn.RMSNorm / torch.nn.functional.rms_norm, which DTensor shards itself"
+        )
+    raise ContractError(
+        f"{name} is a DTensor ({layout}); the fast kernels read one device's memory, so they would "
+        f"normalise the local shard as if it were the whole tensor and not reduce dgamma across ranks. {remedy}"
+    )
+
+
+_DTYPES = frozenset(FAST_DTYPES)
+_INTERPRETED = interpreter_active()
+#: Types a weight may have on the quick path (a DTensor Parameter has type DTensor, so it takes the rules).
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plainly_valid(x, gamma, eps) -> bool:
+    """True when x, gamma and eps pass every rule of :func:`check_fast_inputs`, read in a few attributes.
+
+    The common case of a model's call (a 2-D CUDA tensor, a weight, a float eps) costs the host a
+    few µs here instead of a walk through each rule; False means "let the rules say what is wrong"
+    (or that the input is valid in a rarer way: an int eps, an empty tensor, the interpreter).
+    tests/test_fast_user_code.py holds it to the rules, one broken rule at a time.
+    """
+    if type(x) is not torch.Tensor or x.layout is not torch.strided or x.dim() != 2 or x.dtype not in _DTYPES:
+        return False
+    if not (x.is_cuda or (_INTERPRETED and x.device.type == "cpu" and x.dtype is not torch.bfloat16)):
+        return False
+    N = x.shape[1]
+    if not 1 <= N <= FAST_MAX_N or (x.stride(1) != 1 and N != 1):
+        return False
+    if gamma is not None and not (
+        type(gamma) in _PLAIN and gamma.layout is torch.strided and gamma.dim() == 1
+        and gamma.shape[0] == N and gamma.dtype in _DTYPES and (gamma.stride(0) == 1 or N == 1)
+        and gamma.device == x.device and not (gamma.dtype is torch.bfloat16 and gamma.device.type == "cpu")
+    ):
+        return False
+    return type(eps) is float and 0 < eps < math.inf
+
+
+def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
+    """Check x, gamma and eps against the fast path's contract.
+
+    Args:
+        x: (M, N) activations, unit stride in the last dimension.
+        gamma: (N,) weight, or None (no affine weight).
+        eps: the stabiliser added to mean(x²).
+
+    Raises:
+        ContractError: naming the tensor, the rule and the value seen (a DTensor
+            x or gamma: its placements, see :func:`refuse_dtensor`); nothing
+            has been allocated or written when it is raised.
+
+    Source: notebooks/11_extending_the_contract.ipynb.
+    """
+    if _plainly_valid(x, gamma, eps):  # the common case, in a few attribute reads
+        return
+    _require_tensor("x", x)
+    refuse_dtensor("x", x)
+    if gamma is not None:
+        refuse_dtensor("gamma", gamma)
+    if x.dim() != 2:
+        raise ContractError(f"x must be 2-D (M, N) for the fast launchers; got {x.dim()}-D shape {tuple(x.shape)}")
+    _require_dtype("x", x)
+    _require_kernel_device("x", x)
+    M, N = x.shape
+    if not 1 <= N <= FAST_MAX_N:
+        raise ContractError(f"x must have 1 <= N <= {FAST_MAX_N} columns on the fast path; got N = {N}")
+    _require_unit_last_stride("x", x)
+    if gamma is not None:
+        _require_tensor("gamma", gamma)
+        _require_dtype("gamma", gamma)
+        _require_device("gamma", gamma, x.device)
+        if tuple(gamma.shape) != (N,):
+            raise ContractError(f"gamma must have shape (N,) = ({N},); got {tuple(gamma.shape)}")
+        _require_unit_last_stride("gamma", gamma)
+    check_epsilon(eps, "eps")
+
+
+def check_fast_backward_inputs(
+    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor
+) -> None:
+    """Check what the fused backward reads: x and gamma as in the forward, rstd and dy.
+
+    Rules: rstd is (M,) float32 on x's device, unit stride; dy has x's shape,
+    dtype and device, with unit stride in its last dimension (any row stride).
 
     Raises:
         ContractError: naming the tensor, the rule and the value seen.
-            Nothing has been allocated or written when it is raised.
 
-    Source: notebooks/03_forward_kernel.ipynb.
+    Source: notebooks/10_one_pass_backward.ipynb.
     """
-    _require_tensor("x", x)
-    _require_tensor("gamma", gamma)
-    if x.dim() != 2:
-        raise ContractError(f"x must be 2-D (M, N); got {x.dim()}-D shape {tuple(x.shape)}")
-    if x.dtype not in KERNEL_DTYPES:
-        raise ContractError(f"x must be float32 or float16 for the kernels; got {x.dtype}")
-    if gamma.dtype != x.dtype:
-        raise ContractError(f"gamma must have the dtype of x ({x.dtype}); got {gamma.dtype}")
-    _require_device("gamma", gamma, x.device)
-    _require_kernel_device("x", x)
-    _require_contiguous("x", x)
-    _require_contiguous("gamma", gamma)
-    M, N = x.shape
-    if not 1 <= N <= MAX_N:
-        raise ContractError(f"x must have 1 <= N <= {MAX_N} columns; got N = {N}")
-    if tuple(gamma.shape) != (N,):
-        raise ContractError(f"gamma must have shape (N,) = ({N},); got {tuple(gamma.shape)}")
-    if scratch_bytes(M, N) > MAX_SCRATCH_BYTES:
-        raise ContractError(
-            f"x of shape ({M}, {N}) needs M*N*4 = {scratch_bytes(M, N):,} bytes of dgamma scratch; "
-            f"the limit is {MAX_SCRATCH_BYTES:,} bytes (64 MiB)"
-        )
-    check_epsilon(epsilon)
-
-
-def check_dy(x: torch.Tensor, dy: torch.Tensor) -> None:
-    """Check the upstream gradient: same shape, dtype and device as x, contiguous.
-
-    Raises:
-        ContractError: naming the rule and the value seen.
-    """
-    _require_tensor("dy", dy)
-    if tuple(dy.shape) != tuple(x.shape):
-        raise ContractError(f"dy must have the shape of x {tuple(x.shape)}; got {tuple(dy.shape)}")
-    if dy.dtype != x.dtype:
-        raise ContractError(f"dy must have the dtype of x ({x.dtype}); got {dy.dtype}")
-    _require_device("dy", dy, x.device)
-    _require_contiguous("dy", dy)
-
-
-def check_rstd(x: torch.Tensor, rstd: torch.Tensor) -> None:
-    """Check the saved ``rstd``: float32, shape (M,), contiguous, on x's device.
-
-    Raises:
-        ContractError: naming the rule and the value seen.
-    """
+    check_fast_inputs(x, gamma, 1.0)
     _require_tensor("rstd", rstd)
-    if rstd.dtype != torch.float32:
-        raise ContractError(f"rstd must be float32 (one per row); got {rstd.dtype}")
-    if tuple(rstd.shape) != (x.shape[0],):
-        raise ContractError(f"rstd must have shape (M,) = ({x.shape[0]},); got {tuple(rstd.shape)}")
+    if rstd.dtype != torch.float32 or tuple(rstd.shape) != (x.shape[0],):
+        raise ContractError(
+            f"rstd must be float32 of shape (M,) = ({x.shape[0]},); got {rstd.dtype} {tuple(rstd.shape)}"
+        )
     _require_device("rstd", rstd, x.device)
-    _require_contiguous("rstd", rstd)
-
-
-def check_partial(partial: torch.Tensor, dtype: torch.dtype) -> None:
-    """Check the dgamma partials before the column sum.
-
-    Rules: 2-D float32 contiguous (M, N) with 1 ≤ N ≤ 4096 and M × N × 4 bytes
-    ≤ 64 MiB, on CUDA or on the CPU under the interpreter; ``dtype`` (of
-    dgamma) is float32 or float16.
-
-    Raises:
-        ContractError: naming the rule and the value seen.
-    """
-    _require_tensor("partial", partial)
-    if partial.dim() != 2 or partial.dtype != torch.float32:
+    _require_unit_last_stride("rstd", rstd)
+    _require_tensor("dy", dy)
+    if tuple(dy.shape) != tuple(x.shape) or dy.dtype != x.dtype:
         raise ContractError(
-            f"partial must be a 2-D float32 tensor (M, N); got {partial.dim()}-D {partial.dtype}"
+            f"dy must have the shape and dtype of x {tuple(x.shape)} {x.dtype}; got {tuple(dy.shape)} {dy.dtype}"
         )
-    if dtype not in KERNEL_DTYPES:
-        raise ContractError(f"dgamma dtype must be float32 or float16; got {dtype}")
-    _require_kernel_device("partial", partial)
-    _require_contiguous("partial", partial)
-    M, N = partial.shape
-    if not 1 <= N <= MAX_N:
-        raise ContractError(f"partial must have 1 <= N <= {MAX_N} columns; got N = {N}")
-    if scratch_bytes(M, N) > MAX_SCRATCH_BYTES:
-        raise ContractError(
-            f"partial of shape ({M}, {N}) takes {scratch_bytes(M, N):,} bytes; "
-            f"the limit is {MAX_SCRATCH_BYTES:,} bytes (64 MiB)"
-        )
+    refuse_dtensor("dy", dy)
+    _require_device("dy", dy, x.device)
+    _require_unit_last_stride("dy", dy)

@@ -1,7 +1,21 @@
-"""Forward kernel: one program per row computes rstd and y = x · rstd · gamma.
+"""The fast forward: several rows per program when N is small, a column loop when N is large.
 
-Source: notebooks/03_forward_kernel.ipynb; the layout follows Triton's
-tutorial 05-layer-norm.
+For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · gamma, computed
+in float32 and rounded once into y's dtype (the dtype of x).
+
+Program p takes row blocks p, p + P, p + 2P, … (with P = the number of row
+blocks, one block each; a configuration may make the grid persistent, a few
+programs per SM). Two shapes of the same kernel, chosen at compile time by
+``ONE_BLOCK``:
+
+- the row fits one block (N ≤ BLOCK_N): a (BLOCK_M, BLOCK_N) tile of rows is
+  loaded once, reduced along the row and written back;
+- the row is wider (N > BLOCK_N): a first loop over column blocks sums x²,
+  a second loop reads x again (mostly from L2: the first pass asked the cache
+  to keep it) and writes y. This is the loop rung of the N-vs-BLOCK ladder.
+
+Source: notebooks/09_the_long_row.ipynb; Triton's tutorial 05-layer-norm
+(``_layer_norm_fwd_fused``); Liger-Kernel and quack ``rmsnorm.py``.
 """
 
 from __future__ import annotations
@@ -10,76 +24,151 @@ import torch
 import triton
 import triton.language as tl
 
-from .contract import check_contract
-from .device import new_output
+from . import device
+from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint
+from .contract import check_fast_inputs
+from .launch import DirectLauncher
 
 
 @triton.jit
-def rmsnorm_forward_kernel(
-    x_ptr,  # (M, N) input, float32 or float16, row-major
-    gamma_ptr,  # (N,) weight, dtype of x
+def _normalise_row_block(
+    block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+    HAS_GAMMA: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    REVERSE: tl.constexpr,
+):
+    """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
+    cols = tl.arange(0, BLOCK_N)
+    rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
+    row_mask = rows < M
+    x_rows = x_ptr + rows[:, None] * x_row_stride
+    y_rows = y_ptr + rows[:, None] * y_row_stride
+    if ONE_BLOCK:
+        mask = row_mask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
+        y = x * rstd[:, None]
+        if HAS_GAMMA:
+            y = y * tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
+    else:
+        sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
+            c = start + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            sum_sq += x * x
+        rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
+        last = (tl.cdiv(N, BLOCK_N) - 1) * BLOCK_N  # where the row's last block starts
+        for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
+            # REVERSE: last block first, the ones pass 1 read most recently (likeliest still in L2)
+            c = (last - start if REVERSE else start) + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            y = x * rstd[:, None]
+            if HAS_GAMMA:
+                y = y * tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+            tl.store(y_rows + c[None, :], y, mask=mask)
+    tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+
+
+@triton.jit
+def rmsnorm_fast_forward_kernel(
+    x_ptr,  # (M, N) input, float32/float16/bfloat16, unit column stride
+    x_row_stride,  # elements from one row of x to the next (any value)
+    gamma_ptr,  # (N,) weight (any of the three dtypes); unused when HAS_GAMMA is False
     y_ptr,  # (M, N) output, dtype of x
-    rstd_ptr,  # (M,) float32 output: 1 / sqrt(mean(x²) + eps), kept for backward
-    x_row_stride,  # elements from one row of x to the next (N when contiguous)
     y_row_stride,  # elements from one row of y to the next
+    rstd_ptr,  # (M,) float32 output, kept for the backward
+    M,  # rows
     N,  # real row length: the mean divides by N, never by BLOCK_SIZE
     eps,  # added to mean(x²) before the square root
-    BLOCK_SIZE: tl.constexpr,  # next_power_of_2(N): lanes one program works on
+    HAS_GAMMA: tl.constexpr,  # False: y = x · rstd (no affine weight)
+    ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
+    BLOCK_M: tl.constexpr,  # rows per step
+    BLOCK_N: tl.constexpr,  # columns per block (a power of two)
+    PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops
+    NUM_STAGES: tl.constexpr,  # software pipelining of that loop
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and both row strides (see config.row_alignment)
+    REVERSE: tl.constexpr,  # looped rows: pass 2 walks the column blocks from the last (see FastConfig)
 ):
-    row = tl.program_id(0).to(tl.int64)  # int64 before row * stride: no overflow
-    cols = tl.arange(0, BLOCK_SIZE)
-    mask = cols < N  # lanes N..BLOCK_SIZE-1 are padding, not data
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0).to(tl.float32)
-    gamma = tl.load(gamma_ptr + cols, mask=mask, other=0).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)  # padding adds 0 to the sum
-    y = x * rstd * gamma
-    tl.store(y_ptr + row * y_row_stride + cols, y, mask=mask)  # cast to y's dtype
-    tl.store(rstd_ptr + row, rstd)
+    # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
+    # that rows of 1000 or 3000 16-bit elements still load and store 16 bytes at a time.
+    N = aligned(N, ROW_ALIGN)
+    x_row_stride = aligned(x_row_stride, ROW_ALIGN)
+    y_row_stride = aligned(y_row_stride, ROW_ALIGN)
+    if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
+        for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
+            _normalise_row_block(block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+                                 HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N, REVERSE)
+    else:  # one program per row block
+        _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr,
+                             M, N, eps, HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N, REVERSE)
 
 
-def num_warps_for(block_size: int) -> int:
-    """Warps per program for a row of ``block_size`` lanes: 4 up to 2048, else 8."""
-    return 4 if block_size <= 2048 else 8
-
-
-# torch.compile breaks the graph here and runs the launch eagerly: Dynamo cannot trace a kernel
-# that runs in Triton's CPU interpreter, and eager's numbers are the contract (the fast path's custom
-# op is the one meant to be traced whole).
-@torch.compiler.disable
-def forward_op(
-    x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6, *, kernel=rmsnorm_forward_kernel
+def rmsnorm_fast_forward(
+    x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6, *, config: FastConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the forward kernel on a 2-D input.
+    """Launch the fast forward on a 2-D input; not differentiable (see :func:`rmsnorm_fast`).
 
     Args:
-        x: (M, N) float32 or float16, contiguous, CUDA (or CPU under the
-            interpreter), 1 ≤ N ≤ 4096.
-        gamma: (N,) weight, same dtype and device as ``x``.
-        epsilon: finite real number > 0.
-        kernel: a kernel with the signature of :func:`rmsnorm_forward_kernel`
-            (the exercises and the N-vs-BLOCK lesson launch their own).
+        x: (M, N) float32/float16/bfloat16 on CUDA (or the CPU under the
+            interpreter, bf16 excepted), 1 ≤ N ≤ 262144, unit stride in the last
+            dimension; the row stride may be anything (read in place).
+        gamma: (N,) float32/float16/bfloat16 weight, or None for no weight.
+        eps: finite real number > 0.
+        config: launch configuration; default :func:`forward_config` (N, x.dtype).
 
     Returns:
-        (y, rstd): y is (M, N) in the dtype of ``x``; rstd is (M,) float32,
-        1 / sqrt(mean(x²) + epsilon) per row. M = 0 returns empty tensors
-        without launching a kernel.
+        (y, rstd): y is (M, N) contiguous in the dtype of ``x``; rstd is (M,)
+        float32. M = 0 returns empty tensors without a launch.
 
     Raises:
-        ContractError: (a ValueError) for any contract violation, before
-            anything is allocated.
+        ContractError: (a ValueError) for anything outside the fast contract,
+            before anything is allocated.
 
-    Source: notebooks/03_forward_kernel.ipynb.
+    Source: notebooks/09_the_long_row.ipynb.
     """
-    check_contract(x, gamma, epsilon)
+    check_fast_inputs(x, gamma, eps)
+    return launch_forward(x, gamma, float(eps), config)
+
+
+_launch = DirectLauncher(rmsnorm_fast_forward_kernel)
+
+
+def launch_forward(
+    x: torch.Tensor, gamma: torch.Tensor | None, eps: float, config: FastConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`rmsnorm_fast_forward` without its checks: for callers that have checked the inputs already.
+
+    ``eps`` must be a Python float. Launches through :class:`~rmsnorm.launch.DirectLauncher`,
+    keyed by :func:`forward_key`.
+    """
     M, N = x.shape
-    y = new_output((M, N), x.dtype, x.device)
-    rstd = new_output((M,), torch.float32, x.device)
+    config = config or forward_config(N, x.dtype)
+    y = device.new_output((M, N), x.dtype, x.device)
+    rstd = device.new_output((M,), torch.float32, x.device)
     if M == 0:
         return y, rstd
-    BLOCK_SIZE = triton.next_power_of_2(N)
-    kernel[(M,)](
-        x, gamma, y, rstd,
-        x.stride(0), y.stride(0), N, float(epsilon),
-        BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE),
+    row_blocks = -(-M // config.BLOCK_M)
+    P = num_programs(config, x.device, row_blocks)
+    w = x if gamma is None else gamma
+    _launch(
+        forward_key(x, w, y, rstd, config, P < row_blocks, gamma is not None), (P,),
+        x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
+        gamma is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
+        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), config.reverse_second_pass,
+        num_warps=config.num_warps,
     )
     return y, rstd
+
+
+def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_gamma: bool) -> tuple:
+    """The forward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
+
+    The row strides and N by value (so :func:`row_alignment` too), M by (== 1, mod 16, past 2³¹),
+    each tensor's dtype and address mod 16, the config (its constexprs and ``num_warps``).
+    """
+    M, N = x.shape
+    return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
+            rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent,
+            has_gamma)

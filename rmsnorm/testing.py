@@ -172,13 +172,21 @@ def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None,
     return y64, dx64, dgamma64
 
 
+def _poisoned_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def _forbidden_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    raise AssertionError("an output was allocated before the contract was checked")
+
+
 def poisoned_outputs():
-    """Within this block every kernel output starts as NaN (see ``device.new_output``).
+    """Within this block every kernel output starts as NaN (the launchers' allocator, ``device.new_output``, replaced).
 
     An element a kernel forgets to write then stays NaN, and NaN never passes
-    :func:`assert_close`. A context manager (``unittest.mock.patch.object`` on the flag).
+    :func:`assert_close`. A context manager (``unittest.mock.patch.object``).
     """
-    return mock.patch.object(_device, "POISON_OUTPUTS", True)
+    return mock.patch.object(_device, "new_output", _poisoned_output)
 
 
 class RecordedLaunch(NamedTuple):
@@ -217,9 +225,9 @@ def recording(kernel):
 def outputs_forbidden():
     """Within this block any launcher's output allocation (``device.new_output``) raises AssertionError.
 
-    A context manager (``unittest.mock.patch.object`` on the flag).
+    A context manager (``unittest.mock.patch.object`` on the allocator).
     """
-    return mock.patch.object(_device, "FORBID_OUTPUTS", True)
+    return mock.patch.object(_device, "new_output", _forbidden_output)
 
 
 @contextlib.contextmanager
@@ -260,7 +268,7 @@ def check_canary(device=None) -> None:
 
     Source: notebooks/08_n_vs_block_exercise.ipynb (the same row, worked out).
     """
-    from .forward import forward_op
+    from .article.forward import forward_op
 
     device = default_device() if device is None else torch.device(device)
     with poisoned_outputs():

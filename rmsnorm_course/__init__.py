@@ -1,15 +1,23 @@
 """rmsnorm_course: the course's machinery, apart from the kernel library it teaches.
 
+- :mod:`rmsnorm_course.backend` — importing the course first chooses where kernels run: on a
+  machine without CUDA it switches Triton's interpreter on before triton is imported (the
+  library itself never does);
 - :mod:`rmsnorm_course.checkers` — one checker per exercise, run on a learner's code in child
   processes, each returning a :class:`~rmsnorm_course.checkers.Feedback`;
-- :mod:`rmsnorm_course.training` — the small seeded training run of lesson 06.
+- :mod:`rmsnorm_course.teaching` — kernels a lesson or an exercise launches and a model never
+  does (the primer, the deliberately buggy kernels, exercises 09 and 10's kernels);
+- :mod:`rmsnorm_course.training` — the small seeded training run of lesson 06;
+- ``python -m rmsnorm_course.check_env`` — proves the kernels run here, and says where.
 
-It imports the library (:mod:`rmsnorm`); the library never imports it, except where an old import
-path is asked for: ``rmsnorm.checkers`` and ``rmsnorm.training`` still name these very modules
-(:mod:`rmsnorm._aliases`). Its own dependency beyond the library's is ``cloudpickle`` (the
-``course`` extra), with which the checkers ship a learner's notebook code to a child process.
+It imports the library (:mod:`rmsnorm`) and the lab (:mod:`rmsnorm_lab`); neither imports it.
+Its own dependency beyond theirs is ``cloudpickle`` (the ``course`` extra), with which the
+checkers ship a learner's notebook code to a child process.
 
-Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb; tracker issue 19.
+Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
 """
 
-import rmsnorm  # noqa: F401  (first, as before the move: chooses where kernels run before any checker imports triton)
+from .backend import choose_backend
+
+#: Whether this process's kernels run in Triton's interpreter (decided here, before the course imports triton).
+INTERPRETED = choose_backend()

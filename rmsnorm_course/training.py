@@ -6,7 +6,7 @@ Everything the article's integration check needs, and nothing more:
   teacher (no download, no external data set);
 - :func:`make_model` builds the network on either path, ``"reference"``
   (:class:`ReferenceRMSNorm`, the PyTorch oracle) or ``"kernel"`` (the
-  package's :class:`~rmsnorm.RMSNorm`, the Triton kernels), from identical
+  package's :class:`~rmsnorm.article.RMSNorm`, the Triton kernels), from identical
   initialisation: the same seed gives the same ``state_dict`` on both paths;
 - :func:`train` runs Adam on mini-batches and returns the loss history;
 - :func:`evaluate_mse` gives the mean squared error on a split.
@@ -22,9 +22,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rmsnorm.contract import check_epsilon
+from rmsnorm.article.contract import check_epsilon
+from rmsnorm.article.module import RMSNorm
 from rmsnorm.device import default_device
-from rmsnorm.module import RMSNorm
 from rmsnorm.reference import rmsnorm_reference
 
 #: The two paths of the comparison.
@@ -115,7 +115,7 @@ class ReferenceRMSNorm(nn.Module):
     """RMSNorm computed by :func:`rmsnorm_reference`: the oracle path of the network.
 
     Same parameter name (``weight``) and initialisation (ones) as
-    :class:`rmsnorm.RMSNorm`, so the two state_dicts are interchangeable.
+    :class:`rmsnorm.article.RMSNorm`, so the two state_dicts are interchangeable.
 
     Args:
         normalized_shape: N, the last dimension.
@@ -159,7 +159,7 @@ def make_model(
 
     Args:
         path: ``"reference"`` (:class:`ReferenceRMSNorm`) or ``"kernel"``
-            (:class:`rmsnorm.RMSNorm`, the Triton kernels).
+            (:class:`rmsnorm.article.RMSNorm`, the Triton kernels).
         features: inputs per example.
         hidden: N, the width RMSNorm normalises (1 ≤ N ≤ 4096 on the kernel path).
         outputs: outputs per example.

@@ -17,7 +17,7 @@ Steps:
     the initial password the hub recorded; two start their server through the REST API, the third
     through the login form as a browser does (cookies, _xsrf, OAuth redirects, JupyterLab's page);
  4. the hub's login page (with sign-up) and JupyterLab's page through the hub; through each learner's
-    own server, a kernel runs `python -m rmsnorm.check_env` (as that learner, in that learner's
+    own server, a kernel runs `python -m rmsnorm_course.check_env` (as that learner, in that learner's
     container, with its memory and CPU limits);
  5. learner A's token: 403 on learner B's server and on the admin API;
  6. a file A writes survives a restart of A's server (a new container, the same volume);
@@ -267,7 +267,7 @@ def run_cell(port, user, token, code, timeout=240):
 
 CHECK_ENV_CELL = """
 import os, subprocess, sys
-r = subprocess.run([sys.executable, "-m", "rmsnorm.check_env"], capture_output=True, text=True)
+r = subprocess.run([sys.executable, "-m", "rmsnorm_course.check_env"], capture_output=True, text=True)
 print(r.stdout + r.stderr)
 print("user:", os.environ.get("JUPYTERHUB_USER"), "| exit:", r.returncode)
 """

@@ -12,7 +12,7 @@
    median of 50 samples of 20 calls), ``--repeats`` times, interleaved.
 3. The sweep: whole-call, graph-replay and device-kernel time per shape, the
    latter both back to back (L2-warm) and with L2 flushed before every call
-   (``rmsnorm.bench.kernel_time_us``), with GB/s from the declared bytes
+   (``rmsnorm_lab.kernel_time_us``), with GB/s from the declared bytes
    (the minimum traffic, the same for every implementation).
 4. The device's copy ceiling (1 GiB device-to-device copy), and a check that
    the L2 flush works (a 16 MiB read must take longer L2-cold than L2-warm).
@@ -39,7 +39,7 @@ import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from rmsnorm import bench  # noqa: E402
+import rmsnorm_lab as bench  # noqa: E402
 
 
 def check_flush() -> dict:
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "graph_replay": f"triton.testing.do_bench_cudagraph(rep={bench.GRAPH_REP_MS} ms, return_mode='median')",
         "device_kernels": (f"torch.profiler, sum of device operation durations over {bench.PROFILED_CALLS} calls, "
                            "back to back (L2-warm)"),
-        "l2_cold": ("cold_us: rmsnorm.bench.kernel_time_us, "
+        "l2_cold": ("cold_us: rmsnorm_lab.kernel_time_us, "
                     f"the profiler's sum with {bench.L2_FLUSH_BYTES} bytes written "
                     "before every call (the flush's own kernel excluded)"),
         "bytes": bench.BYTE_CONVENTION,

@@ -2,9 +2,9 @@
 
     python3 scripts/benchmark_cliffs.py --out results/h200 --budget-s 400
 
-Runs :func:`rmsnorm.bench.cliffs.measure`: the fast path at every width of
-:func:`rmsnorm.bench.cliffs.cliff_widths` (bf16 first, then float32; in
-:func:`~rmsnorm.bench.cliffs.coverage_order`, so that a sweep the budget cuts short still spans
+Runs :func:`rmsnorm_lab.cliffs.measure`: the fast path at every width of
+:func:`rmsnorm_lab.cliffs.cliff_widths` (bf16 first, then float32; in
+:func:`~rmsnorm_lab.cliffs.coverage_order`, so that a sweep the budget cuts short still spans
 every width range, and the environment file says how many widths each dtype reached), then the peers
 (torch.compile, Liger, QuACK where installed) at the odd widths, the article's first, while
 the budget lasts. Writes ``cliffs.csv`` and ``cliffs_environment.json``, prints both verdicts
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout,
 # isort: split
 import torch  # noqa: E402
 
-from rmsnorm.bench.sidebyside import PEERS  # noqa: E402
+from rmsnorm_lab.sidebyside import PEERS  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     import pandas as pd
     import triton
 
-    from rmsnorm.bench.cliffs import (
+    from rmsnorm_lab.cliffs import (
         X_BYTES,
         cliff_widths,
         coverage_order,
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
         odd_widths_first,
         peer_verdicts,
     )
-    from rmsnorm.bench.providers import provider
+    from rmsnorm_lab.providers import provider
 
     args.out.mkdir(parents=True, exist_ok=True)
     widths = cliff_widths()
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
            "widths_measured": {str(d)[6:]: len({r["N"] for r in rows if r["provider"] == "fast"
                                                  and r["dtype"] == str(d)[6:]}) for d in dtypes},
            "peers": peers, "budget_s": args.budget_s,
-           "timing": "rmsnorm.bench.kernel_time_us(calls=10, warmup=2): profiler kernel time, "
+           "timing": "rmsnorm_lab.kernel_time_us(calls=10, warmup=2): profiler kernel time, "
                      "L2 flushed before each call"}
     (args.out / "cliffs_environment.json").write_text(json.dumps(env, indent=2) + "\n")
     near, best = neighbour_verdicts(table), peer_verdicts(table)

@@ -6,7 +6,7 @@
     python3 scripts/benchmark_fast.py --out /tmp/t --tune-only --tune-at "bfloat16:1,3,257;float32:1"
         # the config sweep alone, at widths of the cliff sweep (x of 128 MiB), compiled in 15 processes first
 
-Runs :func:`rmsnorm.bench.sidebyside.side_by_side` over its GRID (fast,
+Runs :func:`rmsnorm_lab.sidebyside.side_by_side` over its GRID (fast,
 article, eager, compile with MixOrderReduction on and off, Liger, QuACK where
 installed), writes ``fast.csv`` (``fast_weak.csv`` for ``--grid weak``, the
 WEAK_GRID; with --tune also ``fast_tuning.csv``), ``fast_environment.json``
@@ -58,9 +58,17 @@ def main(argv=None) -> int:
         return 0
     import pandas as pd
 
-    from rmsnorm.bench import copy_bandwidth_gbps
-    from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, best_peer_means, ratio_table, side_by_side, tune
-    from rmsnorm.bench.timing import L2_FLUSH_BYTES
+    from rmsnorm_lab import copy_bandwidth_gbps
+    from rmsnorm_lab.sidebyside import (
+        GRID,
+        SIDE_BY_SIDE,
+        WEAK_GRID,
+        best_peer_means,
+        ratio_table,
+        side_by_side,
+        tune,
+    )
+    from rmsnorm_lab.timing import L2_FLUSH_BYTES
 
     args.out.mkdir(parents=True, exist_ok=True)
     grid = WEAK_GRID if args.grid == "weak" else GRID
@@ -70,7 +78,7 @@ def main(argv=None) -> int:
     if args.tune or args.tune_only:
         tune_shapes = shapes
         if args.tune_at:
-            from rmsnorm.bench.cliffs import rows_for
+            from rmsnorm_lab.cliffs import rows_for
 
             tune_shapes = [(rows_for(int(n), getattr(torch, dtype)), int(n), getattr(torch, dtype))
                            for part in args.tune_at.split(";") for dtype, widths in [part.split(":")]
@@ -98,7 +106,7 @@ def main(argv=None) -> int:
 
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"), "flush_bytes": L2_FLUSH_BYTES,
-           "timing": "rmsnorm.bench.kernel_time_us: profiler kernel time, L2 flushed before each call",
+           "timing": "rmsnorm_lab.kernel_time_us: profiler kernel time, L2 flushed before each call",
            "providers": providers, "not_run": not_run, "wall_seconds": round(time.perf_counter() - started, 1)}
     env_name = "fast_weak_environment.json" if args.grid == "weak" else "fast_environment.json"
     (args.out / env_name).write_text(json.dumps(env, indent=2) + "\n")

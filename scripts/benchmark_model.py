@@ -5,14 +5,14 @@
 
 transformers' LlamaForCausalLM from a config (random init, norm weights randomised), bf16 weights,
 AdamW; the norms as they are ("original", LlamaRMSNorm), FastRMSNorm and Liger's LigerRMSNorm, both
-swapped in by rmsnorm.fast.swap_rmsnorm sharing the weights; each in eager mode and under
-torch.compile(model). Sizes (rmsnorm.bench.model.SIZES): GPU-bound, 4 layers, hidden 2048,
+swapped in by rmsnorm.swap_rmsnorm sharing the weights; each in eager mode and under
+torch.compile(model). Sizes (rmsnorm_lab.model.SIZES): GPU-bound, 4 layers, hidden 2048,
 intermediate 5632, 16 heads, 4 × 2048 tokens (the issue's 8 layers halved: two sizes, six eager and
 three compiled variants fit in about 150 s of an H200, compiles included; --layers 8 for the issue's
 size); host-bound, 8 layers, hidden 1024, intermediate 2816, 8 heads, 8 × 512 tokens. Per variant: its
-logits checked against a float32 run before any timing (rmsnorm.bench.model), 3 warm-up steps (the
+logits checked against a float32 run before any timing (rmsnorm_lab.model), 3 warm-up steps (the
 first compiles), 10 timed steps (median, min, max), one profiled step (the norm's share, attributed as
-rmsnorm.bench.step_profile says). Order: eager at both sizes, then compiled at the GPU-bound one;
+rmsnorm_lab.step_profile says). Order: eager at both sizes, then compiled at the GPU-bound one;
 a variant that would overrun --budget-s is recorded as not run. The CSVs are rewritten after every
 variant, so a run cut short keeps what it measured. Prints a short table last; never asserts a speed;
 without a GPU (and without --quick) it says so and exits 0.
@@ -38,7 +38,7 @@ import rmsnorm  # noqa: E402  (before triton: chooses where kernels run)
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from rmsnorm.bench import model as bench  # noqa: E402
+from rmsnorm_lab import model as bench  # noqa: E402
 
 #: Seconds a variant is expected to take before one of its mode has been timed at that size (a guess, for the budget).
 FIRST_ESTIMATE_S = {"eager": 10.0, "compile": 45.0}
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     except ImportError:
         print("benchmark_model: transformers is not installed (pip install -e '.[models]'), nothing timed")
         return 0
-    from rmsnorm.bench import environment_info
+    from rmsnorm_lab import environment_info
 
     started = time.perf_counter()
     sizes = [bench.QUICK] if args.quick else list(bench.SIZES)
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
               f"at {time.perf_counter() - started:.0f} s)")
     step = _write(args.out, rows, kernels)
 
-    from rmsnorm.bench.step_profile import NAME_RULE_WORDS, SCOPE_WORDS
+    from rmsnorm_lab.step_profile import NAME_RULE_WORDS, SCOPE_WORDS
 
     env = environment_info()
     env["transformers"] = transformers.__version__

@@ -3,8 +3,8 @@
     python3 scripts/benchmark_whole_call.py --out results/h200     # whole_call.csv + whole_call_environment.json
     python3 scripts/benchmark_whole_call.py --out /tmp/wc --quick  # a self-check: two shapes, fewer samples
 
-Runs :func:`rmsnorm.bench.wholecall.measure_shape` over its SHAPES for the providers of
-WHOLE_CALL (fast through ``FastRMSNorm``, the floor, the article's ``rmsnorm.rmsnorm``,
+Runs :func:`rmsnorm_lab.wholecall.measure_shape` over its SHAPES for the providers of
+WHOLE_CALL (fast through ``FastRMSNorm``, the floor, the article's ``rmsnorm.article.rmsnorm``,
 ``F.rms_norm``, ``torch.compile``, Liger, QuACK: the one provider list of
 rmsnorm/bench/providers.py). A provider that fails to import, refuses a shape or fails the
 oracle check is recorded with its reason and the run goes on; the CSV is rewritten after
@@ -37,9 +37,9 @@ def _shapes(spec: str, shapes):
 
 def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status (0 also without a GPU)."""
-    from rmsnorm.bench.providers import PROVIDERS
-    from rmsnorm.bench.results import WHOLE_CALL_ENVIRONMENT, WHOLE_CALL_FILE
-    from rmsnorm.bench.wholecall import GRAPH_PROVIDERS, SHAPES, WHOLE_CALL
+    from rmsnorm_lab.providers import PROVIDERS
+    from rmsnorm_lab.results import WHOLE_CALL_ENVIRONMENT, WHOLE_CALL_FILE
+    from rmsnorm_lab.wholecall import GRAPH_PROVIDERS, SHAPES, WHOLE_CALL
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/h200"), help="folder for the CSV and its json")
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=420.0, help="seconds after which no further provider is run")
     parser.add_argument("--quick", action="store_true", help="a self-check: shapes 0 and 3, 5 samples instead of 50")
     args = parser.parse_args(argv)
-    from rmsnorm.bench import environment_info, timing
+    from rmsnorm_lab import environment_info, timing
 
     try:
         timing.require_cuda()
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         return 0
     import pandas as pd
 
-    from rmsnorm.bench.wholecall import COLUMNS, measure_shape, summary, targets
+    from rmsnorm_lab.wholecall import COLUMNS, measure_shape, summary, targets
 
     started = time.perf_counter()
     shapes = _shapes(args.shapes or ("0,3" if args.quick else ""), SHAPES)
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                    f"median of {samples or timing.HOST_SAMPLES} samples",
         "graph_us": f"time_graph_replay: triton.testing.do_bench_cudagraph(rep={timing.GRAPH_REP_MS} ms), median",
         "kernel_us": "kernel_time_us: torch.profiler device time per call, L2 flushed before each call",
-        "check": "every output against the float64 oracle (rmsnorm.bench.providers.check_calls) before any timing",
+        "check": "every output against the float64 oracle (rmsnorm_lab.providers.check_calls) before any timing",
         "not_timed": sorted({f"{r['provider']}: {r['check']}" for r in rows if r["check"] != "ok"}),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }

@@ -3,11 +3,11 @@
     python3 scripts/probe_float32_arithmetic.py --out results/h200   # on a GPU (about 140 s on the H200)
 
 In one process: the float32 backward's config sweep at eight widths (x of 128 MiB,
-``rmsnorm.bench.tuning.tune``; its rows are sweep 8 of ``fast_tuning.csv``, the sweep columns
+``rmsnorm_lab.tuning.tune``; its rows are sweep 8 of ``fast_tuning.csv``, the sweep columns
 added when committed), then the fast path at ten widths with float32 arithmetic beside
-torch.compile and Liger (``rmsnorm.bench.cliffs.measure``), the same widths with float64
+torch.compile and Liger (``rmsnorm_lab.cliffs.measure``), the same widths with float64
 arithmetic (``FLOAT64_MAX_N`` raised past every N: ``fast_float64``), and the same at the
-benchmark's float32 shapes (``rmsnorm.bench.sidebyside.side_by_side``). Every output is
+benchmark's float32 shapes (``rmsnorm_lab.sidebyside.side_by_side``). Every output is
 checked against the float64 oracle before it is timed. Writes ``sweep8.csv`` and
 ``float32_arithmetic.csv``. Never asserts a speed; without a GPU it says so and exits 0.
 
@@ -49,12 +49,12 @@ def main(argv=None) -> int:
         return 0
     import pandas as pd
 
-    import rmsnorm.fast.backward as backward
-    import rmsnorm.fast.config as config
-    from rmsnorm.bench import copy_bandwidth_gbps
-    from rmsnorm.bench.cliffs import measure, rows_for
-    from rmsnorm.bench.sidebyside import GRID, WEAK_GRID, side_by_side
-    from rmsnorm.bench.tuning import tune
+    import rmsnorm.backward as backward
+    import rmsnorm.config as config
+    from rmsnorm_lab import copy_bandwidth_gbps
+    from rmsnorm_lab.cliffs import measure, rows_for
+    from rmsnorm_lab.sidebyside import GRID, WEAK_GRID, side_by_side
+    from rmsnorm_lab.tuning import tune
 
     def arithmetic(max_n: int) -> None:
         config.FLOAT64_MAX_N = max_n  # read at every launch; the launch cache is keyed without it

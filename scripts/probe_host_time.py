@@ -28,7 +28,7 @@ import rmsnorm  # noqa: E402,F401  (before triton: chooses where kernels run)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from rmsnorm.fast import rmsnorm_fast  # noqa: E402
+from rmsnorm import rmsnorm_fast  # noqa: E402
 
 
 def host_us(fn, n: int = 1000) -> float:

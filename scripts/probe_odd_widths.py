@@ -6,9 +6,9 @@ Sweep 7 chose the odd-N rule at bf16 (257, 2047, 12289) and float32 4097; sweep 
 odd float32 rule at 257 only. Float32 rows of 513-4095 still run sweep 7's bf16-chosen rule, the
 short float32 rule was never timed at 65 or 511, and 16-bit rows of 4097-8191 keep the even table.
 In one process: the backward's config sweep at those widths (x of 128 MiB,
-``rmsnorm.bench.tuning.tune``; ``table_when_swept`` marks the table's own configuration, as in
+``rmsnorm_lab.tuning.tune``; ``table_when_swept`` marks the table's own configuration, as in
 sweeps 7 and 8), then the fast path (today's table), torch.compile and Liger at the same widths
-(``rmsnorm.bench.cliffs.measure``: every output checked against the float64 oracle first).
+(``rmsnorm_lab.cliffs.measure``: every output checked against the float64 oracle first).
 Writes ``sweep9.csv``, ``odd_widths.csv`` and ``odd_widths_environment.json``. Never asserts a
 speed; without a GPU it says so and exits 0.
 
@@ -48,10 +48,10 @@ def main(argv=None) -> int:
         return 0
     import pandas as pd
 
-    from rmsnorm.bench.cliffs import measure, rows_for
-    from rmsnorm.bench.results import environment_info
-    from rmsnorm.bench.tuning import config_of, tune
-    from rmsnorm.fast import backward_config
+    from rmsnorm import backward_config
+    from rmsnorm_lab.cliffs import measure, rows_for
+    from rmsnorm_lab.results import environment_info
+    from rmsnorm_lab.tuning import config_of, tune
 
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

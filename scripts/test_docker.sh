@@ -14,7 +14,7 @@
 #   3. the stand-in base built, or reused: it is tagged with a hash of its recipe;
 #   4. the course image built with BASE_IMAGE=<stand-in>; the host's CA bundle for pip
 #      (PIP_CERT, `pip config`, SSL_CERT_FILE), if any, goes in as a BuildKit secret;
-#   5. in the image, as the non-root learner: python -m rmsnorm.check_env; pytest on
+#   5. in the image, as the non-root learner: python -m rmsnorm_course.check_env; pytest on
 #      tests/ and the lesson notebooks (notebooks/, nbval); JupyterLab started by the
 #      image's own CMD with a known token, /lab fetched over HTTP with and without it;
 #      and, when a CA bundle was passed, a check that it is nowhere in the image.
@@ -197,7 +197,7 @@ if [ -n "$CERT" ]; then
 fi
 
 t=$SECONDS
-docker run --rm --init --name "$NAME-env" "$IMAGE" python -m rmsnorm.check_env | sed 's/^/  /'
+docker run --rm --init --name "$NAME-env" "$IMAGE" python -m rmsnorm_course.check_env | sed 's/^/  /'
 say "check_env passed ($(elapsed $t))"
 
 t=$SECONDS

@@ -5,7 +5,7 @@ import gc
 import pytest
 import torch
 
-import rmsnorm  # noqa: F401  (selects GPU or interpreter before anything else)
+import rmsnorm_course  # noqa: F401  (first: without a GPU it switches Triton's interpreter on, as a lesson does)
 from rmsnorm.device import default_device
 from rmsnorm.testing import check_canary, outputs_forbidden, poisoned_outputs
 

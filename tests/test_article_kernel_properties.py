@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rmsnorm
-from rmsnorm import ContractError, backward_rows, forward_op, reduce_gamma_gradient
+from rmsnorm import ContractError
+from rmsnorm.article import backward_rows, forward_op, reduce_gamma_gradient
 from rmsnorm.testing import assert_close, make_inputs, oracle
 
 

@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from rmsnorm import backward_rows, forward_op, manual_backward, reduce_gamma_gradient, rmsnorm_reference
-from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
+from rmsnorm import manual_backward, rmsnorm_reference
+from rmsnorm.article import backward_rows, forward_op, reduce_gamma_gradient
 from rmsnorm.testing import rstd_oracle
+from rmsnorm_course.teaching.buggy import rmsnorm_forward_kernel_block_mean
 
 SIX_DECIMALS = {"atol": 5e-7, "rtol": 0}
 

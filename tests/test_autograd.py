@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from rmsnorm import CALLS, RMSNorm, rmsnorm
+from rmsnorm.article import CALLS, RMSNorm, rmsnorm
 from rmsnorm.testing import assert_close, inductor_unavailable, make_inputs, oracle
 
 

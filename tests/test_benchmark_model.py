@@ -1,4 +1,4 @@
-"""scripts/benchmark_model.py and rmsnorm.bench.model / step_profile on the CPU, and on a GPU where there is one.
+"""scripts/benchmark_model.py and rmsnorm_lab.model / step_profile on the CPU, and on a GPU where there is one.
 
 What the H200 runs is the glue: the variants swapped in, the logits check before any timing, the
 step regions, the attribution of each kernel to the norm or not, the rows and the table. Here
@@ -23,9 +23,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import checkout_scripts  # noqa: E402
-from rmsnorm.bench import RESULTS_DIR  # noqa: E402
-from rmsnorm.bench import model as bench  # noqa: E402
-from rmsnorm.bench.step_profile import NAME_RULES, UNLINKED, attribute_kernels, norm_scopes, step_region  # noqa: E402
+from rmsnorm_lab import RESULTS_DIR  # noqa: E402
+from rmsnorm_lab import model as bench  # noqa: E402
+from rmsnorm_lab.step_profile import (  # noqa: E402
+    NAME_RULES,
+    UNLINKED,
+    attribute_kernels,
+    norm_scopes,
+    step_region,
+)
 
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import checkout_scripts
-from rmsnorm import bench
-from rmsnorm.bench import runs
+import rmsnorm_lab as bench
+from rmsnorm_lab import runs
 
 
 def _load_script():

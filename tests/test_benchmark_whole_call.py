@@ -1,4 +1,4 @@
-"""scripts/benchmark_whole_call.py and rmsnorm.bench.wholecall on any machine: the GPU timers replaced by stand-ins.
+"""scripts/benchmark_whole_call.py and rmsnorm_lab.wholecall on any machine: the GPU timers replaced by stand-ins.
 
 What runs on the H200 is the glue: the provider list, the oracle check in front of every
 timing, the rows of whole_call.csv, the targets and the tables. Here it runs on the CPU (Triton's
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import checkout_scripts
-from rmsnorm.bench import RESULTS_DIR, load_whole_call, timing, wholecall
+from rmsnorm_lab import RESULTS_DIR, load_whole_call, timing, wholecall
 
 FAKE = {"whole_call_us": 40.0, "host_us": 30.0, "kernel_us": 4.0, "graph_us": 5.0}
 

@@ -9,7 +9,7 @@ import functools
 import pytest
 import torch
 
-from rmsnorm import backward_rows, forward_op, reduce_gamma_gradient
+from rmsnorm.article import backward_rows, forward_op, reduce_gamma_gradient
 from rmsnorm.testing import CAMPAIGN, assert_close, make_inputs, oracle, rstd_oracle
 
 

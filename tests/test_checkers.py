@@ -23,8 +23,8 @@ import nbformat
 import pytest
 import torch
 
-import rmsnorm
-import rmsnorm.teaching.buggy
+import rmsnorm.article
+import rmsnorm_course.teaching.buggy
 import wrong_variants as wv
 import wrong_variants_long_row_and_one_pass as wv910
 from rmsnorm_course import checkers
@@ -56,7 +56,7 @@ def _prediction():
 
 
 def _samples():
-    from rmsnorm.bench import load_results
+    from rmsnorm_lab import load_results
 
     return load_results().samples
 
@@ -64,14 +64,14 @@ def _samples():
 RIGHT = {
     "01": lambda: checkers.check_by_hand(_solution_row),
     "02": lambda: checkers.check_reference(rmsnorm.rmsnorm_reference),
-    "03": lambda: checkers.check_forward_kernel(rmsnorm.rmsnorm_forward_kernel),
-    "04": lambda: checkers.check_dx_kernel(rmsnorm.rmsnorm_dx_kernel),
-    "05": lambda: checkers.check_dgamma_kernel(rmsnorm.rmsnorm_dgamma_kernel),
-    "06": lambda: checkers.check_autograd_function(rmsnorm.RMSNormFunction),
+    "03": lambda: checkers.check_forward_kernel(rmsnorm.article.rmsnorm_forward_kernel),
+    "04": lambda: checkers.check_dx_kernel(rmsnorm.article.rmsnorm_dx_kernel),
+    "05": lambda: checkers.check_dgamma_kernel(rmsnorm.article.rmsnorm_dgamma_kernel),
+    "06": lambda: checkers.check_autograd_function(rmsnorm.article.RMSNormFunction),
     "07 prediction": lambda: checkers.check_prediction(_prediction),
     "07 reading": lambda: checkers.check_benchmark_reading(wv._median(), wv._percent(), _samples(), _prediction),
     "08 hypothesis": lambda: checkers.check_hypothesis(wv._hypothesis("right")),
-    "08 fix": lambda: checkers.check_fixed_dx_kernel(rmsnorm.rmsnorm_dx_kernel),
+    "08 fix": lambda: checkers.check_fixed_dx_kernel(rmsnorm.article.rmsnorm_dx_kernel),
 }
 
 
@@ -145,7 +145,7 @@ def test_html_feedback_shows_code_not_backquotes():
 
 def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
     kernel = wv.mutate(
-        rmsnorm.rmsnorm_forward_kernel,
+        rmsnorm.article.rmsnorm_forward_kernel,
         ("gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask, other=0, maks=mask)"),
     )
     feedback = checkers.check_forward_kernel(kernel)
@@ -163,7 +163,7 @@ def test_each_wrong_benchmark_reading_is_named(name):
 
 
 def test_the_fix_checker_names_the_unfixed_kernel():
-    feedback = checkers.check_fixed_dx_kernel(rmsnorm.teaching.buggy.rmsnorm_dx_kernel_block_mean)
+    feedback = checkers.check_fixed_dx_kernel(rmsnorm_course.teaching.buggy.rmsnorm_dx_kernel_block_mean)
     assert feedback.exercise.startswith("08") and "divided by BLOCK_SIZE instead of N" in feedback.message
 
 
@@ -278,7 +278,7 @@ def _kernel_with_helper(scale: str) -> str:
     return (
         f"import triton\nimport triton.language as tl\n\nSCALE = {scale}\n\n\n"
         "@triton.jit\ndef square(v):\n    return v * v * SCALE\n\n\n"
-        + inspect.getsource(rmsnorm.rmsnorm_forward_kernel.fn).replace("tl.sum(x * x, axis=0)",
+        + inspect.getsource(rmsnorm.article.rmsnorm_forward_kernel.fn).replace("tl.sum(x * x, axis=0)",
                                                                        "tl.sum(square(x), axis=0)")
     )
 
@@ -345,7 +345,7 @@ def test_every_device_runs_the_interpreters_judge_with_nan_in_masked_lanes(monke
 
 #: Right kernels with a masked load without other= whose masked lanes never reach a result.
 UNREACHED_OTHER = {
-    "03": (checkers.check_forward_kernel, wv.mutate(rmsnorm.rmsnorm_forward_kernel, (
+    "03": (checkers.check_forward_kernel, wv.mutate(rmsnorm.article.rmsnorm_forward_kernel, (
         "gamma_ptr + cols, mask=mask, other=0)", "gamma_ptr + cols, mask=mask)"))),
     "09": (checkers.check_long_row_kernel, wv.mutate(wv910.L, (
         "tl.load(gamma_ptr + start + cols, mask=mask, other=0.0)", "tl.load(gamma_ptr + start + cols, mask=mask)"))),
@@ -479,11 +479,12 @@ def test_a_gpu_compile_error_is_named_however_deep_it_is_wrapped():
     try:
         try:
             try:
-                raise CompilationError(inspect.getsource(rmsnorm.rmsnorm_forward_kernel.fn), None, "acc has type int32")
+                source = inspect.getsource(rmsnorm.article.rmsnorm_forward_kernel.fn)
+                raise CompilationError(source, None, "acc has type int32")
             except CompilationError as inner:
                 raise RuntimeError("launch failed") from inner
         except RuntimeError as outer:
             raise ValueError("judge failed") from outer
     except ValueError as error:
-        message = gpu_compile.compile_error_message(rmsnorm.rmsnorm_forward_kernel, error)
+        message = gpu_compile.compile_error_message(rmsnorm.article.rmsnorm_forward_kernel, error)
     assert message is not None and gpu_compile.REJECTS in message and "acc has type int32" in message, message

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import wrong_variants_norm_share as wv
-from rmsnorm.bench import RESULTS_DIR
-from rmsnorm.bench.model import STEP_FILE, load_model_kernels, load_model_step
 from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share, toy_profile
 from rmsnorm_course.checkers.feedback import Feedback
+from rmsnorm_lab import RESULTS_DIR
+from rmsnorm_lab.model import STEP_FILE, load_model_kernels, load_model_step
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "model_step_fixture"
 

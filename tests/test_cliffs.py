@@ -1,4 +1,4 @@
-"""The cliff sweep (rmsnorm.bench.cliffs): its declared widths, its verdicts, and its glue on the CPU.
+"""The cliff sweep (rmsnorm_lab.cliffs): its declared widths, its verdicts, and its glue on the CPU.
 
 Timing needs a GPU (scripts/benchmark_cliffs.py); here the kernel timer is a stand-in and the real
 fast path runs under the interpreter at a tiny size, so that what the sweep checks, keeps and
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import checkout_scripts
-from rmsnorm.bench import cliffs, timing
-from rmsnorm.fast import FAST_MAX_N
+from rmsnorm import FAST_MAX_N
+from rmsnorm_lab import cliffs, timing
 
 
 def test_the_sweep_holds_what_it_declares():
@@ -104,7 +104,7 @@ def test_without_cuda_the_script_says_so_and_exits_0(capsys):
 
 def test_the_committed_pass_shows_what_results_readme_says():
     # results/h200/README.md, the row of cliffs.csv: a pass cut by its budget, with peers; the rates it quotes.
-    from rmsnorm.bench.results import RESULTS_DIR
+    from rmsnorm_lab.results import RESULTS_DIR
 
     table = pd.read_csv(RESULTS_DIR / "cliffs.csv")
     fast = table[table["provider"] == "fast"].pivot_table(index=["dtype", "pass_"], columns="N", values="tbps")

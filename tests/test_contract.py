@@ -8,15 +8,9 @@ import pytest
 import torch
 
 import rmsnorm
-from rmsnorm import (
-    ContractError,
-    RMSNorm,
-    backward_rows,
-    check_contract,
-    forward_op,
-    reduce_gamma_gradient,
-)
-from rmsnorm import rmsnorm as rmsnorm_fn
+from rmsnorm import ContractError
+from rmsnorm.article import RMSNorm, backward_rows, check_contract, forward_op, reduce_gamma_gradient
+from rmsnorm.article import rmsnorm as rmsnorm_fn
 from rmsnorm.testing import rstd_oracle
 
 
@@ -90,14 +84,14 @@ def test_scratch_limit_4096_x_4096_passes_the_contract():
 
 
 def test_cpu_without_interpreter_says_how_to_enable_it(monkeypatch, no_allocation):
-    monkeypatch.setattr("rmsnorm.device.INTERPRETED", False)
+    monkeypatch.setattr("rmsnorm.contract.interpreter_active", lambda: False)
     x, gamma = ok(device=torch.device("cpu"))
     with pytest.raises(ContractError, match="TRITON_INTERPRET=1"):
         forward_op(x, gamma)
 
 
 def test_partial_on_the_cpu_without_interpreter_says_how_to_enable_it(monkeypatch, no_allocation):
-    monkeypatch.setattr("rmsnorm.device.INTERPRETED", False)
+    monkeypatch.setattr("rmsnorm.contract.interpreter_active", lambda: False)
     with pytest.raises(ContractError, match="partial is on the CPU .*TRITON_INTERPRET=1"):
         reduce_gamma_gradient(torch.ones(4, 8), torch.float32)
 
@@ -173,7 +167,7 @@ def test_module_rejects(shape, eps, pattern):
 
 
 def test_refused_before_allocating_fails_on_each_way_a_check_can_be_missed():
-    from rmsnorm.device import new_output
+    from rmsnorm import device
     from rmsnorm.testing import refused_before_allocating
 
     x, gamma = ok()
@@ -184,7 +178,7 @@ def test_refused_before_allocating_fails_on_each_way_a_check_can_be_missed():
     with pytest.raises(AssertionError, match="allocated before the contract"), refused_before_allocating():
         forward_op(x, gamma)  # accepted: it allocates its outputs
     with pytest.raises(AssertionError, match="allocated before the contract"), refused_before_allocating():
-        new_output((2,), torch.float32, x.device)
+        device.new_output((2,), torch.float32, x.device)
         raise ContractError("too late")
     with pytest.raises(AssertionError, match="does not match"), refused_before_allocating("gamma"):
         forward_op(x.t(), gamma)
@@ -192,7 +186,7 @@ def test_refused_before_allocating_fails_on_each_way_a_check_can_be_missed():
 
 
 def test_recording_stand_in_records_and_launches():
-    from rmsnorm import rmsnorm_forward_kernel
+    from rmsnorm.article import rmsnorm_forward_kernel
     from rmsnorm.testing import recording
 
     x, gamma = ok(M=3, N=5)

@@ -36,7 +36,7 @@ import pytest
 import torch
 
 import rmsnorm  # first: selects GPU or interpreter before triton is imported
-from rmsnorm.fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_forward
+from rmsnorm import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_forward
 from rmsnorm.testing import TOLERANCES, outputs_forbidden, refused_before_allocating
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def _cpu_worker(rank: int, world: int, store: str, out: str) -> None:
     from torch.distributed.tensor import Shard, distribute_tensor
     from torch.nn.parallel import DistributedDataParallel
 
-    from rmsnorm.fast import autograd as fast_autograd
+    from rmsnorm import autograd as fast_autograd
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     x, target = _batch()
@@ -391,7 +391,7 @@ def test_what_the_refusal_advises_gives_the_right_numbers(mesh):
 
 
 def test_plain_tensors_and_parameters_keep_the_quick_path(device):
-    from rmsnorm.fast.contract import _plainly_valid
+    from rmsnorm.contract import _plainly_valid
 
     x = torch.randn(4, N).to(device)
     weight = torch.nn.Parameter(torch.ones(N).to(device))
@@ -416,8 +416,8 @@ LLAMA = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_at
                          ids=["cuda1-while-cuda0-current", "cuda0-while-cuda1-current"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_tensors_on_the_other_gpu_are_normalised_there_forward_and_backward(current, other, dtype):
-    from rmsnorm.fast import backward as fast_backward
-    from rmsnorm.fast import forward as fast_forward
+    from rmsnorm import backward as fast_backward
+    from rmsnorm import forward as fast_forward
     from rmsnorm.testing import assert_close, dgamma_tolerance, make_inputs, oracle
 
     M, width = 199, 1823  # irregular on purpose
@@ -443,7 +443,7 @@ def test_tensors_on_the_other_gpu_are_normalised_there_forward_and_backward(curr
 def _llama(fast: bool, device) -> torch.nn.Module:
     """A tiny Llama (float32, seeded, norm weights randomised); its norms swapped for FastRMSNorm when ``fast``."""
     transformers = pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
-    from rmsnorm.fast import randomise_norm_weights, swap_rmsnorm
+    from rmsnorm import randomise_norm_weights, swap_rmsnorm
 
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA))

@@ -1,4 +1,4 @@
-"""The fast path (rmsnorm.fast): campaigns against the float64 oracle, layouts, contract, custom op.
+"""The fast path (rmsnorm): campaigns against the float64 oracle, layouts, contract, custom op.
 
 Tolerances: rmsnorm.testing.TOLERANCES (bf16 declared with the fast path,
 before its first run) and rmsnorm.testing.dgamma_tolerance (atol grows as √M:
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import rmsnorm
-from rmsnorm import ContractError
-from rmsnorm.fast import (
+import rmsnorm.article
+from rmsnorm import (
     FAST_MAX_N,
+    ContractError,
     FastConfig,
     FastRMSNorm,
     backward_config,
@@ -33,8 +33,8 @@ from rmsnorm.fast import (
     rmsnorm_fast_forward,
     row_alignment,
 )
-from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
-from rmsnorm.fast.config import INTERPRETER_PROGRAMS
+from rmsnorm.autograd import _as_rows, _backward_op, _forward_op
+from rmsnorm.config import INTERPRETER_PROGRAMS
 from rmsnorm.reference import backward_from_rstd
 from rmsnorm.testing import (
     TOLERANCES,
@@ -240,9 +240,9 @@ def test_m_zero_zero_row_and_nan_row_confined(device):
 def test_fast_equals_the_article_path_on_its_domain(device):
     for (M, N), dtype in itertools.product([(1, 257), (64, 1000), (9, 4096)], (torch.float32, torch.float16)):
         x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=13)
-        y_a, rstd_a = rmsnorm.forward_op(x, gamma)
-        dx_a, partial = rmsnorm.backward_rows(x, gamma, dy, rstd_a, 1e-6)
-        dg_a = rmsnorm.reduce_gamma_gradient(partial, dtype)
+        y_a, rstd_a = rmsnorm.article.forward_op(x, gamma)
+        dx_a, partial = rmsnorm.article.backward_rows(x, gamma, dy, rstd_a, 1e-6)
+        dg_a = rmsnorm.article.reduce_gamma_gradient(partial, dtype)
         y, rstd = rmsnorm_fast_forward(x, gamma)
         dx, dg = rmsnorm_fast_backward(x, gamma, rstd, dy)
         assert_close(y, y_a)
@@ -429,7 +429,7 @@ def test_forward_past_2_31_elements_uses_int64_offsets(large_gpu_memory):
 
 
 def test_row_arithmetic_is_float64_only_for_short_float32_rows():
-    from rmsnorm.fast.config import FLOAT64_MAX_N, row_arithmetic_dtype
+    from rmsnorm.config import FLOAT64_MAX_N, row_arithmetic_dtype
 
     assert row_arithmetic_dtype(FLOAT64_MAX_N, torch.float32) == torch.float64
     assert row_arithmetic_dtype(FLOAT64_MAX_N + 1, torch.float32) == torch.float32

@@ -18,12 +18,12 @@ import torch
 import triton
 
 import rmsnorm  # noqa: F401  (selects GPU or interpreter first)
-from rmsnorm.fast import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
-from rmsnorm.fast import launch as launch_module
-from rmsnorm.fast.config import FastConfig, forward_config, num_programs, row_align_hint
-from rmsnorm.fast.forward import _launch as forward_launcher
-from rmsnorm.fast.forward import forward_key, rmsnorm_fast_forward_kernel
-from rmsnorm.fast.launch import DirectLauncher, triton_is_tested
+from rmsnorm import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm import launch as launch_module
+from rmsnorm.config import FastConfig, forward_config, num_programs, row_align_hint
+from rmsnorm.forward import _launch as forward_launcher
+from rmsnorm.forward import forward_key, rmsnorm_fast_forward_kernel
+from rmsnorm.launch import DirectLauncher, triton_is_tested
 from rmsnorm.testing import make_inputs
 
 GPU = torch.cuda.is_available() and not rmsnorm.device.interpreter_active()
@@ -113,7 +113,7 @@ def _contract_cases(device):
 def test_the_quick_check_passes_only_what_every_rule_passes(device):
     """check_fast_inputs reads a few attributes for the common valid case (_plainly_valid);
     anything it does not pass goes through every rule, so every bad input is still refused."""
-    from rmsnorm.fast.contract import _plainly_valid, check_fast_inputs
+    from rmsnorm.contract import _plainly_valid, check_fast_inputs
 
     for wrong, x, gamma, eps in _contract_cases(device):
         if wrong is None:

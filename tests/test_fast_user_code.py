@@ -23,10 +23,9 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
-import rmsnorm.fast.autograd as fast_autograd
-from rmsnorm import ContractError
-from rmsnorm.fast import FastRMSNorm, rmsnorm_fast
-from rmsnorm.fast.autograd import _as_rows, _backward_op, _forward_op
+import rmsnorm.autograd as fast_autograd
+from rmsnorm import ContractError, FastRMSNorm, rmsnorm_fast
+from rmsnorm.autograd import _as_rows, _backward_op, _forward_op
 from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
 
 GPU = torch.cuda.is_available()

@@ -6,15 +6,15 @@ import inspect
 import pytest
 import torch
 
-import rmsnorm
-from rmsnorm import backward_rows, forward_op
-from rmsnorm.teaching.buggy import PAIRS, rmsnorm_dx_kernel_block_mean, rmsnorm_forward_kernel_block_mean
+import rmsnorm.article
+from rmsnorm.article import backward_rows, forward_op
 from rmsnorm.testing import assert_close, make_inputs, oracle
+from rmsnorm_course.teaching.buggy import PAIRS, rmsnorm_dx_kernel_block_mean, rmsnorm_forward_kernel_block_mean
 
 
 @pytest.mark.parametrize("correct_name", PAIRS)
 def test_each_buggy_kernel_differs_from_the_real_one_by_one_line(correct_name):
-    real = inspect.getsource(getattr(rmsnorm, correct_name).fn).splitlines()[2:]  # after decorator and def
+    real = inspect.getsource(getattr(rmsnorm.article, correct_name).fn).splitlines()[2:]  # after decorator and def
     bad = inspect.getsource(PAIRS[correct_name].fn).splitlines()[2:]
     changed = [d for d in difflib.ndiff(real, bad) if d[:1] in "+-"]
     assert len(changed) == 2, changed

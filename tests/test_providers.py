@@ -12,13 +12,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rmsnorm import forward_op
-from rmsnorm.bench import providers as P
-from rmsnorm.bench import results
-from rmsnorm.bench.floor import FloorFunction, floor_plan, floor_rmsnorm
+from rmsnorm import rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm.article import forward_op
 from rmsnorm.device import default_device, new_output
-from rmsnorm.fast import rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm.testing import make_inputs
+from rmsnorm_lab import providers as P
+from rmsnorm_lab import results
+from rmsnorm_lab.floor import FloorFunction, floor_plan, floor_rmsnorm
 
 ROOT = Path(__file__).resolve().parent.parent
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -184,7 +184,7 @@ def test_one_owner_finds_the_results_folder_and_says_what_to_do_without_it(tmp_p
 
 
 def test_the_results_folder_can_be_named_by_the_environment(tmp_path):
-    code = "from rmsnorm.bench import RESULTS_DIR, results_dir; print(RESULTS_DIR); print(results_dir())"
+    code = "from rmsnorm_lab import RESULTS_DIR, results_dir; print(RESULTS_DIR); print(results_dir())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**__import__("os").environ, results.RESULTS_DIR_ENV: str(tmp_path)})
     assert done.returncode == 0, done.stderr
@@ -211,7 +211,7 @@ def test_every_provider_is_ok_or_refused_on_cuda(M, N, dtype):
 @pytest.mark.gpu
 @cuda_only
 def test_host_time_and_graph_replay_of_a_whole_forward_backward_on_cuda():
-    from rmsnorm.bench import time_graph_replay, time_host_calls
+    from rmsnorm_lab import time_graph_replay, time_host_calls
 
     x, gamma, dy = make_inputs(64, 4096, torch.bfloat16, device="cuda", seed=6)
     for name in ("fast", "eager", "floor"):

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import checkout_scripts
-from rmsnorm.bench import RESULTS_DIR, load_fast_table, wholecall
+from rmsnorm_lab import RESULTS_DIR, load_fast_table, wholecall
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "whole_call_fixture.csv"
@@ -89,7 +89,7 @@ def test_the_readme_prose_under_the_kernel_table_is_what_the_csvs_say():
     """"behind torch.compile by 1–13 % at five shapes (13 % at 1024 × 4096 bf16"; QuACK, in the same
     run: "1–2 % at three shapes and by 30 % at 1024 × 65536", "the backward is ahead of QuACK at every
     shape"."""
-    from rmsnorm.bench.results import load_fast_table
+    from rmsnorm_lab.results import load_fast_table
 
     readme = (ROOT / "README.md").read_text()
     fast = load_fast_table(ROOT / "results" / "h200")
@@ -121,8 +121,8 @@ def test_the_readme_prose_under_the_kernel_table_is_what_the_csvs_say():
 def test_the_readme_prose_under_the_whole_call_table_is_what_the_csv_says():
     """"only at 32768 × 4096 does the kernel decide"; "the forward's host time is within 5 µs of the floor at
     most shapes"; "the forward + backward's is not within 1.5× eager's"."""
-    from rmsnorm.bench.results import WHOLE_CALL_FILE
-    from rmsnorm.bench.wholecall import targets
+    from rmsnorm_lab.results import WHOLE_CALL_FILE
+    from rmsnorm_lab.wholecall import targets
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     table = pd.read_csv(ROOT / "results" / "h200" / WHOLE_CALL_FILE)
@@ -140,7 +140,7 @@ def test_the_readme_prose_under_the_whole_call_table_is_what_the_csv_says():
 def test_the_weak_grid_block_and_the_prose_above_it_are_what_fast_weak_csv_says(tool):
     """"below 0.97× at 15 of 20 shapes, by about 30 % at rows of 65536 and wider ... by 3–22 % elsewhere; and the
     backward at odd widths (0.53–0.79×)"."""
-    from rmsnorm.bench.sidebyside import best_peer_table
+    from rmsnorm_lab.sidebyside import best_peer_table
 
     weak = pd.read_csv(RESULTS_DIR / tool.WEAK_FILE)
     text = tool.render_weak(weak)  # in the README: test_sidebyside's --check

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from rmsnorm.bench import RESULTS_DIR
-from rmsnorm.bench.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, check_table, ratio_table
-from rmsnorm.bench.tuning import backward_candidates, forward_candidates
-from rmsnorm.fast import backward_config, forward_config
+from rmsnorm import backward_config, forward_config
+from rmsnorm_lab import RESULTS_DIR
+from rmsnorm_lab.sidebyside import GRID, SIDE_BY_SIDE, WEAK_GRID, check_table, ratio_table
+from rmsnorm_lab.tuning import backward_candidates, forward_candidates
 
 #: Sweeps 7-9's short, odd and float32 widths and the edges of their rules, beside the grids' shapes (M does not
 #: enter the table).
@@ -42,7 +42,7 @@ def test_short_rows_fill_a_tile_rows_per_step_are_not_capped(N):
 
 
 def test_a_sweep_row_gives_back_its_config():
-    from rmsnorm.bench.tuning import config_of
+    from rmsnorm_lab.tuning import config_of
 
     persistent, per_block = backward_config(257, torch.bfloat16), forward_config(1, torch.bfloat16)
     assert config_of(dict(**persistent.__dict__, us=1.0)) == persistent  # a row of tune()'s result
@@ -79,7 +79,7 @@ def test_committed_h200_table_is_complete_checked_and_below_the_copy_ceiling():
 
 
 def test_committed_weak_grid_is_complete_checked_and_what_results_readme_says():
-    from rmsnorm.bench.sidebyside import WEAK_GRID, best_peer_means, best_peer_table
+    from rmsnorm_lab.sidebyside import WEAK_GRID, best_peer_means, best_peer_table
 
     table = pd.read_csv(RESULTS_DIR / "fast_weak.csv")
     shapes = {(M, N, str(d).removeprefix("torch."), str(w).removeprefix("torch.")) for M, N, d, w in WEAK_GRID}
@@ -133,7 +133,7 @@ def test_check_table_names_what_a_spoiled_table_breaks(spoil, message):
 
 
 def test_the_weak_grid_holds_what_issue_17_asks_for():
-    from rmsnorm.bench.sidebyside import WEAK_GRID
+    from rmsnorm_lab.sidebyside import WEAK_GRID
 
     widths = {N for _, N, _, _ in WEAK_GRID}
     assert {257, 1000, 3000, 4097, 12289} <= widths  # not multiples of 16
@@ -147,7 +147,7 @@ def test_the_weak_grid_holds_what_issue_17_asks_for():
 
 
 def test_the_best_peer_is_the_fastest_that_passed_the_oracle():
-    from rmsnorm.bench.sidebyside import best_peer_means, best_peer_table
+    from rmsnorm_lab.sidebyside import best_peer_means, best_peer_table
 
     rows = []
     for N, times in ((1000, dict(fast=10.0, compile=12.0, liger=8.0, quack=9.0, eager=1.0)),
@@ -171,7 +171,7 @@ def test_at_odd_widths_the_backward_sweep_also_tries_fewer_warps_more_programs_a
 
 def test_sweep_8_the_float32_table_is_never_slower_and_is_the_best_where_it_changed():
     """Sweep 8 (float32 backward, float32 arithmetic): the table after it against the table it found, in the one run."""
-    from rmsnorm.bench.tuning import table_against_sweep
+    from rmsnorm_lab.tuning import table_against_sweep
 
     sweep = pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 8")
     assert set(sweep["dtype"]) == {"float32"} and set(sweep["pass_"]) == {"backward"}
@@ -185,7 +185,7 @@ def test_sweep_8_the_float32_table_is_never_slower_and_is_the_best_where_it_chan
 
 def test_sweep_9_the_odd_rules_are_never_slower_and_are_the_best_where_they_changed():
     """Sweep 9 (odd widths no sweep had timed): the table after it against the table it found, in the one run."""
-    from rmsnorm.bench.tuning import table_against_sweep
+    from rmsnorm_lab.tuning import table_against_sweep
 
     sweep = pd.read_csv(RESULTS_DIR / "fast_tuning.csv").query("sweep == 9")
     assert set(sweep["pass_"]) == {"backward"} and (sweep["N"] % 2 == 1).all()
@@ -202,7 +202,7 @@ def test_sweep_9_the_odd_rules_are_never_slower_and_are_the_best_where_they_chan
 
 def test_odd_widths_the_comparison_checks_every_output_and_says_where_compile_stays_ahead():
     """results/h200/odd_widths.csv beside sweep 9: today's rule against compile, in the same run."""
-    from rmsnorm.bench.tuning import table_against_sweep
+    from rmsnorm_lab.tuning import table_against_sweep
 
     table = pd.read_csv(RESULTS_DIR / "odd_widths.csv")
     assert (table["check"] == "ok").all() and table["us"].notna().all()

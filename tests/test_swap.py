@@ -1,4 +1,4 @@
-"""rmsnorm.fast.swap_rmsnorm: FastRMSNorm into torch and Hugging Face models, changing nothing but speed.
+"""rmsnorm.swap_rmsnorm: FastRMSNorm into torch and Hugging Face models, changing nothing but speed.
 
 On the CPU the fast kernels run in Triton's interpreter (float32; the interpreter refuses bf16),
 so the models are tiny: LlamaConfig and Qwen3Config with hidden 64, 2 layers, vocabulary 128,
@@ -26,8 +26,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: a hub call fails at o
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from rmsnorm import ContractError, FastRMSNorm, default_device  # noqa: E402
-from rmsnorm.fast import randomise_norm_weights, swap_rmsnorm  # noqa: E402
+from rmsnorm import ContractError, FastRMSNorm, default_device, randomise_norm_weights, swap_rmsnorm  # noqa: E402  # noqa: E402
 from rmsnorm.testing import assert_close  # noqa: E402
 
 transformers = pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")

@@ -1,4 +1,4 @@
-"""The teaching kernels (rmsnorm.teaching): exercises 09 and 10's kernels are the solutions' kernels, line for line.
+"""The teaching kernels (rmsnorm_course.teaching): exercises 09 and 10's kernels are the solutions', line for line.
 
 The solution notebooks write the kernel a learner writes; the package holds the same kernel as the
 exercise's reference, the one its checker launches and its tests mutate. difflib holds the two to one
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import rmsnorm.teaching.buggy
-import rmsnorm.teaching.primer  # noqa: F401  (loaded here, compared with its old path rmsnorm.primer below)
-from rmsnorm.teaching.long_row import long_row_forward_kernel
-from rmsnorm.teaching.one_pass import one_pass_backward_kernel
+import rmsnorm_course.teaching.buggy
+import rmsnorm_course.teaching.primer  # noqa: F401  (loaded here, compared with its old path rmsnorm_course.teaching.primer below)
+from rmsnorm_course.teaching.long_row import long_row_forward_kernel
+from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -68,13 +68,10 @@ def test_the_solutions_kernel_is_the_packages_teaching_kernel(notebook, name, ke
     assert len(solution) > 20  # the whole kernel was compared, not an empty match
 
 
-def test_the_package_kernels_are_where_the_old_paths_and_the_checkers_find_them():
-    import rmsnorm.buggy
-    import rmsnorm.primer
+def test_the_package_kernels_are_where_the_checkers_find_them():
     from rmsnorm_course.checkers import ex09_long_row, ex10_one_pass
 
-    assert rmsnorm.buggy is rmsnorm.teaching.buggy and rmsnorm.primer is rmsnorm.teaching.primer
     assert ex09_long_row.long_row_forward_kernel is long_row_forward_kernel
     assert ex10_one_pass.one_pass_backward_kernel is one_pass_backward_kernel
-    assert long_row_forward_kernel.fn.__module__ == "rmsnorm.teaching.long_row"
-    assert one_pass_backward_kernel.fn.__module__ == "rmsnorm.teaching.one_pass"
+    assert long_row_forward_kernel.fn.__module__ == "rmsnorm_course.teaching.long_row"
+    assert one_pass_backward_kernel.fn.__module__ == "rmsnorm_course.teaching.one_pass"

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rmsnorm import CALLS, RMSNorm
+from rmsnorm.article import CALLS, RMSNorm
 from rmsnorm.testing import TOLERANCES, assert_close
 from rmsnorm_course.training import (
     PATHS,

@@ -3,7 +3,7 @@
 On the H200 (torch 2.11, triton 3.6, 2026-12-01, results/h200/alignment_probe.csv), rows of 1000 and
 3000 16-bit elements ran the backward at half the rate of 992 and 1008. Triton specialises an integer
 argument only on divisibility by 16, so at N = 1000 it cannot prove that a masked row comes in aligned
-groups of 8 and loads one element at a time. The launchers pass ROW_ALIGN (rmsnorm.fast.row_alignment)
+groups of 8 and loads one element at a time. The launchers pass ROW_ALIGN (rmsnorm.row_alignment)
 and the kernels restate N and the strides with it. This test compiles both kernels for sm_90 with
 Triton's own compiler (no GPU needed; tools/ptx_vector_accesses.py) and counts 16-byte accesses in the
 PTX: none without the hint, loads and stores of both kernels with it. Lesson 12 §4 reads the probe and
@@ -40,7 +40,7 @@ def test_where_triton_proves_the_alignment_itself_the_launch_adds_no_hint():
     # N = 4096: Triton marks N and the strides divisible by 16 and vectorises on its own. Restating them with
     # ROW_ALIGN = 8 then only adds integer instructions (on the H200, 1024 x 4096 bf16 ran 6 % slower, both
     # passes); the launchers pass 1 there, and only where Triton cannot see it (N = 1000) the hint.
-    from rmsnorm.fast import row_align_hint, row_alignment
+    from rmsnorm import row_align_hint, row_alignment
 
     assert row_align_hint(2, 4096, 4096, 4096) == 1 and row_alignment(2, 4096, 4096) == 8
     assert row_align_hint(2, 1000, 1000) == 8 and row_align_hint(2, 4096, 4104) == 8  # 4104: a padded row

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 import triton
 
-import rmsnorm
-import rmsnorm.teaching.buggy
-from rmsnorm import backward_rows, forward_op, reduce_gamma_gradient
+import rmsnorm.article
+import rmsnorm_course.teaching.buggy
+from rmsnorm.article import backward_rows, forward_op, reduce_gamma_gradient
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="rmsnorm_wrong_variants_"))
 _COUNTER = itertools.count()
@@ -34,7 +34,7 @@ def mutate(kernel, *replacements: tuple[str, str]):
     """A copy of a package kernel with text replacements applied, as a new ``@triton.jit`` kernel.
 
     Args:
-        kernel: a package kernel (``rmsnorm.rmsnorm_forward_kernel``…).
+        kernel: a package kernel (``rmsnorm.article.rmsnorm_forward_kernel``…).
         replacements: (old, new) pairs; each ``old`` must occur exactly once.
 
     Raises:
@@ -54,7 +54,7 @@ def mutate(kernel, *replacements: tuple[str, str]):
     return getattr(module, name)
 
 
-F, D, G = rmsnorm.rmsnorm_forward_kernel, rmsnorm.rmsnorm_dx_kernel, rmsnorm.rmsnorm_dgamma_kernel
+F, D, G = rmsnorm.article.rmsnorm_forward_kernel, rmsnorm.article.rmsnorm_dx_kernel, rmsnorm.article.rmsnorm_dgamma_kernel
 SKELETON = ("    row = tl.program_id(0)", "    raise NotImplementedError()\n    row = tl.program_id(0)")
 
 def endless(store: str) -> str:
@@ -110,7 +110,7 @@ FORWARD = {
 #: Exercise 04 (and 08's fix): name → (kernel, substring).
 DX = {
     "skeleton": (mutate(D, SKELETON), "not done yet"),
-    "divides by BLOCK_SIZE": (rmsnorm.teaching.buggy.rmsnorm_dx_kernel_block_mean, "divided by BLOCK_SIZE instead of N: a row of 257 ones gives dx[0, 0] = 0.498"),
+    "divides by BLOCK_SIZE": (rmsnorm_course.teaching.buggy.rmsnorm_dx_kernel_block_mean, "divided by BLOCK_SIZE instead of N: a row of 257 ones gives dx[0, 0] = 0.498"),
     "no r³ term": (mutate(D, ("dx = rstd * u - x * rstd * rstd * rstd * mean_ux", "dx = rstd * u")), "dx lacks the r³ term"),
     "r instead of r³": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "x * rstd * mean_ux")), "has r where it needs r³"),
     "r² instead of r³": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "x * rstd * rstd * mean_ux")), "has r² where it needs r³"),

@@ -25,14 +25,9 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from rmsnorm.fast import (  # noqa: E402
-    backward_config,
-    forward_config,
-    rmsnorm_fast_backward_kernel,
-    rmsnorm_fast_forward_kernel,
-)
-from rmsnorm.fast.backward import TRITON_DTYPE  # noqa: E402
-from rmsnorm.fast.config import row_arithmetic_dtype  # noqa: E402
+from rmsnorm import backward_config, forward_config, rmsnorm_fast_backward_kernel, rmsnorm_fast_forward_kernel  # noqa: E402
+from rmsnorm.backward import TRITON_DTYPE  # noqa: E402
+from rmsnorm.config import row_arithmetic_dtype  # noqa: E402
 
 PATTERNS = {
     "ld.v4": r"ld\.global(?:\.\w+)*\.v4\.b32",  # 16 bytes into registers

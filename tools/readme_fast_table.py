@@ -58,7 +58,7 @@ def _not_timed(table: pd.DataFrame) -> list[str]:
 
 def _means_lines(table: pd.DataFrame, ratios: pd.DataFrame, others) -> list[str]:
     """Per pass: the geometric mean of each other's time over the fast path's, and of the best peer's."""
-    from rmsnorm.bench.sidebyside import best_peer_means
+    from rmsnorm_lab.sidebyside import best_peer_means
 
     best = best_peer_means(table)
     lines = []
@@ -74,14 +74,14 @@ def _means_lines(table: pd.DataFrame, ratios: pd.DataFrame, others) -> list[str]
 def render(table: pd.DataFrame) -> str:
     """The Markdown table of fast.csv: fast path µs and TB/s, and other/fast time ratios, per shape and pass.
 
-    Ratios and means come from :func:`rmsnorm.bench.sidebyside.ratio_table` and
-    :func:`~rmsnorm.bench.sidebyside.best_peer_means` (the best peer: the fastest of compile,
+    Ratios and means come from :func:`rmsnorm_lab.sidebyside.ratio_table` and
+    :func:`~rmsnorm_lab.sidebyside.best_peer_means` (the best peer: the fastest of compile,
     Liger and QuACK that passed the oracle), all from the one run. A provider the run lacks has no
     column; one that failed the oracle shows "—", and the line under the table names it with its
     reason, as it does the shapes the article's contract refuses.
     """
-    from rmsnorm.bench.sidebyside import ratio_table
-    from rmsnorm.contract import KERNEL_DTYPES
+    from rmsnorm.article.contract import KERNEL_DTYPES
+    from rmsnorm_lab.sidebyside import ratio_table
 
     ratios = ratio_table(table)
     others = [o for o in OTHERS if o in ratios.columns]
@@ -109,9 +109,9 @@ def render(table: pd.DataFrame) -> str:
 
 def render_weak(table: pd.DataFrame) -> str:
     """The weak grid (fast_weak.csv): per shape and pass, the fast path's µs and TB/s and each peer's time over
-    its own, the best peer named (:func:`rmsnorm.bench.sidebyside.best_peer_table`); geometric means over the
+    its own, the best peer named (:func:`rmsnorm_lab.sidebyside.best_peer_table`); geometric means over the
     grid; the peers that failed, with why."""
-    from rmsnorm.bench.sidebyside import PEERS, best_peer_means, best_peer_table, ratio_table
+    from rmsnorm_lab.sidebyside import PEERS, best_peer_means, best_peer_table, ratio_table
 
     ratios = ratio_table(table)
     best, means = best_peer_table(table), best_peer_means(table)
@@ -163,7 +163,7 @@ def render_whole_call(table: pd.DataFrame) -> str:
         "**whole call**: host, dispatch, launches and kernels, or, when it replays its step from a CUDA graph",
         "(`torch.cuda.graph`, `torch.compile(mode=\"reduce-overhead\")`), the **CUDA graph** column. Measured",
         "on an H200 in one run (`scripts/benchmark_whole_call.py`, committed in `results/h200/whole_call.csv`),",
-        "through each one's public entry point (`FastRMSNorm`, `rmsnorm.rmsnorm`, `F.rms_norm`, …), every output",
+        "through each one's public entry point (`FastRMSNorm`, `rmsnorm.article.rmsnorm`, `F.rms_norm`…), each output",
         "checked against the float64 oracle first. µs per call: *kernels* from `torch.profiler` with L2 flushed;",
         "*whole call* from CUDA events around 20 back-to-back calls (median of 50); *host* the CPU time to issue",
         "one call; *floor* the same kernels behind a bare `torch.autograd.Function` with no checks, launched",
@@ -192,8 +192,8 @@ def render_whole_call(table: pd.DataFrame) -> str:
 
 
 def _targets_lines(table: pd.DataFrame) -> list[str]:
-    """The fast path's targets (issue 15; rmsnorm.bench.wholecall.targets) in this run: met at how many shapes."""
-    from rmsnorm.bench.wholecall import HOST_BOUND, targets
+    """The fast path's targets (issue 15; rmsnorm_lab.wholecall.targets) in this run: met at how many shapes."""
+    from rmsnorm_lab.wholecall import HOST_BOUND, targets
 
     verdicts = targets(table)
     fb = table[table.pass_ == "forward_backward"].set_index(["M", "N", "dtype", "provider"])["whole_call_us"]
@@ -235,7 +235,7 @@ def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None,
 
 def main(argv=None) -> int:
     """Rewrite README.md's tables (or, with --check, exit 1 when they differ from the CSVs)."""
-    from rmsnorm.bench.results import WHOLE_CALL_FILE, load_fast_table, load_whole_call, results_dir
+    from rmsnorm_lab.results import WHOLE_CALL_FILE, load_fast_table, load_whole_call, results_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the CSVs")

@@ -16,8 +16,8 @@ itself, on the guarded copies (its ``launch``/``_launch``): 03, 04, 05 and 08's 
 with the grid and arguments the package's launchers give their kernels
 (``forward_op``, ``backward_rows``, ``reduce_gamma_gradient``), so the kernel must
 have the signature of the package kernel it replaces; 09 and 10 with signatures of
-their own (those of :mod:`rmsnorm.teaching.long_row` and
-:mod:`rmsnorm.teaching.one_pass`). Exercises 01, 02, 06, 07 and 11–13 check
+their own (those of :mod:`rmsnorm_course.teaching.long_row` and
+:mod:`rmsnorm_course.teaching.one_pass`). Exercises 01, 02, 06, 07 and 11–13 check
 functions, classes and readings, not kernels.
 
 Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.

@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-import rmsnorm
+import rmsnorm.article
 from rmsnorm.device import interpreter_active
 from rmsnorm_course import checkers  # noqa: F401  (the checkers' modules, imported once)
 
@@ -30,9 +30,9 @@ def _warm_up() -> None:
         warnings.simplefilter("ignore")
         x = torch.ones(2, 33)
         gamma = torch.ones(33)
-        _, rstd = rmsnorm.forward_op(x, gamma)
-        _, partial = rmsnorm.backward_rows(x, gamma, x.clone(), rstd, 1e-6)
-        rmsnorm.reduce_gamma_gradient(partial, torch.float32)
+        _, rstd = rmsnorm.article.forward_op(x, gamma)
+        _, partial = rmsnorm.article.backward_rows(x, gamma, x.clone(), rstd, 1e-6)
+        rmsnorm.article.reduce_gamma_gradient(partial, torch.float32)
     if importlib.util.find_spec("pandas") is not None:  # exercise 07's samples are a DataFrame
         import pandas  # noqa: F401
 

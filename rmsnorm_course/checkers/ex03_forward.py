@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from rmsnorm.forward import num_warps_for, rmsnorm_forward_kernel
+from rmsnorm.article.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Run, Symptom, close, diagnose, evidence, first_difference, tolerance
 from .feedback import Feedback, never_raises, wrong
@@ -197,7 +197,7 @@ def check_forward_kernel(kernel) -> Feedback:
 
     Args:
         kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.rmsnorm_forward_kernel`.
+            :func:`rmsnorm.article.rmsnorm_forward_kernel`.
 
     Returns:
         Feedback: "passed", "not done yet" (the skeleton) or "wrong" with the

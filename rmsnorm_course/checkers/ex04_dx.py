@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 import triton
 
-from rmsnorm.backward import rmsnorm_dx_kernel
-from rmsnorm.forward import forward_op, num_warps_for
+from rmsnorm.article.backward import rmsnorm_dx_kernel
+from rmsnorm.article.forward import forward_op, num_warps_for
 from .cases import describe, row_cases
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, never_raises
@@ -185,7 +185,7 @@ def check_dx_kernel(kernel, exercise: str = EXERCISE) -> Feedback:
 
     Args:
         kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.rmsnorm_dx_kernel`.
+            :func:`rmsnorm.article.rmsnorm_dx_kernel`.
         exercise: the name shown in the feedback ("04 · dx kernel" or "08 · fixed dx kernel").
 
     Returns:

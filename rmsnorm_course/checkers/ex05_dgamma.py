@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 import triton
 
+from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
-from rmsnorm.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from .diagnose import Case, Run, Symptom, diagnose
 from .feedback import Feedback, never_raises
 from .guards import Buffers
@@ -140,7 +140,7 @@ def check_dgamma_kernel(kernel) -> Feedback:
 
     Args:
         kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.rmsnorm_dgamma_kernel`.
+            :func:`rmsnorm.article.rmsnorm_dgamma_kernel`.
 
     Returns:
         Feedback: "passed", "not done yet" or "wrong". Never raises, never hangs.

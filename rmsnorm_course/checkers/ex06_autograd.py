@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 
 import torch
 
-from rmsnorm import backward as _backward
-from rmsnorm import forward as _forward
-from rmsnorm import reduction as _reduction
-from rmsnorm.contract import ContractError
+from rmsnorm import device as _device
+from rmsnorm.article.contract import ContractError
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs, oracle
 from .diagnose import Case, Run, close, evidence, first_difference, tolerance
@@ -35,24 +34,25 @@ EXERCISE = "06 · autograd.Function"
 
 @contextlib.contextmanager
 def _count_launches():
-    """Count calls of the three launchers, through their allocations (each allocates before it launches)."""
+    """Count calls of the three launchers, through their allocations (each allocates before it launches).
+
+    The launchers share one allocator (``rmsnorm.device.new_output``): the stand-in put in its place
+    asks which function called it.
+    """
     counts = {"forward_op": 0, "backward_rows": 0, "reduce_gamma_gradient": 0}
-    modules = {"forward_op": _forward, "backward_rows": _backward, "reduce_gamma_gradient": _reduction}
-    originals = {name: module.new_output for name, module in modules.items()}
+    original = _device.new_output
 
-    def counting(name, original):
-        def new_output(shape, dtype, device):
-            counts[name] += 1
-            return original(shape, dtype, device)
-        return new_output
+    def new_output(shape, dtype, device):
+        caller = sys._getframe(1).f_code.co_name
+        if caller in counts:
+            counts[caller] += 1
+        return original(shape, dtype, device)
 
-    for name, module in modules.items():
-        module.new_output = counting(name, originals[name])
+    _device.new_output = new_output
     try:
         yield counts
     finally:
-        for name, module in modules.items():
-            module.new_output = originals[name]
+        _device.new_output = original
 
 
 def _explain_autograd_error(error: BaseException) -> str | None:

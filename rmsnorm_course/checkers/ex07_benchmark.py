@@ -15,7 +15,7 @@
    reversed, the ratio instead of the change; the mean, the minimum, the first
    sample or the sum instead of the median; rows of another impl or path mixed in.
 
-Needs pandas (like :mod:`rmsnorm.bench`); imported only when called.
+Needs pandas (like :mod:`rmsnorm_lab`); imported only when called.
 
 Source: solutions/07_benchmark.ipynb; the article's table ("Il forward e il
 percorso di addestramento non raccontano la stessa cosa").
@@ -176,7 +176,7 @@ def check_benchmark_reading(median_us, percent_change, samples, prediction=None,
         median_us: ``(samples, path, impl) -> float``, µs per call.
         percent_change: ``(impl_us, reference_us) -> float``, in percent.
         samples: long DataFrame with columns path, impl, us_per_call (µs), as
-            :func:`rmsnorm.bench.run_protocol` returns or
+            :func:`rmsnorm_lab.run_protocol` returns or
             ``load_results().samples`` holds.
         prediction: the learner's prediction function (exercise 07.1), or None.
         where: where the samples come from, for the message.

@@ -4,7 +4,7 @@
    output of one coordinate of a row of N ones (gamma = 1, eps = 1e-6) when
    the mean divides by N, and when it divides by BLOCK_SIZE =
    next_power_of_2(N). The checker runs the package's kernel and the buggy one
-   from :mod:`rmsnorm.teaching.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
+   from :mod:`rmsnorm_course.teaching.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
    Recognised: the denominator sqrt(mean + eps) given instead of the output;
    the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
    every N; the two numbers swapped.
@@ -22,10 +22,10 @@ import numbers
 import torch
 import triton
 
+from rmsnorm.article.forward import forward_op
 from rmsnorm.device import default_device
-from rmsnorm.forward import forward_op
-from rmsnorm.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from rmsnorm.testing import TOLERANCES
+from rmsnorm_course.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from .diagnose import close, fmt
 from .ex04_dx import check_dx_kernel
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
@@ -132,7 +132,7 @@ def check_fixed_dx_kernel(kernel) -> Feedback:
     """The fix of exercise 08: a dx kernel whose mean(u · x) divides by N, checked like exercise 04.
 
     Args:
-        kernel: a ``@triton.jit`` kernel with the signature of :func:`rmsnorm.rmsnorm_dx_kernel`.
+        kernel: a ``@triton.jit`` kernel with the signature of :func:`rmsnorm.article.rmsnorm_dx_kernel`.
 
     Returns:
         Feedback, as :func:`rmsnorm_course.checkers.check_dx_kernel` gives it.

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import torch
 
 from rmsnorm.device import default_device
-from rmsnorm.teaching.long_row import long_row_forward_kernel
 from rmsnorm.testing import make_inputs
+from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import describe
 from .diagnose import Case, Run, diagnose
 from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits

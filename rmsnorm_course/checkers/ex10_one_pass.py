@@ -41,8 +41,8 @@ import torch
 import triton
 
 from rmsnorm.device import default_device
-from rmsnorm.teaching.one_pass import one_pass_backward_kernel
 from rmsnorm.testing import make_inputs
+from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 from .cases import describe
 from .diagnose import Case, Run, _case_passes, diagnose
 from .ex10_symptoms import SYMPTOMS, correct

@@ -20,7 +20,7 @@
    skewed set of samples; the fastest single sample; the slowest
    configuration; rows of another shape; rows of the other pass.
 
-Needs pandas (like :mod:`rmsnorm.bench`); imported only when called.
+Needs pandas (like :mod:`rmsnorm_lab`); imported only when called.
 
 Source: solutions/12_tuning_and_side_by_side.ipynb; scripts/benchmark_fast.py
 (the byte convention and the L2-cold timing).
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import torch
 
-from rmsnorm.bench.results import backward_bytes, forward_bytes
+from rmsnorm_lab.results import backward_bytes, forward_bytes
 from .diagnose import fmt
 from .feedback import Feedback, call_learner, name_of, passed, wrong
 
@@ -53,7 +53,7 @@ def _same(a: float, b: float) -> bool:
 
 
 def minimum_bytes(M: int, N: int, dtype: str, pass_: str) -> int:
-    """The course's byte convention (gamma in x's dtype) for a row of ``fast.csv``: :mod:`rmsnorm.bench`'s counts."""
+    """The course's byte convention (gamma in x's dtype) for a row of ``fast.csv``: :mod:`rmsnorm_lab`'s counts."""
     return (forward_bytes if pass_ == "forward" else backward_bytes)(M, N, getattr(torch, dtype))
 
 

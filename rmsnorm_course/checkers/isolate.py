@@ -388,4 +388,4 @@ def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> 
 
 
 if sys.platform == "win32":  # pragma: no cover - the course runs on Linux (Triton's requirement)
-    raise ImportError("rmsnorm.checkers needs a POSIX system (forkserver)")
+    raise ImportError("rmsnorm_course.checkers needs a POSIX system (forkserver)")

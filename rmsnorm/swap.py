@@ -27,11 +27,10 @@ from typing import Callable
 
 import torch
 
-from ..contract import ContractError
-from ..reference import rmsnorm_reference
-from ..testing import TOLERANCES
 from .autograd import FastRMSNorm
-from .contract import FAST_DTYPES, FAST_MAX_N
+from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
+from .reference import rmsnorm_reference
+from .testing import TOLERANCES
 
 #: Seed of the probe's random weights and rows (fixed: a verdict does not change between runs).
 PROBE_SEED = 1234

@@ -1,4 +1,4 @@
-"""``python -m rmsnorm.check_env``: prove the kernels can run here, then say where.
+"""``python -m rmsnorm_course.check_env``: prove the kernels can run here, then say where.
 
 On a GPU: CUDA is initialised and one forward is computed and compared with
 the reference. Without a GPU: the interpreter canary (a row of 257 ones must
@@ -15,9 +15,9 @@ import sys
 import torch
 import triton
 
-from . import describe_backend, forward_op
-from .device import default_device
-from .testing import assert_close, check_canary, make_inputs, oracle
+from rmsnorm.article import forward_op
+from rmsnorm.device import default_device, describe_backend
+from rmsnorm.testing import assert_close, check_canary, make_inputs, oracle
 
 
 def main() -> int:

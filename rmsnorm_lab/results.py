@@ -30,8 +30,8 @@ from .timing import gbps
 #: Environment variable naming a results folder to read instead of the checkout's results/h200.
 RESULTS_DIR_ENV = "RMSNORM_RESULTS_DIR"
 #: Where the committed H200 results live: $RMSNORM_RESULTS_DIR, else results/h200 of the checkout that
-#: holds this package (rmsnorm/bench/results.py → three levels up). The one place that finds it.
-RESULTS_DIR = Path(os.environ.get(RESULTS_DIR_ENV) or Path(__file__).resolve().parents[2] / "results" / "h200")
+#: holds this package (rmsnorm_lab/results.py → two levels up). The one place that finds it.
+RESULTS_DIR = Path(os.environ.get(RESULTS_DIR_ENV) or Path(__file__).resolve().parents[1] / "results" / "h200")
 #: Columns of the summary statistics (all in µs per call, except ``samples``).
 STAT_COLUMNS = ("median_us", "mean_us", "min_us", "max_us", "std_us", "samples")
 #: Sweep rate columns and the time column each is computed from.
@@ -70,11 +70,11 @@ def results_dir(path: str | Path | None = None) -> Path:
         return folder
     if path is None:
         raise FileNotFoundError(
-            f"rmsnorm.bench: no results folder at {folder}. The committed results live in the course's checkout "
+            f"rmsnorm_lab: no results folder at {folder}. The committed results live in the course's checkout "
             f"(results/h200/), and this rmsnorm package was installed without it. Pass the folder explicitly, or set "
             f"{RESULTS_DIR_ENV}=/path/to/checkout/results/h200"
         )
-    raise FileNotFoundError(f"rmsnorm.bench: no results folder at {folder}")
+    raise FileNotFoundError(f"rmsnorm_lab: no results folder at {folder}")
 
 
 def _itemsize(dtype: torch.dtype) -> int:
@@ -168,7 +168,7 @@ def summarize(samples: pd.DataFrame, keys=("path", "impl", "repeat", "M", "N", "
     """Median, mean, min, max, std (µs per call) and sample count per group of samples.
 
     Args:
-        samples: long DataFrame with a ``us_per_call`` column (from :func:`rmsnorm.bench.run_protocol`).
+        samples: long DataFrame with a ``us_per_call`` column (from :func:`rmsnorm_lab.run_protocol`).
         keys: grouping columns present in ``samples``.
 
     Returns:
@@ -357,7 +357,7 @@ WHOLE_CALL_ENVIRONMENT = "whole_call_environment.json"
 def load_whole_call(path: str | Path | None = None) -> pd.DataFrame:
     """The whole-call benchmark (``whole_call.csv``): one row per (M, N, dtype, provider, pass_).
 
-    Columns are :data:`rmsnorm.bench.wholecall.COLUMNS` (µs per call; NaN where not measured).
+    Columns are :data:`rmsnorm_lab.wholecall.COLUMNS` (µs per call; NaN where not measured).
 
     Args:
         path: results folder; default :func:`results_dir`'s.

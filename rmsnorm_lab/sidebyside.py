@@ -1,18 +1,18 @@
 """The fast path side by side: the providers' passes, oracle check first, L2-cold kernel time, one byte count.
 
 For the forward and the backward of an (M, N) shape, each alone, every provider of
-:data:`SIDE_BY_SIDE` (names from :data:`rmsnorm.bench.providers.PROVIDERS`: ``fast``, its
+:data:`SIDE_BY_SIDE` (names from :data:`rmsnorm_lab.providers.PROVIDERS`: ``fast``, its
 launchers; ``article``, the kernels of lessons 03–08 where their contract allows; ``eager``;
 ``compile`` and ``compile_nomix``, MixOrderReduction on and off; ``liger``; ``quack`` on request).
 
-Method: :func:`rmsnorm.bench.providers.prepare` builds each provider's passes and checks
+Method: :func:`rmsnorm_lab.providers.prepare` builds each provider's passes and checks
 y, dx and dgamma against the float64 oracle with the declared tolerances; a provider that
 refuses the shape (its contract, a failed import) is left out and logged, one that fails the
-check gets a row with NaN and the reason. Then :func:`rmsnorm.bench.kernel_time_us`
+check gets a row with NaN and the reason. Then :func:`rmsnorm_lab.kernel_time_us`
 (profiler kernel time, L2 flushed before every call); bytes are the minimum traffic
-(:func:`rmsnorm.bench.forward_bytes`, :func:`~rmsnorm.bench.backward_bytes`) for everyone,
+(:func:`rmsnorm_lab.forward_bytes`, :func:`~rmsnorm_lab.backward_bytes`) for everyone,
 so rates are lower bounds. Used by scripts/benchmark_fast.py, which wrote
-results/h200/fast.csv; the config sweep is :mod:`rmsnorm.bench.tuning`.
+results/h200/fast.csv; the config sweep is :mod:`rmsnorm_lab.tuning`.
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb; quack
 ``benchmarks/benchmark_rmsnorm.py`` (named providers, one byte count).
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..contract import MAX_N, MAX_SCRATCH_BYTES, scratch_bytes
-from ..testing import make_inputs
+from rmsnorm.article.contract import MAX_N, MAX_SCRATCH_BYTES, scratch_bytes
+from rmsnorm.testing import make_inputs
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
 from .timing import kernel_time_us
@@ -64,7 +64,7 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
 
     Args:
         shapes: (M, N, dtype) or (M, N, dtype, weight dtype).
-        providers: names from :data:`rmsnorm.bench.providers.PROVIDER_NAMES`.
+        providers: names from :data:`rmsnorm_lab.providers.PROVIDER_NAMES`.
         copy_gbps: the device's copy rate, for the ``copy_fraction`` column.
         log: called with one line per provider and shape.
 

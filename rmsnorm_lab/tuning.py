@@ -1,10 +1,10 @@
 """Tuning the fast path: the candidate configurations around the table's choice, and the sweep that times them.
 
 :func:`forward_candidates` and :func:`backward_candidates` list the table's configuration
-(:func:`rmsnorm.fast.forward_config`, :func:`~rmsnorm.fast.backward_config`) and its
+(:func:`rmsnorm.forward_config`, :func:`~rmsnorm.backward_config`) and its
 neighbours: rows per step, warps, persistence, pipelining, and the loop rung. :func:`tune`
 checks every candidate's output against the table's own, then times it L2-cold
-(:func:`rmsnorm.bench.kernel_time_us`). ``scripts/benchmark_fast.py --tune`` writes the rows
+(:func:`rmsnorm_lab.kernel_time_us`). ``scripts/benchmark_fast.py --tune`` writes the rows
 to results/h200/fast_tuning.csv; the sweep history lives with the results.
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb; quack ``rmsnorm_config.py``.
@@ -20,8 +20,8 @@ import time
 import pandas as pd
 import torch
 
-from ..fast import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
-from ..testing import TOLERANCES, dgamma_tolerance, make_inputs
+from rmsnorm import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
 
@@ -46,7 +46,7 @@ def forward_candidates(N: int, dtype: torch.dtype):
     second pass from the last block, and up to N = 16384 one block of 16384.
 
     Yields:
-        :class:`rmsnorm.fast.FastConfig`, the table's own among them.
+        :class:`rmsnorm.FastConfig`, the table's own among them.
     """
     base = forward_config(N, dtype)
     if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["forward"]:  # tiles of 2048 to 16384 elements (sweep 7)
@@ -85,7 +85,7 @@ def backward_candidates(N: int, dtype: torch.dtype):
     second pass from the last block, and one block of 16384.
 
     Yields:
-        :class:`rmsnorm.fast.FastConfig`, the table's own among them.
+        :class:`rmsnorm.FastConfig`, the table's own among them.
     """
     base = backward_config(N, dtype)
     if not base.one_block(N) or base.BLOCK_N > 8192:  # the column loop, and one block of 16384
@@ -124,7 +124,7 @@ def config_of(row) -> FastConfig:
         row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages.
 
     Returns:
-        :class:`rmsnorm.fast.FastConfig`, comparable with the table's choice
+        :class:`rmsnorm.FastConfig`, comparable with the table's choice
         (``config_of(row) == backward_config(N, dtype)``).
     """
     pps = row["programs_per_sm"]
@@ -144,7 +144,7 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
     Returns:
         DataFrame indexed by (dtype, N, pass_) with columns ``then`` (the fastest row of the table's
         configuration at the time of the sweep), ``now`` (the fastest row of the configuration
-        :func:`rmsnorm.fast.forward_config` / :func:`~rmsnorm.fast.backward_config` choose today) and
+        :func:`rmsnorm.forward_config` / :func:`~rmsnorm.backward_config` choose today) and
         ``best``; NaN where today's configuration was not a candidate of that sweep.
     """
     timed = sweep[sweep["us"].notna()]

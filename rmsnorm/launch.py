@@ -17,7 +17,7 @@ specialisation, so that a kernel compiled for one class of arguments is
 never reused for another; each launcher's key holds
 
 - the device index and the launch options (``num_warps``, ``num_stages``);
-- every constexpr's value (through the :class:`~rmsnorm.fast.config.FastConfig`);
+- every constexpr's value (through the :class:`~rmsnorm.config.FastConfig`);
 - for every tensor: its dtype and whether its address is a multiple of 16
   bytes (the key holds ``data_ptr() & 15``; Triton specialises pointers on that);
 - for every run-time integer: whether it is 1, whether it is a multiple of 16
@@ -53,7 +53,7 @@ import warnings
 import torch
 import triton
 
-from ..device import interpreter_active
+from .device import interpreter_active
 
 #: Triton versions (major.minor) whose launcher calling convention this module was tested with.
 TESTED_TRITON = ("3.6", "3.7")
@@ -98,7 +98,7 @@ class DirectLauncher:
         if not triton_is_tested() and not DirectLauncher._warned:
             DirectLauncher._warned = True
             warnings.warn(
-                f"rmsnorm.fast: triton {triton.__version__} is not one of the versions the direct launch was "
+                f"rmsnorm: triton {triton.__version__} is not one of the versions the direct launch was "
                 f"tested with ({', '.join(TESTED_TRITON)}); launching through kernel[grid] instead "
                 "(correct, with more host time per call)",
                 RuntimeWarning,

@@ -3,7 +3,7 @@
 A :class:`Provider` holds three things about one implementation:
 
 - ``norm``: the public entry point a model calls, bound to a weight (``FastRMSNorm``'s
-  forward, ``rmsnorm.rmsnorm``, ``F.rms_norm``, ``quack.rmsnorm`` …);
+  forward, ``rmsnorm.article.rmsnorm``, ``F.rms_norm``, ``quack.rmsnorm`` …);
 - ``passes``: its launchers, when it has its own (``fast``, ``article``), so that a forward
   or a backward can be timed alone; otherwise both are derived from ``norm``;
 - ``refuses``: why it cannot run given inputs (an import that fails, a contract that says
@@ -35,14 +35,15 @@ from typing import Any, Callable, ContextManager, Mapping, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..autograd import rmsnorm
-from ..backward import backward_rows
-from ..contract import ContractError, check_contract
-from ..fast import FastRMSNorm, check_fast_inputs, rmsnorm_fast_backward, rmsnorm_fast_forward
-from ..forward import forward_op
-from ..reduction import reduce_gamma_gradient
-from ..reference import rmsnorm_reference
-from ..testing import assert_close, dgamma_tolerance, inductor_unavailable, oracle, poisoned_outputs, rstd_oracle
+from rmsnorm import FastRMSNorm, check_fast_inputs, rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm.article.autograd import rmsnorm
+from rmsnorm.article.backward import backward_rows
+from rmsnorm.article.contract import check_contract
+from rmsnorm.article.forward import forward_op
+from rmsnorm.article.reduction import reduce_gamma_gradient
+from rmsnorm.contract import ContractError
+from rmsnorm.reference import rmsnorm_reference
+from rmsnorm.testing import assert_close, dgamma_tolerance, inductor_unavailable, oracle, poisoned_outputs, rstd_oracle
 from .floor import floor_rmsnorm
 
 #: eps of every benchmark (the article's epsilon).
@@ -204,11 +205,11 @@ _LIGER_IMPORT = functools.partial(imported, "liger_kernel.ops.rms_norm", "LigerR
 
 #: Every implementation the benchmarks know, in one list.
 PROVIDERS: tuple[Provider, ...] = (
-    Provider("fast", "rmsnorm.fast: FastRMSNorm(N, eps) called on x; launchers rmsnorm_fast_forward/_backward",
+    Provider("fast", "rmsnorm: FastRMSNorm(N, eps) called on x; launchers rmsnorm_fast_forward/_backward",
              _fast_module, _by_contract(check_fast_inputs, "the fast path's"), _fast_passes),
-    Provider("floor", "the fast kernels behind a minimal autograd.Function, no checks (rmsnorm.bench.floor)",
+    Provider("floor", "the fast kernels behind a minimal autograd.Function, no checks (rmsnorm_lab.floor)",
              _functional(floor_rmsnorm), _by_contract(check_fast_inputs, "the fast kernels'")),
-    Provider("article", "the article's kernels: rmsnorm.rmsnorm(x, gamma, eps); launchers forward_op, backward_rows",
+    Provider("article", "the article's kernels: rmsnorm.article.rmsnorm(x, gamma, eps); launchers forward_op, …",
              _functional(rmsnorm), _by_contract(check_contract, "the article's"), _article_passes),
     Provider("reference", "the article's PyTorch reference, rmsnorm.rmsnorm_reference, through autograd",
              _functional(rmsnorm_reference), _refuses_nothing),

@@ -4,12 +4,12 @@ A grid of round widths can hide cliffs (lesson 12: N = 1000 ran at half the rate
 until ``ROW_ALIGN``). This sweep looks for them on purpose:
 
 - :func:`cliff_widths`: every N ≤ 256, then N = 2^k · {1, 1.5} + {−8, −1, 0, 1, 8} up to
-  :data:`~rmsnorm.fast.FAST_MAX_N`, and 200 seeded log-uniform N;
+  :data:`~rmsnorm.FAST_MAX_N`, and 200 seeded log-uniform N;
 - each N runs with M = :data:`X_BYTES` / (N · element size) rows (x is 128 MiB, so the
   forward moves about 256 MiB), x, gamma and dy drawn on the GPU with a seeded generator;
 - every provider's output is checked against the float64 oracle first
-  (:func:`rmsnorm.bench.providers.prepare`), then timed L2-cold
-  (:func:`rmsnorm.bench.kernel_time_us`); bytes are the declared minimum for everyone.
+  (:func:`rmsnorm_lab.providers.prepare`), then timed L2-cold
+  (:func:`rmsnorm_lab.kernel_time_us`); bytes are the declared minimum for everyone.
 
 Two verdicts, on the table alone (so that tests and lesson 12 can run them on the CSV):
 
@@ -18,7 +18,7 @@ Two verdicts, on the table alone (so that tests and lesson 12 can run them on th
   :data:`NEIGHBOUR_FLOOR` below;
 - :func:`peer_verdicts`: at an odd N (rows at 2- or 4-byte offsets: no implementation can use
   16-byte accesses there), the fast path against the best of the side-by-side's peers
-  (:data:`rmsnorm.bench.sidebyside.PEERS`) that passed the oracle at that N: at least
+  (:data:`rmsnorm_lab.sidebyside.PEERS`) that passed the oracle at that N: at least
   :data:`PEER_FLOOR`.
 
 Source: issue 17; notebooks/12_tuning_and_side_by_side.ipynb; scripts/benchmark_cliffs.py.
@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..fast import FAST_MAX_N
-from ..testing import make_inputs
+from rmsnorm import FAST_MAX_N
+from rmsnorm.testing import make_inputs
 from . import timing
 from .providers import EPS, PASSES, pass_calls, prepare, provider
 from .results import backward_bytes, forward_bytes
@@ -123,7 +123,7 @@ def measure(widths, dtype: torch.dtype, providers=("fast",), *, deadline: float,
     Args:
         widths: N values, in the order to run them.
         dtype: dtype of x, gamma and dy.
-        providers: names from :data:`rmsnorm.bench.providers.PROVIDER_NAMES`.
+        providers: names from :data:`rmsnorm_lab.providers.PROVIDER_NAMES`.
         deadline: ``time.perf_counter()`` value after which no new width starts.
         log: called with one line per width.
         device: where the inputs are drawn (CUDA; tests run the glue on the CPU).
@@ -187,7 +187,7 @@ def neighbour_verdicts(table: pd.DataFrame, who: str = "fast") -> pd.DataFrame:
 def peer_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """At each odd width where a peer was timed: the fast path against the best peer there.
 
-    :func:`rmsnorm.bench.sidebyside.best_peer_table` on the odd widths, with ``ok`` (ratio ≥
+    :func:`rmsnorm_lab.sidebyside.best_peer_table` on the odd widths, with ``ok`` (ratio ≥
     :data:`PEER_FLOOR`).
 
     Returns:

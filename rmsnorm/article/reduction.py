@@ -22,8 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import device
 from .contract import check_partial
-from .device import new_output
 
 #: Columns per program and rows per step of the column sum (the article's 32 × 32 tile).
 BLOCK_N = 32
@@ -83,7 +83,7 @@ def reduce_gamma_gradient(partial: torch.Tensor, dtype: torch.dtype, *, kernel=r
     M, N = partial.shape
     if M == 0:
         return torch.zeros(N, device=partial.device, dtype=dtype)
-    dgamma = new_output((N,), dtype, partial.device)
+    dgamma = device.new_output((N,), dtype, partial.device)
     grid = (triton.cdiv(N, BLOCK_N),)
     kernel[grid](
         partial, dgamma, M, N, partial.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,

@@ -2,28 +2,28 @@
 
 One concern per module:
 
-- :mod:`rmsnorm.bench.providers` — the one provider list (fast, floor, article, reference,
+- :mod:`rmsnorm_lab.providers` — the one provider list (fast, floor, article, reference,
   eager, compile, compile_nomix, liger, quack): how a model calls each, its passes on their
   own, what it refuses and why; the one oracle check in front of every timing.
-- :mod:`rmsnorm.bench.floor` — the fast kernels behind a bare autograd.Function: what any
+- :mod:`rmsnorm_lab.floor` — the fast kernels behind a bare autograd.Function: what any
   Triton path costs the host.
-- :mod:`rmsnorm.bench.timing` — the timers: whole calls (the article's protocol), host
+- :mod:`rmsnorm_lab.timing` — the timers: whole calls (the article's protocol), host
   time, graph replay, and :func:`kernel_time_us`, the **L2-cold** kernel time (profiler,
   with L2 flushed before every call) that every rate of the course is computed from. They
   refuse to run without CUDA.
-- :mod:`rmsnorm.bench.runs` — lesson 07: the 128 × 257 protocol and the M × N sweep.
-- :mod:`rmsnorm.bench.sidebyside` — lesson 12: every provider's passes, kernel time; the
-  table's checks. :mod:`rmsnorm.bench.tuning` — the fast path's config sweep.
-- :mod:`rmsnorm.bench.wholecall` — what a model's call costs: whole call, host, graph
+- :mod:`rmsnorm_lab.runs` — lesson 07: the 128 × 257 protocol and the M × N sweep.
+- :mod:`rmsnorm_lab.sidebyside` — lesson 12: every provider's passes, kernel time; the
+  table's checks. :mod:`rmsnorm_lab.tuning` — the fast path's config sweep.
+- :mod:`rmsnorm_lab.wholecall` — what a model's call costs: whole call, host, graph
   replay and kernel time through each provider's public entry point.
-- :mod:`rmsnorm.bench.model` — lesson 13: a Hugging Face Llama's training step with each norm
-  (tokens/s, peak memory, the norm's share, the Amdahl bound); :mod:`rmsnorm.bench.step_profile`
+- :mod:`rmsnorm_lab.model` — lesson 13: a Hugging Face Llama's training step with each norm
+  (tokens/s, peak memory, the norm's share, the Amdahl bound); :mod:`rmsnorm_lab.step_profile`
   — which kernels of a profiled step are the norm's.
-- :mod:`rmsnorm.bench.results` — the declared byte count (the minimum traffic, the same for
+- :mod:`rmsnorm_lab.results` — the declared byte count (the minimum traffic, the same for
   every implementation: a lower bound), the summary and difference tables, the environment
   record, and the committed results (:func:`results_dir` finds them). Works on any machine.
 
-The names used across lessons are re-exported here: ``from rmsnorm.bench import kernel_time_us``.
+The names used across lessons are re-exported here: ``from rmsnorm_lab import kernel_time_us``.
 Needs pandas (the ``course``/``test`` extras), unlike the rest of the package.
 Benchmarks never assert a speed-up.
 
@@ -31,8 +31,8 @@ Source: notebooks/07_benchmark.ipynb, notebooks/12_tuning_and_side_by_side.ipynb
 notebooks/13_into_a_model.ipynb.
 """
 
-from ..contract import MAX_SCRATCH_BYTES  # scripts/benchmark.py reads it as bench.MAX_SCRATCH_BYTES
-from . import providers, timing  # noqa: F401  (submodules: rmsnorm.bench.providers, rmsnorm.bench.timing)
+from rmsnorm.article.contract import MAX_SCRATCH_BYTES  # scripts/benchmark.py reads it as bench.MAX_SCRATCH_BYTES
+from . import providers, timing  # noqa: F401  (submodules: rmsnorm_lab.providers, rmsnorm_lab.timing)
 from .providers import PROVIDER_NAMES, PROVIDERS, Provider, check_calls, pass_calls, prepare, provider, whole_calls
 from .results import (
     BYTE_CONVENTION,

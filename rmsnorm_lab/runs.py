@@ -1,8 +1,8 @@
 """Benchmark runs: the timed callables, their oracle check, the protocol and the sweep.
 
-The callables come from the one provider list (:mod:`rmsnorm.bench.providers`),
+The callables come from the one provider list (:mod:`rmsnorm_lab.providers`),
 and every run compares their outputs with the float64 oracle
-(:func:`rmsnorm.bench.providers.check_calls`) before it times anything; a
+(:func:`rmsnorm_lab.providers.check_calls`) before it times anything; a
 callable that fails is not timed. Benchmarks never assert a speed-up.
 
 Source: notebooks/07_benchmark.ipynb; quack's ``benchmarks/benchmark_rmsnorm.py``
@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..contract import MAX_SCRATCH_BYTES, scratch_bytes
-from ..device import default_device
-from ..testing import make_inputs
+from rmsnorm.article.contract import MAX_SCRATCH_BYTES, scratch_bytes
+from rmsnorm.device import default_device
+from rmsnorm.testing import make_inputs
 from .providers import check_calls, imported, pass_calls, provider, whole_calls
 from .results import bytes_moved
 from .timing import gbps, kernel_time_us, profile_kernels, require_cuda, time_graph_replay, time_whole_calls
@@ -31,7 +31,7 @@ SWEEP_M = (128, 1024, 8192)
 SWEEP_N = (257, 1024, 4096)
 #: What is timed: the forward alone, or forward + backward through autograd.
 PATHS = ("forward", "forward_backward")
-#: Implementations (provider names of rmsnorm.bench.providers): the article's kernels, the PyTorch reference,
+#: Implementations (provider names of rmsnorm_lab.providers): the article's kernels, the PyTorch reference,
 #: Liger-Kernel (when it imports).
 IMPLS = ("article", "reference", "liger")
 
@@ -46,10 +46,10 @@ def make_calls(
 ) -> dict[tuple[str, str], Callable[[], Any]]:
     """The callables the benchmark times, keyed by (path, impl), from the one provider list.
 
-    ``forward``: each provider's forward pass alone (:func:`rmsnorm.bench.providers.pass_calls`):
+    ``forward``: each provider's forward pass alone (:func:`rmsnorm_lab.providers.pass_calls`):
     ``forward_op(x, gamma)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
     Liger → y. ``forward_backward``: the whole call through autograd
-    (:func:`rmsnorm.bench.providers.whole_calls`): ``rmsnorm(x, gamma).backward(dy)`` and the
+    (:func:`rmsnorm_lab.providers.whole_calls`): ``rmsnorm(x, gamma).backward(dy)`` and the
     like, on private leaf copies of x and gamma whose ``.grad`` is set to None first (each call
     does the same work, no accumulation); returns (dx, dgamma). Liger runs with
     ``casting_mode="llama"`` and ``in_place=False`` (in place, it would overwrite ``dy`` with dx).
@@ -145,8 +145,8 @@ def measure_shape(
     Four numbers per callable: the whole-call median (the article's protocol),
     graph replay, the profiler's kernel time back to back (``device_us``,
     L2-warm) and the profiler's kernel time with L2 flushed before every call
-    (``cold_us``, :func:`rmsnorm.bench.kernel_time_us`). Rates divide the
-    declared bytes (:func:`rmsnorm.bench.bytes_moved`, the same for every
+    (``cold_us``, :func:`rmsnorm_lab.kernel_time_us`). Rates divide the
+    declared bytes (:func:`rmsnorm_lab.bytes_moved`, the same for every
     implementation) by each time.
 
     Returns:

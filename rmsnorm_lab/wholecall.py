@@ -3,21 +3,21 @@
 Kernel time (lesson 12's side-by-side) is what the GPU spends; a model calls the norm as a
 Python function, and feels the whole call: host, dispatch, launches and kernels. For every
 shape of :data:`SHAPES` and provider of :data:`WHOLE_CALL`, the calls of
-:func:`rmsnorm.bench.providers.whole_calls` (``forward`` without grad, ``forward_grad``,
+:func:`rmsnorm_lab.providers.whole_calls` (``forward`` without grad, ``forward_grad``,
 ``forward_backward``) are checked against the float64 oracle
-(:func:`rmsnorm.bench.providers.prepare`), then timed with lesson 07's timers:
+(:func:`rmsnorm_lab.providers.prepare`), then timed with lesson 07's timers:
 
-- ``whole_call_us``: :func:`rmsnorm.bench.time_whole_calls`, CUDA events around 20
+- ``whole_call_us``: :func:`rmsnorm_lab.time_whole_calls`, CUDA events around 20
   back-to-back calls, median of 50 samples (what a model's step sees);
-- ``host_us``: :func:`rmsnorm.bench.time_host_calls`, CPU wall time per call of calls
+- ``host_us``: :func:`rmsnorm_lab.time_host_calls`, CPU wall time per call of calls
   issued without synchronising, median of 20 samples of 50;
-- ``graph_us``: :func:`rmsnorm.bench.time_graph_replay`, the calls captured in a CUDA
+- ``graph_us``: :func:`rmsnorm_lab.time_graph_replay`, the calls captured in a CUDA
   graph and replayed (for :data:`GRAPH_PROVIDERS`; forward + backward captured whole);
-- ``kernel_us``: :func:`rmsnorm.bench.kernel_time_us`, the kernels' own time, L2 flushed
+- ``kernel_us``: :func:`rmsnorm_lab.kernel_time_us`, the kernels' own time, L2 flushed
   before every call (for ``forward`` and ``forward_backward``).
 
 A provider that refuses a shape, fails to build or fails the oracle gets its rows with
-NaN times and the reason in ``check``; the run goes on. ``floor`` (:mod:`rmsnorm.bench.floor`)
+NaN times and the reason in ``check``; the run goes on. ``floor`` (:mod:`rmsnorm_lab.floor`)
 is what any Triton path costs the host: the fast kernels behind a bare autograd.Function.
 Benchmarks never assert a speed-up: :func:`targets` reports issue 15's targets, met or not.
 
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..testing import make_inputs
+from rmsnorm.testing import make_inputs
 from .providers import EPS, WHOLE_CALL_PASSES, one_line, prepare, provider, whole_calls
 from .timing import kernel_time_us, require_cuda, time_graph_replay, time_host_calls, time_whole_calls
 
@@ -43,7 +43,7 @@ SHAPES = (
 )
 #: The shapes at which the host, not the GPU, sets the pace of every implementation.
 HOST_BOUND = SHAPES[:4]
-#: The providers timed, by name (rmsnorm.bench.providers).
+#: The providers timed, by name (rmsnorm_lab.providers).
 WHOLE_CALL = ("fast", "floor", "article", "eager", "compile", "liger", "quack")
 #: The providers also replayed from a CUDA graph.
 GRAPH_PROVIDERS = ("fast", "eager")

@@ -5,7 +5,7 @@ fast path's allocations (forward: y, rstd; backward: dx, the (P, N) float32 dgam
 an (M,) scratch for rows wider than one block, dgamma) and one launch per kernel through
 Triton's launcher ``kernel[grid](...)``, and nothing else: no contract checks, no custom
 operator, no reshaping. Configurations are looked up once per (N, dtype); the grid comes
-from M on every call. The kernels and the config functions are rmsnorm.fast's own.
+from M on every call. The kernels and the config functions are rmsnorm's own.
 
 Not for models: it trusts its inputs (2-D, unit column stride, a weight, dy like x,
 M ≥ 1) and refuses nothing. The benchmark runs it only where the fast path's contract
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from ..fast import (
+from rmsnorm import (
     FastConfig,
     backward_config,
     forward_config,
@@ -33,8 +33,8 @@ from ..fast import (
     rmsnorm_fast_forward_kernel,
     row_align_hint,
 )
-from ..fast.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P, TRITON_DTYPE
-from ..fast.config import row_arithmetic_dtype
+from rmsnorm.backward import REDUCE_BLOCK_N, REDUCE_BLOCK_P, TRITON_DTYPE
+from rmsnorm.config import row_arithmetic_dtype
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 What a user of the fast path feels is not the kernel, nor the whole call, but the step. For each
 size (:data:`SIZES`), each norm (:data:`VARIANTS`: the model's own ``LlamaRMSNorm``, ``FastRMSNorm``
-and Liger's ``LigerRMSNorm``, both swapped in by :func:`rmsnorm.fast.swap_rmsnorm`, sharing the
+and Liger's ``LigerRMSNorm``, both swapped in by :func:`rmsnorm.swap_rmsnorm`, sharing the
 weight Parameters) and each mode (eager, ``torch.compile(model)``), :func:`run_variant`:
 
 1. builds the variant from one base model (random init, norm weights randomised), AdamW;
@@ -14,7 +14,7 @@ weight Parameters) and each mode (eager, ``torch.compile(model)``), :func:`run_v
    events around each step, and the host's time to issue it; median, min, max; the peak memory
    of the timed steps above what was allocated before the variant was built (its model copy,
    optimizer state and activations, not the base model or the reference logits);
-4. profiles one more step and attributes its kernels (:mod:`rmsnorm.bench.step_profile`):
+4. profiles one more step and attributes its kernels (:mod:`rmsnorm_lab.step_profile`):
    the norm's share of the step and the Amdahl bound 1 / (1 − share), the best step speed-up a
    norm that took no time at all could give (reached only when the GPU sets the step's pace).
 
@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from ..fast.swap import randomise_norm_weights, swap_rmsnorm
-from ..testing import TOLERANCES
+from rmsnorm.swap import randomise_norm_weights, swap_rmsnorm
+from rmsnorm.testing import TOLERANCES
 from .results import _read_csv
 from .step_profile import STEP_PARTS, attribute_kernels, norm_scopes, step_region
 

@@ -71,9 +71,9 @@ def require_cuda() -> None:
     """
     if not torch.cuda.is_available():
         raise BenchmarkUnavailableError(
-            "rmsnorm.bench: timing needs a CUDA GPU and this machine has none. Here the kernels run in "
+            "rmsnorm_lab: timing needs a CUDA GPU and this machine has none. Here the kernels run in "
             "Triton's CPU interpreter, whose times say nothing about a GPU. Read the committed H200 "
-            "results with rmsnorm.bench.load_results() instead."
+            "results with rmsnorm_lab.load_results() instead."
         )
 
 
