@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from rmsnorm import rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm.article import forward_op
-from rmsnorm.device import default_device, new_output
+from rmsnorm import device as _device
+from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_lab import providers as P
 from rmsnorm_lab import results
@@ -97,7 +98,7 @@ def test_the_oracle_check_refuses_a_wrong_dgamma_and_an_unwritten_output():
     x, gamma, dy = make_inputs(3, 257, device="cpu", seed=2)
 
     def unwritten(x, gamma, dy, eps):  # an output allocated like a kernel's and never written: NaN in the check
-        return (lambda: new_output(tuple(x.shape), x.dtype, x.device)), (lambda: forward_op(x, gamma, eps))
+        return (lambda: _device.new_output(tuple(x.shape), x.dtype, x.device)), (lambda: forward_op(x, gamma, eps))
     status = P.prepare(_variant("nan", _eager, passes=unwritten), P.pass_calls, x, gamma, dy)[1]
     assert status.startswith("wrong: AssertionError: forward/nan y 3x257")
 
