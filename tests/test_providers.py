@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from rmsnorm import device as _device
 from rmsnorm import rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm.article import forward_op
-from rmsnorm import device as _device
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_lab import providers as P
