@@ -226,8 +226,6 @@ PROVIDERS: tuple[Provider, ...] = (
 )
 #: Their names, in the list's order.
 PROVIDER_NAMES = tuple(p.name for p in PROVIDERS)
-#: The name the article's kernels had in results before the one vocabulary; loaders map it to ``article``.
-OLD_NAMES = {"triton": "article"}
 
 
 def provider(name: str) -> Provider:
