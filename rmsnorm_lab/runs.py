@@ -166,7 +166,7 @@ def measure_shape(
     calls = _checked_calls(M, N, dtype, epsilon, include_liger, seed)
     dtype_name = str(dtype).removeprefix("torch.")
     rows, kernels = [], []
-    for (path, name), fn in calls.items():
+    for (path, who), fn in calls.items():
         whole = time_whole_calls(fn)
         graph = time_graph_replay(fn)
         prof = profile_kernels(fn, flush=False)
@@ -174,14 +174,14 @@ def measure_shape(
         nbytes = bytes_moved(path, M, N, dtype)
         median = float(np.median(whole))
         rows.append({
-            "path": path, "provider": name, "M": M, "N": N, "dtype": dtype_name, "bytes": nbytes,
+            "path": path, "provider": who, "M": M, "N": N, "dtype": dtype_name, "bytes": nbytes,
             "whole_call_us": median, "whole_call_mean_us": float(whole.mean()), "graph_us": graph,
             "device_us": prof.device_us, "device_ops_per_call": prof.ops_per_call, "cold_us": cold,
             "gbps_whole": gbps(nbytes, median), "gbps_graph": gbps(nbytes, graph),
             "gbps_device": gbps(nbytes, prof.device_us), "gbps_cold": gbps(nbytes, cold),
         })
         for name, (launches, us) in sorted(prof.by_name.items(), key=lambda kv: -kv[1][1]):
-            kernels.append({"path": path, "provider": name, "M": M, "N": N, "name": name[:120],
+            kernels.append({"path": path, "provider": who, "M": M, "N": N, "name": name[:120],
                             "launches_per_call": launches, "us_per_call": us})
     return pd.DataFrame(rows), pd.DataFrame(kernels)
 
