@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 import triton
 
+from .eager import eager_provenance
 from .timing import gbps
 
 #: Environment variable naming a results folder to read instead of the checkout's results/h200.
@@ -214,7 +215,8 @@ def environment_info() -> dict[str, Any]:
         ``cuda`` (torch's CUDA runtime, None on CPU builds), ``numpy``, ``pandas``,
         ``liger_kernel`` (version, or None), and ``device``: name, compute
         capability, multiprocessors, memory and L2 in bytes, driver — or
-        ``{"name": "none (no CUDA GPU)"}``.
+        ``{"name": "none (no CUDA GPU)"}``, and ``eager_rms_norm``: which kernel eager
+        ``F.rms_norm`` runs here (:func:`rmsnorm_lab.eager.eager_provenance`).
 
     Source: notebooks/07_benchmark.ipynb.
     """
@@ -226,6 +228,7 @@ def environment_info() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "numpy": np.__version__,
         "pandas": pd.__version__,
+        "eager_rms_norm": eager_provenance(),
     }
     try:
         from importlib.metadata import version

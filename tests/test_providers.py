@@ -36,10 +36,10 @@ def _variant(name, fn, passes=None):
 
 
 def test_one_list_with_every_name_once_and_the_article_called_article():
-    assert P.PROVIDER_NAMES == ("fast", "floor", "article", "reference", "eager", "compile", "compile_nomix", "liger",
-                                "quack")
+    assert P.PROVIDER_NAMES == ("fast", "floor", "article", "reference", "eager", "eager_native", "compile",
+                                "compile_nomix", "liger", "quack")
     assert [P.provider(n).name for n in P.PROVIDER_NAMES] == list(P.PROVIDER_NAMES)
-    assert "triton" not in P.PROVIDER_NAMES and not hasattr(P, "OLD_NAMES")
+    assert "triton" not in P.PROVIDER_NAMES
     with pytest.raises(KeyError, match="the providers are fast, floor"):
         P.provider("triton")
 
