@@ -32,7 +32,8 @@ notebooks/13_into_a_model.ipynb.
 """
 
 from rmsnorm.article.contract import MAX_SCRATCH_BYTES  # scripts/benchmark.py reads it as bench.MAX_SCRATCH_BYTES
-from . import providers, timing  # noqa: F401  (submodules: rmsnorm_lab.providers, rmsnorm_lab.timing)
+from . import eager, providers, timing  # noqa: F401  (submodules: rmsnorm_lab.eager, .providers, .timing)
+from .eager import eager_provenance, force_aten
 from .providers import PROVIDER_NAMES, PROVIDERS, Provider, check_calls, pass_calls, prepare, provider, whole_calls
 from .results import (
     BYTE_CONVENTION,
@@ -43,7 +44,6 @@ from .results import (
     Results,
     backward_bytes,
     bytes_moved,
-    canonical_names,
     difference_table,
     environment_info,
     forward_backward_bytes,
@@ -97,8 +97,9 @@ __all__ = [
     "HOST_CALLS_PER_SAMPLE", "HOST_SAMPLES", "IMPLS", "L2_FLUSH_BYTES", "MAX_SCRATCH_BYTES", "PATHS",
     "PROFILED_CALLS", "PROVIDERS", "PROVIDER_NAMES", "RATE_COLUMNS", "RESULT_FILES", "RESULTS_DIR", "SAMPLES",
     "STAT_COLUMNS", "SWEEP_M", "SWEEP_N", "WARMUP_CALLS", "BenchmarkUnavailableError", "KernelProfile", "Provider",
-    "Results", "backward_bytes", "bytes_moved", "canonical_names", "check_calls", "copy_bandwidth_gbps",
-    "difference_table", "environment_info", "flush_l2", "forward_backward_bytes", "forward_bytes", "gbps",
+    "Results", "backward_bytes", "bytes_moved", "check_calls", "copy_bandwidth_gbps",
+    "difference_table", "eager_provenance", "environment_info", "force_aten",
+    "flush_l2", "forward_backward_bytes", "forward_bytes", "gbps",
     "kernel_time_us", "liger_status", "load_fast_table", "load_results", "load_whole_call", "make_calls",
     "measure_shape", "pass_calls", "prepare", "profile_kernels", "provider", "recompute_rates", "require_cuda",
     "results_dir", "rmsnorm_bench_l2_flush_kernel", "run_protocol", "run_sweep", "summarize", "sweep_shapes",

@@ -17,7 +17,7 @@ declared tolerances, kernel outputs poisoned with NaN first. :func:`prepare` doe
 and says why a provider is not timed.
 
 :data:`PROVIDERS`, in order: ``fast``, ``floor``, ``article``, ``reference``, ``eager``,
-``compile``, ``compile_nomix``, ``liger``, ``quack`` (see each one's ``description``).
+``eager_native``, ``compile``, ``compile_nomix``, ``liger``, ``quack`` (see each one's ``description``).
 
 Source: notebooks/07_benchmark.ipynb, notebooks/12_tuning_and_side_by_side.ipynb; quack
 ``benchmarks/benchmark_rmsnorm.py`` (named providers), llm.c ``dev/cuda`` (check, then time).
@@ -44,6 +44,7 @@ from rmsnorm.article.reduction import reduce_gamma_gradient
 from rmsnorm.contract import ContractError
 from rmsnorm.reference import rmsnorm_reference
 from rmsnorm.testing import assert_close, dgamma_tolerance, inductor_unavailable, oracle, poisoned_outputs, rstd_oracle
+from .eager import native_refuses
 from .floor import floor_rmsnorm
 
 #: eps of every benchmark (the article's epsilon).
@@ -199,6 +200,10 @@ def _article_passes(x, gamma, dy, eps):
     return (lambda: forward_op(x, gamma, eps)), backward
 
 
+def _eager(x, w, eps):
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
 _COMPILE, _COMPILE_SETUP = _compiled(True)
 _COMPILE_NOMIX, _COMPILE_NOMIX_SETUP = _compiled(False)
 _LIGER_IMPORT = functools.partial(imported, "liger_kernel.ops.rms_norm", "LigerRMSNormFunction")
@@ -213,8 +218,12 @@ PROVIDERS: tuple[Provider, ...] = (
              _functional(rmsnorm), _by_contract(check_contract, "the article's"), _article_passes),
     Provider("reference", "the article's PyTorch reference, rmsnorm.rmsnorm_reference, through autograd",
              _functional(rmsnorm_reference), _refuses_nothing),
-    Provider("eager", "torch.nn.functional.rms_norm(x, (N,), gamma, eps) through autograd",
-             _functional(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps)), _refuses_nothing),
+    Provider("eager", "torch.nn.functional.rms_norm(x, (N,), gamma, eps) through autograd, as this torch routes it "
+             "(aten; torch._native's QuACK where the environment's eager_rms_norm says native-quack)",
+             _functional(_eager), _refuses_nothing),
+    Provider("eager_native", "F.rms_norm routed by torch._native (torch >= 2.13) to its vendored QuACK kernel "
+             "(SM90/SM100, nvidia-cutlass-dsl); refused where that route is not taken",
+             _functional(_eager), native_refuses),
     Provider("compile", "torch.compile(F.rms_norm), Inductor's MixOrderReduction on (torch 2.11's default)",
              _COMPILE, lambda x, gamma, eps: inductor_unavailable(x.device), setup=_COMPILE_SETUP),
     Provider("compile_nomix", "torch.compile(F.rms_norm), torch._inductor.config.triton.mix_order_reduction = False",
@@ -226,8 +235,6 @@ PROVIDERS: tuple[Provider, ...] = (
 )
 #: Their names, in the list's order.
 PROVIDER_NAMES = tuple(p.name for p in PROVIDERS)
-#: The name the article's kernels had in results before the one vocabulary; loaders map it to ``article``.
-OLD_NAMES = {"triton": "article"}
 
 
 def provider(name: str) -> Provider:

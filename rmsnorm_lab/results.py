@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 import triton
 
-from .providers import OLD_NAMES
+from .eager import eager_provenance
 from .timing import gbps
 
 #: Environment variable naming a results folder to read instead of the checkout's results/h200.
@@ -164,7 +164,7 @@ def recompute_rates(sweep: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarize(samples: pd.DataFrame, keys=("path", "impl", "repeat", "M", "N", "dtype")) -> pd.DataFrame:
+def summarize(samples: pd.DataFrame, keys=("path", "provider", "repeat", "M", "N", "dtype")) -> pd.DataFrame:
     """Median, mean, min, max, std (µs per call) and sample count per group of samples.
 
     Args:
@@ -183,24 +183,24 @@ def summarize(samples: pd.DataFrame, keys=("path", "impl", "repeat", "M", "N", "
 def difference_table(
     table: pd.DataFrame, value: str = "median_us", keys=("path",), reference: str = "reference"
 ) -> pd.DataFrame:
-    """The article's comparison: impl − reference in µs, and as % of the reference.
+    """The article's comparison: provider − reference in µs, and as % of the reference.
 
-    ``percent = 100 · (impl − reference) / reference``: the difference divided
-    by the reference's time, as in the article. Negative means the impl took
+    ``percent = 100 · (impl_us − reference_us) / reference_us``: the difference divided
+    by the reference's time, as in the article. Negative means the provider took
     less time than the reference on this measurement; nothing more.
 
     Args:
-        table: one row per (keys…, impl) with a ``value`` column in µs.
+        table: one row per (keys…, provider) with a ``value`` column in µs.
         value: the column compared (``median_us``, ``whole_call_us``, ``cold_us``…).
         keys: the columns that identify one comparison (e.g. path, repeat, M, N).
-        reference: the impl every other impl is compared with.
+        reference: the provider every other provider is compared with.
 
     Returns:
-        Columns: keys…, impl, impl_us, reference_us, difference_us, percent.
+        Columns: keys…, provider, impl_us (the provider's time), reference_us, difference_us, percent.
     """
     keys = list(keys)
-    ref = table[table["impl"] == reference][keys + [value]].rename(columns={value: "reference_us"})
-    other = table[table["impl"] != reference][keys + ["impl", value]].rename(columns={value: "impl_us"})
+    ref = table[table["provider"] == reference][keys + [value]].rename(columns={value: "reference_us"})
+    other = table[table["provider"] != reference][keys + ["provider", value]].rename(columns={value: "impl_us"})
     out = other.merge(ref, on=keys, how="inner", validate="many_to_one")
     out["difference_us"] = out["impl_us"] - out["reference_us"]
     out["percent"] = 100 * out["difference_us"] / out["reference_us"]
@@ -215,7 +215,8 @@ def environment_info() -> dict[str, Any]:
         ``cuda`` (torch's CUDA runtime, None on CPU builds), ``numpy``, ``pandas``,
         ``liger_kernel`` (version, or None), and ``device``: name, compute
         capability, multiprocessors, memory and L2 in bytes, driver — or
-        ``{"name": "none (no CUDA GPU)"}``.
+        ``{"name": "none (no CUDA GPU)"}``, and ``eager_rms_norm``: which kernel eager
+        ``F.rms_norm`` runs here (:func:`rmsnorm_lab.eager.eager_provenance`).
 
     Source: notebooks/07_benchmark.ipynb.
     """
@@ -227,6 +228,7 @@ def environment_info() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "numpy": np.__version__,
         "pandas": pd.__version__,
+        "eager_rms_norm": eager_provenance(),
     }
     try:
         from importlib.metadata import version
@@ -260,11 +262,11 @@ class Results:
 
     Attributes:
         samples: one row per sample of the 128×257 protocol (µs per call).
-        summary: median/mean/min/max/std per (path, impl, repeat).
-        differences: impl − reference per (path, repeat), µs and %.
-        sweep: whole-call, graph-replay and device-kernel µs and GB/s per (path, impl, M, N);
+        summary: median/mean/min/max/std per (path, provider, repeat).
+        differences: provider − reference per (path, repeat), µs and %.
+        sweep: whole-call, graph-replay and device-kernel µs and GB/s per (path, provider, M, N);
             with ``cold_us`` and ``gbps_cold`` (L2-cold kernel time) when the run measured them.
-        kernels: device operations per (path, impl, M, N): launches and µs per call (L2-warm).
+        kernels: device operations per (path, provider, M, N): launches and µs per call (L2-warm).
         environment: device, versions, date, protocol parameters (environment.json).
     """
 
@@ -286,7 +288,7 @@ RESULT_FILES = {name: f"{name}.csv" for name in ("samples", "summary", "differen
 
 
 def load_results(path: str | Path | None = None) -> Results:
-    """Read committed results (CSV files + environment.json) into pandas, provider names in today's vocabulary.
+    """Read committed results (CSV files + environment.json) into pandas.
 
     Args:
         path: folder written by ``scripts/benchmark.py``; default :data:`RESULTS_DIR` (results/h200).
@@ -305,36 +307,16 @@ def load_results(path: str | Path | None = None) -> Results:
         file = folder / filename
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing; run scripts/benchmark.py --out {folder} on a GPU")
-        frames[name] = canonical_names(pd.read_csv(file))  # results written before the one vocabulary say 'triton'
+        frames[name] = pd.read_csv(file)
     environment = json.loads((folder / "environment.json").read_text(encoding="utf-8"))
     return Results(**frames, environment=environment)
-
-
-#: Columns that hold a provider's name, in the committed CSVs of either benchmark.
-NAME_COLUMNS = ("impl", "provider")
-
-
-def canonical_names(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with every provider name in today's vocabulary (``triton`` → ``article``, :data:`OLD_NAMES`).
-
-    Results written before the one provider list called the article's kernels ``triton``;
-    they keep their files, and every loader reads them through this function.
-
-    Returns:
-        A copy; the ``impl``/``provider`` columns mapped, everything else as it was.
-    """
-    out = frame.copy()
-    for column in NAME_COLUMNS:
-        if column in out.columns:
-            out[column] = out[column].replace(OLD_NAMES)
-    return out
 
 
 def _read_csv(name: str, path: str | Path | None, how: str) -> pd.DataFrame:
     file = results_dir(path) / name
     if not file.is_file():
         raise FileNotFoundError(f"{file} is missing; {how}")
-    return canonical_names(pd.read_csv(file))
+    return pd.read_csv(file)
 
 
 def load_fast_table(path: str | Path | None = None) -> pd.DataFrame:

@@ -44,7 +44,7 @@ def liger_status() -> str | None:
 def make_calls(
     x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, epsilon: float = 1e-6, *, include_liger: bool = True
 ) -> dict[tuple[str, str], Callable[[], Any]]:
-    """The callables the benchmark times, keyed by (path, impl), from the one provider list.
+    """The callables the benchmark times, keyed by (path, provider), from the one provider list.
 
     ``forward``: each provider's forward pass alone (:func:`rmsnorm_lab.providers.pass_calls`):
     ``forward_op(x, gamma)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
@@ -62,18 +62,18 @@ def make_calls(
         include_liger: add Liger-Kernel's callables when it imports.
 
     Returns:
-        dict mapping (path, impl) to a zero-argument callable.
+        dict mapping (path, provider name) to a zero-argument callable.
 
     Source: notebooks/07_benchmark.ipynb.
     """
-    impls = [i for i in IMPLS if i != "liger" or (include_liger and liger_status() is None)]
+    names = [i for i in IMPLS if i != "liger" or (include_liger and liger_status() is None)]
     calls: dict[tuple[str, str], Callable[[], Any]] = {}
     for path, build, pass_ in (
         ("forward", pass_calls, "forward"),
         ("forward_backward", whole_calls, "forward_backward"),
     ):
-        for impl in impls:
-            calls[(path, impl)] = build(provider(impl), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
+        for name in names:
+            calls[(path, name)] = build(provider(name), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
     return calls
 
 
@@ -117,7 +117,7 @@ def run_protocol(
         seed: for :func:`rmsnorm.testing.make_inputs`.
 
     Returns:
-        Long DataFrame, one row per sample: path, impl, repeat, sample, M, N,
+        Long DataFrame, one row per sample: path, provider, repeat, sample, M, N,
         dtype, us_per_call (µs).
 
     Raises:
@@ -133,7 +133,7 @@ def run_protocol(
         for key in _order(calls, repeat):
             for i, us in enumerate(time_whole_calls(calls[key])):
                 rows.append((*key, repeat, i, M, N, str(dtype).removeprefix("torch."), us))
-    return pd.DataFrame(rows, columns=["path", "impl", "repeat", "sample", "M", "N", "dtype", "us_per_call"])
+    return pd.DataFrame(rows, columns=["path", "provider", "repeat", "sample", "M", "N", "dtype", "us_per_call"])
 
 
 def measure_shape(
@@ -150,11 +150,11 @@ def measure_shape(
     implementation) by each time.
 
     Returns:
-        (rows, kernels): ``rows`` has one row per (path, impl) with M, N, dtype,
+        (rows, kernels): ``rows`` has one row per (path, provider) with M, N, dtype,
         bytes, whole_call_us (median), whole_call_mean_us, graph_us,
         device_us, device_ops_per_call, cold_us, gbps_whole, gbps_graph,
         gbps_device, gbps_cold; ``kernels`` one row per device operation name
-        (L2-warm profile): path, impl, M, N, name, launches_per_call, us_per_call.
+        (L2-warm profile): path, provider, M, N, name, launches_per_call, us_per_call.
 
     Raises:
         BenchmarkUnavailableError: no CUDA GPU.
@@ -166,7 +166,7 @@ def measure_shape(
     calls = _checked_calls(M, N, dtype, epsilon, include_liger, seed)
     dtype_name = str(dtype).removeprefix("torch.")
     rows, kernels = [], []
-    for (path, impl), fn in calls.items():
+    for (path, who), fn in calls.items():
         whole = time_whole_calls(fn)
         graph = time_graph_replay(fn)
         prof = profile_kernels(fn, flush=False)
@@ -174,14 +174,14 @@ def measure_shape(
         nbytes = bytes_moved(path, M, N, dtype)
         median = float(np.median(whole))
         rows.append({
-            "path": path, "impl": impl, "M": M, "N": N, "dtype": dtype_name, "bytes": nbytes,
+            "path": path, "provider": who, "M": M, "N": N, "dtype": dtype_name, "bytes": nbytes,
             "whole_call_us": median, "whole_call_mean_us": float(whole.mean()), "graph_us": graph,
             "device_us": prof.device_us, "device_ops_per_call": prof.ops_per_call, "cold_us": cold,
             "gbps_whole": gbps(nbytes, median), "gbps_graph": gbps(nbytes, graph),
             "gbps_device": gbps(nbytes, prof.device_us), "gbps_cold": gbps(nbytes, cold),
         })
         for name, (launches, us) in sorted(prof.by_name.items(), key=lambda kv: -kv[1][1]):
-            kernels.append({"path": path, "impl": impl, "M": M, "N": N, "name": name[:120],
+            kernels.append({"path": path, "provider": who, "M": M, "N": N, "name": name[:120],
                             "launches_per_call": launches, "us_per_call": us})
     return pd.DataFrame(rows), pd.DataFrame(kernels)
 

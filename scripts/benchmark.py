@@ -175,11 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "environment.json").write_text(json.dumps(environment, indent=2) + "\n", encoding="utf-8")
 
     pd.set_option("display.width", 200)
-    print(summary[["path", "impl", "repeat", "median_us", "mean_us"]].to_string(index=False, float_format="%.2f"))
-    print(differences[["path", "impl", "repeat", "impl_us", "reference_us", "difference_us", "percent"]]
+    print(summary[["path", "provider", "repeat", "median_us", "mean_us"]].to_string(index=False, float_format="%.2f"))
+    print(differences[["path", "provider", "repeat", "impl_us", "reference_us", "difference_us", "percent"]]
           .to_string(index=False, float_format="%.2f"))
     if not sweep.empty:
-        print(sweep[["path", "impl", "M", "N", "whole_call_us", "graph_us", "device_us", "cold_us",
+        print(sweep[["path", "provider", "M", "N", "whole_call_us", "graph_us", "device_us", "cold_us",
                      "device_ops_per_call", "gbps_cold"]]
               .to_string(index=False, float_format="%.2f"))
     print(f"copy ceiling: {ceiling} GB/s; L2 flush check: {flush_check}; "

@@ -55,6 +55,7 @@ def main(argv=None) -> int:
         odd_widths_first,
         peer_verdicts,
     )
+    from rmsnorm_lab.eager import eager_provenance
     from rmsnorm_lab.providers import provider
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -83,7 +84,8 @@ def main(argv=None) -> int:
                                                  and r["dtype"] == str(d)[6:]}) for d in dtypes},
            "peers": peers, "budget_s": args.budget_s,
            "timing": "rmsnorm_lab.kernel_time_us(calls=10, warmup=2): profiler kernel time, "
-                     "L2 flushed before each call"}
+                     "L2 flushed before each call",
+           "eager_rms_norm": eager_provenance()}
     (args.out / "cliffs_environment.json").write_text(json.dumps(env, indent=2) + "\n")
     near, best = neighbour_verdicts(table), peer_verdicts(table)
     pd.set_option("display.width", 200)

@@ -59,6 +59,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from rmsnorm_lab import copy_bandwidth_gbps
+    from rmsnorm_lab.eager import eager_provenance
     from rmsnorm_lab.sidebyside import (
         GRID,
         SIDE_BY_SIDE,
@@ -107,7 +108,8 @@ def main(argv=None) -> int:
     env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__,
            "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"), "flush_bytes": L2_FLUSH_BYTES,
            "timing": "rmsnorm_lab.kernel_time_us: profiler kernel time, L2 flushed before each call",
-           "providers": providers, "not_run": not_run, "wall_seconds": round(time.perf_counter() - started, 1)}
+           "providers": providers, "not_run": not_run, "wall_seconds": round(time.perf_counter() - started, 1),
+           "eager_rms_norm": eager_provenance()}
     env_name = "fast_weak_environment.json" if args.grid == "weak" else "fast_environment.json"
     (args.out / env_name).write_text(json.dumps(env, indent=2) + "\n")
     pivot = ratio_table(table)

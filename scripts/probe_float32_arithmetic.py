@@ -8,8 +8,9 @@ added when committed), then the fast path at ten widths with float32 arithmetic 
 torch.compile and Liger (``rmsnorm_lab.cliffs.measure``), the same widths with float64
 arithmetic (``FLOAT64_MAX_N`` raised past every N: ``fast_float64``), and the same at the
 benchmark's float32 shapes (``rmsnorm_lab.sidebyside.side_by_side``). Every output is
-checked against the float64 oracle before it is timed. Writes ``sweep8.csv`` and
-``float32_arithmetic.csv``. Never asserts a speed; without a GPU it says so and exits 0.
+checked against the float64 oracle before it is timed. Writes ``sweep8.csv``,
+``float32_arithmetic.csv`` and ``float32_arithmetic_environment.json`` (``rmsnorm_lab.environment_info``).
+Never asserts a speed; without a GPU it says so and exits 0.
 
 The committed run timed the table before sweep 8 (at fb1e5f4 with the arithmetic change); run
 now, it times the table after it, so ``fast_float64`` is then today's configurations in float64
@@ -21,6 +22,7 @@ Source: lesson 12 §4 (sweep 8); rmsnorm/fast/config.py (``row_arithmetic_dtype`
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -51,7 +53,7 @@ def main(argv=None) -> int:
 
     import rmsnorm.backward as backward
     import rmsnorm.config as config
-    from rmsnorm_lab import copy_bandwidth_gbps
+    from rmsnorm_lab import copy_bandwidth_gbps, environment_info
     from rmsnorm_lab.cliffs import measure, rows_for
     from rmsnorm_lab.sidebyside import GRID, WEAK_GRID, side_by_side
     from rmsnorm_lab.tuning import tune
@@ -77,7 +79,11 @@ def main(argv=None) -> int:
     columns = ["measured_at", "M", "N", "dtype", "weight", "pass_", "provider", "us", "bytes", "tbps", "check"]
     table = pd.concat([widths, pd.concat([shapes_new, shapes_old]).assign(measured_at="benchmark shape")])
     table[columns].to_csv(args.out / "float32_arithmetic.csv", index=False)
-    print(f"wrote {args.out}/sweep8.csv and float32_arithmetic.csv in {time.perf_counter() - started:.0f} s")
+    env = {**environment_info(), "script": "scripts/probe_float32_arithmetic.py",
+           "wall_seconds": round(time.perf_counter() - started, 1)}
+    (args.out / "float32_arithmetic_environment.json").write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}/sweep8.csv, float32_arithmetic.csv and its environment "
+          f"in {time.perf_counter() - started:.0f} s")
     return 0
 
 

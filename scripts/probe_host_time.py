@@ -71,6 +71,9 @@ def main() -> int:
             forward().backward(dy)
         return run
 
+    from rmsnorm_lab.eager import eager_provenance
+
+    print(f"eager F.rms_norm runs: {eager_provenance()}")
     cases = {"eager F.rms_norm": lambda: F.rms_norm(x, (4096,), w, 1e-6), "fast": lambda: rmsnorm_fast(x, w, 1e-6),
              "trivial Python Function": lambda: _Bare.apply(x, w)}
     for threads in (True, False):

@@ -18,13 +18,13 @@ RESULTS = bench.load_results()
 PROTOCOL_KEYS = ("path", "repeat", "M", "N", "dtype")
 SWEEP_KEYS = ("path", "M", "N", "dtype")
 EXPECTED_COLUMNS = {
-    "samples": ["path", "impl", "repeat", "sample", "M", "N", "dtype", "us_per_call"],
-    "summary": ["path", "impl", "repeat", "M", "N", "dtype", *bench.STAT_COLUMNS],
-    "differences": [*PROTOCOL_KEYS, "impl", "impl_us", "reference_us", "difference_us", "percent"],
-    "sweep": ["path", "impl", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us", "graph_us",
+    "samples": ["path", "provider", "repeat", "sample", "M", "N", "dtype", "us_per_call"],
+    "summary": ["path", "provider", "repeat", "M", "N", "dtype", *bench.STAT_COLUMNS],
+    "differences": [*PROTOCOL_KEYS, "provider", "impl_us", "reference_us", "difference_us", "percent"],
+    "sweep": ["path", "provider", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us", "graph_us",
               "device_us", "device_ops_per_call", *(["cold_us"] if RESULTS.l2_cold else []),
               "gbps_whole", "gbps_graph", "gbps_device", *(["gbps_cold"] if RESULTS.l2_cold else [])],
-    "kernels": ["path", "impl", "M", "N", "name", "launches_per_call", "us_per_call"],
+    "kernels": ["path", "provider", "M", "N", "name", "launches_per_call", "us_per_call"],
 }
 #: The CSV files keep 6 decimals (µs to the picosecond): recomputations agree to that.
 CSV_ROUNDING = {"rtol": 1e-6, "atol": 2e-6}
@@ -56,9 +56,9 @@ def test_environment_says_h200_with_versions_date_and_protocol():
 def test_protocol_samples_are_50_per_run_at_128x257_fp32():
     samples = RESULTS.samples
     assert set(samples["path"]) == set(bench.PATHS)
-    assert {"article", "reference"} <= set(samples["impl"]) <= set(bench.IMPLS)
+    assert {"article", "reference"} <= set(samples["provider"]) <= set(bench.IMPLS)
     assert set(zip(samples["M"], samples["N"], samples["dtype"])) == {(128, 257, "float32")}
-    counts = samples.groupby(["path", "impl", "repeat"]).size()
+    counts = samples.groupby(["path", "provider", "repeat"]).size()
     assert (counts == bench.SAMPLES).all()
     assert samples["repeat"].nunique() == RESULTS.environment["protocol"]["repeats"]
     assert (samples["us_per_call"] > 0).all()
@@ -97,7 +97,7 @@ def test_sweep_covers_the_grid_where_the_scratch_contract_allows():
     assert skipped == [(8192, 4096)]  # 8192 * 4096 * 4 bytes = 128 MiB of partials > 64 MiB
     assert set(zip(RESULTS.sweep["M"], RESULTS.sweep["N"])) == set(allowed)
     assert [(s["M"], s["N"]) for s in RESULTS.environment["sweep"]["skipped"]] == skipped
-    assert (RESULTS.sweep.groupby(["M", "N"]).size() == RESULTS.sweep["impl"].nunique() * 2).all()
+    assert (RESULTS.sweep.groupby(["M", "N"]).size() == RESULTS.sweep["provider"].nunique() * 2).all()
 
 
 def test_sweep_bytes_and_rates_follow_from_the_counts():
@@ -133,8 +133,8 @@ def test_recompute_rates_replaces_an_old_byte_count():
 
 
 def test_kernel_table_adds_up_to_the_sweep_device_time():
-    totals = RESULTS.kernels.groupby(["path", "impl", "M", "N"])[["launches_per_call", "us_per_call"]].sum()
-    sweep = RESULTS.sweep.set_index(["path", "impl", "M", "N"]).loc[totals.index]
+    totals = RESULTS.kernels.groupby(["path", "provider", "M", "N"])[["launches_per_call", "us_per_call"]].sum()
+    sweep = RESULTS.sweep.set_index(["path", "provider", "M", "N"]).loc[totals.index]
     np.testing.assert_allclose(totals["us_per_call"], sweep["device_us"], rtol=1e-4)
     np.testing.assert_allclose(totals["launches_per_call"], sweep["device_ops_per_call"], rtol=1e-6)
 
@@ -142,7 +142,7 @@ def test_kernel_table_adds_up_to_the_sweep_device_time():
 def test_article_rtx3090_differences_to_two_decimals():
     medians = pd.DataFrame(
         {"path": ["forward", "forward", "forward_backward", "forward_backward"],
-         "impl": ["article", "reference", "article", "reference"],
+         "provider": ["article", "reference", "article", "reference"],
          "median_us": [70.71, 52.17, 251.44, 267.34]}
     )
     table = bench.difference_table(medians).set_index("path")
@@ -249,7 +249,7 @@ def test_the_flush_evicts_l2():
 @cuda_only
 def test_measure_shape_has_every_column_on_cuda():
     rows, kernels = bench.measure_shape(8, 257, include_liger=False)
-    assert list(rows.columns) == ["path", "impl", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us",
+    assert list(rows.columns) == ["path", "provider", "M", "N", "dtype", "bytes", "whole_call_us", "whole_call_mean_us",
                                   "graph_us", "device_us", "device_ops_per_call", "cold_us",
                                   "gbps_whole", "gbps_graph", "gbps_device", "gbps_cold"]
     assert (rows[["whole_call_us", "graph_us", "device_us", "cold_us"]] > 0).all().all()

@@ -45,12 +45,12 @@ def test_quick_run_writes_results_that_load_and_add_up(script, tmp_path):
     assert results.l2_cold and set(zip(results.sweep["M"], results.sweep["N"])) == {bench.DEFAULT_SHAPE}
     pd.testing.assert_frame_equal(bench.recompute_rates(results.sweep), results.sweep, check_exact=False, rtol=1e-5)
     np.testing.assert_allclose(results.sweep["gbps_cold"], results.sweep["bytes"] / 4.0e3, rtol=1e-6)
-    assert set(results.sweep["impl"]) == {"article", "reference"} and len(results.samples) == 4 * bench.SAMPLES
+    assert set(results.sweep["provider"]) == {"article", "reference"} and len(results.samples) == 4 * bench.SAMPLES
     pd.testing.assert_frame_equal(bench.summarize(results.samples), results.summary, check_exact=False, rtol=1e-5)
     env = results.environment
     assert env["quick"] is True and env["check_failures"] == [] and env["protocol"]["bytes"] == bench.BYTE_CONVENTION
     assert env["l2_flush_check"]["evicts"] and "kernel_time_us" in env["protocol"]["l2_cold"]
-    totals = results.kernels.groupby(["path", "impl"])["us_per_call"].sum()
+    totals = results.kernels.groupby(["path", "provider"])["us_per_call"].sum()
     np.testing.assert_allclose(totals, 2.5)  # the kernel table adds up to device_us
 
 

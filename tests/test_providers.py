@@ -37,10 +37,10 @@ def _variant(name, fn, passes=None):
 
 
 def test_one_list_with_every_name_once_and_the_article_called_article():
-    assert P.PROVIDER_NAMES == ("fast", "floor", "article", "reference", "eager", "compile", "compile_nomix", "liger",
-                                "quack")
+    assert P.PROVIDER_NAMES == ("fast", "floor", "article", "reference", "eager", "eager_native", "compile",
+                                "compile_nomix", "liger", "quack")
     assert [P.provider(n).name for n in P.PROVIDER_NAMES] == list(P.PROVIDER_NAMES)
-    assert P.OLD_NAMES == {"triton": "article"} and "triton" not in P.PROVIDER_NAMES
+    assert "triton" not in P.PROVIDER_NAMES
     with pytest.raises(KeyError, match="the providers are fast, floor"):
         P.provider("triton")
 
@@ -161,13 +161,10 @@ def test_the_floor_gives_the_fast_paths_numbers_with_one_launch_per_kernel():
 # ----------------------------------------------------------------------------- loaders and the results folder
 
 
-def test_canonical_names_map_the_old_triton_label_of_the_committed_csvs():
+def test_the_committed_csvs_name_providers_as_the_one_list_does():
     for name in ("samples", "summary", "differences", "sweep", "kernels"):
         committed = pd.read_csv(results.RESULTS_DIR / f"{name}.csv")
-        mapped = results.canonical_names(committed)
-        assert "triton" in set(committed["impl"]) and "triton" not in set(mapped["impl"])
-        assert (mapped["impl"] == committed["impl"].replace("triton", "article")).all()
-        pd.testing.assert_frame_equal(mapped.drop(columns="impl"), committed.drop(columns="impl"))
+        assert "article" in set(committed["provider"]) and set(committed["provider"]) <= set(P.PROVIDER_NAMES)
     fast = results.load_fast_table()
     assert "article" in set(fast["provider"]) and set(fast["provider"]) <= set(P.PROVIDER_NAMES)
 

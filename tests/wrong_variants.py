@@ -329,13 +329,13 @@ AUTOGRAD = {
 # --------------------------------------------------------------------------- exercise 07
 
 
-def _median(kind="median", path_filter=True, impl_filter=True):
-    def median_us(samples, path, impl):
+def _median(kind="median", path_filter=True, provider_filter=True):
+    def median_us(samples, path, provider):
         keep = torch.ones(len(samples), dtype=torch.bool).numpy()
         if path_filter:
             keep &= (samples["path"] == path).to_numpy()
-        if impl_filter:
-            keep &= (samples["impl"] == impl).to_numpy()
+        if provider_filter:
+            keep &= (samples["provider"] == provider).to_numpy()
         values = samples[keep]["us_per_call"]
         return float({"median": values.median(), "mean": values.mean(), "min": values.min(),
                       "first": values.iloc[0], "sum": values.sum()}[kind])
@@ -354,17 +354,17 @@ def _percent(kind="right"):
     }[kind]
 
 
-def _median_in_place(samples, path, impl):
+def _median_in_place(samples, path, provider):
     samples.sort_values("us_per_call", inplace=True)
-    return float(samples[(samples["path"] == path) & (samples["impl"] == impl)]["us_per_call"].median())
+    return float(samples[(samples["path"] == path) & (samples["provider"] == provider)]["us_per_call"].median())
 
 
-def _median_series(samples, path, impl):
-    rows = samples[(samples["path"] == path) & (samples["impl"] == impl)]
+def _median_series(samples, path, provider):
+    rows = samples[(samples["path"] == path) & (samples["provider"] == provider)]
     return rows[["us_per_call"]].median()
 
 
-def _median_skeleton(samples, path, impl):
+def _median_skeleton(samples, path, provider):
     raise NotImplementedError()
 
 
@@ -378,7 +378,7 @@ BENCHMARK = {
     "mean": ((_median("mean"), _percent()), "returns the mean"),
     "min": ((_median("min"), _percent()), "returns the minimum"),
     "first sample": ((_median("first"), _percent()), "returns the first sample"),
-    "impl not filtered": ((_median(impl_filter=False), _percent()), "every impl's samples of that path"),
+    "provider not filtered": ((_median(provider_filter=False), _percent()), "every provider's samples of that path"),
     # Issue 9: classes the checker did not look at.
     "percent as an absolute value": ((_median(), _percent("abs")), "the sign is lost (an absolute value)"),
     "percent as text": ((_median(), _percent("text")), "must return a number; got '+35.5 %'"),

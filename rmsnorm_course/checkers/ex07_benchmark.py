@@ -6,14 +6,14 @@
    128 × 257 float32? Any well-formed prediction passes; it is compared with
    the measurement at the end.
 2. :func:`check_benchmark_reading`: the learner's ``median_us(samples, path,
-   impl)`` and ``percent_change(impl_us, reference_us)``. ``percent_change``
+   provider)`` and ``percent_change(impl_us, reference_us)``. ``percent_change``
    is checked on the original article's medians (70.71 vs 52.17 µs: +35.54 %;
    251.44 vs 267.34 µs: −5.95 %); ``median_us`` on a small table where the
    median, the mean, the minimum, the first sample and the sum all differ,
    then on the real samples. Recognised: percentage of the kernel's time
    instead of the reference's, a fraction instead of a percent, the sign
    reversed, the ratio instead of the change; the mean, the minimum, the first
-   sample or the sum instead of the median; rows of another impl or path mixed in.
+   sample or the sum instead of the median; rows of another provider or path mixed in.
 
 Needs pandas (like :mod:`rmsnorm_lab`); imported only when called.
 
@@ -108,7 +108,7 @@ def _toy_samples():
     rows = [("forward", "article", us) for us in (3.0, 1.0, 2.0, 100.0)]  # median 2.5, mean 26.5
     rows += [("forward", "reference", us) for us in (10.0, 20.0, 30.0)]
     rows += [("forward_backward", "article", us) for us in (7.0, 9.0, 8.0)]
-    return pd.DataFrame(rows, columns=["path", "impl", "us_per_call"])
+    return pd.DataFrame(rows, columns=["path", "provider", "us_per_call"])
 
 
 def _check_percent(percent_change) -> Feedback | None:
@@ -135,7 +135,7 @@ def _check_percent(percent_change) -> Feedback | None:
 
 def _check_median(median_us, samples) -> Feedback | None:
     toy = _toy_samples()
-    group = toy[(toy["path"] == "forward") & (toy["impl"] == "article")]["us_per_call"]
+    group = toy[(toy["path"] == "forward") & (toy["provider"] == "article")]["us_per_call"]
     got, problem = _call(EXERCISE_READ, median_us, toy, "forward", "article")
     if problem is not None:
         return problem
@@ -143,27 +143,27 @@ def _check_median(median_us, samples) -> Feedback | None:
         return wrong(EXERCISE_READ, f"{name_of(median_us)} must return a number; got {got!r}")
     if not _same(float(got), float(group.median())):
         slips = [(w, slip(group)) for w, slip in _MEDIAN_SLIPS]
-        slips += [("the median of every impl's samples of that path",
+        slips += [("the median of every provider's samples of that path",
                    toy[toy["path"] == "forward"]["us_per_call"].median()),
-                  ("the median of every path's samples of that impl",
-                   toy[toy["impl"] == "article"]["us_per_call"].median())]
+                  ("the median of every path's samples of that provider",
+                   toy[toy["provider"] == "article"]["us_per_call"].median())]
         what = next((w for w, value in slips if _same(float(got), float(value))), None)
-        shown = ("on the samples 3, 1, 2, 100 µs (forward, article; other rows belong to other impls and paths) "
+        shown = ("on the samples 3, 1, 2, 100 µs (forward, article; other rows belong to other providers and paths) "
                  f"you give {fmt(float(got))}, expected the median {fmt(float(group.median()))}")
         if what:
             return wrong(EXERCISE_READ, f"{name_of(median_us)} returns {what}: {shown}. Keep the rows of that path "
-                         "and impl, then take the median of their us_per_call (one slow sample barely moves it).")
+                         "and provider, then take the median of their us_per_call (one slow sample barely moves it).")
         return wrong(EXERCISE_READ, f"{shown}.")
     for path in PATHS:
-        for impl in ("article", "reference"):
-            rows = samples[(samples["path"] == path) & (samples["impl"] == impl)]["us_per_call"]
-            got, problem = _call(EXERCISE_READ, median_us, samples, path, impl)
+        for provider in ("article", "reference"):
+            rows = samples[(samples["path"] == path) & (samples["provider"] == provider)]["us_per_call"]
+            got, problem = _call(EXERCISE_READ, median_us, samples, path, provider)
             if problem is not None:
                 return problem
             if not isinstance(got, numbers.Real):
                 return wrong(EXERCISE_READ, f"{name_of(median_us)} must return a number; got {type(got).__name__}")
             if not _same(float(got), float(rows.median())):
-                return wrong(EXERCISE_READ, f"on the real samples, {path}/{impl}: you give {fmt(float(got))}, "
+                return wrong(EXERCISE_READ, f"on the real samples, {path}/{provider}: you give {fmt(float(got))}, "
                              f"the median of its {len(rows)} samples is {fmt(float(rows.median()))}.")
     return None
 
@@ -173,9 +173,9 @@ def check_benchmark_reading(median_us, percent_change, samples, prediction=None,
     """Check the learner's median and percent functions, then confront the prediction with the samples.
 
     Args:
-        median_us: ``(samples, path, impl) -> float``, µs per call.
+        median_us: ``(samples, path, provider) -> float``, µs per call.
         percent_change: ``(impl_us, reference_us) -> float``, in percent.
-        samples: long DataFrame with columns path, impl, us_per_call (µs), as
+        samples: long DataFrame with columns path, provider, us_per_call (µs), as
             :func:`rmsnorm_lab.run_protocol` returns or
             ``load_results().samples`` holds.
         prediction: the learner's prediction function (exercise 07.1), or None.
