@@ -16,10 +16,6 @@ and how many programs share the chip, not by arithmetic. The knobs of a
 - ``num_stages``: software pipelining of the backward's row loop
   (``tl.range(..., num_stages=...)``): loads of the next step are issued
   before this step's arithmetic.
-- ``reverse_second_pass``: the looped kernels' second read of the row starts at the
-  row's last block instead of its first. At N = 262144 a row of bf16 is
-  512 KiB and 132 rows in flight are more than the H200's 60 MiB L2, so in
-  order the second pass asks first for the blocks evicted first.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
 tables of :class:`Rule` (N range, parity, x dtypes → step, block, warps,
@@ -81,10 +77,6 @@ class FastConfig:
     num_warps: int
     programs_per_sm: int | None = 1
     num_stages: int = 1
-    #: Looped rows (forward and backward): pass 2 walks the column blocks from the last one, which
-    #: pass 1 read most recently and which are likeliest still in L2. False everywhere in the table:
-    #: not yet measured.
-    reverse_second_pass: bool = False
 
     def one_block(self, N: int) -> bool:
         """True when a row of N columns fits one block (no column loop)."""
