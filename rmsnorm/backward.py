@@ -90,7 +90,6 @@ def _backward_one_block(
 def _backward_looped(
     x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
     mean_ux_ptr, M, N, HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
-    REVERSE: tl.constexpr,
 ):
     """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -111,11 +110,9 @@ def _backward_looped(
             ux += u * x
         tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
     # pass 2, column block by column block, this program's rows inside: dx, and the block's
-    # share of dgamma summed in registers, stored once per block (no read-modify-write); REVERSE: from
-    # the row's last block, the one pass 1 read most recently (likeliest still in L2)
-    last = (tl.cdiv(N, BLOCK_N) - 1) * BLOCK_N
+    # share of dgamma summed in registers, stored once per block (no read-modify-write)
     for start in range(0, N, BLOCK_N):
-        c = (last - start if REVERSE else start) + cols
+        c = start + cols
         mask = c < N
         if HAS_GAMMA:
             gamma = tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
@@ -158,7 +155,6 @@ def rmsnorm_fast_backward_kernel(
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
     NUM_STAGES: tl.constexpr,  # software pipelining depth of the row loop
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N and the three row strides (see config.row_alignment)
-    REVERSE: tl.constexpr,  # looped rows: pass 2 walks the column blocks from the last (see FastConfig)
 ):
     # Triton knows an integer argument's divisibility only by 16: say what the launcher checked (16-byte accesses)
     N = aligned(N, ROW_ALIGN)
@@ -171,7 +167,7 @@ def rmsnorm_fast_backward_kernel(
                             partial_row, M, N, HAS_GAMMA, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
     else:
         _backward_looped(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                         partial_row, mean_ux_ptr, M, N, HAS_GAMMA, COMPUTE, BLOCK_N, REVERSE)
+                         partial_row, mean_ux_ptr, M, N, HAS_GAMMA, COMPUTE, BLOCK_N)
 
 
 @triton.jit
@@ -255,8 +251,7 @@ def launch_backward(
         x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
         M, N, gamma is not None, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
-        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), config.reverse_second_pass,
-        num_warps=config.num_warps,
+        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), num_warps=config.num_warps,
     )
     if gamma is None:
         return dx, None

@@ -1,12 +1,14 @@
 """Launch configurations of the fast kernels: tile shape, warps, programs, pipelining.
 
 Memory-bound kernels are decided by how much data each program has in flight
-and how many programs share the chip, not by arithmetic. The knobs:
+and how many programs share the chip, not by arithmetic. The knobs of a
+:class:`FastConfig`:
 
-- ``BLOCK_N``: columns a program loads at once (``next_power_of_2(N)`` while
-  the row fits one block; beyond :data:`ONE_BLOCK_MAX_N` a loop over blocks).
-- ``BLOCK_M``: rows a program handles per step (several when N is small, so
-  each step still moves a few KiB).
+- ``BLOCK_N``: columns a program loads at once: ``next_power_of_2(N)`` while
+  the row fits one block, else the width of a loop over column blocks.
+- ``BLOCK_M``: rows a program handles per step. A rule gives it as ``step``,
+  elements per step: BLOCK_M = max(1, step // BLOCK_N), so short rows take
+  many rows a step and each step still moves a few KiB.
 - ``num_warps``: warps per program.
 - ``programs_per_sm``: a persistent grid of P = SMs × this programs (capped
   by the number of row blocks); for the backward P is also the height of
@@ -14,18 +16,17 @@ and how many programs share the chip, not by arithmetic. The knobs:
 - ``num_stages``: software pipelining of the backward's row loop
   (``tl.range(..., num_stages=...)``): loads of the next step are issued
   before this step's arithmetic.
-- ``reverse_second_pass``: the looped kernels' second read of the row starts at the
-  row's last block instead of its first. At N = 262144 a row of bf16 is
-  512 KiB and 132 rows in flight are more than the H200's 60 MiB L2, so in
-  order the second pass asks first for the blocks evicted first.
 
-:func:`forward_config` and :func:`backward_config` return the table's choice
-for (N, dtype), cached per key; every launcher also takes an explicit
-:class:`FastConfig`, so lesson 12 and ``scripts/benchmark_fast.py --tune`` can
-sweep them. The table was chosen on an H200 from L2-cold sweeps, kept in
-``results/h200/fast_tuning.csv``; ``results/h200/README.md`` says what each
-sweep tried and why the table stayed. Beside each threshold below, the
-measurement it rests on.
+The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
+tables of :class:`Rule` (N range, parity, x dtypes → step, block, warps,
+programs per SM, stages, evidence), scanned in order; :func:`forward_config`
+and :func:`backward_config` return the first rule that matches (N, dtype),
+cached per key, and :func:`render_rules` lists a table as rows to read, diff
+or plot. Each rule's ``evidence`` names the rows of
+``results/h200/fast_tuning.csv`` (L2-cold kernel times on an H200) it rests
+on; ``results/h200/README.md`` says which sweep chose each rule. Every
+launcher also takes an explicit :class:`FastConfig`, so lesson 12 and
+``scripts/benchmark_fast.py --tune`` can try others.
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb.
 """
@@ -35,16 +36,17 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
 #: float32 rows of at most this many columns run the backward's row arithmetic in float64; wider
-#: rows, and 16-bit rows, in float32. Lesson 12 §4 (sweep 8) computes the backward's formula both
-#: ways against the float64 oracle: float64 makes a clear difference at N = 1 only, and the two are
-#: within a tenth of the tolerance of each other from N = 2 on. 64 is conservative: it also keeps
-#: the short rows' sweep-7 configurations, timed in float64 arithmetic.
+#: rows, and 16-bit rows, in float32. Lesson 12 §4 computes the backward's formula both ways against
+#: the float64 oracle: float64 makes a clear difference at N = 1 only, and the two are within a tenth
+#: of the tolerance of each other from N = 2 on. 64 is conservative: the table's rules for short
+#: float32 rows were timed with float64 arithmetic.
 FLOAT64_MAX_N = 64
 
 
@@ -62,23 +64,6 @@ def row_arithmetic_dtype(N: int, dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float32 and N <= FLOAT64_MAX_N else torch.float32
 
 
-#: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
-#: Sweep 6 (M = 16384 bf16): one block of 8192 is the fastest of six configs at N = 4608, 5120 and
-#: 7168; a loop is 2 % faster at 6144 and 8192, and not the same loop at both.
-ONE_BLOCK_MAX_N = 8192
-#: Widest row the backward holds in one block. Sweeps 1–2 (4096 × 16384 bf16): one block of 16384
-#: with 16 warps, 153 µs; the next best, 32 warps, 162 µs. Float32 rows were held to 8192 while
-#: their row arithmetic ran in float64 (twice the registers); sweep 8 (float32 arithmetic past
-#: N = 64, x of 128 MiB): one block of 16384 with 32 warps against the loop, 177.5 → 134.8 µs at
-#: N = 16384 and 218.0 → 201.3 at 12289.
-BACKWARD_ONE_BLOCK_MAX_N = {torch.float32: 16384, torch.float16: 16384, torch.bfloat16: 16384}
-#: Block width of the forward's column loop for rows wider than ONE_BLOCK_MAX_N.
-#: Sweeps 1–3 and 5 (4096 × 16384 and 1024 × 65536 bf16): 4096-wide blocks with 16 warps are the best
-#: three samples at both, 67.5 and 98.8 µs.
-LOOP_BLOCK_N = 4096
-#: Block width of the backward's column loop. Sweep 2 (1024 × 65536 bf16): 8192-wide blocks,
-#: 8 warps, one program per SM, 209 µs; 4096-wide with 16 warps and 2 per SM, 219 µs.
-BACKWARD_LOOP_BLOCK_N = 8192
 #: Programs of the persistent backward grid under the CPU interpreter (one after another there).
 INTERPRETER_PROGRAMS = 4
 
@@ -92,10 +77,6 @@ class FastConfig:
     num_warps: int
     programs_per_sm: int | None = 1
     num_stages: int = 1
-    #: Looped rows (forward and backward): pass 2 walks the column blocks from the last one, which
-    #: pass 1 read most recently and which are likeliest still in L2. False everywhere in the table:
-    #: not yet measured.
-    reverse_second_pass: bool = False
 
     def one_block(self, N: int) -> bool:
         """True when a row of N columns fits one block (no column loop)."""
@@ -185,93 +166,117 @@ def aligned(v, ALIGN: tl.constexpr):
     return v // ALIGN * ALIGN
 
 
-def _tile_rows(block_n: int, tile: int) -> int:
-    """Rows per step so that a step holds ``tile`` elements (at least one row; no cap on short rows)."""
-    return max(1, tile // block_n)
+
+#: x dtypes a rule applies to, as torch names them.
+ALL = ("float32", "float16", "bfloat16")
+F32 = ("float32",)
+B16 = ("float16", "bfloat16")
+#: A rule's parity of N.
+ODD, EVEN, ANY = "odd", "even", "any"
+#: A rule's ``step`` for one row per step (BLOCK_M = 1 whatever the block).
+ONE_ROW = 1
+
+
+class Rule(NamedTuple):
+    """One row of a configuration table: where it applies → the knobs, and the rows that chose them."""
+
+    N_min: int
+    N_max: int | None  # None: no upper limit
+    parity: str  # of N: ODD, EVEN or ANY
+    dtypes: tuple[str, ...]  # x dtypes (ALL, F32, B16)
+    step: int  # elements per step: BLOCK_M = max(1, step // BLOCK_N)
+    block: int | None  # BLOCK_N of the column loop; None: the whole row in one block, next_power_of_2(N)
+    warps: int
+    programs_per_sm: int | None  # None: one program per row block
+    stages: int
+    evidence: str  # the rows of results/h200/fast_tuning.csv the rule rests on
+
+    def matches(self, N: int, dtype: str) -> bool:
+        """True when the rule applies to rows of N columns of x dtype ``dtype`` (a torch name, "bfloat16")."""
+        in_range = self.N_min <= N and (self.N_max is None or N <= self.N_max)
+        parity = self.parity == ANY or self.parity == (ODD if N % 2 else EVEN)
+        return in_range and parity and dtype in self.dtypes
+
+    def config(self, N: int) -> FastConfig:
+        """The rule's configuration at N: the block and the rows per step follow from N."""
+        block_n = triton.next_power_of_2(N) if self.block is None else self.block
+        return FastConfig(BLOCK_M=max(1, self.step // block_n), BLOCK_N=block_n, num_warps=self.warps,
+                          programs_per_sm=self.programs_per_sm, num_stages=self.stages)
+
+
+#: The forward: one program per row block, no pipelining. Rows of up to 8192 in one block, wider rows
+#: loop over 4096-wide blocks (the looped forward reads x twice, lesson 09).
+FORWARD_RULES = (
+    # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
+    Rule(1, 1024, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, bfloat16, N=1, 3, 15: best of 22"),
+    Rule(1025, 2048, ANY, ALL, 4096, None, 8, None, 1, "fast_tuning.csv: forward, float16, N=2048: best of 30"),
+    Rule(2049, 8192, ANY, ALL, ONE_ROW, None, 8, None, 1, "fast_tuning.csv: forward, bfloat16, N=4608, 7168: best"),
+    Rule(8193, None, ANY, ALL, ONE_ROW, 4096, 16, None, 1, "fast_tuning.csv: forward, bfloat16, N=16384: best of 33"),
+)
+
+#: The backward: a persistent grid. Odd N, where rows start at 2- or 4-byte offsets and every access
+#: is one element, takes fewer rows a step, fewer stages and more programs than even N; a specific
+#: rule comes before the general one it overrides (odd float32 65-511 before odd 1-1023).
+BACKWARD_RULES = (
+    # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
+    Rule(65, 127, ODD, F32, 1024, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=65: best of 108"),
+    Rule(129, 511, ODD, F32, 2048, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=257: best of 108"),
+    Rule(1, 1023, ODD, ALL, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, bfloat16, N=3, 15, 257: best"),
+    Rule(1025, 2047, ODD, F32, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, float32, N=1025: best of 108"),
+    Rule(2049, 4095, ODD, F32, 4096, None, 4, 2, 1, "fast_tuning.csv: backward, float32, N=4095: best of 90"),
+    Rule(1025, 4095, ODD, B16, 4096, None, 8, 2, 3, "fast_tuning.csv: backward, bfloat16, N=2047: best of 108"),
+    Rule(4097, 8191, ODD, F32, ONE_ROW, None, 8, 1, 1, "fast_tuning.csv: backward, float32, N=4097: best of 63"),
+    Rule(4097, 8191, ODD, B16, ONE_ROW, None, 8, 1, 2, "fast_tuning.csv: backward, bfloat16, N=4097, 6143: best"),
+    Rule(2, 4096, EVEN, F32, 4096, None, 8, 1, 3, "fast_tuning.csv: backward, float32, N=16, 1000, 4096: best"),
+    Rule(4098, 8192, EVEN, F32, ONE_ROW, None, 16, 1, 3, "fast_tuning.csv: backward, float32, N=8192: 2nd of 16"),
+    Rule(2, 8192, EVEN, B16, 8192, None, 8, 1, 3, "fast_tuning.csv: backward, float16, N=256-4096: best"),
+    Rule(8193, 16384, ANY, F32, ONE_ROW, None, 32, 1, 1, "fast_tuning.csv: backward, float32, N=12289, 16384: best"),
+    Rule(8193, 16383, ODD, B16, ONE_ROW, None, 32, 1, 2, "fast_tuning.csv: backward, bfloat16, N=12289: best of 22"),
+    Rule(8194, 16384, EVEN, B16, ONE_ROW, None, 16, 1, 1, "fast_tuning.csv: backward, bfloat16, N=16384: best"),
+    Rule(16385, None, ANY, ALL, ONE_ROW, 8192, 8, 1, 1, "fast_tuning.csv: backward, bfloat16, N=65536: best of 18"),
+)
+
+#: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
+ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None)
+RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES}
+
+
+def _first_match(pass_: str, N: int, dtype: torch.dtype) -> FastConfig:
+    name = str(dtype).removeprefix("torch.")
+    for rule in RULES[pass_]:
+        if rule.matches(N, name):
+            return rule.config(N)
+    raise ValueError(f"no {pass_} configuration for N = {N}, dtype {name}: the table covers N >= 1 in {ALL}")
 
 
 @functools.lru_cache(maxsize=None)
 def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
-    """The table's forward configuration for rows of N columns in ``dtype``.
+    """The forward's configuration for rows of N columns of x dtype ``dtype``: the first rule of FORWARD_RULES.
 
-    One program per row block (persistence did not pay in the sweep): a tile
-    of 2048 elements with 4 warps up to blocks of 1024 (8 rows of 256, 2048
-    rows of 1); 2 rows of 2048, or one row up to 8192, with 8 warps; wider
-    rows loop over 4096-wide blocks with 16 warps. Chosen on an H200 from the
-    L2-cold sweeps in results/h200/fast_tuning.csv. Sweep 7 (x of 128 MiB):
-    rows per step had stopped at 64, so a step of rows of 1 moved 128 bytes
-    (bf16: 633 µs, the 2048-row tile 133 µs; N = 3: 214 → 155 µs).
+    Raises:
+        ValueError: no rule matches (N < 1, or a dtype other than float32, float16 and bfloat16).
     """
-    if N > ONE_BLOCK_MAX_N:
-        return FastConfig(BLOCK_M=1, BLOCK_N=LOOP_BLOCK_N, num_warps=16, programs_per_sm=None, num_stages=1)
-    block_n = triton.next_power_of_2(N)
-    block_m = _tile_rows(block_n, 2048) if block_n <= 1024 else (2 if block_n == 2048 else 1)
-    return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4 if block_n <= 1024 else 8,
-                      programs_per_sm=None, num_stages=1)
-
-
-#: Elements per step of the backward at odd N (rows at 2- or 4-byte offsets: scalar loads). Sweep 7
-#: (x of 128 MiB, bf16): half the even widths' tile, two programs per SM and no pipelining below
-#: blocks of 2048: N = 3, 1515 → 225 µs; 15, 583 → 216; 257, 458 → 257; with 3 stages at 2047, 192 → 140.
-ODD_BACKWARD_TILE = 4096
-#: Odd float32 rows of 65-511 columns (float32 arithmetic, blocks of 128-512): elements per step,
-#: by block, on 4 warps with four programs per SM. Sweep 8 (x of 128 MiB) at N = 257 (block 512),
-#: against the odd rule above: 170.2 → 131.6 µs with 2048, the best of 108 configurations; sweep 9 at
-#: 511, 2048 within 3 % of the best. Sweep 9 at N = 65 (block 128): 1024 elements, 251.1 → 196.1 µs,
-#: the best of 108. Blocks of 256 (129-255) were not timed and keep 512's step.
-ODD_FLOAT32_SHORT_TILE = {128: 1024, 256: 2048, 512: 2048}
+    return _first_match("forward", N, dtype)
 
 
 @functools.lru_cache(maxsize=None)
 def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
-    """The table's backward configuration for rows of N columns in ``dtype``.
+    """The backward's configuration for rows of N columns of x dtype ``dtype``: the first rule of BACKWARD_RULES.
 
-    One program per SM. Rows up to 8192: a tile of 8192 elements per step
-    (4096 for float32; rows of one column take 8192 rows a step), 8 warps,
-    three pipelining stages (16 warps for 8192-wide float32 rows). Rows of up
-    to 16384: one row per step, 16 warps (float32: 32 warps, sweep 8). Wider
-    rows loop over 8192-wide blocks with 8 warps.
-
-    Odd N (sweep 7), where no access is wider than one element: a tile of
-    :data:`ODD_BACKWARD_TILE` elements with 8 warps and two programs per SM,
-    pipelined only at blocks of 2048 and 4096; float32 rows of 4097-8191 one
-    per step with 8 warps, unpipelined (333 → 236 µs at 4097); 16-bit rows of
-    8193-16383 with 32 warps and 2 stages (573 → 253 µs at 12289).
-
-    Float32 rows past N = 64 (sweep 8, after their row arithmetic moved from
-    float64 to float32): one block up to 16384, with 32 warps and no
-    pipelining past 8192; odd rows of 65-511 in steps of
-    :data:`ODD_FLOAT32_SHORT_TILE` elements on 4 warps, four programs per SM.
-
-    Sweep 9 (odd widths no sweep had timed, x of 128 MiB): odd float32 rows of
-    1025-4095 unpipelined, with 4 warps at blocks of 4096 (1025: 153.1 →
-    131.6 µs; 4095: 139.8 → 115.5); odd 16-bit rows of 4097-8191 one per step
-    with 8 warps and 2 stages (bf16 4097: 275.3 → 259.1; 6143: 210.9 → 202.3;
-    fp16 not timed); steps of 1024 elements at odd float32 65-127 (65: 251.1 →
-    196.1).
-    Chosen on an H200 from the L2-cold sweeps in results/h200/fast_tuning.csv.
+    Raises:
+        ValueError: no rule matches (N < 1, or a dtype other than float32, float16 and bfloat16).
     """
-    if N > BACKWARD_ONE_BLOCK_MAX_N[dtype]:
-        return FastConfig(BLOCK_M=1, BLOCK_N=BACKWARD_LOOP_BLOCK_N, num_warps=8, programs_per_sm=1, num_stages=1)
-    block_n = triton.next_power_of_2(N)
-    odd = N % 2 == 1
-    if block_n > 8192 and dtype == torch.float32:
-        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32, programs_per_sm=1, num_stages=1)
-    if block_n > 8192:
-        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=32 if odd else 16, programs_per_sm=1,
-                          num_stages=2 if odd else 1)
-    if odd and dtype == torch.float32 and FLOAT64_MAX_N < N < 512:
-        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_FLOAT32_SHORT_TILE[block_n]), BLOCK_N=block_n,
-                          num_warps=4, programs_per_sm=4, num_stages=1)
-    if odd and dtype == torch.float32 and 2048 <= block_n <= 4096:  # 1025-4095: sweep 9, unpipelined
-        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_BACKWARD_TILE), BLOCK_N=block_n,
-                          num_warps=4 if block_n == 4096 else 8, programs_per_sm=2, num_stages=1)
-    if odd and block_n <= 4096:
-        return FastConfig(BLOCK_M=_tile_rows(block_n, ODD_BACKWARD_TILE), BLOCK_N=block_n, num_warps=8,
-                          programs_per_sm=2, num_stages=3 if block_n >= 2048 else 1)
-    if odd:  # 4097-8191: one row per step, 8 warps; float32 unpipelined (sweep 7), 16-bit 2 stages (sweep 9)
-        return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=8, programs_per_sm=1,
-                          num_stages=1 if dtype == torch.float32 else 2)
-    block_m = _tile_rows(block_n, 4096 if dtype == torch.float32 else 8192)
-    warps = 16 if dtype == torch.float32 and block_n >= 8192 else 8
-    return FastConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, programs_per_sm=1, num_stages=3)
+    return _first_match("backward", N, dtype)
+
+
+def render_rules(pass_: str) -> list[dict]:
+    """The rule table of ``pass_`` ("forward" or "backward") as rows of plain values, in scan order.
+
+    Each row: ``N_first``, ``N_last`` (None: no limit), ``parity``, ``dtypes`` (comma-separated),
+    ``step`` (elements per step: BLOCK_M = max(1, step // BLOCK_N)), ``BLOCK_N`` (None: the row's
+    next power of two), ``num_warps``, ``programs_per_sm``, ``num_stages``, ``evidence``; ready for
+    ``pandas.DataFrame`` or a markdown table. A row of N applies when no row above it does.
+    """
+    return [dict(N_first=r.N_min, N_last=r.N_max, parity=r.parity, dtypes=", ".join(r.dtypes), step=r.step,
+                 BLOCK_N=r.block, num_warps=r.warps, programs_per_sm=r.programs_per_sm, num_stages=r.stages,
+                 evidence=r.evidence) for r in RULES[pass_]]

@@ -34,7 +34,6 @@ from .launch import DirectLauncher
 def _normalise_row_block(
     block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
     HAS_GAMMA: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    REVERSE: tl.constexpr,
 ):
     """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
     cols = tl.arange(0, BLOCK_N)
@@ -58,10 +57,8 @@ def _normalise_row_block(
             x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             sum_sq += x * x
         rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
-        last = (tl.cdiv(N, BLOCK_N) - 1) * BLOCK_N  # where the row's last block starts
         for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
-            # REVERSE: last block first, the ones pass 1 read most recently (likeliest still in L2)
-            c = (last - start if REVERSE else start) + cols
+            c = start + cols
             mask = row_mask[:, None] & (c < N)[None, :]
             x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * rstd[:, None]
@@ -89,7 +86,6 @@ def rmsnorm_fast_forward_kernel(
     PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops
     NUM_STAGES: tl.constexpr,  # software pipelining of that loop
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N and both row strides (see config.row_alignment)
-    REVERSE: tl.constexpr,  # looped rows: pass 2 walks the column blocks from the last (see FastConfig)
 ):
     # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
     # that rows of 1000 or 3000 16-bit elements still load and store 16 bytes at a time.
@@ -99,10 +95,10 @@ def rmsnorm_fast_forward_kernel(
     if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-                                 HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N, REVERSE)
+                                 HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N)
     else:  # one program per row block
         _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr,
-                             M, N, eps, HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N, REVERSE)
+                             M, N, eps, HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N)
 
 
 def rmsnorm_fast_forward(
@@ -156,8 +152,7 @@ def launch_forward(
         forward_key(x, w, y, rstd, config, P < row_blocks, gamma is not None), (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
         gamma is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
-        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), config.reverse_second_pass,
-        num_warps=config.num_warps,
+        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), num_warps=config.num_warps,
     )
     return y, rstd
 

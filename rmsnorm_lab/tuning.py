@@ -42,8 +42,8 @@ def forward_candidates(N: int, dtype: torch.dtype):
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
     row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
     warps, one program per row block or 4-8 per SM with 1 or 3 stages; at one-block widths from
-    4096 also the loop rung (blocks of 2048 and 4096); for looped rows also the loop with its
-    second pass from the last block, and up to N = 16384 one block of 16384.
+    4096 also the loop rung (blocks of 2048 and 4096); for looped rows up to N = 16384 also one
+    block of 16384.
 
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
@@ -65,10 +65,6 @@ def forward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
-    if not base.one_block(N):  # the loop with its second pass from the last block (rows past the L2's share)
-        for block_m, warps in itertools.product((1, 2), (8, 16)):
-            yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=None,
-                             num_stages=1, reverse_second_pass=True)
     if not base.one_block(N) and N <= 16384:  # the whole row in one block instead of the loop
         for warps in (8, 16, 32):
             yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=None, num_stages=1)
@@ -81,8 +77,7 @@ def backward_candidates(N: int, dtype: torch.dtype):
     1 or 3 stages. Other one-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4
     stages; where N is odd (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16
     bytes) also 4 warps, 4 programs per SM and 1 stage. Looped rows (and blocks wider than
-    8192): the loop's block of 2048-8192 with 1-4 programs per SM, the table's loop with its
-    second pass from the last block, and one block of 16384.
+    8192): the loop's block of 2048-8192 with 1-4 programs per SM, and one block of 16384.
 
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
@@ -92,9 +87,6 @@ def backward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps, pps in itertools.product((2048, 4096, 8192), (8, 16), (1, 2, 4)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
-        if not base.one_block(N):  # the table's loop with its second pass from the last block
-            yield FastConfig(BLOCK_M=1, BLOCK_N=base.BLOCK_N, num_warps=base.num_warps,
-                             programs_per_sm=base.programs_per_sm, num_stages=1, reverse_second_pass=True)
         if N <= 16384:
             for warps, stages in itertools.product((16, 32), (1, 2)):
                 yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
@@ -117,8 +109,9 @@ def config_of(row) -> FastConfig:
     """The configuration one sweep row describes (a row of ``fast_tuning.csv`` or of :func:`tune`'s result).
 
     The inverse of the config columns :func:`tune` writes: ``programs_per_sm`` is empty (NaN) where
-    the grid has one program per row block (None); ``reverse_second_pass``, absent (or empty) in the
-    sweeps before sweep 8, is False there.
+    the grid has one program per row block (None). Other columns are ignored, among them
+    ``reverse_second_pass``: history, a knob the kernels no longer have (the second pass of a looped
+    row from its last block; empty before sweep 8, True on two rows of sweep 8, False elsewhere).
 
     Args:
         row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages.
@@ -130,8 +123,7 @@ def config_of(row) -> FastConfig:
     pps = row["programs_per_sm"]
     return FastConfig(BLOCK_M=int(row["BLOCK_M"]), BLOCK_N=int(row["BLOCK_N"]), num_warps=int(row["num_warps"]),
                       programs_per_sm=None if pps is None or pps != pps else int(pps),
-                      num_stages=int(row["num_stages"]),
-                      reverse_second_pass=_flag(row.get("reverse_second_pass", False)))
+                      num_stages=int(row["num_stages"]))
 
 
 def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -154,11 +146,6 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"then": timed[timed["table_when_swept"] == 1].groupby(keys)["us"].min(),
                          "now": timed[today].groupby(keys)["us"].min(),
                          "best": timed.groupby(keys)["us"].min()})
-
-
-def _flag(value) -> bool:
-    """A CSV flag: NaN (an empty cell) is False."""
-    return False if value is None or value != value else bool(value)
 
 
 def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, configs) -> int:

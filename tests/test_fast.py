@@ -262,8 +262,7 @@ def test_dgamma_is_bitwise_identical_from_run_to_run(device):
 @pytest.mark.parametrize("cfg", [
     FastConfig(BLOCK_M=1, BLOCK_N=64, num_warps=4, programs_per_sm=1, num_stages=1),  # loop over 64-wide blocks
     FastConfig(BLOCK_M=8, BLOCK_N=512, num_warps=4, programs_per_sm=3, num_stages=2),
-    FastConfig(BLOCK_M=2, BLOCK_N=64, num_warps=4, programs_per_sm=None, reverse_second_pass=True),  # last block first
-    FastConfig(BLOCK_M=1, BLOCK_N=64, num_warps=4, programs_per_sm=2, reverse_second_pass=True),
+    FastConfig(BLOCK_M=2, BLOCK_N=64, num_warps=4, programs_per_sm=None),  # the loop, two rows a step, per block
 ])
 def test_any_config_gives_the_same_numbers(cfg, device):
     x, gamma, dy = make_inputs(77, 300, torch.float32, device=device, seed=15)

@@ -1,0 +1,107 @@
+"""The fast path's configuration tables (rmsnorm/config.py): data scanned in order, and unchanged choices.
+
+tests/data/config_before.csv holds what forward_config and backward_config chose at every N in
+1..262144 and every x dtype before they became rule tables (tools/record_config.py, run-length
+encoded per parity of N). The functions must still choose exactly that, and each choice must be the
+first row of render_rules() that matches, read here without the library's matching code.
+"""
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+
+from rmsnorm.config import FastConfig, backward_config, forward_config, render_rules
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "config_before.csv"
+FUNCTIONS = {"forward": forward_config, "backward": backward_config}
+DTYPES = ("float32", "float16", "bfloat16")
+MAX_N = 262144
+FIELDS = [f.name for f in dataclasses.fields(FastConfig)]
+
+
+def _value(cell: str):
+    return None if cell == "" else cell == "True" if cell in ("True", "False") else int(cell)
+
+
+def _fixture() -> dict:
+    """{(pass_, dtype): {N: FastConfig}} for every N of 1..MAX_N, from the run-length rows."""
+    table = {(p, d): {} for p in FUNCTIONS for d in DTYPES}
+    with open(FIXTURE, newline="") as f:
+        for row in csv.DictReader(f):
+            # a column FastConfig no longer has held its default everywhere (reverse_second_pass: False)
+            gone = row.keys() - set(FIELDS) - {"pass_", "dtype", "parity", "N_first", "N_last"}
+            assert all(row[k] == "False" for k in gone)
+            cfg = FastConfig(**{k: _value(row[k]) for k in FIELDS if k in row})
+            first, last = int(row["N_first"]), int(row["N_last"])
+            assert first % 2 == (1 if row["parity"] == "odd" else 0) and (last - first) % 2 == 0
+            for N in range(first, last + 1, 2):
+                table[row["pass_"], row["dtype"]][N] = cfg
+    assert all(sorted(by_n) == list(range(1, MAX_N + 1)) for by_n in table.values())  # every N, once
+    return table
+
+
+@pytest.fixture(scope="module")
+def before():
+    return _fixture()
+
+
+@pytest.mark.parametrize("pass_", list(FUNCTIONS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_table_chooses_what_the_functions_chose_before(before, pass_, dtype):
+    choose = FUNCTIONS[pass_].__wrapped__  # uncached: 262144 keys
+    changed = [N for N, cfg in before[pass_, dtype].items() if choose(N, getattr(torch, dtype)) != cfg]
+    assert changed == [], f"{pass_} {dtype}: {len(changed)} N choose differently, from N = {changed[:5]}"
+
+
+def _first_row(rows: list[dict], N: int, dtype: str) -> dict:
+    for row in rows:
+        parity = row["parity"] == "any" or row["parity"] == ("odd" if N % 2 else "even")
+        if row["N_first"] <= N and (row["N_last"] is None or N <= row["N_last"]) and parity and \
+                dtype in row["dtypes"].split(", "):
+            return row
+    raise AssertionError(f"no row of the table matches N = {N}, {dtype}")
+
+
+@pytest.mark.parametrize("pass_", list(FUNCTIONS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_each_choice_is_the_first_rendered_row_that_matches(pass_, dtype):
+    rows = render_rules(pass_)
+    choose = FUNCTIONS[pass_].__wrapped__
+    for N in range(1, MAX_N + 1):
+        row = _first_row(rows, N, dtype)
+        block_n = triton.next_power_of_2(N) if row["BLOCK_N"] is None else row["BLOCK_N"]
+        want = FastConfig(BLOCK_M=max(1, row["step"] // block_n), BLOCK_N=block_n, num_warps=row["num_warps"],
+                          programs_per_sm=row["programs_per_sm"], num_stages=row["num_stages"])
+        assert choose(N, getattr(torch, dtype)) == want, (N, row)
+
+
+@pytest.mark.parametrize("pass_", list(FUNCTIONS))
+def test_every_rule_is_chosen_somewhere_and_names_its_rows(pass_):
+    """No rule is shadowed by the rows above it, and each says which rows of fast_tuning.csv chose it."""
+    rows = render_rules(pass_)
+    used = {id(_first_row(rows, N, d)) for d in DTYPES for N in range(1, 2 * 16384 + 3)}
+    assert used == {id(r) for r in rows}
+    assert all(r["evidence"].startswith(f"fast_tuning.csv: {pass_}, ") and "N=" in r["evidence"] for r in rows)
+
+
+def test_evidence_names_rows_that_exist():
+    """Each rule's evidence names (pass_, dtype, N) rows that results/h200/fast_tuning.csv holds."""
+    with open(Path(__file__).resolve().parent.parent / "results" / "h200" / "fast_tuning.csv", newline="") as f:
+        timed = {(r["pass_"], r["dtype"], int(r["N"])) for r in csv.DictReader(f) if r["us"]}
+    for pass_ in FUNCTIONS:
+        for row in render_rules(pass_):
+            _, what = row["evidence"].split(": ", 1)
+            p, dtype, ns = what.split(": ")[0].split(", ", 2)
+            widths = ns.removeprefix("N=").replace("-", ", ").split(", ")
+            assert p == pass_ and all((pass_, dtype, int(n)) in timed for n in widths), row["evidence"]
+
+
+def test_invalid_keys_are_refused():
+    with pytest.raises(ValueError, match="no backward configuration"):
+        backward_config.__wrapped__(4096, torch.float64)
+    with pytest.raises(ValueError, match="no forward configuration"):
+        forward_config.__wrapped__(0, torch.float32)
