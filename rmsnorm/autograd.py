@@ -50,7 +50,7 @@ import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
 
 from .backward import launch_backward, rmsnorm_fast_backward
-from .contract import _PLAIN, ContractError, DTensor, _require_tensor, check_epsilon, check_fast_inputs, refuse_dtensor
+from .contract import _PLAIN, ContractError, DTensor, _require_tensor, check_eps, check_fast_inputs, refuse_dtensor
 from .forward import launch_forward
 
 _LIB = torch.library.Library("rmsnorm_fast", "DEF")  # kept alive: the operators live as long as it does
@@ -270,7 +270,7 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
         # FlopCounterMode, an op log) or a meta tensor must see
         if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
-            check_epsilon(eps, "eps")  # before the op: its schema would refuse a non-float less clearly
+            check_eps(eps)  # before the op: its schema would refuse a non-float less clearly
         # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
         # implementation): a ContractError raised while Dynamo traces makes it skip this function and
         # FastRMSNorm.forward for every caller until torch._dynamo.reset() (README, Troubleshooting)
@@ -318,7 +318,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
             )
         if eps is not None:
-            check_epsilon(eps, "eps")  # as the article's RMSNorm does: the mistake shows where it is made
+            check_eps(eps)  # as the article's RMSNorm does: the mistake shows where it is made
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N); eps=None as there."""

@@ -91,8 +91,8 @@ def _require_kernel_device(name: str, t: torch.Tensor) -> None:
         raise ContractError(f"{name} must be on a CUDA device (or the CPU with the interpreter); got {t.device}")
 
 
-def check_epsilon(epsilon, name: str = "epsilon") -> None:
-    """Raise unless ``epsilon`` is a finite real number > 0 (bool excluded).
+def check_eps(eps, name: str = "eps") -> None:
+    """Raise unless ``eps`` is a finite real number > 0 (bool excluded).
 
     Args:
         name: what the message calls it (the fast path says ``eps``, like torch).
@@ -100,12 +100,12 @@ def check_epsilon(epsilon, name: str = "epsilon") -> None:
     Raises:
         ContractError: for 0, negatives, NaN, ±inf, bool, tensors, strings, None.
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise ContractError(f"{name} must be a real number; got {type(epsilon).__name__} {epsilon!r}")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise ContractError(f"{name} must be a real number; got {type(eps).__name__} {eps!r}")
     # comparisons, not math.isfinite: torch.compile(dynamic=True) makes a module's float eps symbolic,
     # and traces (guards on) a comparison where it cannot trace math.isfinite. NaN fails both.
-    if not 0 < epsilon < math.inf:
-        raise ContractError(f"{name} must be finite and > 0; got {epsilon!r}")
+    if not 0 < eps < math.inf:
+        raise ContractError(f"{name} must be finite and > 0; got {eps!r}")
 
 
 def _require_dtype(name: str, t: torch.Tensor) -> None:
@@ -229,7 +229,7 @@ def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
         if tuple(gamma.shape) != (N,):
             raise ContractError(f"gamma must have shape (N,) = ({N},); got {tuple(gamma.shape)}")
         _require_unit_last_stride("gamma", gamma)
-    check_epsilon(eps, "eps")
+    check_eps(eps)
 
 
 def check_fast_backward_inputs(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 
-def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
+def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dimension, in PyTorch.
 
     Dtype policy: float64 input is computed in float64; anything else
@@ -27,7 +27,7 @@ def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-
     Args:
         x: (..., N) activations, any floating dtype, any layout.
         gamma: (N,) weight, one per column.
-        epsilon: added to mean(x²) before the square root (dimensionless).
+        eps: added to mean(x²) before the square root (dimensionless).
 
     Returns:
         y: same shape and dtype as ``x``.
@@ -37,12 +37,12 @@ def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf = x.to(dtype)
     gf = gamma.to(dtype)
-    r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + epsilon)  # (..., 1)
+    r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)  # (..., 1)
     return (xf * r * gf).to(x.dtype)
 
 
 def manual_backward(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, epsilon: float = 1e-6
+    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, eps: float = 1e-6
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The article's backward formulas, in the dtype of the arguments.
 
@@ -52,7 +52,7 @@ def manual_backward(
         x: (..., N) activations.
         gamma: (N,) weight.
         dy: gradient of the loss with respect to y, same shape as ``x``.
-        epsilon: as in the forward.
+        eps: as in the forward.
 
     Returns:
         (dx, dgamma): dx has the shape of ``x``; dgamma is (N,), the sum over
@@ -61,7 +61,7 @@ def manual_backward(
     Source: notebooks/04_backward_derivation.ipynb (derivation of the r³ term)
     and notebooks/05_gamma_reduction.ipynb (sum, not mean).
     """
-    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + epsilon)  # (..., 1)
+    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)  # (..., 1)
     u = dy * gamma  # (..., N)
     dx = r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True)  # (..., N)
     dgamma = (dy * x * r).reshape(-1, x.shape[-1]).sum(0)  # (N,)

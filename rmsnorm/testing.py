@@ -133,15 +133,15 @@ def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None,
     return x.to(device, dtype), gamma.to(device, weight_dtype or dtype), dy.to(device, dtype)
 
 
-def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
-    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + epsilon), in float64 on the CPU.
+def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
+    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + eps), in float64 on the CPU.
 
     The one place the course writes this oracle (the reference formula, on
     exactly the values the kernel saw: float16 inputs are up-cast, not re-drawn).
 
     Args:
         x: (..., N) tensor, any floating dtype, any device.
-        epsilon: added to mean(x²) before the square root.
+        eps: added to mean(x²) before the square root.
         keepdim: keep the reduced dimension, (..., 1), to broadcast against x.
 
     Returns:
@@ -150,10 +150,10 @@ def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False
     Source: notebooks/03_forward_kernel.ipynb §5 (rstd, one per row).
     """
     x64 = x.detach().to("cpu", torch.float64)
-    return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + epsilon)
+    return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + eps)
 
 
-def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None, epsilon: float = 1e-6, *, on=None):
+def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None, eps: float = 1e-6, *, on=None):
     """The stated oracle: the reference formulas in float64 on the same inputs.
 
     Args:
@@ -165,10 +165,10 @@ def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None,
     """
     on = torch.device("cpu") if on is None else torch.device(on)
     x64, g64 = x.detach().to(on, torch.float64), gamma.detach().to(on, torch.float64)
-    y64 = rmsnorm_reference(x64, g64, epsilon)
+    y64 = rmsnorm_reference(x64, g64, eps)
     if dy is None:
         return y64
-    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), epsilon)
+    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), eps)
     return y64, dx64, dgamma64
 
 

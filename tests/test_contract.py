@@ -68,9 +68,9 @@ def test_forward_rejects(name, no_allocation):
      (None, "real number; got NoneType"), (True, "real number; got bool"),
      (torch.tensor(1e-6), "real number; got Tensor")],
 )
-def test_epsilon_rejected(eps, pattern, no_allocation):
+def test_eps_rejected(eps, pattern, no_allocation):
     x, gamma = ok()
-    with pytest.raises(ContractError, match=f"epsilon must be .*{pattern}"):
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
         forward_op(x, gamma, eps)
 
 
@@ -159,7 +159,7 @@ def test_rmsnorm_rejects_bad_rank(x, pattern):
 @pytest.mark.parametrize(
     "shape, eps, pattern",
     [((2, 3), 1e-6, r"normalized_shape must be \(N,\)"), (0, 1e-6, r"got \(0,\)"), (4097, 1e-6, r"got \(4097,\)"),
-     (8, 0.0, r"epsilon must be finite and > 0")],
+     (8, 0.0, r"eps must be finite and > 0")],
 )
 def test_module_rejects(shape, eps, pattern):
     with pytest.raises(ContractError, match=pattern):

@@ -51,7 +51,7 @@ def rmsnorm_dx_kernel(
 # op is the one meant to be traced whole).
 @torch.compiler.disable
 def backward_rows(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor, epsilon: float,
+    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor, eps: float,
     *, kernel=rmsnorm_dx_kernel,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the dx kernel: dx and the float32 dgamma partials, row by row.
@@ -63,8 +63,8 @@ def backward_rows(
             contiguous (the autograd wrapper makes it so; this function
             rejects anything else).
         rstd: (M,) float32 from :func:`forward_op`.
-        epsilon: the forward's epsilon. The kernel does not use it: ``rstd``
-            already includes it, and dx depends on epsilon only through
+        eps: the forward's eps. The kernel does not use it: ``rstd``
+            already includes it, and dx depends on eps only through
             rstd. It stays in the signature (the article's) and is checked
             like the forward's (finite, > 0), so that a bad value is refused
             the same way on both passes; nothing checks that it is the
@@ -78,11 +78,11 @@ def backward_rows(
 
     Raises:
         ContractError: (a ValueError) for any contract violation of x, gamma,
-            epsilon, dy or rstd, before anything is allocated.
+            eps, dy or rstd, before anything is allocated.
 
     Source: notebooks/04_backward_derivation.ipynb.
     """
-    check_contract(x, gamma, epsilon)
+    check_contract(x, gamma, eps)
     check_dy(x, dy)
     check_rstd(x, rstd)
     M, N = x.shape

@@ -19,7 +19,7 @@ from ..contract import (
     _require_device,
     _require_kernel_device,
     _require_tensor,
-    check_epsilon,
+    check_eps,
 )
 
 #: Widest row the kernels accept: one program holds a whole row in registers.
@@ -44,18 +44,18 @@ def _require_contiguous(name: str, t: torch.Tensor) -> None:
         )
 
 
-def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:
-    """Check x, gamma and epsilon against the kernels' contract.
+def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps) -> None:
+    """Check x, gamma and eps against the kernels' contract.
 
     Rules: x is a 2-D (M, N) contiguous float32/float16 tensor; gamma is a
     contiguous (N,) tensor of the same dtype and device; 1 ≤ N ≤ 4096;
     M × N × 4 bytes ≤ 64 MiB; the device is CUDA, or the CPU while Triton's
-    interpreter is active; epsilon is a finite real number > 0.
+    interpreter is active; eps is a finite real number > 0.
 
     Args:
         x: (M, N) activations.
         gamma: (N,) weight.
-        epsilon: the stabiliser added to mean(x²).
+        eps: the stabiliser added to mean(x²).
 
     Raises:
         ContractError: naming the tensor, the rule and the value seen.
@@ -85,7 +85,7 @@ def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:
             f"x of shape ({M}, {N}) needs M*N*4 = {scratch_bytes(M, N):,} bytes of dgamma scratch; "
             f"the limit is {MAX_SCRATCH_BYTES:,} bytes (64 MiB)"
         )
-    check_epsilon(epsilon)
+    check_eps(eps)
 
 
 def check_dy(x: torch.Tensor, dy: torch.Tensor) -> None:
