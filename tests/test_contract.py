@@ -24,23 +24,23 @@ BAD_FORWARD = {
     "x not a tensor": (lambda x, g: ([[1.0, 2.0]], g), r"x must be a torch.Tensor; got list"),
     "x transposed": (lambda x, g: (torch.ones(8, 4, device=x.device).t(), g),
                      r"x must be contiguous .*strides \(1, 4\)"),
-    "gamma strided": (lambda x, g: (x, torch.ones(16, device=x.device)[::2]),
-                      r"gamma must be contiguous .*strides \(2,\)"),
+    "weight strided": (lambda x, g: (x, torch.ones(16, device=x.device)[::2]),
+                      r"weight must be contiguous .*strides \(2,\)"),
     "x bfloat16": (lambda x, g: (x.bfloat16(), g.bfloat16()), r"x must be float32 or float16 .*torch.bfloat16"),
     "x float64": (lambda x, g: (x.double(), g.double()), r"x must be float32 or float16 .*torch.float64"),
     "x int32": (lambda x, g: (x.int(), g.int()), r"x must be float32 or float16 .*torch.int32"),
-    "gamma other dtype": (lambda x, g: (x, g.half()),
-                          r"gamma must have the dtype of x \(torch.float32\); got torch.float16"),
-    "gamma other device": (lambda x, g: (x, g.to("meta")), r"gamma must be on the same device as x .*got meta"),
+    "weight other dtype": (lambda x, g: (x, g.half()),
+                          r"weight must have the dtype of x \(torch.float32\); got torch.float16"),
+    "weight other device": (lambda x, g: (x, g.to("meta")), r"weight must be on the same device as x .*got meta"),
     "unsupported device": (lambda x, g: (x.to("meta"), g.to("meta")), r"x must be on a CUDA device .*got meta"),
     "x 1-D": (lambda x, g: (x[0], g), r"x must be 2-D \(M, N\); got 1-D shape \(8,\)"),
     "x 3-D": (lambda x, g: (x.view(2, 2, 8), g), r"x must be 2-D \(M, N\); got 3-D"),
     "N = 0": (lambda x, g: (x[:, :0], g[:0]), r"1 <= N <= 4096 columns; got N = 0"),
     "N = 4097": (lambda x, g: (torch.ones(1, 4097, device=x.device), torch.ones(4097, device=x.device)),
                  r"got N = 4097"),
-    "gamma too long": (lambda x, g: (x, torch.ones(9, device=x.device)),
-                       r"gamma must have shape \(N,\) = \(8,\); got \(9,\)"),
-    "gamma 2-D": (lambda x, g: (x, g.view(1, 8)), r"gamma must have shape \(N,\) = \(8,\); got \(1, 8\)"),
+    "weight too long": (lambda x, g: (x, torch.ones(9, device=x.device)),
+                       r"weight must have shape \(N,\) = \(8,\); got \(9,\)"),
+    "weight 2-D": (lambda x, g: (x, g.view(1, 8)), r"weight must have shape \(N,\) = \(8,\); got \(1, 8\)"),
     "scratch 4097 x 4096": (
         # zeros, not empty: NaN != NaN
         lambda x, g: (torch.zeros(4097, 4096, device=x.device), torch.ones(4096, device=x.device)),
@@ -180,7 +180,7 @@ def test_refused_before_allocating_fails_on_each_way_a_check_can_be_missed():
     with pytest.raises(AssertionError, match="allocated before the contract"), refused_before_allocating():
         device.new_output((2,), torch.float32, x.device)
         raise ContractError("too late")
-    with pytest.raises(AssertionError, match="does not match"), refused_before_allocating("gamma"):
+    with pytest.raises(AssertionError, match="does not match"), refused_before_allocating("weight"):
         forward_op(x.t(), gamma)
     assert forward_op(x, gamma)[0].shape == x.shape  # the guard is off again
 

@@ -47,14 +47,14 @@ def num_warps_for(block_size: int) -> int:
 # op is the one meant to be traced whole).
 @torch.compiler.disable
 def forward_op(
-    x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6, *, kernel=rmsnorm_forward_kernel
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, kernel=rmsnorm_forward_kernel
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the forward kernel on a 2-D input.
 
     Args:
         x: (M, N) float32 or float16, contiguous, CUDA (or CPU under the
             interpreter), 1 ≤ N ≤ 4096.
-        gamma: (N,) weight, same dtype and device as ``x``.
+        weight: (N,) γ, same dtype and device as ``x``.
         eps: finite real number > 0.
         kernel: a kernel with the signature of :func:`rmsnorm_forward_kernel`
             (the exercises and the N-vs-BLOCK lesson launch their own).
@@ -70,7 +70,7 @@ def forward_op(
 
     Source: notebooks/03_forward_kernel.ipynb.
     """
-    check_contract(x, gamma, eps)
+    check_contract(x, weight, eps)
     M, N = x.shape
     y = device.new_output((M, N), x.dtype, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)
@@ -78,7 +78,7 @@ def forward_op(
         return y, rstd
     BLOCK_SIZE = triton.next_power_of_2(N)
     kernel[(M,)](
-        x, gamma, y, rstd,
+        x, weight, y, rstd,
         x.stride(0), y.stride(0), N, float(eps),
         BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE),
     )
