@@ -335,7 +335,8 @@ def test_a_dtensor_weight_is_refused_and_told_to_unshard(placement, mesh):
     x = torch.randn(7, N)
     norm = FastRMSNorm(N)
     norm.weight = torch.nn.Parameter(_dtensor(norm.weight.detach(), mesh, placement))  # as fully_shard stores it
-    pattern = rf"weight is a DTensor \(placements \({re.escape(repr(placement))},\).*fully_shard.*weight\.full_tensor\(\)"
+    pattern = (rf"weight is a DTensor \(placements \({re.escape(repr(placement))},\)"
+               r".*fully_shard.*weight\.full_tensor\(\)")
     with refused_before_allocating(pattern):
         norm(x)
     with refused_before_allocating(pattern):
