@@ -42,21 +42,21 @@ def liger_status() -> str | None:
 
 
 def make_calls(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, eps: float = 1e-6, *, include_liger: bool = True
+    x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float = 1e-6, *, include_liger: bool = True
 ) -> dict[tuple[str, str], Callable[[], Any]]:
     """The callables the benchmark times, keyed by (path, impl), from the one provider list.
 
     ``forward``: each provider's forward pass alone (:func:`rmsnorm_lab.providers.pass_calls`):
-    ``forward_op(x, gamma)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
+    ``forward_op(x, weight)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
     Liger → y. ``forward_backward``: the whole call through autograd
-    (:func:`rmsnorm_lab.providers.whole_calls`): ``rmsnorm(x, gamma).backward(dy)`` and the
-    like, on private leaf copies of x and gamma whose ``.grad`` is set to None first (each call
+    (:func:`rmsnorm_lab.providers.whole_calls`): ``rmsnorm(x, weight).backward(dy)`` and the
+    like, on private leaf copies of x and weight whose ``.grad`` is set to None first (each call
     does the same work, no accumulation); returns (dx, dgamma). Liger runs with
     ``casting_mode="llama"`` and ``in_place=False`` (in place, it would overwrite ``dy`` with dx).
 
     Args:
         x: (M, N) float32/float16, contiguous, CUDA (or CPU under the interpreter).
-        gamma: (N,) weight, dtype and device of ``x``.
+        weight: (N,) γ, dtype and device of ``x``.
         dy: (M, N) upstream gradient, like ``x``.
         eps: finite real number > 0.
         include_liger: add Liger-Kernel's callables when it imports.
@@ -73,7 +73,7 @@ def make_calls(
         ("forward_backward", whole_calls, "forward_backward"),
     ):
         for impl in impls:
-            calls[(path, impl)] = build(provider(impl), x, gamma, dy, eps, passes=(pass_,))[pass_]
+            calls[(path, impl)] = build(provider(impl), x, weight, dy, eps, passes=(pass_,))[pass_]
     return calls
 
 
@@ -96,9 +96,9 @@ def _order(keys, turn: int):
 
 def _checked_calls(M, N, dtype, eps, include_liger, seed) -> dict:
     """Seeded inputs of shape (M, N), their callables, every output checked against the oracle."""
-    x, gamma, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
-    calls = make_calls(x, gamma, dy, eps, include_liger=include_liger)
-    check_calls(calls, x, gamma, dy, eps)
+    x, weight, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
+    calls = make_calls(x, weight, dy, eps, include_liger=include_liger)
+    check_calls(calls, x, weight, dy, eps)
     return calls
 
 
