@@ -276,25 +276,25 @@ REFERENCE["never returns"] = (_reference_never, "did not finish in")
 def _function(returns="right", contiguous=True, kernels=True, pass_eps=True, dgamma_kernel=True, y_float=False, in_place=False):
     class Wrong(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, x, gamma, eps):
+        def forward(ctx, x, weight, eps):
             if kernels:
-                y, rstd = forward_op(x, gamma, eps if pass_eps else 1e-6)
+                y, rstd = forward_op(x, weight, eps if pass_eps else 1e-6)
                 if y_float:
                     y = y.float()
                 if in_place:
                     x.mul_(1.5)
             else:
                 rstd = torch.rsqrt(x.float().square().mean(-1) + eps)
-                y = (x.float() * rstd[:, None] * gamma.float()).to(x.dtype)
-            ctx.save_for_backward(x, gamma, rstd)
+                y = (x.float() * rstd[:, None] * weight.float()).to(x.dtype)
+            ctx.save_for_backward(x, weight, rstd)
             ctx.eps = eps
             return y
 
         @staticmethod
         def backward(ctx, dy):
-            x, gamma, rstd = ctx.saved_tensors
-            dx, partial = backward_rows(x, gamma, dy.contiguous() if contiguous else dy, rstd, ctx.eps)
-            dgamma = reduce_gamma_gradient(partial, gamma.dtype) if dgamma_kernel else partial.sum(0).to(gamma.dtype)
+            x, weight, rstd = ctx.saved_tensors
+            dx, partial = backward_rows(x, weight, dy.contiguous() if contiguous else dy, rstd, ctx.eps)
+            dgamma = reduce_gamma_gradient(partial, weight.dtype) if dgamma_kernel else partial.sum(0).to(weight.dtype)
             while returns == "never":
                 pass
             return {"right": (dx, dgamma, None), "two": (dx, dgamma), "swapped": (dgamma, dx, None),
@@ -304,7 +304,7 @@ def _function(returns="right", contiguous=True, kernels=True, pass_eps=True, dga
 
 class _FunctionSkeleton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, gamma, eps):
+    def forward(ctx, x, weight, eps):
         raise NotImplementedError()
 
 
@@ -313,7 +313,7 @@ AUTOGRAD = {
     "skeleton": (_FunctionSkeleton, "not done yet"),
     "two gradients for three inputs": (_function(returns="two"), "backward returned 2 values, but forward takes 3 inputs"),
     "gradients swapped": (_function(returns="swapped"), "the gradients are in the wrong order"),
-    "no dgamma": (_function(returns="no dgamma"), "gamma got no gradient"),
+    "no dgamma": (_function(returns="no dgamma"), "weight got no gradient"),
     "dy not contiguous": (_function(contiguous=False), "Pass `dy.contiguous()`"),
     "no kernels in forward": (_function(kernels=False), "forward never called forward_op"),
     "not a Function": (object, "is not a subclass of torch.autograd.Function"),
