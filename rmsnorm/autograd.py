@@ -17,8 +17,8 @@ is kept as short as it can be:
   ``torch.library.define``/``impl`` and given fake implementations with
   ``torch.library.register_fake``:
 
-  - ``rmsnorm_fast::forward(x, gamma, eps) -> (y, rstd)``
-  - ``rmsnorm_fast::backward(x, gamma, rstd, dy) -> (dx, dgamma)`` (dgamma empty when gamma is None)
+  - ``rmsnorm_fast::forward(x, weight, eps) -> (y, rstd)``
+  - ``rmsnorm_fast::backward(x, weight, rstd, dy) -> (dx, dgamma)`` (dgamma empty when weight is None)
 
   so ``torch.compile(model, fullgraph=True)`` traces them as opaque nodes (no
   graph break, the same kernels as in eager mode), and
@@ -50,21 +50,21 @@ import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
 
 from .backward import launch_backward, rmsnorm_fast_backward
-from .contract import _PLAIN, ContractError, DTensor, _require_tensor, check_epsilon, check_fast_inputs, refuse_dtensor
+from .contract import _PLAIN, ContractError, DTensor, _require_tensor, check_eps, check_fast_inputs, refuse_dtensor
 from .forward import launch_forward
 
 _LIB = torch.library.Library("rmsnorm_fast", "DEF")  # kept alive: the operators live as long as it does
-_LIB.define("forward(Tensor x, Tensor? gamma, float eps) -> (Tensor, Tensor)")
-_LIB.define("backward(Tensor x, Tensor? gamma, Tensor rstd, Tensor dy) -> (Tensor, Tensor)")
+_LIB.define("forward(Tensor x, Tensor? weight, float eps) -> (Tensor, Tensor)")
+_LIB.define("backward(Tensor x, Tensor? weight, Tensor rstd, Tensor dy) -> (Tensor, Tensor)")
 
 
-def _forward_impl(x: torch.Tensor, gamma: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    check_fast_inputs(x, gamma, eps)
-    return launch_forward(x, gamma, eps)
+def _forward_impl(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    check_fast_inputs(x, weight, eps)
+    return launch_forward(x, weight, eps)
 
 
-def _backward_impl(x, gamma, rstd, dy):
-    dx, dgamma = rmsnorm_fast_backward(x, gamma, rstd, dy)
+def _backward_impl(x, weight, rstd, dy):
+    dx, dgamma = rmsnorm_fast_backward(x, weight, rstd, dy)
     return dx, (x.new_empty(0) if dgamma is None else dgamma)  # an op returns tensors: empty = no weight
 
 
@@ -74,13 +74,13 @@ for _device in ("CPU", "CUDA"):
 
 
 @torch.library.register_fake("rmsnorm_fast::forward", lib=_LIB)
-def _(x, gamma, eps):
+def _(x, weight, eps):
     return x.new_empty(x.shape), x.new_empty(x.shape[:1], dtype=torch.float32)
 
 
 @torch.library.register_fake("rmsnorm_fast::backward", lib=_LIB)
-def _(x, gamma, rstd, dy):
-    return x.new_empty(x.shape), (x.new_empty(0) if gamma is None else gamma.new_empty(gamma.shape))
+def _(x, weight, rstd, dy):
+    return x.new_empty(x.shape), (x.new_empty(0) if weight is None else weight.new_empty(weight.shape))
 
 
 #: The two operators (``torch.ops.rmsnorm_fast.forward`` / ``.backward``), as torch.compile and opcheck see them.
@@ -95,7 +95,7 @@ def _refuse_dtensor_at_the_op(cls, func, types, args, kwargs=None):
     NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast refuses
     before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
     """
-    names = ("x", "gamma", "eps") if func is _forward_op else ("x", "gamma", "rstd", "dy")
+    names = ("x", "weight", "eps") if func is _forward_op else ("x", "weight", "rstd", "dy")
     for name, arg in zip(names, args):
         refuse_dtensor(name, arg)
     raise ContractError(f"{func}: DTensor arguments are refused (see rmsnorm.contract.refuse_dtensor)")
@@ -111,16 +111,16 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
 
 
 def _setup_context(ctx, inputs, output):
-    x, gamma, _eps = inputs
+    x, weight, _eps = inputs
     _y, rstd = output
-    ctx.save_for_backward(x, gamma, rstd)
+    ctx.save_for_backward(x, weight, rstd)
     ctx.mark_non_differentiable(rstd)
 
 
 def _backward(ctx, dy, _drstd):
-    x, gamma, rstd = ctx.saved_tensors
-    dx, dgamma = _backward_op(x, gamma, rstd, _unit_column_stride(dy))
-    return dx, (None if gamma is None else dgamma), None
+    x, weight, rstd = ctx.saved_tensors
+    dx, dgamma = _backward_op(x, weight, rstd, _unit_column_stride(dy))
+    return dx, (None if weight is None else dgamma), None
 
 
 torch.library.register_autograd("rmsnorm_fast::forward", _backward, setup_context=_setup_context, lib=_LIB)
@@ -144,14 +144,14 @@ torch.library.register_autograd("rmsnorm_fast::backward", _no_double_backward, s
 
 
 class _RefuseDoubleBackward(torch.autograd.Function):
-    """(x, gamma, dx, dgamma) → (dx, dgamma), attached to x and gamma's graph; its backward raises.
+    """(x, weight, dx, dgamma) → (dx, dgamma), attached to x and weight's graph; its backward raises.
 
     Used when a backward builds a graph (create_graph=True), so that a gradient of these gradients
     fails with a clear message rather than "does not require grad".
     """
 
     @staticmethod
-    def forward(ctx, x, gamma, dx, dgamma):
+    def forward(ctx, x, weight, dx, dgamma):
         return dx.view_as(dx), (None if dgamma is None else dgamma.view_as(dgamma))
 
     @staticmethod
@@ -160,20 +160,20 @@ class _RefuseDoubleBackward(torch.autograd.Function):
 
 
 class _FastRMSNormFunction(torch.autograd.Function):
-    """The eager path: (x (M, N) checked, gamma or None, eps: float) → y; the launchers called directly."""
+    """The eager path: (x (M, N) checked, weight or None, eps: float) → y; the launchers called directly."""
 
     @staticmethod
-    def forward(ctx, x, gamma, eps):
-        y, rstd = launch_forward(x, gamma, eps)
-        ctx.save_for_backward(x, gamma, rstd)
+    def forward(ctx, x, weight, eps):
+        y, rstd = launch_forward(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, gamma, rstd = ctx.saved_tensors
-        dx, dgamma = launch_backward(x, gamma, rstd, _unit_column_stride(dy))
+        x, weight, rstd = ctx.saved_tensors
+        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy))
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
-            dx, dgamma = _RefuseDoubleBackward.apply(x, gamma, dx, dgamma)
+            dx, dgamma = _RefuseDoubleBackward.apply(x, weight, dx, dgamma)
         return dx, dgamma, None
 
 
@@ -215,7 +215,7 @@ def _as_rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1])
 
 
-def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None = 1e-6) -> torch.Tensor:
+def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dimension with the fast kernels; differentiable, compilable.
 
     Args:
@@ -225,7 +225,7 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
             stride and the leading ones collapse to one row stride (e.g.
             ``buf[:, :N]``, a slice of a fused QKV buffer), rows are read in
             place; any other layout is copied once with ``.contiguous()``.
-        gamma: (N,) weight, float32/float16/bfloat16 (may differ from x's
+        weight: (N,) γ, float32/float16/bfloat16 (may differ from x's
             dtype), or None for no weight.
         eps: finite real number > 0, or None: as ``F.rms_norm(eps=None)``, the
             epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
@@ -235,19 +235,19 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
         y: shape of ``x``, dtype of ``x`` (also with a weight of another
         dtype: activations stay in their dtype, as in Liger and quack),
         contiguous. Gradients: dx
-        in x's dtype, dgamma in gamma's dtype (the upstream dy may have any
+        in x's dtype, dgamma in weight's dtype (the upstream dy may have any
         layout).
 
     Across devices and ranks: each call runs on the device of its tensors (also
     when another CUDA device is current); under DDP and FSDP2 each rank calls it
     with plain tensors (FSDP2's ``fully_shard`` unshards the weight before the
-    forward), and that is supported. A DTensor x or gamma is refused, as quack
+    forward), and that is supported. A DTensor x or weight is refused, as quack
     refuses it, rather than all-gathered, as Liger does: see
     :func:`~rmsnorm.contract.refuse_dtensor`.
 
     Raises:
         ContractError: (a ValueError) for anything outside the fast contract,
-            before anything is written; a DTensor x or gamma (tensor or sequence
+            before anything is written; a DTensor x or weight (tensor or sequence
             parallelism, a weight still sharded), eager or under torch.compile,
             with its placements and what to do instead (``x.full_tensor()``, or
             ``torch.nn.RMSNorm``, which DTensor shards).
@@ -256,9 +256,9 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
     _require_tensor("x", x)
-    if type(x) is not torch.Tensor or (gamma is not None and type(gamma) not in _PLAIN):
+    if type(x) is not torch.Tensor or (weight is not None and type(weight) not in _PLAIN):
         refuse_dtensor("x", x)  # before either path: the operator would see a DTensor too (and torch.compile
-        refuse_dtensor("gamma", gamma)  # traces this check, so the compiled call refuses the same way)
+        refuse_dtensor("weight", weight)  # traces this check, so the compiled call refuses the same way)
     if x.dim() == 0:
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:
@@ -270,15 +270,15 @@ def rmsnorm_fast(x: torch.Tensor, gamma: torch.Tensor | None, eps: float | None 
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
         # FlopCounterMode, an op log) or a meta tensor must see
         if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
-            check_epsilon(eps, "eps")  # before the op: its schema would refuse a non-float less clearly
+            check_eps(eps)  # before the op: its schema would refuse a non-float less clearly
         # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
         # implementation): a ContractError raised while Dynamo traces makes it skip this function and
         # FastRMSNorm.forward for every caller until torch._dynamo.reset() (README, Troubleshooting)
-        y, _rstd = _forward_op(rows, gamma, float(eps))
+        y, _rstd = _forward_op(rows, weight, float(eps))
     else:
-        check_fast_inputs(rows, gamma, eps)  # x checked once, here
+        check_fast_inputs(rows, weight, eps)  # x checked once, here
         function = _function_outside_dynamo() if _dynamo_callback() else _FastRMSNormFunction
-        y = function.apply(rows, gamma, float(eps))
+        y = function.apply(rows, weight, float(eps))
     return y if rows is x else y.view(x.shape)
 
 
@@ -318,7 +318,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
             )
         if eps is not None:
-            check_epsilon(eps, "eps")  # as the article's RMSNorm does: the mistake shows where it is made
+            check_eps(eps)  # as the article's RMSNorm does: the mistake shows where it is made
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N); eps=None as there."""

@@ -1,6 +1,6 @@
 """The fused one-pass backward: dx and the dgamma partials in one read of x and dy.
 
-With x̂ = x · rstd (rstd saved by the forward) and u = dy · gamma, for a row:
+With x̂ = x · rstd (rstd saved by the forward) and u = dy · weight, for a row:
 
     dx = rstd · (u − x̂ · mean(u · x̂))           (the article's formula, rearranged)
     dgamma = Σ_rows dy · x̂
@@ -11,7 +11,7 @@ and read it back in a second kernel. Here a **persistent grid** of P programs
 writes their dx, and keeps its share of dgamma in a float32 accumulator in
 registers. At the end each program writes one row of a (P, N) float32 buffer;
 :func:`rmsnorm_fast_dgamma_kernel` sums its P rows in a fixed order and casts
-to gamma's dtype. No atomics: dgamma is bitwise identical from run to run.
+to weight's dtype. No atomics: dgamma is bitwise identical from run to run.
 Inductor calls the same fusion MixOrderReduction; Liger and quack do it too.
 
 Precision: the row arithmetic runs in float32, except for float32 rows of
@@ -55,16 +55,16 @@ TRITON_DTYPE = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 @triton.jit
 def _backward_one_block(
-    x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
-    HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
+    HAS_WEIGHT: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NUM_STAGES: tl.constexpr,
 ):
     """Rows that fit one block: BLOCK_M rows per step, dgamma summed in registers (arguments as in the kernel)."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    if HAS_GAMMA:
-        gamma = tl.load(gamma_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
+    if HAS_WEIGHT:
+        weight = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
     dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for block in tl.range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):  # no row twice
         rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -75,21 +75,21 @@ def _backward_one_block(
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)
         x_hat = x * rstd[:, None]
         u = dy
-        if HAS_GAMMA:
-            u = dy * gamma[None, :]
+        if HAS_WEIGHT:
+            u = dy * weight[None, :]
         mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
         dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
         tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
-        if HAS_GAMMA:
+        if HAS_WEIGHT:
             dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
-    if HAS_GAMMA:
+    if HAS_WEIGHT:
         tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
 def _backward_looped(
-    x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
-    mean_ux_ptr, M, N, HAS_GAMMA: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
+    x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
+    mean_ux_ptr, M, N, HAS_WEIGHT: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -105,8 +105,8 @@ def _backward_looped(
             mask = c < N
             x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
-            if HAS_GAMMA:
-                u = u * tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+            if HAS_WEIGHT:
+                u = u * tl.load(weight_ptr + c, mask=mask, other=0.0).to(COMPUTE)
             ux += u * x
         tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
     # pass 2, column block by column block, this program's rows inside: dx, and the block's
@@ -114,8 +114,8 @@ def _backward_looped(
     for start in range(0, N, BLOCK_N):
         c = start + cols
         mask = c < N
-        if HAS_GAMMA:
-            gamma = tl.load(gamma_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+        if HAS_WEIGHT:
+            weight = tl.load(weight_ptr + c, mask=mask, other=0.0).to(COMPUTE)
         dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for row in tl.range(pid, M, P):
             row64 = tl.cast(row, tl.int64)
@@ -124,13 +124,13 @@ def _backward_looped(
             x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
             dy = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             u = dy
-            if HAS_GAMMA:
-                u = dy * gamma
+            if HAS_WEIGHT:
+                u = dy * weight
             dx = (u - x_hat * mean_ux) * rstd
             tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
-            if HAS_GAMMA:
+            if HAS_WEIGHT:
                 dgamma_acc += (dy * x_hat).to(tl.float32)
-        if HAS_GAMMA:
+        if HAS_WEIGHT:
             tl.store(partial_row + c, dgamma_acc, mask=mask)
 
 
@@ -138,7 +138,7 @@ def _backward_looped(
 def rmsnorm_fast_backward_kernel(
     x_ptr,  # (M, N) forward input, unit column stride
     x_row_stride,  # elements between rows of x
-    gamma_ptr,  # (N,) weight; unused when HAS_GAMMA is False
+    weight_ptr,  # (N,) weight; unused when HAS_WEIGHT is False
     rstd_ptr,  # (M,) float32 from the forward
     dy_ptr,  # (M, N) upstream gradient, dtype of x, unit column stride
     dy_row_stride,  # elements between rows of dy
@@ -148,7 +148,7 @@ def rmsnorm_fast_backward_kernel(
     mean_ux_ptr,  # (M,) scratch (dtype COMPUTE) for mean(u · x̂) when ONE_BLOCK is False, else unused
     M,  # rows
     N,  # real row length: means divide by N, never by BLOCK_N
-    HAS_GAMMA: tl.constexpr,  # False: u = dy and no dgamma
+    HAS_WEIGHT: tl.constexpr,  # False: u = dy and no dgamma
     COMPUTE: tl.constexpr,  # dtype of the row arithmetic (row_arithmetic_dtype: float64 for short float32 rows)
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N
     BLOCK_M: tl.constexpr,  # rows per step (1 when ONE_BLOCK is False)
@@ -163,17 +163,17 @@ def rmsnorm_fast_backward_kernel(
     dx_row_stride = aligned(dx_row_stride, ROW_ALIGN)
     partial_row = partial_ptr + tl.program_id(0).to(tl.int64) * N
     if ONE_BLOCK:
-        _backward_one_block(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                            partial_row, M, N, HAS_GAMMA, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
+        _backward_one_block(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
+                            partial_row, M, N, HAS_WEIGHT, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
     else:
-        _backward_looped(x_ptr, x_row_stride, gamma_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                         partial_row, mean_ux_ptr, M, N, HAS_GAMMA, COMPUTE, BLOCK_N)
+        _backward_looped(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
+                         partial_row, mean_ux_ptr, M, N, HAS_WEIGHT, COMPUTE, BLOCK_N)
 
 
 @triton.jit
 def rmsnorm_fast_dgamma_kernel(
     partial_ptr,  # (P, N) float32, contiguous: one row per backward program
-    dgamma_ptr,  # (N,) output, dtype of gamma
+    dgamma_ptr,  # (N,) output, dtype of weight
     P,  # rows of partial
     N,  # columns
     BLOCK_P: tl.constexpr,  # partial rows per step
@@ -188,11 +188,11 @@ def rmsnorm_fast_dgamma_kernel(
         p = start + tl.arange(0, BLOCK_P)
         mask = (p < P)[:, None] & col_mask[None, :]
         acc += tl.load(partial_ptr + p[:, None].to(tl.int64) * N + cols[None, :], mask=mask, other=0.0)
-    tl.store(dgamma_ptr + cols, tl.sum(acc, axis=0), mask=col_mask)  # cast to gamma's dtype
+    tl.store(dgamma_ptr + cols, tl.sum(acc, axis=0), mask=col_mask)  # cast to weight's dtype
 
 
 def rmsnorm_fast_backward(
-    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
     *, config: FastConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Launch the fused backward and the fixed-order dgamma sum.
@@ -200,7 +200,7 @@ def rmsnorm_fast_backward(
     Args:
         x: (M, N) forward input (fast contract: float32/float16/bfloat16,
             unit column stride, any row stride, 1 ≤ N ≤ 262144).
-        gamma: (N,) weight, or None (then dgamma is None).
+        weight: (N,) γ, or None (then dgamma is None).
         rstd: (M,) float32, unit stride, from :func:`rmsnorm_fast_forward`.
         dy: (M, N) upstream gradient, dtype of ``x``, unit column stride, any
             row stride.
@@ -208,7 +208,7 @@ def rmsnorm_fast_backward(
 
     Returns:
         (dx, dgamma): dx is (M, N) contiguous in the dtype of ``x``; dgamma is
-        (N,) in the dtype of ``gamma`` (zeros when M = 0), or None. Scratch:
+        (N,) in the dtype of ``weight`` (zeros when M = 0), or None. Scratch:
         (P, N) float32, P = SMs × programs_per_sm (at most the row blocks),
         plus (M,) in :func:`row_arithmetic_dtype` when the row is wider than one block.
 
@@ -218,8 +218,8 @@ def rmsnorm_fast_backward(
 
     Source: notebooks/10_one_pass_backward.ipynb.
     """
-    check_fast_backward_inputs(x, gamma, rstd, dy)
-    return launch_backward(x, gamma, rstd, dy, config)
+    check_fast_backward_inputs(x, weight, rstd, dy)
+    return launch_backward(x, weight, rstd, dy, config)
 
 
 _launch = DirectLauncher(rmsnorm_fast_backward_kernel)
@@ -227,7 +227,7 @@ _launch_dgamma = DirectLauncher(rmsnorm_fast_dgamma_kernel)
 
 
 def launch_backward(
-    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
     config: FastConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`rmsnorm_fast_backward` without its checks: for callers that have checked the inputs already.
@@ -238,24 +238,24 @@ def launch_backward(
     config = config or backward_config(N, x.dtype)
     dx = device.new_output((M, N), x.dtype, x.device)
     if M == 0:
-        return dx, None if gamma is None else torch.zeros(N, dtype=gamma.dtype, device=x.device)
+        return dx, None if weight is None else torch.zeros(N, dtype=weight.dtype, device=x.device)
     one_block = config.one_block(N)
     block_m = config.BLOCK_M if one_block else 1
     P = num_programs(config, x.device, -(-M // block_m))
-    partial = device.new_output((P, N), torch.float32, x.device) if gamma is not None else dx
+    partial = device.new_output((P, N), torch.float32, x.device) if weight is not None else dx
     compute = row_arithmetic_dtype(N, x.dtype)
     mean_ux = rstd if one_block else device.new_output((M,), compute, x.device)
-    w = x if gamma is None else gamma
+    w = x if weight is None else weight
     _launch(
-        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, gamma is not None), (P,),
+        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None), (P,),
         x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
-        M, N, gamma is not None, TRITON_DTYPE[compute],
+        M, N, weight is not None, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
         row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), num_warps=config.num_warps,
     )
-    if gamma is None:
+    if weight is None:
         return dx, None
-    dgamma = device.new_output((N,), gamma.dtype, x.device)
+    dgamma = device.new_output((N,), weight.dtype, x.device)
     _launch_dgamma(
         (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
          (P == 1, not P & 15, P >> 31), N),
@@ -266,7 +266,7 @@ def launch_backward(
 
 
 def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_block: bool, block_m: int,
-                 has_gamma: bool) -> tuple:
+                 has_weight: bool) -> tuple:
     """The fused backward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
     The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype and
@@ -276,4 +276,4 @@ def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_b
     return (x.device.index, x.dtype, w.dtype, partial.dtype, mean_ux.dtype,
             x.data_ptr() & 15, w.data_ptr() & 15, rstd.data_ptr() & 15, dy.data_ptr() & 15, dx.data_ptr() & 15,
             partial.data_ptr() & 15, mean_ux.data_ptr() & 15, x.stride(0), dy.stride(0), dx.stride(0),
-            (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_gamma)
+            (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_weight)

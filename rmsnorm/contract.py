@@ -9,12 +9,12 @@ naming the tensor, the rule and the value, before anything is allocated):
   read in place). The strides of an empty tensor (M = 0) are not checked:
   they describe no memory, and nothing is read. The functional :func:`rmsnorm.rmsnorm_fast` makes any
   other layout contiguous first (one copy) and flattens leading dimensions.
-- ``gamma``: (N,) float32, float16 or bfloat16 with unit stride, on x's
+- ``weight``: (N,) float32, float16 or bfloat16 with unit stride, on x's
   device; its dtype may differ from x's (fp32 weights, bf16 activations).
 - ``eps``: a finite real number > 0.
 - bfloat16 is refused under Triton's CPU interpreter (see
   :data:`INTERPRETER_BF16_REASON`); it runs on the GPU.
-- No DTensor (``torch.distributed.tensor``), as x or as gamma: a kernel reads
+- No DTensor (``torch.distributed.tensor``), as x or as weight: a kernel reads
   one device's memory, so it would normalise a shard as if it were the whole
   tensor and never sum dgamma across ranks. :func:`refuse_dtensor` names the
   placements and the way out (``full_tensor()``, or ``torch.nn.RMSNorm``,
@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - every wheel this project installs has 
 
 #: Widest row the fast path accepts (a loop over column blocks beyond one block).
 FAST_MAX_N = 262144
-#: Dtypes of x, dy and gamma on the fast path.
+#: Dtypes of x, dy and weight on the fast path.
 FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: Why bf16 is refused under the interpreter (checked with triton 3.6 and 3.7.1, see
 #: tests/test_fast.py::test_interpreter_bf16_is_still_wrong): it stores bf16 by
@@ -91,8 +91,8 @@ def _require_kernel_device(name: str, t: torch.Tensor) -> None:
         raise ContractError(f"{name} must be on a CUDA device (or the CPU with the interpreter); got {t.device}")
 
 
-def check_epsilon(epsilon, name: str = "epsilon") -> None:
-    """Raise unless ``epsilon`` is a finite real number > 0 (bool excluded).
+def check_eps(eps, name: str = "eps") -> None:
+    """Raise unless ``eps`` is a finite real number > 0 (bool excluded).
 
     Args:
         name: what the message calls it (the fast path says ``eps``, like torch).
@@ -100,12 +100,12 @@ def check_epsilon(epsilon, name: str = "epsilon") -> None:
     Raises:
         ContractError: for 0, negatives, NaN, ±inf, bool, tensors, strings, None.
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
-        raise ContractError(f"{name} must be a real number; got {type(epsilon).__name__} {epsilon!r}")
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise ContractError(f"{name} must be a real number; got {type(eps).__name__} {eps!r}")
     # comparisons, not math.isfinite: torch.compile(dynamic=True) makes a module's float eps symbolic,
     # and traces (guards on) a comparison where it cannot trace math.isfinite. NaN fails both.
-    if not 0 < epsilon < math.inf:
-        raise ContractError(f"{name} must be finite and > 0; got {epsilon!r}")
+    if not 0 < eps < math.inf:
+        raise ContractError(f"{name} must be finite and > 0; got {eps!r}")
 
 
 def _require_dtype(name: str, t: torch.Tensor) -> None:
@@ -134,7 +134,7 @@ def refuse_dtensor(name: str, t) -> None:
     sharded norm needs dgamma reduced across the mesh (a ``Partial`` gradient).
 
     Args:
-        name: what the message calls the tensor (``x``, ``gamma``).
+        name: what the message calls the tensor (``x``, ``weight``).
         t: any object; only a ``torch.distributed.tensor.DTensor`` is refused.
 
     Raises:
@@ -146,10 +146,10 @@ def refuse_dtensor(name: str, t) -> None:
     if DTensor is None or not isinstance(t, DTensor):
         return
     layout = f"placements {tuple(t.placements)} on {t.device_mesh}, global shape {tuple(t.shape)}"
-    if name == "gamma":
+    if name == "weight":
         remedy = (
             "A sharded weight must be whole when the norm runs: put the norm inside a module given to "
-            "FSDP2's fully_shard (it unshards the weight before the forward), or pass gamma.full_tensor()"
+            "FSDP2's fully_shard (it unshards the weight before the forward), or pass weight.full_tensor()"
         )
     else:
         remedy = (
@@ -169,8 +169,8 @@ _INTERPRETED = interpreter_active()
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _plainly_valid(x, gamma, eps) -> bool:
-    """True when x, gamma and eps pass every rule of :func:`check_fast_inputs`, read in a few attributes.
+def _plainly_valid(x, weight, eps) -> bool:
+    """True when x, weight and eps pass every rule of :func:`check_fast_inputs`, read in a few attributes.
 
     The common case of a model's call (a 2-D CUDA tensor, a weight, a float eps) costs the host a
     few µs here instead of a walk through each rule; False means "let the rules say what is wrong"
@@ -184,36 +184,36 @@ def _plainly_valid(x, gamma, eps) -> bool:
     N = x.shape[1]
     if not 1 <= N <= FAST_MAX_N or (x.stride(1) != 1 and N != 1):
         return False
-    if gamma is not None and not (
-        type(gamma) in _PLAIN and gamma.layout is torch.strided and gamma.dim() == 1
-        and gamma.shape[0] == N and gamma.dtype in _DTYPES and (gamma.stride(0) == 1 or N == 1)
-        and gamma.device == x.device and not (gamma.dtype is torch.bfloat16 and gamma.device.type == "cpu")
+    if weight is not None and not (
+        type(weight) in _PLAIN and weight.layout is torch.strided and weight.dim() == 1
+        and weight.shape[0] == N and weight.dtype in _DTYPES and (weight.stride(0) == 1 or N == 1)
+        and weight.device == x.device and not (weight.dtype is torch.bfloat16 and weight.device.type == "cpu")
     ):
         return False
     return type(eps) is float and 0 < eps < math.inf
 
 
-def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
-    """Check x, gamma and eps against the fast path's contract.
+def check_fast_inputs(x: torch.Tensor, weight: torch.Tensor | None, eps) -> None:
+    """Check x, weight and eps against the fast path's contract.
 
     Args:
         x: (M, N) activations, unit stride in the last dimension.
-        gamma: (N,) weight, or None (no affine weight).
+        weight: (N,) γ, or None (no affine weight).
         eps: the stabiliser added to mean(x²).
 
     Raises:
         ContractError: naming the tensor, the rule and the value seen (a DTensor
-            x or gamma: its placements, see :func:`refuse_dtensor`); nothing
+            x or weight: its placements, see :func:`refuse_dtensor`); nothing
             has been allocated or written when it is raised.
 
     Source: notebooks/11_extending_the_contract.ipynb.
     """
-    if _plainly_valid(x, gamma, eps):  # the common case, in a few attribute reads
+    if _plainly_valid(x, weight, eps):  # the common case, in a few attribute reads
         return
     _require_tensor("x", x)
     refuse_dtensor("x", x)
-    if gamma is not None:
-        refuse_dtensor("gamma", gamma)
+    if weight is not None:
+        refuse_dtensor("weight", weight)
     if x.dim() != 2:
         raise ContractError(f"x must be 2-D (M, N) for the fast launchers; got {x.dim()}-D shape {tuple(x.shape)}")
     _require_dtype("x", x)
@@ -222,20 +222,20 @@ def check_fast_inputs(x: torch.Tensor, gamma: torch.Tensor | None, eps) -> None:
     if not 1 <= N <= FAST_MAX_N:
         raise ContractError(f"x must have 1 <= N <= {FAST_MAX_N} columns on the fast path; got N = {N}")
     _require_unit_last_stride("x", x)
-    if gamma is not None:
-        _require_tensor("gamma", gamma)
-        _require_dtype("gamma", gamma)
-        _require_device("gamma", gamma, x.device)
-        if tuple(gamma.shape) != (N,):
-            raise ContractError(f"gamma must have shape (N,) = ({N},); got {tuple(gamma.shape)}")
-        _require_unit_last_stride("gamma", gamma)
-    check_epsilon(eps, "eps")
+    if weight is not None:
+        _require_tensor("weight", weight)
+        _require_dtype("weight", weight)
+        _require_device("weight", weight, x.device)
+        if tuple(weight.shape) != (N,):
+            raise ContractError(f"weight must have shape (N,) = ({N},); got {tuple(weight.shape)}")
+        _require_unit_last_stride("weight", weight)
+    check_eps(eps)
 
 
 def check_fast_backward_inputs(
-    x: torch.Tensor, gamma: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor
+    x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor
 ) -> None:
-    """Check what the fused backward reads: x and gamma as in the forward, rstd and dy.
+    """Check what the fused backward reads: x and weight as in the forward, rstd and dy.
 
     Rules: rstd is (M,) float32 on x's device, unit stride; dy has x's shape,
     dtype and device, with unit stride in its last dimension (any row stride).
@@ -245,7 +245,7 @@ def check_fast_backward_inputs(
 
     Source: notebooks/10_one_pass_backward.ipynb.
     """
-    check_fast_inputs(x, gamma, 1.0)
+    check_fast_inputs(x, weight, 1.0)
     _require_tensor("rstd", rstd)
     if rstd.dtype != torch.float32 or tuple(rstd.shape) != (x.shape[0],):
         raise ContractError(

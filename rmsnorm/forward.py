@@ -1,6 +1,6 @@
 """The fast forward: several rows per program when N is small, a column loop when N is large.
 
-For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · gamma, computed
+For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · weight, computed
 in float32 and rounded once into y's dtype (the dtype of x).
 
 Program p takes row blocks p, p + P, p + 2P, … (with P = the number of row
@@ -32,8 +32,8 @@ from .launch import DirectLauncher
 
 @triton.jit
 def _normalise_row_block(
-    block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-    HAS_GAMMA: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+    HAS_WEIGHT: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
     cols = tl.arange(0, BLOCK_N)
@@ -46,8 +46,8 @@ def _normalise_row_block(
         x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
         y = x * rstd[:, None]
-        if HAS_GAMMA:
-            y = y * tl.load(gamma_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        if HAS_WEIGHT:
+            y = y * tl.load(weight_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
     else:
         sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -62,8 +62,8 @@ def _normalise_row_block(
             mask = row_mask[:, None] & (c < N)[None, :]
             x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * rstd[:, None]
-            if HAS_GAMMA:
-                y = y * tl.load(gamma_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+            if HAS_WEIGHT:
+                y = y * tl.load(weight_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
             tl.store(y_rows + c[None, :], y, mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
 
@@ -72,14 +72,14 @@ def _normalise_row_block(
 def rmsnorm_fast_forward_kernel(
     x_ptr,  # (M, N) input, float32/float16/bfloat16, unit column stride
     x_row_stride,  # elements from one row of x to the next (any value)
-    gamma_ptr,  # (N,) weight (any of the three dtypes); unused when HAS_GAMMA is False
+    weight_ptr,  # (N,) weight (any of the three dtypes); unused when HAS_WEIGHT is False
     y_ptr,  # (M, N) output, dtype of x
     y_row_stride,  # elements from one row of y to the next
     rstd_ptr,  # (M,) float32 output, kept for the backward
     M,  # rows
     N,  # real row length: the mean divides by N, never by BLOCK_SIZE
     eps,  # added to mean(x²) before the square root
-    HAS_GAMMA: tl.constexpr,  # False: y = x · rstd (no affine weight)
+    HAS_WEIGHT: tl.constexpr,  # False: y = x · rstd (no affine weight)
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
     BLOCK_M: tl.constexpr,  # rows per step
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
@@ -94,15 +94,15 @@ def rmsnorm_fast_forward_kernel(
     y_row_stride = aligned(y_row_stride, ROW_ALIGN)
     if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
-            _normalise_row_block(block, x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-                                 HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N)
+            _normalise_row_block(block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+                                 HAS_WEIGHT, ONE_BLOCK, BLOCK_M, BLOCK_N)
     else:  # one program per row block
-        _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, gamma_ptr, y_ptr, y_row_stride, rstd_ptr,
-                             M, N, eps, HAS_GAMMA, ONE_BLOCK, BLOCK_M, BLOCK_N)
+        _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr,
+                             M, N, eps, HAS_WEIGHT, ONE_BLOCK, BLOCK_M, BLOCK_N)
 
 
 def rmsnorm_fast_forward(
-    x: torch.Tensor, gamma: torch.Tensor | None, eps: float = 1e-6, *, config: FastConfig | None = None,
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6, *, config: FastConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the fast forward on a 2-D input; not differentiable (see :func:`rmsnorm_fast`).
 
@@ -110,7 +110,7 @@ def rmsnorm_fast_forward(
         x: (M, N) float32/float16/bfloat16 on CUDA (or the CPU under the
             interpreter, bf16 excepted), 1 ≤ N ≤ 262144, unit stride in the last
             dimension; the row stride may be anything (read in place).
-        gamma: (N,) float32/float16/bfloat16 weight, or None for no weight.
+        weight: (N,) γ, float32/float16/bfloat16, or None for no weight.
         eps: finite real number > 0.
         config: launch configuration; default :func:`forward_config` (N, x.dtype).
 
@@ -124,15 +124,15 @@ def rmsnorm_fast_forward(
 
     Source: notebooks/09_the_long_row.ipynb.
     """
-    check_fast_inputs(x, gamma, eps)
-    return launch_forward(x, gamma, float(eps), config)
+    check_fast_inputs(x, weight, eps)
+    return launch_forward(x, weight, float(eps), config)
 
 
 _launch = DirectLauncher(rmsnorm_fast_forward_kernel)
 
 
 def launch_forward(
-    x: torch.Tensor, gamma: torch.Tensor | None, eps: float, config: FastConfig | None = None,
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, config: FastConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`rmsnorm_fast_forward` without its checks: for callers that have checked the inputs already.
 
@@ -147,17 +147,18 @@ def launch_forward(
         return y, rstd
     row_blocks = -(-M // config.BLOCK_M)
     P = num_programs(config, x.device, row_blocks)
-    w = x if gamma is None else gamma
+    w = x if weight is None else weight
     _launch(
-        forward_key(x, w, y, rstd, config, P < row_blocks, gamma is not None), (P,),
+        forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None), (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
-        gamma is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
-        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), num_warps=config.num_warps,
+        weight is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
+        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
+        num_warps=config.num_warps,
     )
     return y, rstd
 
 
-def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_gamma: bool) -> tuple:
+def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool) -> tuple:
     """The forward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
     The row strides and N by value (so :func:`row_alignment` too), M by (== 1, mod 16, past 2³¹),
@@ -166,4 +167,4 @@ def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_gamma: 
     M, N = x.shape
     return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
             rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent,
-            has_gamma)
+            has_weight)

@@ -3,8 +3,8 @@
 Two functions, written as in the original article, one line per formula:
 
     r  = 1 / sqrt(mean(x²) + eps)            (code: ``rstd``)
-    y  = x · r · gamma
-    u  = dy · gamma
+    y  = x · r · γ                            (code: ``weight``)
+    u  = dy · γ
     dx = r · u − x · r³ · mean(u · x)         (mean over the N columns of a row)
     dgamma = Σ_rows dy · x · r                 (sum over the M rows)
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 
-def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
+def rmsnorm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dimension, in PyTorch.
 
     Dtype policy: float64 input is computed in float64; anything else
@@ -26,8 +26,8 @@ def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-
 
     Args:
         x: (..., N) activations, any floating dtype, any layout.
-        gamma: (N,) weight, one per column.
-        epsilon: added to mean(x²) before the square root (dimensionless).
+        weight: (N,) γ, one per column.
+        eps: added to mean(x²) before the square root (dimensionless).
 
     Returns:
         y: same shape and dtype as ``x``.
@@ -36,13 +36,13 @@ def rmsnorm_reference(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-
     """
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf = x.to(dtype)
-    gf = gamma.to(dtype)
-    r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + epsilon)  # (..., 1)
+    gf = weight.to(dtype)
+    r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)  # (..., 1)
     return (xf * r * gf).to(x.dtype)
 
 
 def manual_backward(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, epsilon: float = 1e-6
+    x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float = 1e-6
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The article's backward formulas, in the dtype of the arguments.
 
@@ -50,9 +50,9 @@ def manual_backward(
 
     Args:
         x: (..., N) activations.
-        gamma: (N,) weight.
+        weight: (N,) γ.
         dy: gradient of the loss with respect to y, same shape as ``x``.
-        epsilon: as in the forward.
+        eps: as in the forward.
 
     Returns:
         (dx, dgamma): dx has the shape of ``x``; dgamma is (N,), the sum over
@@ -61,15 +61,15 @@ def manual_backward(
     Source: notebooks/04_backward_derivation.ipynb (derivation of the r³ term)
     and notebooks/05_gamma_reduction.ipynb (sum, not mean).
     """
-    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + epsilon)  # (..., 1)
-    u = dy * gamma  # (..., N)
+    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)  # (..., 1)
+    u = dy * weight  # (..., N)
     dx = r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True)  # (..., N)
     dgamma = (dy * x * r).reshape(-1, x.shape[-1]).sum(0)  # (N,)
     return dx, dgamma
 
 
 def backward_from_rstd(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor
+    x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The backward formulas with a given per-row ``rstd``, as a fused backward sees it.
 
@@ -79,19 +79,19 @@ def backward_from_rstd(
 
     Args:
         x: (M, N) activations.
-        gamma: (N,) weight.
+        weight: (N,) γ.
         dy: (M, N) upstream gradient.
         rstd: (M,) per-row 1 / sqrt(mean(x²) + eps), e.g. the forward's output.
 
     Returns:
         (dx, dgamma): dx (M, N) = rstd · (u − x̂ · mean(u · x̂)) with
-        x̂ = x · rstd, u = dy · gamma; dgamma (N,) = Σ_rows dy · x̂.
+        x̂ = x · rstd, u = dy · weight; dgamma (N,) = Σ_rows dy · x̂.
 
     Source: notebooks/10_one_pass_backward.ipynb; quack ``rmsnorm_bwd_ref``.
     """
     r = rstd.to(x.dtype).unsqueeze(-1)  # (M, 1)
     x_hat = x * r  # (M, N)
-    u = dy * gamma  # (M, N)
+    u = dy * weight  # (M, N)
     dx = r * (u - x_hat * (u * x_hat).mean(-1, keepdim=True))  # (M, N)
     dgamma = (dy * x_hat).sum(0)  # (N,)
     return dx, dgamma

@@ -44,7 +44,7 @@ def dgamma_tolerance(M: int, x_dtype: torch.dtype, gamma_dtype: torch.dtype) -> 
     dgamma is a sum of M terms, each computed from x's dtype and each carrying
     up to one element's error; rounding errors of independent sign add like a
     random walk, so the absolute part grows as √M: atol = atol(x) · √M. The
-    relative part is that of gamma's dtype, the dtype dgamma is returned in
+    relative part is that of weight's dtype, the dtype dgamma is returned in
     (one final rounding). Declared with the fast path, before its first run.
 
     Returns:
@@ -109,7 +109,7 @@ def tolerance_share(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.d
 
 def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0, *,
                 weight_dtype: torch.dtype | None = None, draw_on_device: bool = False):
-    """Seeded random inputs (never zeros): x (M, N), gamma (N,), dy (M, N).
+    """Seeded random inputs (never zeros): x (M, N), weight (N,), dy (M, N).
 
     Drawn in float32 on the CPU with a seeded generator, then cast and moved,
     so the same seed gives the same values on every device. Benchmarks pass
@@ -118,30 +118,30 @@ def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None,
     seconds), and differ from the CPU's.
 
     Args:
-        weight_dtype: gamma's dtype (default ``dtype``).
+        weight_dtype: weight's dtype (default ``dtype``).
 
     Returns:
-        (x, gamma, dy): x and dy in ``dtype``, gamma = 1 + 0.5·normal in ``weight_dtype``,
+        (x, weight, dy): x and dy in ``dtype``, weight = 1 + 0.5·normal in ``weight_dtype``,
         on ``device`` (default: CUDA if available).
     """
     device = default_device() if device is None else torch.device(device)
     g = torch.Generator(device=device if draw_on_device else "cpu").manual_seed(seed)
     where = device if draw_on_device else "cpu"
     x = torch.randn(M, N, generator=g, device=where)
-    gamma = 1.0 + 0.5 * torch.randn(N, generator=g, device=where)
+    weight = 1.0 + 0.5 * torch.randn(N, generator=g, device=where)
     dy = torch.randn(M, N, generator=g, device=where)
-    return x.to(device, dtype), gamma.to(device, weight_dtype or dtype), dy.to(device, dtype)
+    return x.to(device, dtype), weight.to(device, weight_dtype or dtype), dy.to(device, dtype)
 
 
-def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
-    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + epsilon), in float64 on the CPU.
+def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
+    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + eps), in float64 on the CPU.
 
     The one place the course writes this oracle (the reference formula, on
     exactly the values the kernel saw: float16 inputs are up-cast, not re-drawn).
 
     Args:
         x: (..., N) tensor, any floating dtype, any device.
-        epsilon: added to mean(x²) before the square root.
+        eps: added to mean(x²) before the square root.
         keepdim: keep the reduced dimension, (..., 1), to broadcast against x.
 
     Returns:
@@ -150,10 +150,10 @@ def rstd_oracle(x: torch.Tensor, epsilon: float = 1e-6, *, keepdim: bool = False
     Source: notebooks/03_forward_kernel.ipynb §5 (rstd, one per row).
     """
     x64 = x.detach().to("cpu", torch.float64)
-    return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + epsilon)
+    return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + eps)
 
 
-def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None, epsilon: float = 1e-6, *, on=None):
+def oracle(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor | None = None, eps: float = 1e-6, *, on=None):
     """The stated oracle: the reference formulas in float64 on the same inputs.
 
     Args:
@@ -164,11 +164,11 @@ def oracle(x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor | None = None,
         y64 when ``dy`` is None, else (y64, dx64, dgamma64), all float64 on ``on``.
     """
     on = torch.device("cpu") if on is None else torch.device(on)
-    x64, g64 = x.detach().to(on, torch.float64), gamma.detach().to(on, torch.float64)
-    y64 = rmsnorm_reference(x64, g64, epsilon)
+    x64, g64 = x.detach().to(on, torch.float64), weight.detach().to(on, torch.float64)
+    y64 = rmsnorm_reference(x64, g64, eps)
     if dy is None:
         return y64
-    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), epsilon)
+    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), eps)
     return y64, dx64, dgamma64
 
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rmsnorm.article.contract import check_epsilon
+from rmsnorm.article.contract import check_eps
 from rmsnorm.article.module import RMSNorm
 from rmsnorm.device import default_device
 from rmsnorm.reference import rmsnorm_reference
@@ -126,7 +126,7 @@ class ReferenceRMSNorm(nn.Module):
 
     def __init__(self, normalized_shape: int, eps: float = 1e-6, device=None, dtype=None) -> None:
         super().__init__()
-        check_epsilon(eps)
+        check_eps(eps)
         self.normalized_shape = (int(normalized_shape),)
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(self.normalized_shape, device=device, dtype=dtype))

@@ -6,7 +6,7 @@ until ``ROW_ALIGN``). This sweep looks for them on purpose:
 - :func:`cliff_widths`: every N ≤ 256, then N = 2^k · {1, 1.5} + {−8, −1, 0, 1, 8} up to
   :data:`~rmsnorm.FAST_MAX_N`, and 200 seeded log-uniform N;
 - each N runs with M = :data:`X_BYTES` / (N · element size) rows (x is 128 MiB, so the
-  forward moves about 256 MiB), x, gamma and dy drawn on the GPU with a seeded generator;
+  forward moves about 256 MiB), x, weight and dy drawn on the GPU with a seeded generator;
 - every provider's output is checked against the float64 oracle first
   (:func:`rmsnorm_lab.providers.prepare`), then timed L2-cold
   (:func:`rmsnorm_lab.kernel_time_us`); bytes are the declared minimum for everyone.
@@ -122,7 +122,7 @@ def measure(widths, dtype: torch.dtype, providers=("fast",), *, deadline: float,
 
     Args:
         widths: N values, in the order to run them.
-        dtype: dtype of x, gamma and dy.
+        dtype: dtype of x, weight and dy.
         providers: names from :data:`rmsnorm_lab.providers.PROVIDER_NAMES`.
         deadline: ``time.perf_counter()`` value after which no new width starts.
         log: called with one line per width.
@@ -139,10 +139,10 @@ def measure(widths, dtype: torch.dtype, providers=("fast",), *, deadline: float,
             log(f"  budget spent: {name} stopped before N = {N}")
             break
         M = rows_for(N, dtype)
-        x, gamma, dy = make_inputs(M, N, dtype, device, seed=N, draw_on_device=True)
+        x, weight, dy = make_inputs(M, N, dtype, device, seed=N, draw_on_device=True)
         nbytes = {"forward": forward_bytes(M, N, dtype), "backward": backward_bytes(M, N, dtype)}
         for who in providers:
-            calls, status = prepare(provider(who), pass_calls, x, gamma, dy, EPS)
+            calls, status = prepare(provider(who), pass_calls, x, weight, dy, EPS)
             if status.startswith("refused"):
                 continue
             for pass_ in PASSES:
@@ -152,7 +152,7 @@ def measure(widths, dtype: torch.dtype, providers=("fast",), *, deadline: float,
             del calls
         log(f"  {name} N={N} M={M}: " + " ".join(f"{r['provider']} {r['pass_'][:3]} {r['tbps']:.2f}"
                                                  for r in rows if r["N"] == N and r["dtype"] == name))
-        del x, gamma, dy
+        del x, weight, dy
     if device == "cuda":
         torch.cuda.empty_cache()
     return rows

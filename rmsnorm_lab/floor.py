@@ -56,9 +56,9 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
     one_block = bwd.one_block(N)
     return FloorPlan(
         fwd, bwd,
-        dict(HAS_GAMMA=True, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
+        dict(HAS_WEIGHT=True, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
              NUM_STAGES=fwd.num_stages, num_warps=fwd.num_warps),
-        dict(HAS_GAMMA=True, COMPUTE=TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], ONE_BLOCK=one_block,
+        dict(HAS_WEIGHT=True, COMPUTE=TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], ONE_BLOCK=one_block,
              BLOCK_M=bwd.BLOCK_M if one_block else 1, BLOCK_N=bwd.BLOCK_N, NUM_STAGES=bwd.num_stages,
              num_warps=bwd.num_warps),
         bwd.BLOCK_M if one_block else 1,
@@ -67,26 +67,26 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
 
 
 class FloorFunction(torch.autograd.Function):
-    """y = RMSNorm(x) · gamma with the fast kernels and no checks; backward → (dx, dgamma)."""
+    """y = RMSNorm(x) · weight with the fast kernels and no checks; backward → (dx, dgamma)."""
 
     @staticmethod
-    def forward(ctx, x, gamma, eps, plan):
+    def forward(ctx, x, weight, eps, plan):
         M, N = x.shape
         y = torch.empty_like(x)
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
         row_blocks = triton.cdiv(M, plan.forward.BLOCK_M)
         P = num_programs(plan.forward, x.device, row_blocks)
-        rmsnorm_fast_forward_kernel[(P,)](x, x.stride(0), gamma, y, y.stride(0), rstd, M, N, eps,
+        rmsnorm_fast_forward_kernel[(P,)](x, x.stride(0), weight, y, y.stride(0), rstd, M, N, eps,
                                           PERSISTENT=P < row_blocks,
                                           ROW_ALIGN=row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
                                           **plan.forward_constants)
-        ctx.save_for_backward(x, gamma, rstd)
+        ctx.save_for_backward(x, weight, rstd)
         ctx.plan = plan
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, gamma, rstd = ctx.saved_tensors
+        x, weight, rstd = ctx.saved_tensors
         plan = ctx.plan
         M, N = x.shape
         P = num_programs(plan.backward, x.device, triton.cdiv(M, plan.backward_block_m))
@@ -94,9 +94,9 @@ class FloorFunction(torch.autograd.Function):
         partial = torch.empty((P, N), dtype=torch.float32, device=x.device)
         mean_ux = rstd if plan.mean_ux_dtype is None else torch.empty(M, dtype=plan.mean_ux_dtype, device=x.device)
         align = row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0))
-        rmsnorm_fast_backward_kernel[(P,)](x, x.stride(0), gamma, rstd, dy, dy.stride(0), dx, dx.stride(0), partial,
+        rmsnorm_fast_backward_kernel[(P,)](x, x.stride(0), weight, rstd, dy, dy.stride(0), dx, dx.stride(0), partial,
                                            mean_ux, M, N, ROW_ALIGN=align, **plan.backward_constants)
-        dgamma = torch.empty(N, dtype=gamma.dtype, device=x.device)
+        dgamma = torch.empty(N, dtype=weight.dtype, device=x.device)
         rmsnorm_fast_dgamma_kernel[(triton.cdiv(N, REDUCE_BLOCK_N),)](partial, dgamma, P, N, BLOCK_P=REDUCE_BLOCK_P,
                                                                      BLOCK_N=REDUCE_BLOCK_N,
                                                                      ROW_ALIGN=row_align_hint(dgamma.element_size(), N),
@@ -104,15 +104,15 @@ class FloorFunction(torch.autograd.Function):
         return dx, dgamma, None, None
 
 
-def floor_rmsnorm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def floor_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """The floor's call: ``FloorFunction.apply`` with the plan of (N, x.dtype); no checks.
 
     Args:
         x: (M, N) with M ≥ 1, unit column stride, inside the fast path's contract (unchecked).
-        gamma: (N,) weight on x's device (unchecked).
+        weight: (N,) γ on x's device (unchecked).
         eps: float > 0 (unchecked).
 
     Returns:
-        y: (M, N) in x's dtype; differentiable in x and gamma (dy must have unit column stride).
+        y: (M, N) in x's dtype; differentiable in x and weight (dy must have unit column stride).
     """
-    return FloorFunction.apply(x, gamma, eps, floor_plan(x.shape[1], x.dtype))
+    return FloorFunction.apply(x, weight, eps, floor_plan(x.shape[1], x.dtype))

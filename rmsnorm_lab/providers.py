@@ -73,11 +73,11 @@ class Provider:
     Attributes:
         name: its name in code and in every CSV column (``article`` for the article's kernels).
         description: what is called, in one line.
-        norm: ``norm(gamma, eps, requires_grad) -> Norm``: the public call a model makes, on a
-            copy of gamma (N,) whose ``requires_grad`` is given.
-        refuses: ``refuses(x, gamma, eps) -> str | None``: None when it runs on these inputs,
+        norm: ``norm(weight, eps, requires_grad) -> Norm``: the public call a model makes, on a
+            copy of weight (N,) whose ``requires_grad`` is given.
+        refuses: ``refuses(x, weight, eps) -> str | None``: None when it runs on these inputs,
             else why not (its contract's own message, or the import that failed).
-        passes: ``passes(x, gamma, dy, eps) -> (forward, backward)`` with its own launchers:
+        passes: ``passes(x, weight, dy, eps) -> (forward, backward)`` with its own launchers:
             forward → y or (y, rstd), backward → (dx, dgamma) from saved state; None: derived
             from ``norm`` (forward without grad; backward through ``torch.autograd.grad``).
         setup: a context manager entered while its calls run for the first time (torch.compile
@@ -95,43 +95,43 @@ class Provider:
 # ----------------------------------------------------------------------------- the providers' pieces
 
 
-def _weight(gamma: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    return gamma.detach().clone().requires_grad_(requires_grad)
+def _weight(weight: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    return weight.detach().clone().requires_grad_(requires_grad)
 
 
 def _functional(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]):
     """``norm`` for a functional ``fn(x, weight, eps)``."""
-    def norm(gamma, eps, requires_grad):
-        w = _weight(gamma, requires_grad)
+    def norm(weight, eps, requires_grad):
+        w = _weight(weight, requires_grad)
         return Norm(lambda x: fn(x, w, eps), w)
     return norm
 
 
-def _fast_module(gamma, eps, requires_grad) -> Norm:
-    module = FastRMSNorm(gamma.shape[0], eps=eps, device=gamma.device, dtype=gamma.dtype)
+def _fast_module(weight, eps, requires_grad) -> Norm:
+    module = FastRMSNorm(weight.shape[0], eps=eps, device=weight.device, dtype=weight.dtype)
     with torch.no_grad():
-        module.weight.copy_(gamma)
+        module.weight.copy_(weight)
     module.requires_grad_(requires_grad)
     return Norm(module, module.weight)
 
 
 def _by_contract(check, who: str):
     """``refuses`` from a contract check that raises ContractError."""
-    def refuses(x, gamma, eps):
+    def refuses(x, weight, eps):
         try:
-            check(x, gamma, eps)
+            check(x, weight, eps)
         except ContractError as err:
             return f"{who} contract: {err}"
         return None
     return refuses
 
 
-def _refuses_nothing(x, gamma, eps) -> None:
+def _refuses_nothing(x, weight, eps) -> None:
     return None
 
 
 def _cuda_only(who: str, importer: Callable[[], tuple[Any, str | None]]):
-    def refuses(x, gamma, eps):
+    def refuses(x, weight, eps):
         _, reason = importer()
         if reason:
             return reason
@@ -160,8 +160,8 @@ def _quack(x, w, eps):
     return imported("quack", "rmsnorm")[0](x, w, eps=eps)
 
 
-def _quack_refuses(x, gamma, eps):
-    reason = _cuda_only("QuACK", lambda: imported("quack", "rmsnorm"))(x, gamma, eps)
+def _quack_refuses(x, weight, eps):
+    reason = _cuda_only("QuACK", lambda: imported("quack", "rmsnorm"))(x, weight, eps)
     capability = torch.cuda.get_device_capability(x.device) if reason is None else None
     if capability is not None and capability < (9, 0):
         return f"QuACK's CuTe-DSL kernels need compute capability 9.0 or newer; this GPU has {capability}"
@@ -170,10 +170,10 @@ def _quack_refuses(x, gamma, eps):
 
 def _compiled(mix_order_reduction: bool):
     """``norm`` and ``setup`` of ``torch.compile(F.rms_norm)``, with Inductor's MixOrderReduction on or off."""
-    def norm(gamma, eps, requires_grad):
-        N = gamma.shape[0]
+    def norm(weight, eps, requires_grad):
+        N = weight.shape[0]
         compiled = torch.compile(lambda a, g: F.rms_norm(a, (N,), g, eps), dynamic=False)
-        w = _weight(gamma, requires_grad)
+        w = _weight(weight, requires_grad)
         return Norm(lambda x: compiled(x, w), w)
 
     @contextlib.contextmanager
@@ -186,18 +186,18 @@ def _compiled(mix_order_reduction: bool):
     return norm, setup
 
 
-def _fast_passes(x, gamma, dy, eps):
-    _, rstd = rmsnorm_fast_forward(x, gamma, eps)
-    return (lambda: rmsnorm_fast_forward(x, gamma, eps)), (lambda: rmsnorm_fast_backward(x, gamma, rstd, dy))
+def _fast_passes(x, weight, dy, eps):
+    _, rstd = rmsnorm_fast_forward(x, weight, eps)
+    return (lambda: rmsnorm_fast_forward(x, weight, eps)), (lambda: rmsnorm_fast_backward(x, weight, rstd, dy))
 
 
-def _article_passes(x, gamma, dy, eps):
-    _, rstd = forward_op(x, gamma, eps)
+def _article_passes(x, weight, dy, eps):
+    _, rstd = forward_op(x, weight, eps)
 
     def backward():
-        dx, partial = backward_rows(x, gamma, dy, rstd, eps)
-        return dx, reduce_gamma_gradient(partial, gamma.dtype)
-    return (lambda: forward_op(x, gamma, eps)), backward
+        dx, partial = backward_rows(x, weight, dy, rstd, eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype)
+    return (lambda: forward_op(x, weight, eps)), backward
 
 
 def _eager(x, w, eps):
@@ -214,23 +214,23 @@ PROVIDERS: tuple[Provider, ...] = (
              _fast_module, _by_contract(check_fast_inputs, "the fast path's"), _fast_passes),
     Provider("floor", "the fast kernels behind a minimal autograd.Function, no checks (rmsnorm_lab.floor)",
              _functional(floor_rmsnorm), _by_contract(check_fast_inputs, "the fast kernels'")),
-    Provider("article", "the article's kernels: rmsnorm.article.rmsnorm(x, gamma, eps); launchers forward_op, …",
+    Provider("article", "the article's kernels: rmsnorm.article.rmsnorm(x, weight, eps); launchers forward_op, …",
              _functional(rmsnorm), _by_contract(check_contract, "the article's"), _article_passes),
     Provider("reference", "the article's PyTorch reference, rmsnorm.rmsnorm_reference, through autograd",
              _functional(rmsnorm_reference), _refuses_nothing),
-    Provider("eager", "torch.nn.functional.rms_norm(x, (N,), gamma, eps) through autograd, as this torch routes it "
+    Provider("eager", "torch.nn.functional.rms_norm(x, (N,), weight, eps) through autograd, as this torch routes it "
              "(aten; torch._native's QuACK where the environment's eager_rms_norm says native-quack)",
              _functional(_eager), _refuses_nothing),
     Provider("eager_native", "F.rms_norm routed by torch._native (torch >= 2.13) to its vendored QuACK kernel "
              "(SM90/SM100, nvidia-cutlass-dsl); refused where that route is not taken",
              _functional(_eager), native_refuses),
     Provider("compile", "torch.compile(F.rms_norm), Inductor's MixOrderReduction on (torch 2.11's default)",
-             _COMPILE, lambda x, gamma, eps: inductor_unavailable(x.device), setup=_COMPILE_SETUP),
+             _COMPILE, lambda x, weight, eps: inductor_unavailable(x.device), setup=_COMPILE_SETUP),
     Provider("compile_nomix", "torch.compile(F.rms_norm), torch._inductor.config.triton.mix_order_reduction = False",
-             _COMPILE_NOMIX, lambda x, gamma, eps: inductor_unavailable(x.device), setup=_COMPILE_NOMIX_SETUP),
-    Provider("liger", "Liger-Kernel's LigerRMSNormFunction.apply(x, gamma, eps, 0.0, 'llama', in_place=False)",
+             _COMPILE_NOMIX, lambda x, weight, eps: inductor_unavailable(x.device), setup=_COMPILE_NOMIX_SETUP),
+    Provider("liger", "Liger-Kernel's LigerRMSNormFunction.apply(x, weight, eps, 0.0, 'llama', in_place=False)",
              _functional(_liger), _cuda_only("Liger-Kernel", _LIGER_IMPORT)),
-    Provider("quack", "QuACK's quack.rmsnorm(x, gamma, eps=eps) (CuTe DSL; autograd)",
+    Provider("quack", "QuACK's quack.rmsnorm(x, weight, eps=eps) (CuTe DSL; autograd)",
              _functional(_quack), _quack_refuses),
 )
 #: Their names, in the list's order.
@@ -262,7 +262,7 @@ def _first_calls(p: Provider, calls: dict[str, Call]):
                 call()
 
 
-def pass_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=PASSES) -> dict[str, Call]:
+def pass_calls(p: Provider, x, weight, dy, eps: float = EPS, passes=PASSES) -> dict[str, Call]:
     """The forward and the backward, each alone, as zero-argument callables (kernel time).
 
     ``forward`` returns y, or (y, rstd) for a provider with launchers; ``backward`` returns
@@ -271,7 +271,7 @@ def pass_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=PASSES) -> di
 
     Args:
         p: a provider from :data:`PROVIDERS` (or one built the same way).
-        x: (M, N) on the device the provider runs on; gamma (N,); dy like x.
+        x: (M, N) on the device the provider runs on; weight (N,); dy like x.
         eps: finite real number > 0.
         passes: which of :data:`PASSES` to build.
 
@@ -281,9 +281,9 @@ def pass_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=PASSES) -> di
     calls: dict[str, Call] = {}
     with _first_calls(p, calls):
         if p.passes is not None:
-            forward, backward = p.passes(x, gamma, dy, eps)
+            forward, backward = p.passes(x, weight, dy, eps)
         else:
-            frozen, trained = p.norm(gamma, eps, False), p.norm(gamma, eps, True)
+            frozen, trained = p.norm(weight, eps, False), p.norm(weight, eps, True)
             x_leaf = x.detach().clone().requires_grad_(True)
             y = trained.call(x_leaf) if "backward" in passes else None
             forward = lambda: frozen.call(x)  # noqa: E731
@@ -292,7 +292,7 @@ def pass_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=PASSES) -> di
     return calls
 
 
-def whole_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=WHOLE_CALL_PASSES) -> dict[str, Call]:
+def whole_calls(p: Provider, x, weight, dy, eps: float = EPS, passes=WHOLE_CALL_PASSES) -> dict[str, Call]:
     """The calls a model makes, through the provider's public entry point (whole-call time).
 
     ``forward``: ``norm(x)`` with x and the weight not requiring grad → y. ``forward_grad``:
@@ -301,7 +301,7 @@ def whole_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=WHOLE_CALL_P
     leaves, their ``.grad`` set to None first (each call does the same work) → (dx, dgamma).
 
     Args:
-        p, x, gamma, dy, eps: as in :func:`pass_calls`.
+        p, x, weight, dy, eps: as in :func:`pass_calls`.
         passes: which of :data:`WHOLE_CALL_PASSES` to build.
 
     Returns:
@@ -309,8 +309,8 @@ def whole_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=WHOLE_CALL_P
     """
     calls: dict[str, Call] = {}
     with _first_calls(p, calls):
-        frozen = p.norm(gamma, eps, False) if "forward" in passes else None
-        trained = p.norm(gamma, eps, True)
+        frozen = p.norm(weight, eps, False) if "forward" in passes else None
+        trained = p.norm(weight, eps, True)
         x_leaf = x.detach().clone().requires_grad_(True)
 
         def forward_backward():
@@ -328,7 +328,7 @@ def whole_calls(p: Provider, x, gamma, dy, eps: float = EPS, passes=WHOLE_CALL_P
 # ----------------------------------------------------------------------------- the one oracle check
 
 
-def check_calls(calls: Mapping[tuple[str, str], Call], x, gamma, dy, eps: float = EPS) -> list[str]:
+def check_calls(calls: Mapping[tuple[str, str], Call], x, weight, dy, eps: float = EPS) -> list[str]:
     """The one oracle check: run every callable once and compare its outputs with the float64 oracle.
 
     Kernel outputs start as NaN (:func:`rmsnorm.testing.poisoned_outputs`), so an element
@@ -338,8 +338,8 @@ def check_calls(calls: Mapping[tuple[str, str], Call], x, gamma, dy, eps: float 
     dtype; :func:`rmsnorm.testing.dgamma_tolerance` for dgamma, a sum over M rows).
 
     Args:
-        calls: ``{(pass name, provider name): callable}`` built on x, gamma, dy, eps.
-        x: (M, N); gamma: (N,); dy: (M, N); eps: what the callables were built with.
+        calls: ``{(pass name, provider name): callable}`` built on x, weight, dy, eps.
+        x: (M, N); weight: (N,); dy: (M, N); eps: what the callables were built with.
 
     Returns:
         One line per comparison that passed, e.g. ``'forward/article y 128x257 float32'``.
@@ -347,11 +347,11 @@ def check_calls(calls: Mapping[tuple[str, str], Call], x, gamma, dy, eps: float 
     Raises:
         AssertionError: the first comparison that fails (then nothing should be timed).
     """
-    y64, dx64, dgamma64 = oracle(x, gamma, dy, eps, on=x.device)
+    y64, dx64, dgamma64 = oracle(x, weight, dy, eps, on=x.device)
     rstd64 = rstd_oracle(x, eps)
     M, N = x.shape
     shape = f"{M}x{N} {str(x.dtype).removeprefix('torch.')}"
-    dgamma_tol = dgamma_tolerance(M, x.dtype, gamma.dtype)
+    dgamma_tol = dgamma_tolerance(M, x.dtype, weight.dtype)
     passed = []
     with poisoned_outputs():
         for (pass_, name), call in calls.items():
@@ -389,13 +389,13 @@ def one_line(err: BaseException) -> str:
     return "; ".join([f"{type(err).__name__}: {text[0] if text else ''}"] + kept)[:400]
 
 
-def prepare(p: Provider, build, x, gamma, dy, eps: float = EPS, passes=None) -> tuple[dict[str, Call] | None, str]:
+def prepare(p: Provider, build, x, weight, dy, eps: float = EPS, passes=None) -> tuple[dict[str, Call] | None, str]:
     """Build a provider's calls and check them against the oracle; say why when they cannot be timed.
 
     Args:
         p: the provider.
         build: :func:`pass_calls` or :func:`whole_calls`.
-        x, gamma, dy, eps: the inputs.
+        x, weight, dy, eps: the inputs.
         passes: passed on to ``build`` (default: all of its passes).
 
     Returns:
@@ -403,15 +403,15 @@ def prepare(p: Provider, build, x, gamma, dy, eps: float = EPS, passes=None) -> 
         own refusal), ``"failed: …"`` (building or calling it raised) or ``"wrong: …"`` (an
         output did not match the oracle). Never raises for a provider's fault.
     """
-    reason = p.refuses(x, gamma, eps)
+    reason = p.refuses(x, weight, eps)
     if reason:
         return None, f"refused: {reason}"
     try:
-        calls = build(p, x, gamma, dy, eps) if passes is None else build(p, x, gamma, dy, eps, passes=passes)
+        calls = build(p, x, weight, dy, eps) if passes is None else build(p, x, weight, dy, eps, passes=passes)
     except Exception as err:  # noqa: BLE001  a provider that cannot be set up is reported, not timed
         return None, f"failed: {one_line(err)}"
     try:
-        check_calls({(name, p.name): call for name, call in calls.items()}, x, gamma, dy, eps)
+        check_calls({(name, p.name): call for name, call in calls.items()}, x, weight, dy, eps)
     except AssertionError as err:
         return None, f"wrong: {one_line(err)}"
     except Exception as err:  # noqa: BLE001

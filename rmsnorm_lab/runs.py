@@ -42,23 +42,23 @@ def liger_status() -> str | None:
 
 
 def make_calls(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, epsilon: float = 1e-6, *, include_liger: bool = True
+    x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float = 1e-6, *, include_liger: bool = True
 ) -> dict[tuple[str, str], Callable[[], Any]]:
     """The callables the benchmark times, keyed by (path, provider), from the one provider list.
 
     ``forward``: each provider's forward pass alone (:func:`rmsnorm_lab.providers.pass_calls`):
-    ``forward_op(x, gamma)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
+    ``forward_op(x, weight)`` → (y, rstd) for the article's kernels, ``rmsnorm_reference`` → y,
     Liger → y. ``forward_backward``: the whole call through autograd
-    (:func:`rmsnorm_lab.providers.whole_calls`): ``rmsnorm(x, gamma).backward(dy)`` and the
-    like, on private leaf copies of x and gamma whose ``.grad`` is set to None first (each call
+    (:func:`rmsnorm_lab.providers.whole_calls`): ``rmsnorm(x, weight).backward(dy)`` and the
+    like, on private leaf copies of x and weight whose ``.grad`` is set to None first (each call
     does the same work, no accumulation); returns (dx, dgamma). Liger runs with
     ``casting_mode="llama"`` and ``in_place=False`` (in place, it would overwrite ``dy`` with dx).
 
     Args:
         x: (M, N) float32/float16, contiguous, CUDA (or CPU under the interpreter).
-        gamma: (N,) weight, dtype and device of ``x``.
+        weight: (N,) γ, dtype and device of ``x``.
         dy: (M, N) upstream gradient, like ``x``.
-        epsilon: finite real number > 0.
+        eps: finite real number > 0.
         include_liger: add Liger-Kernel's callables when it imports.
 
     Returns:
@@ -73,7 +73,7 @@ def make_calls(
         ("forward_backward", whole_calls, "forward_backward"),
     ):
         for name in names:
-            calls[(path, name)] = build(provider(name), x, gamma, dy, epsilon, passes=(pass_,))[pass_]
+            calls[(path, name)] = build(provider(name), x, weight, dy, eps, passes=(pass_,))[pass_]
     return calls
 
 
@@ -94,17 +94,17 @@ def _order(keys, turn: int):
     return keys[shift:] + keys[:shift]  # rotate who goes first from one repeat to the next
 
 
-def _checked_calls(M, N, dtype, epsilon, include_liger, seed) -> dict:
+def _checked_calls(M, N, dtype, eps, include_liger, seed) -> dict:
     """Seeded inputs of shape (M, N), their callables, every output checked against the oracle."""
-    x, gamma, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
-    calls = make_calls(x, gamma, dy, epsilon, include_liger=include_liger)
-    check_calls(calls, x, gamma, dy, epsilon)
+    x, weight, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
+    calls = make_calls(x, weight, dy, eps, include_liger=include_liger)
+    check_calls(calls, x, weight, dy, eps)
     return calls
 
 
 def run_protocol(
     M: int = DEFAULT_SHAPE[0], N: int = DEFAULT_SHAPE[1], dtype: torch.dtype = torch.float32, *,
-    repeats: int = 1, epsilon: float = 1e-6, include_liger: bool = True, seed: int = 0,
+    repeats: int = 1, eps: float = 1e-6, include_liger: bool = True, seed: int = 0,
 ) -> pd.DataFrame:
     """Check every callable against the oracle, then time it with the article's protocol.
 
@@ -112,7 +112,7 @@ def run_protocol(
         M, N: shape of x.
         dtype: float32 or float16.
         repeats: full protocol runs per callable (their spread shows the noise).
-        epsilon: finite real number > 0.
+        eps: finite real number > 0.
         include_liger: time Liger-Kernel too when it imports.
         seed: for :func:`rmsnorm.testing.make_inputs`.
 
@@ -127,7 +127,7 @@ def run_protocol(
     Source: notebooks/07_benchmark.ipynb.
     """
     require_cuda()
-    calls = _checked_calls(M, N, dtype, epsilon, include_liger, seed)
+    calls = _checked_calls(M, N, dtype, eps, include_liger, seed)
     rows = []
     for repeat in range(repeats):
         for key in _order(calls, repeat):
@@ -138,7 +138,7 @@ def run_protocol(
 
 def measure_shape(
     M: int, N: int, dtype: torch.dtype = torch.float32, *,
-    epsilon: float = 1e-6, include_liger: bool = True, seed: int = 0,
+    eps: float = 1e-6, include_liger: bool = True, seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Check, then time one shape: whole calls, graph replay, kernel time L2-warm and L2-cold.
 
@@ -163,7 +163,7 @@ def measure_shape(
     Source: notebooks/07_benchmark.ipynb.
     """
     require_cuda()
-    calls = _checked_calls(M, N, dtype, epsilon, include_liger, seed)
+    calls = _checked_calls(M, N, dtype, eps, include_liger, seed)
     dtype_name = str(dtype).removeprefix("torch.")
     rows, kernels = [], []
     for (path, who), fn in calls.items():

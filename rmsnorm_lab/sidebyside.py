@@ -69,7 +69,7 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
         log: called with one line per provider and shape.
 
     Returns:
-        DataFrame with M, N, dtype, weight (gamma's dtype), pass_, provider, us (kernel time, µs, L2-cold; NaN
+        DataFrame with M, N, dtype, weight (the weight's dtype), pass_, provider, us (kernel time, µs, L2-cold; NaN
         when the check failed), bytes, tbps, copy_fraction, check ("ok" or why not: "wrong: …",
         "failed: …"). A provider that refuses a shape has no row there (the log says why).
 
@@ -79,13 +79,13 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
     Source: notebooks/12_tuning_and_side_by_side.ipynb.
     """
     records = []
-    for M, N, dtype, *weight in shapes:
-        weight_dtype = weight[0] if weight else dtype
-        x, gamma, dy = make_inputs(M, N, dtype, "cuda", weight_dtype=weight_dtype, draw_on_device=True)
+    for M, N, dtype, *weight_dtypes in shapes:
+        weight_dtype = weight_dtypes[0] if weight_dtypes else dtype
+        x, weight, dy = make_inputs(M, N, dtype, "cuda", weight_dtype=weight_dtype, draw_on_device=True)
         nbytes = {"forward": forward_bytes(M, N, dtype, weight_dtype),
                   "backward": backward_bytes(M, N, dtype, weight_dtype)}
         for name in providers:
-            calls, status = prepare(provider(name), pass_calls, x, gamma, dy, EPS)
+            calls, status = prepare(provider(name), pass_calls, x, weight, dy, EPS)
             if status.startswith("refused"):
                 log(f"  {M}x{N} {str(dtype)[6:]:8s} {name:14s} not timed, {status}")
                 continue
@@ -100,7 +100,7 @@ def side_by_side(shapes=GRID, providers=SIDE_BY_SIDE, *, copy_gbps: float | None
             log(f"  {M}x{N} {str(dtype)[6:]:8s} {name:14s} " + ("checked, " if calls else f"NOT TIMED ({status}) ")
                 + " ".join(f"{r['pass_']} {r['us']:.1f} us" for r in records[-2:]))
             del calls
-        del x, gamma, dy
+        del x, weight, dy
         torch.cuda.empty_cache()
     return pd.DataFrame(records)
 

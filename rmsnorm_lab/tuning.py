@@ -155,15 +155,15 @@ def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, c
     that the kernels it compiles are the ones M rows will look up.
     """
     rows = 1024 + M % 16 if M > 1024 else M
-    x, gamma, dy = make_inputs(rows, N, dtype, "cuda", 1, weight_dtype=weight_dtype, draw_on_device=True)
-    _, rstd = rmsnorm_fast_forward(x, gamma, EPS)
+    x, weight, dy = make_inputs(rows, N, dtype, "cuda", 1, weight_dtype=weight_dtype, draw_on_device=True)
+    _, rstd = rmsnorm_fast_forward(x, weight, EPS)
     failed = 0
     for cfg in configs:
         try:
             if pass_ == "forward":
-                rmsnorm_fast_forward(x, gamma, EPS, config=cfg)
+                rmsnorm_fast_forward(x, weight, EPS, config=cfg)
             else:
-                rmsnorm_fast_backward(x, gamma, rstd, dy, config=cfg)
+                rmsnorm_fast_backward(x, weight, rstd, dy, config=cfg)
         except Exception:  # noqa: BLE001  (the timed run records the error)
             failed += 1
     torch.cuda.synchronize()
@@ -206,11 +206,11 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
     started = time.perf_counter()
     if compile_workers > 0:
         precompile(shapes, passes, compile_workers)
-    for M, N, dtype, *weight in shapes:
-        x, gamma, dy = make_inputs(M, N, dtype, "cuda", 1, weight_dtype=weight[0] if weight else None,
-                                   draw_on_device=True)
-        y0, rstd = rmsnorm_fast_forward(x, gamma, EPS)
-        dx0, dg0 = rmsnorm_fast_backward(x, gamma, rstd, dy)
+    for M, N, dtype, *weight_dtypes in shapes:
+        weight_dtype = weight_dtypes[0] if weight_dtypes else None
+        x, weight, dy = make_inputs(M, N, dtype, "cuda", 1, weight_dtype=weight_dtype, draw_on_device=True)
+        y0, rstd = rmsnorm_fast_forward(x, weight, EPS)
+        dx0, dg0 = rmsnorm_fast_backward(x, weight, rstd, dy)
         sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
         for pass_, cands in ((p, sweeps[p]) for p in passes):
             for cfg in cands:
@@ -219,14 +219,15 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
                     return rows
                 try:
                     if pass_ == "forward":
-                        fn = lambda cfg=cfg: rmsnorm_fast_forward(x, gamma, EPS, config=cfg)  # noqa: E731
+                        fn = lambda cfg=cfg: rmsnorm_fast_forward(x, weight, EPS, config=cfg)  # noqa: E731
                         y, _ = fn()
                         torch.testing.assert_close(y, y0, **TOLERANCES[dtype])
                     else:
-                        fn = lambda cfg=cfg: rmsnorm_fast_backward(x, gamma, rstd, dy, config=cfg)  # noqa: E731
+                        fn = lambda cfg=cfg: rmsnorm_fast_backward(x, weight, rstd, dy, config=cfg)  # noqa: E731
                         dx, dg = fn()
                         torch.testing.assert_close(dx, dx0, **TOLERANCES[dtype])
-                        torch.testing.assert_close(dg.double(), dg0.double(), **dgamma_tolerance(M, dtype, gamma.dtype))
+                        torch.testing.assert_close(dg.double(), dg0.double(),
+                                                   **dgamma_tolerance(M, dtype, weight.dtype))
                     us = kernel_time_us(fn, calls=10, warmup=2)
                     error = ""
                 except Exception as err:  # noqa: BLE001

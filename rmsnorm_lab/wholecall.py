@@ -92,7 +92,7 @@ def measure_shape(
         BenchmarkUnavailableError: no CUDA GPU.
     """
     require_cuda()
-    x, gamma, dy = make_inputs(M, N, dtype, seed=0)
+    x, weight, dy = make_inputs(M, N, dtype, seed=0)
     dtype_name = str(dtype).removeprefix("torch.")
     rows = []
     for name in providers:
@@ -100,7 +100,7 @@ def measure_shape(
         if deadline is not None and started > deadline:
             calls, status = None, OUT_OF_TIME
         else:
-            calls, status = prepare(provider(name), whole_calls, x, gamma, dy, EPS, passes=passes)
+            calls, status = prepare(provider(name), whole_calls, x, weight, dy, EPS, passes=passes)
         for pass_ in passes:
             row = dict(M=M, N=N, dtype=dtype_name, provider=name, pass_=pass_, whole_call_us=np.nan, host_us=np.nan,
                        graph_us=np.nan, kernel_us=np.nan, check=status)

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeats": args.repeats,
         "shape": list(bench.DEFAULT_SHAPE),
         "dtype": "float32",
-        "epsilon": 1e-6,
+        "eps": 1e-6,
         "forward": "forward_op(x, gamma) vs rmsnorm_reference(x, gamma) [vs Liger apply]",
         "forward_backward": ("impl(x, gamma).backward(dy) through autograd, "
                              "grads of x and gamma reset to None each call"),

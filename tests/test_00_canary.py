@@ -14,8 +14,8 @@ def test_row_of_257_ones_gives_0_9999995(device):
 
 
 def test_the_canary_catches_the_block_denominator(device, monkeypatch):
-    def wrong_forward(x, gamma, epsilon=1e-6):
-        return forward_op(x, gamma, epsilon, kernel=buggy.rmsnorm_forward_kernel_block_mean)
+    def wrong_forward(x, gamma, eps=1e-6):
+        return forward_op(x, gamma, eps, kernel=buggy.rmsnorm_forward_kernel_block_mean)
 
     monkeypatch.setattr("rmsnorm.article.forward.forward_op", wrong_forward)
     with pytest.raises(AssertionError, match="257 ones must give 0.9999995"):

@@ -73,13 +73,13 @@ def test_random_shapes_and_scales(M, N, half, eps, scale):
 
 
 def test_backward_rows_takes_epsilon_through_rstd_only(device):
-    # backward_rows checks epsilon but the kernel reads it from rstd: another epsilon, the same rstd, the same bits.
+    # backward_rows checks eps but the kernel reads it from rstd: another eps, the same rstd, the same bits.
     x, gamma, dy = make_inputs(17, 257, device=device, seed=3)
     _, rstd = forward_op(x, gamma, 1e-6)
     dx_a, partial_a = backward_rows(x, gamma, dy, rstd, 1e-6)
     dx_b, partial_b = backward_rows(x, gamma, dy, rstd, 0.5)
     assert torch.equal(dx_a, dx_b) and torch.equal(partial_a, partial_b)
-    _, rstd_big_eps = forward_op(x, gamma, 0.5)  # epsilon reaches dx through the forward's rstd
+    _, rstd_big_eps = forward_op(x, gamma, 0.5)  # eps reaches dx through the forward's rstd
     assert not torch.equal(backward_rows(x, gamma, dy, rstd_big_eps, 0.5)[0], dx_a)
-    with pytest.raises(ContractError, match="epsilon must be finite and > 0"):
+    with pytest.raises(ContractError, match="eps must be finite and > 0"):
         backward_rows(x, gamma, dy, rstd, 0.0)

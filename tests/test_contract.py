@@ -24,23 +24,23 @@ BAD_FORWARD = {
     "x not a tensor": (lambda x, g: ([[1.0, 2.0]], g), r"x must be a torch.Tensor; got list"),
     "x transposed": (lambda x, g: (torch.ones(8, 4, device=x.device).t(), g),
                      r"x must be contiguous .*strides \(1, 4\)"),
-    "gamma strided": (lambda x, g: (x, torch.ones(16, device=x.device)[::2]),
-                      r"gamma must be contiguous .*strides \(2,\)"),
+    "weight strided": (lambda x, g: (x, torch.ones(16, device=x.device)[::2]),
+                      r"weight must be contiguous .*strides \(2,\)"),
     "x bfloat16": (lambda x, g: (x.bfloat16(), g.bfloat16()), r"x must be float32 or float16 .*torch.bfloat16"),
     "x float64": (lambda x, g: (x.double(), g.double()), r"x must be float32 or float16 .*torch.float64"),
     "x int32": (lambda x, g: (x.int(), g.int()), r"x must be float32 or float16 .*torch.int32"),
-    "gamma other dtype": (lambda x, g: (x, g.half()),
-                          r"gamma must have the dtype of x \(torch.float32\); got torch.float16"),
-    "gamma other device": (lambda x, g: (x, g.to("meta")), r"gamma must be on the same device as x .*got meta"),
+    "weight other dtype": (lambda x, g: (x, g.half()),
+                          r"weight must have the dtype of x \(torch.float32\); got torch.float16"),
+    "weight other device": (lambda x, g: (x, g.to("meta")), r"weight must be on the same device as x .*got meta"),
     "unsupported device": (lambda x, g: (x.to("meta"), g.to("meta")), r"x must be on a CUDA device .*got meta"),
     "x 1-D": (lambda x, g: (x[0], g), r"x must be 2-D \(M, N\); got 1-D shape \(8,\)"),
     "x 3-D": (lambda x, g: (x.view(2, 2, 8), g), r"x must be 2-D \(M, N\); got 3-D"),
     "N = 0": (lambda x, g: (x[:, :0], g[:0]), r"1 <= N <= 4096 columns; got N = 0"),
     "N = 4097": (lambda x, g: (torch.ones(1, 4097, device=x.device), torch.ones(4097, device=x.device)),
                  r"got N = 4097"),
-    "gamma too long": (lambda x, g: (x, torch.ones(9, device=x.device)),
-                       r"gamma must have shape \(N,\) = \(8,\); got \(9,\)"),
-    "gamma 2-D": (lambda x, g: (x, g.view(1, 8)), r"gamma must have shape \(N,\) = \(8,\); got \(1, 8\)"),
+    "weight too long": (lambda x, g: (x, torch.ones(9, device=x.device)),
+                       r"weight must have shape \(N,\) = \(8,\); got \(9,\)"),
+    "weight 2-D": (lambda x, g: (x, g.view(1, 8)), r"weight must have shape \(N,\) = \(8,\); got \(1, 8\)"),
     "scratch 4097 x 4096": (
         # zeros, not empty: NaN != NaN
         lambda x, g: (torch.zeros(4097, 4096, device=x.device), torch.ones(4096, device=x.device)),
@@ -68,9 +68,9 @@ def test_forward_rejects(name, no_allocation):
      (None, "real number; got NoneType"), (True, "real number; got bool"),
      (torch.tensor(1e-6), "real number; got Tensor")],
 )
-def test_epsilon_rejected(eps, pattern, no_allocation):
+def test_eps_rejected(eps, pattern, no_allocation):
     x, gamma = ok()
-    with pytest.raises(ContractError, match=f"epsilon must be .*{pattern}"):
+    with pytest.raises(ContractError, match=f"eps must be .*{pattern}"):
         forward_op(x, gamma, eps)
 
 
@@ -159,7 +159,7 @@ def test_rmsnorm_rejects_bad_rank(x, pattern):
 @pytest.mark.parametrize(
     "shape, eps, pattern",
     [((2, 3), 1e-6, r"normalized_shape must be \(N,\)"), (0, 1e-6, r"got \(0,\)"), (4097, 1e-6, r"got \(4097,\)"),
-     (8, 0.0, r"epsilon must be finite and > 0")],
+     (8, 0.0, r"eps must be finite and > 0")],
 )
 def test_module_rejects(shape, eps, pattern):
     with pytest.raises(ContractError, match=pattern):
@@ -180,7 +180,7 @@ def test_refused_before_allocating_fails_on_each_way_a_check_can_be_missed():
     with pytest.raises(AssertionError, match="allocated before the contract"), refused_before_allocating():
         device.new_output((2,), torch.float32, x.device)
         raise ContractError("too late")
-    with pytest.raises(AssertionError, match="does not match"), refused_before_allocating("gamma"):
+    with pytest.raises(AssertionError, match="does not match"), refused_before_allocating("weight"):
         forward_op(x.t(), gamma)
     assert forward_op(x, gamma)[0].shape == x.shape  # the guard is off again
 

@@ -338,7 +338,8 @@ def test_a_dtensor_weight_is_refused_and_told_to_unshard(placement, mesh):
     x = torch.randn(7, N)
     norm = FastRMSNorm(N)
     norm.weight = torch.nn.Parameter(_dtensor(norm.weight.detach(), mesh, placement))  # as fully_shard stores it
-    pattern = rf"gamma is a DTensor \(placements \({re.escape(repr(placement))},\).*fully_shard.*gamma\.full_tensor\(\)"
+    pattern = (rf"weight is a DTensor \(placements \({re.escape(repr(placement))},\)"
+               r".*fully_shard.*weight\.full_tensor\(\)")
     with refused_before_allocating(pattern):
         norm(x)
     with refused_before_allocating(pattern):
@@ -355,7 +356,7 @@ def test_the_registered_operators_refuse_a_dtensor_with_the_same_error(mesh):
     xd, gd = _dtensor(x, mesh, Shard(0)), _dtensor(torch.ones(N), mesh, Replicate())
     with refused_before_allocating(r"x is a DTensor \(placements \(Shard\(dim=0\),\)"):
         torch.ops.rmsnorm_fast.forward(xd, gd, 1e-6)
-    with refused_before_allocating(r"gamma is a DTensor \(placements \(Replicate\(\),\)"):
+    with refused_before_allocating(r"weight is a DTensor \(placements \(Replicate\(\),\)"):
         torch.ops.rmsnorm_fast.forward(x, gd, 1e-6)
     rstd = _dtensor(torch.ones(7), mesh, Shard(0))
     with refused_before_allocating(r"x is a DTensor"):

@@ -298,7 +298,7 @@ def _bad_calls(device):
         ("float32, float16 or bfloat16", lambda: rmsnorm_fast_forward(x.int(), gamma)),
         (f"1 <= N <= {FAST_MAX_N}", lambda: rmsnorm_fast_forward(wide, torch.ones(FAST_MAX_N + 1, device=device))),
         ("1 <= N", lambda: rmsnorm_fast(torch.ones(3, 0, device=device), gamma)),
-        ("gamma must have shape (N,) = (8,)", lambda: rmsnorm_fast_forward(x, gamma[:7])),
+        ("weight must have shape (N,) = (8,)", lambda: rmsnorm_fast_forward(x, gamma[:7])),
         ("unit stride in its last dimension", lambda: rmsnorm_fast_forward(x.t().contiguous().t(), gamma)),
         ("unit stride in its last dimension", lambda: rmsnorm_fast_forward(x, torch.ones(16, device=device)[::2])),
         ("eps must be finite and > 0", lambda: rmsnorm_fast_forward(x, gamma, 0.0)),
@@ -324,7 +324,7 @@ def test_bf16_is_refused_under_the_interpreter_with_the_reason():
     x = torch.ones(2, 8, dtype=torch.bfloat16)
     with pytest.raises(ContractError, match="computes bfloat16 wrongly"):
         rmsnorm_fast_forward(x, torch.ones(8))
-    with pytest.raises(ContractError, match="gamma is bfloat16 on the CPU"):
+    with pytest.raises(ContractError, match="weight is bfloat16 on the CPU"):
         rmsnorm_fast_forward(x.float(), torch.ones(8, dtype=torch.bfloat16))
 
 

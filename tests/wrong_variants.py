@@ -204,9 +204,9 @@ BY_HAND = {
 # --------------------------------------------------------------------------- exercise 02
 
 
-def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside", centre=False, cast_back=True, f64=True,
+def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps_mode="inside", centre=False, cast_back=True, f64=True,
                in_place=False, flatten=False):
-    def my_reference(x, g, epsilon=1e-6):
+    def my_reference(x, g, eps=1e-6):
         dtype = torch.float64 if (x.dtype == torch.float64 and f64) else torch.float32
         xf, gf = (x.to(dtype), g.to(dtype)) if dtype_policy else (x, g)
         if flatten:
@@ -214,8 +214,8 @@ def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside"
         if centre:
             xf = xf - xf.mean(-1, keepdim=True)
         ms = xf.square().mean(dim, keepdim=keepdim)
-        r = {"inside": torch.rsqrt(ms + epsilon), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + epsilon),
-             "ignored": torch.rsqrt(ms + 1e-6)}[eps]
+        r = {"inside": torch.rsqrt(ms + eps), "missing": torch.rsqrt(ms), "outside": 1 / (ms.sqrt() + eps),
+             "ignored": torch.rsqrt(ms + 1e-6)}[eps_mode]
         if in_place:
             xf *= r
             xf *= gf
@@ -225,7 +225,7 @@ def _reference(dtype_policy=True, keepdim=True, dim=-1, gamma=True, eps="inside"
     return my_reference
 
 
-def _reference_skeleton(x, gamma, epsilon=1e-6):
+def _reference_skeleton(x, gamma, eps=1e-6):
     raise NotImplementedError()
 
 
@@ -236,31 +236,31 @@ REFERENCE = {
     "mean over rows": (_reference(dim=0), "the mean is taken over the rows (dim 0)"),
     "LayerNorm": (_reference(centre=True), "the row's mean is subtracted (that is LayerNorm)"),
     "no gamma": (_reference(gamma=False), "gamma is not applied"),
-    "no eps": (_reference(eps="missing"), "eps is missing"),
-    "eps outside": (_reference(eps="outside"), "eps is added after the square root"),
+    "no eps": (_reference(eps_mode="missing"), "eps is missing"),
+    "eps outside": (_reference(eps_mode="outside"), "eps is added after the square root"),
     "no up-cast": (_reference(dtype_policy=False), "x² is computed in float16, where it overflows past 65504"),
     "not cast back": (_reference(cast_back=False), "cast back with `.to(x.dtype)`"),
     "float64 in float32": (_reference(f64=False), "float64 x is computed in float32"),
 }
 
 
-def _no_keepdim_silent(x, g, epsilon=1e-6):
+def _no_keepdim_silent(x, g, eps=1e-6):
     """keepdim forgotten where no shape error warns (M = N); right elsewhere: only the 4 × 4 case shows it."""
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf, gf = x.to(dtype), g.to(dtype)
-    r = torch.rsqrt(xf.square().mean(-1) + epsilon)  # (..., ) instead of (..., 1)
+    r = torch.rsqrt(xf.square().mean(-1) + eps)  # (..., ) instead of (..., 1)
     square = xf.dim() == 2 and xf.shape[0] == xf.shape[1]
     return (xf * (r if square else r.unsqueeze(-1)) * gf).to(x.dtype)
 
 
 REFERENCE["no keepdim, silent when M = N"] = (_no_keepdim_silent, "without keepdim=True, so r broadcasts along the wrong axis")
 # Issue 9: classes the checker did not look at.
-REFERENCE["epsilon ignored"] = (_reference(eps="ignored"), "the epsilon argument is ignored")
+REFERENCE["eps ignored"] = (_reference(eps_mode="ignored"), "the eps argument is ignored")
 REFERENCE["writes into x"] = (_reference(in_place=True), "changed its input x: an in-place operation")
 REFERENCE["3-D flattened to 2-D"] = (_reference(flatten=True), "y has shape (6, 8), x has shape (2, 3, 8)")
 
 
-def _reference_never(x, gamma, epsilon=1e-6):
+def _reference_never(x, gamma, eps=1e-6):
     rows = 0
     while rows < x.shape[0]:
         x.shape[0]
@@ -273,28 +273,28 @@ REFERENCE["never returns"] = (_reference_never, "did not finish in")
 # --------------------------------------------------------------------------- exercise 06
 
 
-def _function(returns="right", contiguous=True, kernels=True, eps=True, dgamma_kernel=True, y_float=False, in_place=False):
+def _function(returns="right", contiguous=True, kernels=True, pass_eps=True, dgamma_kernel=True, y_float=False, in_place=False):
     class Wrong(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, x, gamma, epsilon):
+        def forward(ctx, x, weight, eps):
             if kernels:
-                y, rstd = forward_op(x, gamma, epsilon if eps else 1e-6)
+                y, rstd = forward_op(x, weight, eps if pass_eps else 1e-6)
                 if y_float:
                     y = y.float()
                 if in_place:
                     x.mul_(1.5)
             else:
-                rstd = torch.rsqrt(x.float().square().mean(-1) + epsilon)
-                y = (x.float() * rstd[:, None] * gamma.float()).to(x.dtype)
-            ctx.save_for_backward(x, gamma, rstd)
-            ctx.epsilon = epsilon
+                rstd = torch.rsqrt(x.float().square().mean(-1) + eps)
+                y = (x.float() * rstd[:, None] * weight.float()).to(x.dtype)
+            ctx.save_for_backward(x, weight, rstd)
+            ctx.eps = eps
             return y
 
         @staticmethod
         def backward(ctx, dy):
-            x, gamma, rstd = ctx.saved_tensors
-            dx, partial = backward_rows(x, gamma, dy.contiguous() if contiguous else dy, rstd, ctx.epsilon)
-            dgamma = reduce_gamma_gradient(partial, gamma.dtype) if dgamma_kernel else partial.sum(0).to(gamma.dtype)
+            x, weight, rstd = ctx.saved_tensors
+            dx, partial = backward_rows(x, weight, dy.contiguous() if contiguous else dy, rstd, ctx.eps)
+            dgamma = reduce_gamma_gradient(partial, weight.dtype) if dgamma_kernel else partial.sum(0).to(weight.dtype)
             while returns == "never":
                 pass
             return {"right": (dx, dgamma, None), "two": (dx, dgamma), "swapped": (dgamma, dx, None),
@@ -304,7 +304,7 @@ def _function(returns="right", contiguous=True, kernels=True, eps=True, dgamma_k
 
 class _FunctionSkeleton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, gamma, epsilon):
+    def forward(ctx, x, weight, eps):
         raise NotImplementedError()
 
 
@@ -313,12 +313,12 @@ AUTOGRAD = {
     "skeleton": (_FunctionSkeleton, "not done yet"),
     "two gradients for three inputs": (_function(returns="two"), "backward returned 2 values, but forward takes 3 inputs"),
     "gradients swapped": (_function(returns="swapped"), "the gradients are in the wrong order"),
-    "no dgamma": (_function(returns="no dgamma"), "gamma got no gradient"),
+    "no dgamma": (_function(returns="no dgamma"), "weight got no gradient"),
     "dy not contiguous": (_function(contiguous=False), "Pass `dy.contiguous()`"),
     "no kernels in forward": (_function(kernels=False), "forward never called forward_op"),
     "not a Function": (object, "is not a subclass of torch.autograd.Function"),
     # Issue 9: classes the checker did not look at.
-    "epsilon ignored": (_function(eps=False), "epsilon = 0.5 is not passed on"),
+    "eps ignored": (_function(pass_eps=False), "eps = 0.5 is not passed on"),
     "dgamma summed in PyTorch": (_function(dgamma_kernel=False), "backward never called reduce_gamma_gradient"),
     "y returned in float32 for float16 x": (_function(y_float=True), "on 17×256 float16, y is float32"),
     "forward scales x in place": (_function(in_place=True), "x changed: your forward or backward wrote into an input"),

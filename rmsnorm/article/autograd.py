@@ -1,8 +1,8 @@
 """Autograd wiring: RMSNormFunction connects the three kernels to PyTorch.
 
-forward saves (x, gamma, rstd) and epsilon; backward makes dy contiguous,
+forward saves (x, weight, rstd) and eps; backward makes dy contiguous,
 runs the dx kernel, then the dgamma reduction, and returns one gradient per
-input of forward: (dx, dgamma, None) — None for epsilon, which is not
+input of forward: (dx, dgamma, None) — None for eps, which is not
 differentiated by this interface (it still changes y).
 
 Source: notebooks/06_autograd_and_training.ipynb; PyTorch "Extending
@@ -48,31 +48,31 @@ class RMSNormFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, gamma: torch.Tensor, epsilon: float) -> torch.Tensor:
-        y, rstd = forward_op(x, gamma, epsilon)
-        ctx.save_for_backward(x, gamma, rstd)
-        ctx.epsilon = epsilon
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.eps = eps
         CALLS["forward"] += 1
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy: torch.Tensor):
-        x, gamma, rstd = ctx.saved_tensors
-        dx, partial = backward_rows(x, gamma, dy.contiguous(), rstd, ctx.epsilon)
-        dgamma = reduce_gamma_gradient(partial, gamma.dtype)
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        dgamma = reduce_gamma_gradient(partial, weight.dtype)
         CALLS["backward"] += 1
         return dx, dgamma, None
 
 
-def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dimension with the Triton kernels, differentiable.
 
     Args:
         x: (..., N) float32/float16, contiguous; leading dimensions are
             flattened into M rows (a view, never a copy) and restored.
-        gamma: (N,) weight, same dtype and device.
-        epsilon: finite real number > 0.
+        weight: (N,) γ, same dtype and device.
+        eps: finite real number > 0.
 
     Returns:
         y: the shape and dtype of ``x``.
@@ -90,4 +90,4 @@ def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> torc
         raise ContractError(f"x must have 1 <= N columns; got shape {tuple(x.shape)}")
     _require_contiguous("x", x)  # before view(): a reshape would copy silently
     rows = x.view(-1, x.shape[-1])  # (M, N)
-    return RMSNormFunction.apply(rows, gamma, epsilon).view(x.shape)
+    return RMSNormFunction.apply(rows, weight, eps).view(x.shape)

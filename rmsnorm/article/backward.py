@@ -51,20 +51,20 @@ def rmsnorm_dx_kernel(
 # op is the one meant to be traced whole).
 @torch.compiler.disable
 def backward_rows(
-    x: torch.Tensor, gamma: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor, epsilon: float,
+    x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, rstd: torch.Tensor, eps: float,
     *, kernel=rmsnorm_dx_kernel,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the dx kernel: dx and the float32 dgamma partials, row by row.
 
     Args:
         x: (M, N) float32/float16, contiguous: the forward's input.
-        gamma: (N,) weight, dtype and device of ``x``.
+        weight: (N,) γ, dtype and device of ``x``.
         dy: (M, N) upstream gradient, same shape, dtype and device as ``x``,
             contiguous (the autograd wrapper makes it so; this function
             rejects anything else).
         rstd: (M,) float32 from :func:`forward_op`.
-        epsilon: the forward's epsilon. The kernel does not use it: ``rstd``
-            already includes it, and dx depends on epsilon only through
+        eps: the forward's eps. The kernel does not use it: ``rstd``
+            already includes it, and dx depends on eps only through
             rstd. It stays in the signature (the article's) and is checked
             like the forward's (finite, > 0), so that a bad value is refused
             the same way on both passes; nothing checks that it is the
@@ -77,12 +77,12 @@ def backward_rows(
         :func:`reduce_gamma_gradient`.
 
     Raises:
-        ContractError: (a ValueError) for any contract violation of x, gamma,
-            epsilon, dy or rstd, before anything is allocated.
+        ContractError: (a ValueError) for any contract violation of x, weight,
+            eps, dy or rstd, before anything is allocated.
 
     Source: notebooks/04_backward_derivation.ipynb.
     """
-    check_contract(x, gamma, epsilon)
+    check_contract(x, weight, eps)
     check_dy(x, dy)
     check_rstd(x, rstd)
     M, N = x.shape
@@ -92,7 +92,7 @@ def backward_rows(
         return dx, partial
     BLOCK_SIZE = triton.next_power_of_2(N)
     kernel[(M,)](
-        x, gamma, dy, rstd, dx, partial,
+        x, weight, dy, rstd, dx, partial,
         N, N,  # row stride == N: all four are contiguous (M, N)
         BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE),
     )

@@ -19,7 +19,7 @@ from ..contract import (
     _require_device,
     _require_kernel_device,
     _require_tensor,
-    check_epsilon,
+    check_eps,
 )
 
 #: Widest row the kernels accept: one program holds a whole row in registers.
@@ -44,18 +44,18 @@ def _require_contiguous(name: str, t: torch.Tensor) -> None:
         )
 
 
-def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:
-    """Check x, gamma and epsilon against the kernels' contract.
+def check_contract(x: torch.Tensor, weight: torch.Tensor, eps) -> None:
+    """Check x, weight and eps against the kernels' contract.
 
-    Rules: x is a 2-D (M, N) contiguous float32/float16 tensor; gamma is a
+    Rules: x is a 2-D (M, N) contiguous float32/float16 tensor; weight is a
     contiguous (N,) tensor of the same dtype and device; 1 ≤ N ≤ 4096;
     M × N × 4 bytes ≤ 64 MiB; the device is CUDA, or the CPU while Triton's
-    interpreter is active; epsilon is a finite real number > 0.
+    interpreter is active; eps is a finite real number > 0.
 
     Args:
         x: (M, N) activations.
-        gamma: (N,) weight.
-        epsilon: the stabiliser added to mean(x²).
+        weight: (N,) γ.
+        eps: the stabiliser added to mean(x²).
 
     Raises:
         ContractError: naming the tensor, the rule and the value seen.
@@ -64,28 +64,28 @@ def check_contract(x: torch.Tensor, gamma: torch.Tensor, epsilon) -> None:
     Source: notebooks/03_forward_kernel.ipynb.
     """
     _require_tensor("x", x)
-    _require_tensor("gamma", gamma)
+    _require_tensor("weight", weight)
     if x.dim() != 2:
         raise ContractError(f"x must be 2-D (M, N); got {x.dim()}-D shape {tuple(x.shape)}")
     if x.dtype not in KERNEL_DTYPES:
         raise ContractError(f"x must be float32 or float16 for the kernels; got {x.dtype}")
-    if gamma.dtype != x.dtype:
-        raise ContractError(f"gamma must have the dtype of x ({x.dtype}); got {gamma.dtype}")
-    _require_device("gamma", gamma, x.device)
+    if weight.dtype != x.dtype:
+        raise ContractError(f"weight must have the dtype of x ({x.dtype}); got {weight.dtype}")
+    _require_device("weight", weight, x.device)
     _require_kernel_device("x", x)
     _require_contiguous("x", x)
-    _require_contiguous("gamma", gamma)
+    _require_contiguous("weight", weight)
     M, N = x.shape
     if not 1 <= N <= MAX_N:
         raise ContractError(f"x must have 1 <= N <= {MAX_N} columns; got N = {N}")
-    if tuple(gamma.shape) != (N,):
-        raise ContractError(f"gamma must have shape (N,) = ({N},); got {tuple(gamma.shape)}")
+    if tuple(weight.shape) != (N,):
+        raise ContractError(f"weight must have shape (N,) = ({N},); got {tuple(weight.shape)}")
     if scratch_bytes(M, N) > MAX_SCRATCH_BYTES:
         raise ContractError(
             f"x of shape ({M}, {N}) needs M*N*4 = {scratch_bytes(M, N):,} bytes of dgamma scratch; "
             f"the limit is {MAX_SCRATCH_BYTES:,} bytes (64 MiB)"
         )
-    check_epsilon(epsilon)
+    check_eps(eps)
 
 
 def check_dy(x: torch.Tensor, dy: torch.Tensor) -> None:

@@ -47,21 +47,21 @@ def num_warps_for(block_size: int) -> int:
 # op is the one meant to be traced whole).
 @torch.compiler.disable
 def forward_op(
-    x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6, *, kernel=rmsnorm_forward_kernel
+    x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, kernel=rmsnorm_forward_kernel
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the forward kernel on a 2-D input.
 
     Args:
         x: (M, N) float32 or float16, contiguous, CUDA (or CPU under the
             interpreter), 1 ≤ N ≤ 4096.
-        gamma: (N,) weight, same dtype and device as ``x``.
-        epsilon: finite real number > 0.
+        weight: (N,) γ, same dtype and device as ``x``.
+        eps: finite real number > 0.
         kernel: a kernel with the signature of :func:`rmsnorm_forward_kernel`
             (the exercises and the N-vs-BLOCK lesson launch their own).
 
     Returns:
         (y, rstd): y is (M, N) in the dtype of ``x``; rstd is (M,) float32,
-        1 / sqrt(mean(x²) + epsilon) per row. M = 0 returns empty tensors
+        1 / sqrt(mean(x²) + eps) per row. M = 0 returns empty tensors
         without launching a kernel.
 
     Raises:
@@ -70,7 +70,7 @@ def forward_op(
 
     Source: notebooks/03_forward_kernel.ipynb.
     """
-    check_contract(x, gamma, epsilon)
+    check_contract(x, weight, eps)
     M, N = x.shape
     y = device.new_output((M, N), x.dtype, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)
@@ -78,8 +78,8 @@ def forward_op(
         return y, rstd
     BLOCK_SIZE = triton.next_power_of_2(N)
     kernel[(M,)](
-        x, gamma, y, rstd,
-        x.stride(0), y.stride(0), N, float(epsilon),
+        x, weight, y, rstd,
+        x.stride(0), y.stride(0), N, float(eps),
         BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE),
     )
     return y, rstd

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .autograd import rmsnorm
-from .contract import MAX_N, ContractError, check_epsilon
+from .contract import MAX_N, ContractError, check_eps
 
 
 class RMSNorm(nn.Module):
@@ -42,7 +42,7 @@ class RMSNorm(nn.Module):
             raise ContractError(
                 f"normalized_shape must be (N,) with 1 <= N <= {MAX_N}; got {normalized_shape}"
             )
-        check_epsilon(eps)
+        check_eps(eps)
         self.normalized_shape = normalized_shape
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(normalized_shape, device=device, dtype=dtype))

@@ -6,7 +6,7 @@ Each is small (at most 17 rows) and has a reason to be there:
   the mean is divided by BLOCK_SIZE = 512);
 - M = 1 and M = 17 rows; N = 256 (= BLOCK_SIZE, where ÷BLOCK_SIZE hides) and
   N = 257 (BLOCK_SIZE = 512, where it shows);
-- epsilon = 0.5 with an all-zero row (a forgotten or misplaced eps shows);
+- eps = 0.5 with an all-zero row (a forgotten or misplaced eps shows);
 - float16, and float16 values of scale 200 (standard deviation), whose squares (and their sums)
   exceed 65504, the largest float16: squaring or summing in float16
   overflows, on the GPU as in the interpreter, whatever the reduction's
@@ -39,12 +39,12 @@ def row_cases(with_dy: bool = False) -> list[Case]:
     device = default_device()
     names = ("x", "gamma", "dy") if with_dy else ("x", "gamma")
 
-    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, epsilon=1e-6, zero_row=False, row_stride=None):
+    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, eps=1e-6, zero_row=False, row_stride=None):
         x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
         x = x * scale
         if zero_row:
             x[0] = 0
-        return Case(label, dict(zip(names, (x, gamma, dy))), epsilon, row_stride=row_stride)
+        return Case(label, dict(zip(names, (x, gamma, dy))), eps, row_stride=row_stride)
 
     ones = torch.ones(1, 257, device=device)
     return [
@@ -52,7 +52,7 @@ def row_cases(with_dy: bool = False) -> list[Case]:
         case("1×256 float32 (random)", 1, 256, seed=1),
         case("17×256 float32 (random)", 17, 256, seed=2),
         case("17×257 float32 (random)", 17, 257, seed=3),
-        case("5×33 float32 with epsilon = 0.5 and a first row of zeros", 5, 33, seed=4, epsilon=0.5, zero_row=True),
+        case("5×33 float32 with eps = 0.5 and a first row of zeros", 5, 33, seed=4, eps=0.5, zero_row=True),
         case("17×257 float16 (random)", 17, 257, torch.float16, seed=5),
         case("3×257 float16 with values of scale 200 (x² often past 65504)", 3, 257, torch.float16, seed=6,
              scale=200.0),

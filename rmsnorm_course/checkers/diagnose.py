@@ -39,7 +39,7 @@ class Case:
     Attributes:
         label: how the feedback names it, e.g. ``"a row of 257 ones"``.
         inputs: the tensors handed to the learner's code (on the device).
-        epsilon: passed with them.
+        eps: passed with them.
         tolerance: dict(atol=, rtol=) overriding the dtype table (hand computations).
         row_stride: elements between rows of the 2-D tensors a kernel gets (None: N, contiguous);
             the padding between rows holds NaN, so a row offset computed with N instead shows.
@@ -47,7 +47,7 @@ class Case:
 
     label: str
     inputs: dict[str, torch.Tensor]
-    epsilon: float = 1e-6
+    eps: float = 1e-6
     tolerance: dict[str, float] | None = None
     row_stride: int | None = None
 

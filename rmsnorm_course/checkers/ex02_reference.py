@@ -1,8 +1,8 @@
-"""Checker of exercise 02: the learner's PyTorch reference ``my_reference(x, gamma, epsilon=1e-6)``.
+"""Checker of exercise 02: the learner's PyTorch reference ``my_reference(x, gamma, eps=1e-6)``.
 
 Cases (CPU, cheap): the article's row [3, 4]; 17×257; a square 4×4 (where a
 missing ``keepdim=True`` broadcasts silently instead of failing); a 3-D input;
-epsilon = 0.5 with a row of zeros; float16, and float16 values of scale 300 (standard deviation)
+eps = 0.5 with a row of zeros; float16, and float16 values of scale 300 (standard deviation)
 (x² overflows float16); float64 (must stay float64).
 
 Mistakes recognised: no keepdim (shape error, or wrong numbers when M = N);
@@ -28,19 +28,19 @@ EXERCISE = "02 · PyTorch reference"
 def reference_cases() -> list[Case]:
     """The cases of the reference checker, on the CPU."""
 
-    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, epsilon=1e-6, zero_row=False, shape=None):
+    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, eps=1e-6, zero_row=False, shape=None):
         x, gamma, _ = make_inputs(M, N, dtype, device="cpu", seed=seed)
         x = x * scale
         if zero_row:
             x[0] = 0
-        return Case(label, {"x": x.reshape(shape or (M, N)), "gamma": gamma}, epsilon)
+        return Case(label, {"x": x.reshape(shape or (M, N)), "gamma": gamma}, eps)
 
     return [
         Case("the article's row x = [3, 4], gamma = [1, 1]", {"x": torch.tensor([[3.0, 4.0]]), "gamma": torch.ones(2)}),
         case("17×257 float32 (random)", 17, 257, seed=1),
         case("4×4 float32 (M = N)", 4, 4, seed=2),
         case("2×3×8 float32 (3-D: normalise the last dimension)", 6, 8, seed=3, shape=(2, 3, 8)),
-        case("5×33 float32 with epsilon = 0.5 and a first row of zeros", 5, 33, seed=4, epsilon=0.5, zero_row=True),
+        case("5×33 float32 with eps = 0.5 and a first row of zeros", 5, 33, seed=4, eps=0.5, zero_row=True),
         case("17×257 float16 (random)", 17, 257, torch.float16, seed=5),
         case("3×64 float16 with values of scale 300 (x² often past 65504)", 3, 64, torch.float16, seed=6, scale=300.0),
         case("17×257 float64 (random)", 17, 257, torch.float64, seed=7),
@@ -52,13 +52,13 @@ def _y(case: Case, *, rstd=None, gamma=True, centre=False) -> dict[str, torch.Te
     if centre:
         x = x - x.mean(-1, keepdim=True)
     if rstd is None:
-        rstd = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.epsilon)
+        rstd = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.eps)
     return {"y": x * rstd * (case.f64("gamma") if gamma else 1.0)}
 
 
 def _in_dtype(case: Case) -> dict[str, torch.Tensor]:
     x, gamma = case.inputs["x"], case.inputs["gamma"]
-    return {"y": x * torch.rsqrt(x.square().mean(-1, keepdim=True) + case.epsilon) * gamma}
+    return {"y": x * torch.rsqrt(x.square().mean(-1, keepdim=True) + case.eps) * gamma}
 
 
 def _ms(case: Case, dim=-1) -> torch.Tensor:
@@ -67,7 +67,7 @@ def _ms(case: Case, dim=-1) -> torch.Tensor:
 
 def _no_keepdim(case: Case) -> dict[str, torch.Tensor]:
     x = case.f64("x")
-    r = torch.rsqrt(x.square().mean(-1) + case.epsilon)  # (...,): broadcasts against the columns
+    r = torch.rsqrt(x.square().mean(-1) + case.eps)  # (...,): broadcasts against the columns
     try:
         return {"y": x * r * case.f64("gamma")}
     except RuntimeError:  # shapes that cannot broadcast: that code would have raised, see check_reference
@@ -79,22 +79,22 @@ SYMPTOMS = [
             _no_keepdim,
             "With M = N no shape error warns you: use `.mean(-1, keepdim=True)`, one r per row as an (M, 1) column."),
     Symptom("the mean is taken over the rows (dim 0), not over the last dimension",
-            lambda c: _y(c, rstd=torch.rsqrt(_ms(c, 0) + c.epsilon)),
+            lambda c: _y(c, rstd=torch.rsqrt(_ms(c, 0) + c.eps)),
             "Each row is normalised on its own: `.mean(-1, keepdim=True)`."),
     Symptom("the mean is taken over the whole tensor, not row by row",
-            lambda c: _y(c, rstd=torch.rsqrt(c.f64("x").square().mean() + c.epsilon)),
+            lambda c: _y(c, rstd=torch.rsqrt(c.f64("x").square().mean() + c.eps)),
             "Each row has its own r: `.mean(-1, keepdim=True)`."),
     Symptom("the row's mean is subtracted (that is LayerNorm)", lambda c: _y(c, centre=True),
             "RMSNorm does not centre x: r = 1/sqrt(mean(x²) + eps), y = x · r · gamma."),
     Symptom("gamma is not applied", lambda c: _y(c, gamma=False), "y = x · r · gamma."),
     Symptom("eps is missing", lambda c: _y(c, rstd=torch.rsqrt(_ms(c))),
             "Add eps to mean(x²) before the square root (a row of zeros then gives 0, not NaN)."),
-    Symptom("the epsilon argument is ignored (1e-6 is used whatever epsilon is passed)",
+    Symptom("the eps argument is ignored (1e-6 is used whatever eps is passed)",
             lambda c: _y(c, rstd=torch.rsqrt(_ms(c) + 1e-6)),
-            "Use the `epsilon` parameter: r = 1/sqrt(mean(x²) + epsilon)."),
-    Symptom("eps is added after the square root", lambda c: _y(c, rstd=1 / (torch.sqrt(_ms(c)) + c.epsilon)),
-            "r = 1/sqrt(mean(x²) + eps): eps goes inside, `torch.rsqrt(... + epsilon)`."),
-    Symptom("y is multiplied by the RMS instead of its inverse", lambda c: _y(c, rstd=torch.sqrt(_ms(c) + c.epsilon)),
+            "Use the `eps` parameter: r = 1/sqrt(mean(x²) + eps)."),
+    Symptom("eps is added after the square root", lambda c: _y(c, rstd=1 / (torch.sqrt(_ms(c)) + c.eps)),
+            "r = 1/sqrt(mean(x²) + eps): eps goes inside, `torch.rsqrt(... + eps)`."),
+    Symptom("y is multiplied by the RMS instead of its inverse", lambda c: _y(c, rstd=torch.sqrt(_ms(c) + c.eps)),
             "r = 1/sqrt(mean(x²) + eps): `torch.rsqrt`."),
     Symptom("x² is computed in float16, where it overflows past 65504", _in_dtype,
             "Dtype policy: compute in float32 (float64 stays float64), `x.to(dtype)`, "
@@ -107,7 +107,7 @@ def check_reference(reference) -> Feedback:
     """Run a learner's PyTorch reference on the checker's cases and say what is wrong, in plain words.
 
     Args:
-        reference: a function ``(x, gamma, epsilon=1e-6) -> y`` over the last
+        reference: a function ``(x, gamma, eps=1e-6) -> y`` over the last
             dimension of x, with the course's dtype policy (float64 stays
             float64, anything else is computed in float32; y has x's dtype).
 
@@ -130,7 +130,7 @@ def judge(reference) -> Feedback:
     for case in cases:
         x, gamma = case.inputs["x"].clone(), case.inputs["gamma"].clone()
         try:
-            y = reference(x, gamma, case.epsilon)
+            y = reference(x, gamma, case.eps)
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, name)
@@ -154,7 +154,7 @@ def judge(reference) -> Feedback:
         if y.dtype != case.dtype:
             return wrong(EXERCISE, f"on {case.label}, y is {y.dtype} but x is {case.dtype}: compute in float32 "
                          "(float64 stays float64), then cast back with `.to(x.dtype)`.")
-        runs.append(Run(case, {"y": y}, {"y": rmsnorm_reference(case.f64("x"), case.f64("gamma"), case.epsilon)}))
+        runs.append(Run(case, {"y": y}, {"y": rmsnorm_reference(case.f64("x"), case.f64("gamma"), case.eps)}))
     last = runs[-1]  # float64: right only if computed in float64
     others_pass = all(close(r.actual["y"], r.expected["y"], TOLERANCES.get(r.case.dtype, {})) for r in runs[:-1])
     if others_pass and not close(last.actual["y"], last.expected["y"], {"atol": 1e-12, "rtol": 1e-10}) \

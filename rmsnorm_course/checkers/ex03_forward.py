@@ -37,12 +37,12 @@ def _outputs(case: Case, rstd: torch.Tensor, gamma: bool = True) -> dict[str, to
 
 def correct(case: Case) -> dict[str, torch.Tensor]:
     """The float64 oracle: y and rstd = 1/sqrt(mean(x²) + eps)."""
-    return _outputs(case, torch.rsqrt(sum_of_squares(case) / case.N + case.epsilon))
+    return _outputs(case, torch.rsqrt(sum_of_squares(case) / case.N + case.eps))
 
 
 def _fp16_sum(case: Case) -> dict[str, torch.Tensor | None]:
     sumsq = sum_of_squares(case)
-    rstd = torch.rsqrt(sumsq / case.N + case.epsilon)
+    rstd = torch.rsqrt(sumsq / case.N + case.eps)
     if case.dtype != torch.float16:
         return {}
     # A float16 sum past 65504 rounds to inf, and rsqrt(inf) = 0; elsewhere rstd is only float16-accurate.
@@ -51,19 +51,19 @@ def _fp16_sum(case: Case) -> dict[str, torch.Tensor | None]:
 
 
 def _rms(case: Case) -> torch.Tensor:
-    return torch.sqrt(sum_of_squares(case) / case.N + case.epsilon)
+    return torch.sqrt(sum_of_squares(case) / case.N + case.eps)
 
 
 SYMPTOMS = [
     Symptom(
         "the mean is divided by BLOCK_SIZE instead of N",
-        lambda c: _outputs(c, torch.rsqrt(sum_of_squares(c) / c.block_size + c.epsilon)),
+        lambda c: _outputs(c, torch.rsqrt(sum_of_squares(c) / c.block_size + c.eps)),
         "The masked lanes add 0 to the sum, but they are not data: divide by N (they agree only "
         "when N is a power of two, like 256).",
     ),
     Symptom(
         "gamma is not applied",
-        lambda c: _outputs(c, torch.rsqrt(sum_of_squares(c) / c.N + c.epsilon), gamma=False),
+        lambda c: _outputs(c, torch.rsqrt(sum_of_squares(c) / c.N + c.eps), gamma=False),
         "y = x · rstd · gamma: load gamma (one per column) and multiply.",
     ),
     Symptom(
@@ -78,7 +78,7 @@ SYMPTOMS = [
     ),
     Symptom(
         "eps is added after the square root",
-        lambda c: _outputs(c, 1 / (torch.sqrt(sum_of_squares(c) / c.N) + c.epsilon)),
+        lambda c: _outputs(c, 1 / (torch.sqrt(sum_of_squares(c) / c.N) + c.eps)),
         "rstd = 1/sqrt(mean(x²) + eps): eps goes inside the square root.",
     ),
     Symptom(
@@ -98,7 +98,7 @@ SYMPTOMS = [
     ),
     Symptom(
         "every row reads the first row: the load address of x lacks the row's offset (`row * x_row_stride`)",
-        lambda c: _outputs(_first_row(c), torch.rsqrt(sum_of_squares(_first_row(c)) / c.N + c.epsilon)),
+        lambda c: _outputs(_first_row(c), torch.rsqrt(sum_of_squares(_first_row(c)) / c.N + c.eps)),
         "Program `row` owns one row: load x at `x_ptr + row * x_row_stride + cols`.",
     ),
     Symptom(
@@ -112,7 +112,7 @@ SYMPTOMS = [
 def _first_row(case: Case) -> Case:
     """The case with every row of x replaced by its first row (what a load without the row's offset reads)."""
     x = case.inputs["x"]
-    return Case(case.label, {**case.inputs, "x": x[:1].expand_as(x)}, case.epsilon, row_stride=case.row_stride)
+    return Case(case.label, {**case.inputs, "x": x[:1].expand_as(x)}, case.eps, row_stride=case.row_stride)
 
 
 def _last_row_in_first(y: torch.Tensor) -> torch.Tensor:
@@ -145,7 +145,7 @@ def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     y = buffers.output("y", (M, N), x.dtype, x.device, case.row_stride and case.row_stride + 16, fix=fix)
     rstd = buffers.output("rstd", (M,), torch.float32, x.device)
     BLOCK_SIZE = triton.next_power_of_2(N)
-    kernel[(M,)](x, gamma, y, rstd, x.stride(0), y.stride(0), N, float(case.epsilon),
+    kernel[(M,)](x, gamma, y, rstd, x.stride(0), y.stride(0), N, float(case.eps),
                  BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE))
     return {"y": y, "rstd": rstd}
 

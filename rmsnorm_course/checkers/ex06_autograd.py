@@ -1,12 +1,12 @@
 """Checker of exercise 06: the learner's ``torch.autograd.Function`` wiring the three kernels.
 
-It applies the learner's Function to (x, gamma, eps), back-propagates a loss
+It applies the learner's Function to (x, weight, eps), back-propagates a loss
 whose dy is NOT contiguous (the loss reads y transposed, as real networks
-often do), and compares y, x.grad and gamma.grad with the float64 oracle.
+often do), and compares y, x.grad and weight.grad with the float64 oracle.
 
 Mistakes recognised: backward returning two gradients instead of three
-(one per input of forward: x, gamma, epsilon); gradients in the wrong order;
-no gradient for gamma; dy passed on
+(one per input of forward: x, weight, eps); gradients in the wrong order;
+no gradient for weight; dy passed on
 without ``.contiguous()``; a forward or backward that does not call the
 package's kernels (``forward_op``, ``backward_rows``); ``ctx`` not holding
 what backward needs.
@@ -60,8 +60,8 @@ def _explain_autograd_error(error: BaseException) -> str | None:
     count = re.search(r"incorrect number of gradients \(expected (\d+), got (\d+)\)", text)
     if count:
         return (f"backward returned {count.group(2)} values, but forward takes {count.group(1)} inputs "
-                "(x, gamma, epsilon): return one gradient per input, in order, `return dx, dgamma, None` "
-                "(None for epsilon, which is not differentiated).")
+                "(x, weight, eps): return one gradient per input, in order, `return dx, dgamma, None` "
+                "(None for eps, which is not differentiated).")
     invalid = re.search(
         r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]", text
     )
@@ -73,12 +73,12 @@ def _explain_autograd_error(error: BaseException) -> str | None:
         return ("backward received a dy that is not contiguous (here the loss reads y transposed) and passed it "
                 "on: backward_rows refuses it. Pass `dy.contiguous()` (a copy only when needed).")
     if isinstance(error, AttributeError) and ("ctx" in text or "saved_tensors" in text):
-        return (f"{text}: save the tensors backward needs in forward with `ctx.save_for_backward(x, gamma, rstd)` "
-                "and keep epsilon as `ctx.epsilon = epsilon`.")
+        return (f"{text}: save the tensors backward needs in forward with `ctx.save_for_backward(x, weight, rstd)` "
+                "and keep eps as `ctx.eps = eps`.")
     return None
 
 
-#: (M, N, dtype, epsilon) of each case: M = 1; N = 257 and 256; float16; a non-default epsilon with a row of zeros.
+#: (M, N, dtype, eps) of each case: M = 1; N = 257 and 256; float16; a non-default eps with a row of zeros.
 CASES = ((1, 257, torch.float32, 1e-6), (17, 257, torch.float32, 1e-6), (17, 256, torch.float16, 1e-6),
          (5, 33, torch.float32, 0.5))
 
@@ -92,22 +92,22 @@ def judge(function_class) -> Feedback:
         return wrong(EXERCISE, f"{name} is not a subclass of torch.autograd.Function.")
     device = default_device()
     summaries = []
-    for M, N, dtype, epsilon in CASES:
+    for M, N, dtype, eps in CASES:
         label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (
-            f" with epsilon = {epsilon}" if epsilon != 1e-6 else ""
+            f" with eps = {eps}" if eps != 1e-6 else ""
         )
         isolate.progress(f"the case {label}")
-        x, gamma, _ = make_inputs(M, N, dtype, device=device, seed=M + N)
-        if epsilon != 1e-6:
+        x, weight, _ = make_inputs(M, N, dtype, device=device, seed=M + N)
+        if eps != 1e-6:
             x[0] = 0
-        weight = make_inputs(N, M, torch.float32, device=device, seed=N)[0]  # (N, M): loss reads y transposed
+        loss_weight = make_inputs(N, M, torch.float32, device=device, seed=N)[0]  # (N, M): loss reads y transposed
         x.requires_grad_(True)
-        gamma.requires_grad_(True)
-        saved = x.detach().clone(), gamma.detach().clone()
+        weight.requires_grad_(True)
+        saved = x.detach().clone(), weight.detach().clone()
         stage = "forward"
         try:
             with _count_launches() as launches:
-                y = function_class.apply(x, gamma, epsilon)
+                y = function_class.apply(x, weight, eps)
                 if not isinstance(y, torch.Tensor):
                     return wrong(EXERCISE, f"on {label}, forward returned a {type(y).__name__}, not the tensor y.")
                 if y.dtype != x.dtype or y.shape != x.shape:
@@ -116,14 +116,14 @@ def judge(function_class) -> Feedback:
                                  f"{tuple(x.shape)}: "
                                  "return y from forward_op as it is (same dtype and shape as x).")
                 stage = "backward"
-                (y.t().float() * weight).sum().backward()  # dy = weight.t(): not contiguous
+                (y.t().float() * loss_weight).sum().backward()  # dy = loss_weight.t(): not contiguous
         except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
             if is_not_implemented(error):
                 return not_done(EXERCISE, f"{name}.{stage}")
             return wrong(EXERCISE, _explain_autograd_error(error) or describe_error(
                 f"{name}.{stage}", error, "x = torch.randn(3, 257, requires_grad=True); "
                 "MyRMSNormFunction.apply(x, torch.ones(257), 1e-6).sum().backward()"))
-        for tensor, before, what in ((x, saved[0], "x"), (gamma, saved[1], "gamma")):
+        for tensor, before, what in ((x, saved[0], "x"), (weight, saved[1], "weight")):
             if not torch.equal(tensor.detach(), before):
                 return wrong(EXERCISE, f"on {label}, {what} changed: your forward or backward wrote into an input "
                              "(an in-place operation such as `mul_`, `+=`, `copy_` on it). "
@@ -138,28 +138,28 @@ def judge(function_class) -> Feedback:
         if launches["reduce_gamma_gradient"] == 0:
             return wrong(EXERCISE, "backward never called reduce_gamma_gradient (the dgamma kernel): `partial.sum(0)` "
                          "gives the right numbers in PyTorch, but the exercise is the Triton column sum: "
-                         "`dgamma = reduce_gamma_gradient(partial, gamma.dtype)`.")
-        dy = weight.t().to(dtype)
-        y64, dx64, dgamma64 = oracle(x, gamma, dy, epsilon)
-        if gamma.grad is None:
-            return wrong(EXERCISE, "gamma got no gradient (None): backward must return dgamma as its second value.")
-        for what, got, want in (("y", y, y64), ("x.grad", x.grad, dx64), ("gamma.grad", gamma.grad, dgamma64)):
+                         "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`.")
+        dy = loss_weight.t().to(dtype)
+        y64, dx64, dgamma64 = oracle(x, weight, dy, eps)
+        if weight.grad is None:
+            return wrong(EXERCISE, "weight got no gradient (None): backward must return dgamma as its second value.")
+        for what, got, want in (("y", y, y64), ("x.grad", x.grad, dx64), ("weight.grad", weight.grad, dgamma64)):
             tol = tolerance(got)
             if not close(got, want, tol):
                 run = Run(Case(label, {"x": x}), {what: got}, {what: want})
                 shown = evidence(run, what, first_difference(got, want, tol))
-                hint = {"y": "forward must return y from forward_op(x, gamma, epsilon).",
+                hint = {"y": "forward must return y from forward_op(x, weight, eps).",
                         "x.grad": "backward must return dx from backward_rows first.",
-                        "gamma.grad": "backward must return dgamma = reduce_gamma_gradient(partial, gamma.dtype) "
+                        "weight.grad": "backward must return dgamma = reduce_gamma_gradient(partial, weight.dtype) "
                                       "second."}[what]
-                if epsilon != 1e-6:
-                    hint = (f"the other cases pass: epsilon = {epsilon} is not passed on. Hand forward's `epsilon` to "
-                            "forward_op(x, gamma, epsilon), keep it as `ctx.epsilon` and pass it to backward_rows.")
+                if eps != 1e-6:
+                    hint = (f"the other cases pass: eps = {eps} is not passed on. Hand forward's `eps` to "
+                            "forward_op(x, weight, eps), keep it as `ctx.eps` and pass it to backward_rows.")
                 return wrong(EXERCISE, f"{shown}: {hint}")
         summaries.append(label)
     return passed(
         EXERCISE,
-        f"y, x.grad and gamma.grad match the float64 oracle ({', '.join(summaries)}), with a non-contiguous dy; "
+        f"y, x.grad and weight.grad match the float64 oracle ({', '.join(summaries)}), with a non-contiguous dy; "
         "forward_op, backward_rows and reduce_gamma_gradient ran the Triton kernels; the inputs were left unchanged.",
     )
 
@@ -172,7 +172,7 @@ def check_autograd_function(function_class) -> Feedback:
 
     Args:
         function_class: a subclass of ``torch.autograd.Function`` whose
-            ``forward(ctx, x, gamma, epsilon)`` returns y and whose
+            ``forward(ctx, x, weight, eps)`` returns y and whose
             ``backward(ctx, dy)`` returns one gradient per input.
 
     Returns:

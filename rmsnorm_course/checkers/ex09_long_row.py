@@ -107,7 +107,7 @@ def _launch(case: LoopCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]
     y = buffers.output("y", (M, N), x.dtype, x.device, stride, room=room, fix=Y_FIX)
     rstd = buffers.output("rstd", (M,), torch.float32, x.device, room=room,
                           fix="check the store's address: one rstd per row, `rstd_ptr + row`")
-    kernel[(M,)](x, gamma, y, rstd, stride, N, case.epsilon, BLOCK_SIZE=case.block)
+    kernel[(M,)](x, gamma, y, rstd, stride, N, case.eps, BLOCK_SIZE=case.block)
     return {"y": y, "rstd": rstd}
 
 

@@ -23,7 +23,7 @@ def _model(case, sum_cols: slice | None = None, y_cols: int | None = None, per_b
            divide_by: float | None = None) -> dict[str, torch.Tensor]:
     """float64 outputs of a loop that sums x² over ``sum_cols`` and writes y on columns < ``y_cols``."""
     x, gamma = case.f64("x"), case.f64("gamma")
-    N, eps = case.N, case.epsilon
+    N, eps = case.N, case.eps
     sumsq = x[:, sum_cols or slice(None)].square().sum(-1, keepdim=True)
     rstd = torch.rsqrt(sumsq / (divide_by or N) + eps)
     y = x * rstd * gamma
@@ -89,7 +89,7 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
         for start in range(0, N, B):  # pass 1
             x = torch.where(live(start), x_memory[r * S + start * x1 + lanes], 0.0)
             sum_sq += x * x
-        rstd[r] = torch.rsqrt(sum_sq.sum() / N + case.epsilon)
+        rstd[r] = torch.rsqrt(sum_sq.sum() / N + case.eps)
         for start in range(0, N, B):  # pass 2
             on = live(start)
             x = torch.where(on, x_memory[r * S + start * x2 + lanes], 0.0)

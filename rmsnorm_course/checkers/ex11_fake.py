@@ -3,12 +3,12 @@
 A fake implementation tells ``torch.compile`` (and ``torch.library.opcheck``)
 what an operator returns — shapes, dtypes, device — from its inputs' shapes,
 dtypes and device alone, without data and without launching a kernel. The
-learner writes ``fake_forward(x, gamma, eps) -> (y, rstd)`` and
-``fake_backward(x, gamma, rstd, dy) -> (dx, dgamma)``.
+learner writes ``fake_forward(x, weight, eps) -> (y, rstd)`` and
+``fake_backward(x, weight, rstd, dy) -> (dx, dgamma)``.
 
 The checker calls them on ``meta`` tensors (shapes and dtypes, no storage)
-for three cases — float16 x with float16 gamma (17 × 257), bfloat16 x with
-float32 gamma (5 × 96: mixed precision), float32 x without a weight (3 × 40)
+for three cases — float16 x with float16 weight (17 × 257), bfloat16 x with
+float32 weight (5 × 96: mixed precision), float32 x without a weight (3 × 40)
 — and compares every output's shape, dtype and device with what the
 package's registered fakes (``torch.ops.rmsnorm_fast.forward`` / ``backward``
 on the same meta tensors) return. Nothing is hard-coded: the package is the
@@ -16,7 +16,7 @@ oracle.
 
 Recognised, each with its own message: rstd in x's dtype instead of float32;
 rstd with a trailing dimension ((M, 1) or (M, N)) instead of (M,); y in
-gamma's dtype instead of x's; dgamma in x's dtype instead of gamma's; None
+weight's dtype instead of x's; dgamma in x's dtype instead of weight's; None
 for dgamma when there is no weight (an operator returns tensors); outputs
 allocated on the CPU instead of x's device; the real kernel launched from the
 fake; a bare tensor where a pair is expected. Any other exception becomes a
@@ -41,25 +41,25 @@ EPS = 1e-6
 
 @dataclass(frozen=True)
 class FakeCase:
-    """Meta inputs of one check: x (M, N), gamma (N,) or None, rstd (M,), dy like x."""
+    """Meta inputs of one check: x (M, N), weight (N,) or None, rstd (M,), dy like x."""
 
     label: str
     M: int
     N: int
     x_dtype: torch.dtype
-    gamma_dtype: torch.dtype | None
+    weight_dtype: torch.dtype | None
 
     def inputs(self):
         x = torch.empty(self.M, self.N, dtype=self.x_dtype, device="meta")
-        gamma = None if self.gamma_dtype is None else torch.empty(self.N, dtype=self.gamma_dtype, device="meta")
+        weight = None if self.weight_dtype is None else torch.empty(self.N, dtype=self.weight_dtype, device="meta")
         rstd = torch.empty(self.M, dtype=torch.float32, device="meta")
-        return x, gamma, rstd, torch.empty_like(x)
+        return x, weight, rstd, torch.empty_like(x)
 
 
 CASES = (
-    FakeCase("x (17, 257) float16 with float16 gamma", 17, 257, torch.float16, torch.float16),
-    FakeCase("x (5, 96) bfloat16 with float32 gamma (mixed precision)", 5, 96, torch.bfloat16, torch.float32),
-    FakeCase("x (3, 40) float32 without a weight (gamma None)", 3, 40, torch.float32, None),
+    FakeCase("x (17, 257) float16 with float16 weight", 17, 257, torch.float16, torch.float16),
+    FakeCase("x (5, 96) bfloat16 with float32 weight (mixed precision)", 5, 96, torch.bfloat16, torch.float32),
+    FakeCase("x (3, 40) float32 without a weight (weight None)", 3, 40, torch.float32, None),
 )
 
 
@@ -71,17 +71,17 @@ def _expected(case: FakeCase, op: str):
     """What the package's registered fake returns for this case: a pair of meta tensors."""
     import rmsnorm  # noqa: F401  (registers the operators)
 
-    x, gamma, rstd, dy = case.inputs()
+    x, weight, rstd, dy = case.inputs()
     if op == "forward":
-        return torch.ops.rmsnorm_fast.forward(x, gamma, EPS)
-    return torch.ops.rmsnorm_fast.backward(x, gamma, rstd, dy)
+        return torch.ops.rmsnorm_fast.forward(x, weight, EPS)
+    return torch.ops.rmsnorm_fast.backward(x, weight, rstd, dy)
 
 
 def _call(fn, case: FakeCase, op: str):
     """(outputs, None) or (None, Feedback)."""
-    x, gamma, rstd, dy = case.inputs()
+    x, weight, rstd, dy = case.inputs()
     try:
-        return (fn(x, gamma, EPS) if op == "forward" else fn(x, gamma, rstd, dy)), None
+        return (fn(x, weight, EPS) if op == "forward" else fn(x, weight, rstd, dy)), None
     except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
         if is_not_implemented(error):
             return None, not_done(EXERCISE, name_of(fn))
@@ -102,15 +102,15 @@ def _compare(fn, case: FakeCase, op: str, names: tuple[str, str]) -> Feedback | 
         return wrong(EXERCISE, f"{name_of(fn)} must return a pair ({names[0]}, {names[1]}); on {case.label} it "
                      f"returned {type(got).__name__}. An operator with two outputs returns a tuple of two tensors.")
     expected = _expected(case, op)
-    x, gamma = case.inputs()[:2]
+    x, weight = case.inputs()[:2]
     for name, out, exp in zip(names, got, expected):
-        message = _mismatch(name, out, exp, case, x, gamma)
+        message = _mismatch(name, out, exp, case, x, weight)
         if message:
             return wrong(EXERCISE, f"{name_of(fn)}, {case.label}: {message}")
     return None
 
 
-def _mismatch(name, out, exp, case, x, gamma) -> str | None:
+def _mismatch(name, out, exp, case, x, weight) -> str | None:
     """The first difference between a learner's output and the registered fake's, in plain words."""
     if out is None and name == "dgamma":
         return ("dgamma is None. An operator must return tensors: without a weight, return an empty tensor "
@@ -130,11 +130,11 @@ def _mismatch(name, out, exp, case, x, gamma) -> str | None:
     if name == "rstd":
         return (f"rstd is {_dtype(out.dtype)}, expected float32 whatever x's dtype: the kernel keeps one float32 "
                 "rstd per row for the backward.")
-    if name in ("y", "dx") and gamma is not None and out.dtype == gamma.dtype:
-        return (f"{name} is {_dtype(out.dtype)}, gamma's dtype; expected x's, {_dtype(exp.dtype)}. With float32 "
+    if name in ("y", "dx") and weight is not None and out.dtype == weight.dtype:
+        return (f"{name} is {_dtype(out.dtype)}, weight's dtype; expected x's, {_dtype(exp.dtype)}. With float32 "
                 "weights and bf16 activations the activations stay bf16.")
     if name == "dgamma" and out.dtype == x.dtype:
-        return (f"dgamma is {_dtype(out.dtype)}, x's dtype; expected gamma's, {_dtype(exp.dtype)}: a gradient has "
+        return (f"dgamma is {_dtype(out.dtype)}, x's dtype; expected weight's, {_dtype(exp.dtype)}: a gradient has "
                 "its parameter's dtype (an fp32 weight gets an fp32 gradient).")
     return f"{name} is {_dtype(out.dtype)}, expected {_dtype(exp.dtype)}."
 
@@ -156,9 +156,9 @@ def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
     """Check the learner's fake implementations against the package's registered ones.
 
     Args:
-        fake_forward: ``(x, gamma, eps) -> (y, rstd)``; x (M, N), gamma (N,) or None.
-        fake_backward: ``(x, gamma, rstd, dy) -> (dx, dgamma)``; dgamma an
-            empty tensor when gamma is None. None: check the forward only
+        fake_forward: ``(x, weight, eps) -> (y, rstd)``; x (M, N), weight (N,) or None.
+        fake_backward: ``(x, weight, rstd, dy) -> (dx, dgamma)``; dgamma an
+            empty tensor when weight is None. None: check the forward only
             (exercise 11.1).
 
     Returns:
@@ -179,6 +179,6 @@ def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
         problem = _compare(fake_backward, case, "backward", ("dx", "dgamma"))
         if problem is not None:
             return problem
-    return passed(EXERCISE, f"on all {len(CASES)} cases (float16, bf16 x with float32 gamma, no weight) "
+    return passed(EXERCISE, f"on all {len(CASES)} cases (float16, bf16 x with float32 weight, no weight) "
                   "your fakes give the shapes, dtypes and device of the registered ones: y and dx in x's dtype, "
-                  "rstd (M,) float32, dgamma in gamma's dtype or empty.")
+                  "rstd (M,) float32, dgamma in weight's dtype or empty.")
