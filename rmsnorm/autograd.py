@@ -159,22 +159,95 @@ class _RefuseDoubleBackward(torch.autograd.Function):
         raise RuntimeError(_DOUBLE_BACKWARD)
 
 
+def _savable(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t``, or a normal copy of it when it was made under ``torch.inference_mode()``.
+
+    Autograd cannot save an inference tensor (the RL pattern: roll out under inference mode, then
+    train on the rollouts). ``torch.nn.RMSNorm`` never saves x itself; the fused backward needs it,
+    so such an x costs one copy, made where the forward is tracked (outside inference mode).
+    """
+    return t.clone() if t is not None and t.is_inference() else t
+
+
+def _functorch_wrapped(*tensors) -> bool:
+    """True when a ``torch.func`` transform (grad, vjp, jacrev) wraps one of ``tensors``: no storage to launch on."""
+    return any(t is not None and torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+
+
+def _batch_slice(t, dim, b):
+    return t if dim is None or t is None else t.select(dim, b)
+
+
+class _BackwardUnderTransforms(torch.autograd.Function):
+    """(x, weight, rstd, dy) → (dx, dgamma or an empty tensor): the backward kernels, for ``torch.func``.
+
+    A transform calls the forward Function's backward with its own wrapped tensors (``grad``), or
+    batched ones (``jacrev`` runs the backward under ``vmap``, one cotangent per output element). Going
+    through this Function unwraps them before the kernels launch; its :meth:`vmap` rule launches the
+    backward once per batch element, so each dgamma is its own element's sum. Not itself differentiable.
+    """
+
+    @staticmethod
+    def forward(x, weight, rstd, dy):
+        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy))
+        return dx, (x.new_empty(0) if dgamma is None else dgamma)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_DOUBLE_BACKWARD)
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, rstd, dy):
+        outputs = [_BackwardUnderTransforms.apply(*(_batch_slice(t, d, b) for t, d in
+                                                    zip((x, weight, rstd, dy), in_dims)))
+                   for b in range(info.batch_size)]
+        return (torch.stack([dx for dx, _ in outputs]), torch.stack([dg for _, dg in outputs])), (0, 0)
+
+
 class _FastRMSNormFunction(torch.autograd.Function):
-    """The eager path: (x (M, N) checked, weight or None, eps: float) → y; the launchers called directly."""
+    """The eager path: (x (M, N) checked, weight or None, eps: float) → (y, rstd); the launchers called directly.
+
+    Written with a separate ``setup_context`` and a :meth:`vmap` rule, as ``torch.func`` requires
+    (PyTorch, "Extending torch.func with autograd.Function"): ``vmap`` folds the batch into rows,
+    ``grad``/``vjp``/``jacrev`` run the backward through :class:`_BackwardUnderTransforms`.
+    """
 
     @staticmethod
-    def forward(ctx, x, weight, eps):
-        y, rstd = launch_forward(x, weight, eps)
-        ctx.save_for_backward(x, weight, rstd)
-        return y
+    def forward(x, weight, eps):
+        return launch_forward(x, weight, eps)
 
     @staticmethod
-    def backward(ctx, dy):
+    def setup_context(ctx, inputs, output):
+        x, weight, _eps = inputs
+        ctx.save_for_backward(_savable(x), _savable(weight), output[1])
+        ctx.mark_non_differentiable(output[1])
+
+    @staticmethod
+    def backward(ctx, dy, _drstd):
         x, weight, rstd = ctx.saved_tensors
+        if _functorch_wrapped(x, weight, rstd, dy):
+            dx, dgamma = _BackwardUnderTransforms.apply(x, weight, rstd, dy)
+            return dx, (None if weight is None else dgamma), None
         dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy))
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
             dx, dgamma = _RefuseDoubleBackward.apply(x, weight, dx, dgamma)
         return dx, dgamma, None
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, eps):
+        x_dim, weight_dim, _ = in_dims
+        if weight_dim is not None:
+            raise ContractError(
+                "rmsnorm_fast under torch.func.vmap: the weight is batched (in_dims gives it a batch dimension); "
+                "the kernels take one (N,) weight. Map over x only (in_dims=(0, None)), or loop over the weights"
+            )
+        batch = x.movedim(x_dim, 0)  # (B, M, N): every element's rows, one after another
+        y, rstd = _FastRMSNormFunction.apply(_as_rows(batch), weight, eps)
+        return (y.view(batch.shape), rstd.view(batch.shape[:-1])), (0, 0)
 
 
 @functools.cache
@@ -196,6 +269,7 @@ def _function_outside_dynamo() -> type[_FastRMSNormFunction]:
 
     class _FastRMSNormFunctionOutsideDynamo(_FastRMSNormFunction):
         forward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.forward))
+        setup_context = staticmethod(torch.compiler.disable(_FastRMSNormFunction.setup_context))
         backward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.backward))
 
     return _FastRMSNormFunctionOutsideDynamo
@@ -278,7 +352,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
     else:
         check_fast_inputs(rows, weight, eps)  # x checked once, here
         function = _function_outside_dynamo() if _dynamo_callback() else _FastRMSNormFunction
-        y = function.apply(rows, weight, float(eps))
+        y, _rstd = function.apply(rows, weight, float(eps))
     return y if rows is x else y.view(x.shape)
 
 

@@ -50,6 +50,8 @@ class RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         y, rstd = forward_op(x, weight, eps)
+        if x.is_inference():  # made under torch.inference_mode(): autograd cannot save it, a copy it can
+            x = x.clone()
         ctx.save_for_backward(x, weight, rstd)
         ctx.eps = eps
         CALLS["forward"] += 1
@@ -79,11 +81,21 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
 
     Raises:
         ContractError: (a ValueError) for any contract violation, including a
-            0-D or non-contiguous ``x``, before anything is written.
+            0-D or non-contiguous ``x``, before anything is written; under a
+            ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``), which this
+            classic ``autograd.Function`` (``forward(ctx, ...)``, as lesson 06
+            writes it) does not support: ``rmsnorm.rmsnorm`` does.
 
     Source: notebooks/06_autograd_and_training.ipynb.
     """
     _require_tensor("x", x)
+    if torch._C._functorch.is_functorch_wrapped_tensor(x) or (
+            isinstance(weight, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(weight)):
+        raise ContractError(
+            "rmsnorm.article.rmsnorm under a torch.func transform (vmap, grad, jacrev): the article's "
+            "autograd.Function is written as lesson 06 writes it (forward(ctx, ...)), which torch.func cannot "
+            "transform. Use the fast path, rmsnorm.rmsnorm (or rmsnorm.RMSNorm), which supports torch.func"
+        )
     if x.dim() == 0:
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:

@@ -1,0 +1,109 @@
+"""The norm as models call it beyond plain autograd: inputs made under inference mode, and torch.func.
+
+Each result is compared with ``torch.nn.RMSNorm`` / ``F.rms_norm`` under the same transform, computed
+in float64 (the oracle), with the declared tolerance of the tensor's dtype.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.func import grad, jacrev, vmap
+
+import rmsnorm
+import rmsnorm.article
+from rmsnorm.testing import assert_close, dgamma_tolerance
+
+EPS = 1e-6
+
+
+def _dtypes(device):
+    return [torch.float32, torch.float16] + ([torch.bfloat16] if device.type == "cuda" else [])
+
+
+def _pair(N, dtype, device, fast=True):
+    """A module of ours and torch.nn.RMSNorm in float64 with the same random weight."""
+    ours = (rmsnorm.RMSNorm if fast else rmsnorm.article.RMSNorm)(N, eps=EPS, device=device, dtype=dtype)
+    oracle = torch.nn.RMSNorm(N, eps=EPS, device=device, dtype=torch.float64)
+    with torch.no_grad():
+        ours.weight.copy_(1 + 0.1 * torch.randn(N, generator=torch.Generator().manual_seed(N)))
+        oracle.weight.copy_(ours.weight)
+    return ours, oracle
+
+
+@pytest.mark.parametrize("path", ["fast", "article"])
+@pytest.mark.parametrize("call", ["module", "functional"])
+def test_inputs_made_under_inference_mode_train_like_torch_rmsnorm(device, path, call):
+    dtypes = _dtypes(device) if path == "fast" else [torch.float32, torch.float16]
+    for dtype in dtypes:
+        ours, oracle = _pair(48, dtype, device, fast=path == "fast")
+        with torch.inference_mode():
+            x = torch.randn(4, 7, 48, device=device).to(dtype)  # the rollout, as in unsloth#2434
+        norm = ours if call == "module" else (
+            lambda t: (rmsnorm.rmsnorm if path == "fast" else rmsnorm.article.rmsnorm)(t, ours.weight, EPS))
+        y = norm(x)
+        y.float().square().sum().backward()
+        x64 = x.clone().double()
+        y64 = oracle(x64)
+        y64.square().sum().backward()
+        assert_close(y, y64)
+        assert_close(ours.weight.grad, oracle.weight.grad, tol=dgamma_tolerance(28, dtype, dtype))
+
+
+@pytest.mark.parametrize("in_dim", [0, 1])
+def test_vmap_folds_the_batch_into_rows(device, in_dim):
+    for dtype in _dtypes(device):
+        ours, oracle = _pair(32, dtype, device)
+        x = torch.randn(3, 5, 32, device=device).to(dtype)
+        assert_close(vmap(ours, in_dims=in_dim)(x), vmap(oracle, in_dims=in_dim)(x.double()))
+        functional = vmap(lambda t: rmsnorm.rmsnorm(t, ours.weight, EPS), in_dims=in_dim)(x)
+        assert functional.shape == (x.shape[in_dim],) + tuple(s for i, s in enumerate(x.shape) if i != in_dim)
+        assert_close(functional, vmap(oracle, in_dims=in_dim)(x.double()))
+
+
+def test_grad_and_jacrev_with_respect_to_x_and_the_weight(device):
+    for dtype in _dtypes(device):
+        x = torch.randn(5, 32, device=device).to(dtype)
+        w = (1 + 0.1 * torch.randn(32, device=device)).to(dtype)
+        ours = lambda t, v: rmsnorm.rmsnorm(t, v, EPS)  # noqa: E731
+        ref = lambda t, v: F.rms_norm(t, (32,), v, EPS)  # noqa: E731
+        x64, w64 = x.double(), w.double()
+        for argnums in (0, 1):
+            got = grad(lambda t, v: ours(t, v).float().square().sum(), argnums=argnums)(x, w)
+            want = grad(lambda t, v: ref(t, v).square().sum(), argnums=argnums)(x64, w64)
+            assert_close(got, want, tol=dgamma_tolerance(5, dtype, dtype) if argnums else None)
+            got = jacrev(ours, argnums=argnums)(x, w)
+            want = jacrev(ref, argnums=argnums)(x64, w64)
+            assert got.shape == want.shape == (5, 32) + ((5, 32) if argnums == 0 else (32,))
+            assert_close(got, want)
+
+
+def test_vmap_of_grad_gives_each_element_its_own_gradient(device):
+    x = torch.randn(3, 4, 16, device=device)
+    w = 1 + 0.1 * torch.randn(16, device=device)
+    got = vmap(grad(lambda t, v: rmsnorm.rmsnorm(t, v, EPS).square().sum(), argnums=1), in_dims=(0, None))(x, w)
+    want = vmap(grad(lambda t, v: F.rms_norm(t, (16,), v, EPS).square().sum(), argnums=1), in_dims=(0, None))(
+        x.double(), w.double())
+    assert got.shape == (3, 16)
+    assert_close(got, want, tol=dgamma_tolerance(4, torch.float32, torch.float32))
+
+
+def test_a_batched_weight_is_refused_naming_torch_func(device):
+    x, w = torch.randn(3, 5, 8, device=device), torch.randn(3, 8, device=device)
+    with pytest.raises(rmsnorm.ContractError, match=r"torch\.func\.vmap.*weight is batched.*in_dims=\(0, None\)"):
+        vmap(lambda t, v: rmsnorm.rmsnorm(t, v, EPS))(x, w)
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad"])
+def test_the_article_path_refuses_torch_func_with_the_way_out(device, transform, no_allocation):
+    w = torch.ones(8, device=device)
+    f = (vmap(lambda t: rmsnorm.article.rmsnorm(t, w, EPS)) if transform == "vmap"
+         else grad(lambda t: rmsnorm.article.rmsnorm(t, w, EPS).sum()))
+    with pytest.raises(rmsnorm.ContractError, match=r"torch\.func transform.*Use the fast path, rmsnorm\.rmsnorm"):
+        f(torch.randn(3, 2, 8, device=device) if transform == "vmap" else torch.randn(2, 8, device=device))
+
+
+def test_plain_calls_still_refuse_a_double_backward(device):
+    x = torch.randn(4, 8, device=device, requires_grad=True)
+    (dx,) = torch.autograd.grad(rmsnorm.rmsnorm(x, None, EPS).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward"):
+        dx.sum().backward()
