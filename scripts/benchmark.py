@@ -19,7 +19,7 @@
 
 Benchmarks never assert a speed-up: this script reports, it does not judge.
 
-Source: notebooks/07_benchmark.ipynb; rmsnorm/bench/.
+Source: notebooks/07_benchmark.ipynb; rmsnorm_lab/.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the budget lasts. Writes ``cliffs.csv`` and ``cliffs_environment.json``, prints 
 (neighbours, best peer) and the widths that miss them. Never asserts a speed; without a GPU
 it says so and exits 0.
 
-Source: rmsnorm/bench/cliffs.py; notebooks/12_tuning_and_side_by_side.ipynb.
+Source: rmsnorm_lab/cliffs.py; notebooks/12_tuning_and_side_by_side.ipynb.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ geometric means against compile and against the best peer (the fastest of
 compile, Liger and QuACK that passed the oracle at that shape). Never asserts a
 speed-up; without a GPU it says so and exits 0.
 
-Source: notebooks/12_tuning_and_side_by_side.ipynb; rmsnorm/bench/sidebyside.py.
+Source: notebooks/12_tuning_and_side_by_side.ipynb; rmsnorm_lab/sidebyside.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ a variant that would overrun --budget-s is recorded as not run. The CSVs are rew
 variant, so a run cut short keeps what it measured. Prints a short table last; never asserts a speed;
 without a GPU (and without --quick) it says so and exits 0.
 
-Source: notebooks/13_into_a_model.ipynb; rmsnorm/bench/model.py.
+Source: notebooks/13_into_a_model.ipynb; rmsnorm_lab/model.py.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@
 Runs :func:`rmsnorm_lab.wholecall.measure_shape` over its SHAPES for the providers of
 WHOLE_CALL (fast through ``FastRMSNorm``, the floor, the article's ``rmsnorm.article.rmsnorm``,
 ``F.rms_norm``, ``torch.compile``, Liger, QuACK: the one provider list of
-rmsnorm/bench/providers.py). A provider that fails to import, refuses a shape or fails the
+rmsnorm_lab/providers.py). A provider that fails to import, refuses a shape or fails the
 oracle check is recorded with its reason and the run goes on; the CSV is rewritten after
 every shape, so a run cut short keeps what it measured. Prints the fast path's targets (issue
 15) and a short table last. Never asserts a speed-up; without a GPU it says so and exits 0.
 
-Source: notebooks/07_benchmark.ipynb; rmsnorm/bench/wholecall.py.
+Source: notebooks/07_benchmark.ipynb; rmsnorm_lab/wholecall.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ allocates its outputs and launches nothing, each forward + backward, with
 the engine's device thread, a hand-off from the calling thread) and off; then a cProfile of
 the fast path's forward + backward. Never asserts a speed; without a GPU it says so and exits 0.
 
-Source: issue 15 (what the remaining host time is spent on); rmsnorm/fast/autograd.py.
+Source: issue 15 (what the remaining host time is spent on); rmsnorm/autograd.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fast path's lean eager call: the direct launch's cache key, its fallbacks, streams, CUDA graphs.
 
-rmsnorm/fast/launch.py launches a compiled kernel below Triton's ``kernel[grid]``
+rmsnorm/launch.py launches a compiled kernel below Triton's ``kernel[grid]``
 binder. Its one risk is a cache key coarser than Triton's specialisation (a
 kernel compiled at M = 1 treats M as the constant 1, and must never run at
 M = 2). The CPU tests check the key's classes; the GPU tests check that the

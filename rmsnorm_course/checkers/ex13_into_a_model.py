@@ -15,8 +15,8 @@ the bound, 1 + share, 1 / share, share / (1 − share) and 1 − share.
 
 Needs pandas; imported only when called.
 
-Source: solutions/13_into_a_model.ipynb; rmsnorm/bench/model.py (the share and the bound);
-rmsnorm/bench/step_profile.py (what is the norm's).
+Source: solutions/13_into_a_model.ipynb; rmsnorm_lab/model.py (the share and the bound);
+rmsnorm_lab/step_profile.py (what is the norm's).
 """
 
 from __future__ import annotations
