@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -135,3 +136,13 @@ def test_the_environment_check_runs():
                           env=env, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1].startswith("OK: ")
+
+
+def test_the_reorganisation_changed_no_kernel_time():
+    """results/h200/kernel_time_before_after.csv: the library before and after the move, one H200 call."""
+    run = pd.read_csv(ROOT / "results" / "h200" / "kernel_time_before_after.csv")
+    assert set(run["checkout"]) == {"old", "new"} and run.groupby("checkout")["run"].nunique().eq(2).all()
+    medians = run.groupby(["M", "N", "dtype", "pass", "checkout"])["kernel_us"].median().unstack("checkout")
+    assert len(medians) == 20 and medians.notna().all().all()  # 10 shapes, forward and backward
+    ratio = medians["new"] / medians["old"]
+    assert ratio.between(0.98, 1.02).all(), ratio[~ratio.between(0.98, 1.02)]
