@@ -144,7 +144,7 @@ test-docker:  ## Build the Docker image on a stand-in base; run check_env, tests
 # A workshop room on this host: JupyterHub, one container of the course image per learner (room/).
 # The hub gets its own venv and proxy under build/room (pins in room/); its database and secrets live
 # in ~/.local/state/rmsnorm-room/<room>, outside the checkout. Settings: ROOM_* variables on the
-# command line (README, "A room on JupyterHub"). Holds the terminal; Ctrl-C stops it, volumes are kept.
+# command line (room/README.md, "A room on JupyterHub"). Holds the terminal; Ctrl-C stops it, volumes are kept.
 room:  ## Start a JupyterHub for a workshop room: a container and a volume per learner (ROOM_*=... settings).
 	bash room/room.sh
 
