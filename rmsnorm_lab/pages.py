@@ -62,7 +62,8 @@ def render_summary(grids: list[tuple[str, pd.DataFrame]], environments: list[dic
              "checked against a float64 oracle first. Each cell is the peer's time over the fast path's (above 1×:",
              "the fast path is faster), a geometric mean over the shapes where both were timed; *best peer* is the",
              "fastest of compile, Liger and QuACK at each shape.", "",
-             "| grid | pass | shapes | vs compile | vs Liger | vs QuACK | vs best peer | worst shape (best peer / fast) |",
+             "| grid | pass | shapes | vs compile | vs Liger | vs QuACK | vs best peer "
+             "| worst shape (best peer / fast) |",
              "|---|---|---|---|---|---|---|---|"]
     for label, table in grids:
         ratios, best = ratio_table(table), best_peer_table(table)

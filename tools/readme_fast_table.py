@@ -252,7 +252,8 @@ def updated_summary(readme: str, folder: Path) -> str:
     from rmsnorm_lab.pages import render_summary
     from rmsnorm_lab.results import load_fast_table
 
-    grids, environments = [("tuned (fast.csv)", load_fast_table(folder))], [_environment(folder, "fast_environment.json")]
+    grids = [("tuned (fast.csv)", load_fast_table(folder))]
+    environments = [_environment(folder, "fast_environment.json")]
     if (folder / WEAK_FILE).is_file():
         grids.append(("weak (fast_weak.csv)", pd.read_csv(folder / WEAK_FILE)))
         environments.append(_environment(folder, "fast_weak_environment.json"))
@@ -272,7 +273,8 @@ def updated_results(page: str, folder: Path) -> str:
     weak = pd.read_csv(folder / WEAK_FILE) if present(WEAK_FILE) else None
     text = updated(page, load_fast_table(folder), whole, weak)
     blocks = {
-        "host-probe": ("host_time_probe.txt", lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
+        "host-probe": ("host_time_probe.txt",
+                       lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
         "model-step-table": (STEP_FILE, lambda: pages.render_model_step(load_model_step(folder))),
         "sweeps-table": ("fast_tuning.csv", lambda: pages.render_sweeps(pd.read_csv(folder / "fast_tuning.csv"))),
         "cliffs-table": ("cliffs.csv", lambda: pages.render_cliffs(pd.read_csv(folder / "cliffs.csv"),
