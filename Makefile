@@ -1,6 +1,6 @@
 # RMSNorm in Triton, verified before it is accelerated: set-up, tests and notebook runs.
 #
-#   make lab     set up .venv if needed, then open JupyterLab on the course
+#   make lab     set up .venv if needed, then open JupyterLab on lesson 01 (notebooks/01_formula.ipynb)
 #   make test    set up .venv if needed, then run tests/ and every notebook (nbval)
 #   make test-browser   lessons 01, 05, 08 and exercise 01 in JupyterLab in a headless Chromium
 #   make lint    set up .venv if needed, then ruff check (rules: pyproject.toml, [tool.ruff])
@@ -104,10 +104,12 @@ LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # course's own workspaces (the open tabs JupyterLab restores), so that tabs left open in
 # another project or another clone do not reopen here, each starting a kernel.
 LAB_SETTINGS := --LabApp.app_settings_dir="$(CURDIR)/lab-settings" --LabApp.workspaces_dir="$(CURDIR)/build/lab-workspaces"
-lab: $(SETUP)  ## Open JupyterLab on the course (LAB_ARGS=... for more options).
+# The browser opens on lesson 01; the file browser still shows the whole checkout.
+LAB_FIRST := --LabApp.default_url=/lab/tree/notebooks/01_formula.ipynb
+lab: $(SETUP)  ## Open JupyterLab on lesson 01, notebooks/01_formula.ipynb (LAB_ARGS=... for more options).
 	$(call require,jupyterlab)
 	@mkdir -p "$(FIGURES_DIR)"
-	$(PY) -m jupyterlab --ServerApp.root_dir="$(CURDIR)" $(LAB_SETTINGS) $(LAB_ROOT_FLAG) $(LAB_ARGS)
+	$(PY) -m jupyterlab --ServerApp.root_dir="$(CURDIR)" $(LAB_FIRST) $(LAB_SETTINGS) $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exercises/ (nbval).
 	$(call require,pytest nbval)
@@ -142,7 +144,7 @@ test-docker:  ## Build the Docker image on a stand-in base; run check_env, tests
 # A workshop room on this host: JupyterHub, one container of the course image per learner (room/).
 # The hub gets its own venv and proxy under build/room (pins in room/); its database and secrets live
 # in ~/.local/state/rmsnorm-room/<room>, outside the checkout. Settings: ROOM_* variables on the
-# command line (README, "A room on JupyterHub"). Holds the terminal; Ctrl-C stops it, volumes are kept.
+# command line (room/README.md, "A room on JupyterHub"). Holds the terminal; Ctrl-C stops it, volumes are kept.
 room:  ## Start a JupyterHub for a workshop room: a container and a volume per learner (ROOM_*=... settings).
 	bash room/room.sh
 

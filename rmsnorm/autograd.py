@@ -347,7 +347,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
             check_eps(eps)  # before the op: its schema would refuse a non-float less clearly
         # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
         # implementation): a ContractError raised while Dynamo traces makes it skip this function and
-        # FastRMSNorm.forward for every caller until torch._dynamo.reset() (README, Troubleshooting)
+        # FastRMSNorm.forward for every caller until torch._dynamo.reset() (notebooks/TROUBLESHOOTING.md)
         y, _rstd = _forward_op(rows, weight, float(eps))
     else:
         check_fast_inputs(rows, weight, eps)  # x checked once, here

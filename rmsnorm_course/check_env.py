@@ -5,7 +5,7 @@ the reference. Without a GPU: the interpreter canary (a row of 257 ones must
 give 0.9999995 everywhere). Exit status 0 only when the check passed.
 
 Source: the original article's ``check_environment.py`` step ("seeing a card
-is not proof that it can be used"); README.md, "Troubleshooting".
+is not proof that it can be used"); notebooks/TROUBLESHOOTING.md.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ class RoomSpawner(DockerSpawner):
 
 def _host_config(spawner):
     config = {
-        "init": True,            # reaps the checkers' child processes (README, Docker)
+        "init": True,            # reaps the checkers' child processes (room/README.md, Docker)
         "auto_remove": False,    # keep a crashed container until its log is read; stop() removes it
     }
     gpus = ROOM["gpus"]

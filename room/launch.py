@@ -244,7 +244,7 @@ def main() -> int:
         host = "<this host's name or address>" if room["ip"] in ("0.0.0.0", "::") else room["ip"]
         where = f"{scheme}://{host}:{room['port']}/ (listening on {room['ip']})"
     else:
-        where += " (this host only; for learners on other machines see INSTRUCTORS.md, \"Reaching the room\")"
+        where += " (this host only; for learners on other machines see room/README.md, \"Reaching the room\")"
     say(f"room {room['name']!r}: {where}")
     say(f"admin {room['admin']!r}, password in {room['admin_password_file']}")
     say(f"each learner: {room['hub_image']}, {room['mem']} of memory, {room['cpus']:g} CPUs{gpus}; "

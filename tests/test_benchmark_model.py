@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: nothing is ever downloaded
@@ -234,36 +233,19 @@ def test_a_step_table_follows_from_its_kernels_and_every_time_was_checked_first(
 
 @pytest.mark.skipif(not (RESULTS_DIR / bench.STEP_FILE).is_file(),
                     reason="results/h200/model_step.csv not committed yet")
-def test_the_readme_states_the_committed_step_table():
-    """Every figure of the README's "Into a model" list, derived from results/h200/model_step.csv."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+def test_the_committed_step_table_shows_what_the_results_page_says():
+    """results/h200/README.md, "Training steps": the GPU-bound step is GPU-bound and FastRMSNorm's gain stays under
+    the original's Amdahl bound; under torch.compile the original's norm shrinks (Inductor fuses it); at the
+    host-bound size the GPU idles and the steps' spread covers the norms' differences. Its table is generated."""
     step = bench.load_model_step(RESULTS_DIR).set_index(["size", "mode", "variant"]).sort_index()
 
     def speed_up(size, mode, variant):
         return step.loc[(size, mode, "original"), "step_ms"] / step.loc[(size, mode, variant), "step_ms"]
 
-    def busy(size):
-        row = step.loc[(size, "eager", "original")]
-        return f"kernels {row['gpu_busy_ms'] / row['step_ms']:.0%} of the step".replace("%", " %")
-
     gpu = step.loc[("gpu_bound", "eager", "original")]
     fast = speed_up("gpu_bound", "eager", "fast")
     spread = (step.loc[("host_bound", "eager")].eval("step_ms_max - step_ms_min")).max()
-    expected = [
-        busy("gpu_bound"), f"take {gpu['norm_share']:.0%} of the step".replace("%", " %"),
-        f"Amdahl bound of {gpu['amdahl_bound']:.2f}×", f"{fast:.2f}× faster",
-        f"{(fast - 1) / (gpu['amdahl_bound'] - 1):.0%} of what a norm".replace("%", " %"),
-        f"(its gain, {fast:.3f} − 1, over the bound's, {gpu['amdahl_bound']:.3f} − 1)",
-        f"(Liger {speed_up('gpu_bound', 'eager', 'liger'):.2f}×)",
-        f"({step.loc[('gpu_bound', 'compile', 'original'), 'norm_share']:.0%} of the".replace("%", " %"),
-        f"its step is {speed_up('gpu_bound', 'compile', 'fast'):.2f}× the original's",
-        f"(Liger {speed_up('gpu_bound', 'compile', 'liger'):.2f}×)", busy("host_bound"),
-        f"eager: {speed_up('host_bound', 'eager', 'fast'):.2f}× (Liger",
-        f"{speed_up('host_bound', 'eager', 'liger'):.2f}×)",
-        f"(up to {spread:.1f} ms in {step.loc[('host_bound', 'eager', 'original'), 'step_ms']:.0f} ms)",
-    ]
-    flat = " ".join(readme.split())
-    assert [e for e in expected if e not in flat] == []
+    assert step.loc[("gpu_bound", "compile", "original"), "norm_share"] < gpu["norm_share"]
     # the claims the words make, not only the digits
     assert gpu["gpu_busy_ms"] >= 0.9 * gpu["step_ms"] and 1 < fast <= gpu["amdahl_bound"]
     host = step.loc[("host_bound", "eager")]

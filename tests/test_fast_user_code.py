@@ -335,7 +335,7 @@ def test_a_norm_compiled_after_dynamo_gave_up_on_ours_still_gives_the_eager_numb
         with pytest.raises(ContractError, match="eps must be a real number; got str"):
             refused(x)
     # Dynamo gave up on both FastRMSNorm.forward and rmsnorm_fast: fullgraph=True would find nothing to compile
-    # (torch 2.13 says so: "found no compiled frames"; the README's troubleshooting says what to do)
+    # (torch 2.13 says so: "found no compiled frames"; notebooks/TROUBLESHOOTING.md says what to do)
     norm = FastRMSNorm(8, device=device)
     xe, xc = _leaf(x), _leaf(x)
     want = norm(xe)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_collects_without_pytest_xdist():
-    # The README says pytest-xdist is optional: its xdist_group mark must be registered, or
+    # CONTRIBUTING.md says pytest-xdist is optional: its xdist_group mark must be registered, or
     # --strict-markers (pyproject.toml) stops the collection of tests/test_campaigns.py.
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only", "-q", "tests/test_campaigns.py"],

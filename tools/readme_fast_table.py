@@ -1,19 +1,21 @@
-"""Write (or check) the fast path's H200 tables in README.md: kernel time and whole-call time, from the CSVs.
+"""Write (or check) the generated blocks of README.md and results/h200/README.md, from the committed results.
 
-    python tools/readme_fast_table.py [--write]  # rewrite the tables between their markers
-    python tools/readme_fast_table.py --check    # exit 1 if README.md differs from the CSVs
+    python tools/readme_fast_table.py [--write]  # rewrite every block between its markers
+    python tools/readme_fast_table.py --check    # exit 1 if either page differs from the results
 
-Three blocks: between ``fast-table`` markers the side-by-side of kernel time
-(results/h200/fast.csv, QuACK in the same run); between ``weak-table`` markers the
-weak grid (fast_weak.csv); between ``whole-call-table`` markers kernel time and whole-call time side
-by side, and which one a model feels (results/h200/whole_call.csv). The last two blocks
-stay empty until their CSVs are committed. The README's numbers are never typed:
-tests/test_sidebyside.py runs the check.
+README.md holds one block, ``summary-table``: the fast path against its peers, geometric means and the
+worst shapes (fast.csv, fast_weak.csv; :func:`rmsnorm_lab.pages.render_summary`). results/h200/README.md
+holds the rest: ``fast-table``, the side-by-side of kernel time (fast.csv, QuACK in the same run);
+``weak-table``, the weak grid (fast_weak.csv); ``whole-call-table``, kernel time and whole-call time side
+by side (whole_call.csv); ``host-probe`` (host_time_probe.txt); ``model-step-table`` (model_step.csv);
+``sweeps-table`` (fast_tuning.csv) and ``cliffs-table`` (cliffs.csv). A block whose file is not committed
+stays empty. No figure of those pages is typed: tests/test_sidebyside.py runs the check.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -25,6 +27,8 @@ sys.path.insert(0, str(ROOT))  # the checkout, for `import rmsnorm`
 START, END = "<!-- fast-table:start -->", "<!-- fast-table:end -->"
 WHOLE_START, WHOLE_END = "<!-- whole-call-table:start -->", "<!-- whole-call-table:end -->"
 WEAK_START, WEAK_END = "<!-- weak-table:start -->", "<!-- weak-table:end -->"
+#: README.md's one block: the fast path against its peers, in short.
+SUMMARY = "summary-table"
 #: The weak grid's file (scripts/benchmark_fast.py --grid weak).
 WEAK_FILE = "fast_weak.csv"
 OTHERS = ("compile", "compile_nomix", "eager", "liger", "article", "quack")
@@ -224,7 +228,7 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
 
 def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None,
             weak: pd.DataFrame | None = None) -> str:
-    """README text with the fast-table block rendered from ``table`` (fast.csv), the whole-call block
+    """Results-page text with the fast-table block rendered from ``table`` (fast.csv), the whole-call block
     from ``whole`` (whole_call.csv) and the weak-grid block from ``weak`` (fast_weak.csv); a block
     whose CSV is None is left empty."""
     text = _replace(readme, START, END, render(table))
@@ -233,28 +237,78 @@ def updated(readme: str, table: pd.DataFrame, whole: pd.DataFrame | None = None,
     return _replace(text, WHOLE_START, WHOLE_END, "" if whole is None else render_whole_call(whole))
 
 
+def _block(text: str, name: str, body) -> str:
+    """``text`` with the ``name`` block rendered by ``body()`` (a block the page lacks is left alone)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    return _replace(text, start, end, body()) if start in text else text
+
+
+def _environment(folder: Path, name: str) -> dict:
+    return json.loads((folder / name).read_text())
+
+
+def updated_summary(readme: str, folder: Path) -> str:
+    """README.md with its ``summary-table`` block rendered from ``folder``'s fast.csv and fast_weak.csv."""
+    from rmsnorm_lab.pages import render_summary
+    from rmsnorm_lab.results import load_fast_table
+
+    grids = [("tuned (fast.csv)", load_fast_table(folder))]
+    environments = [_environment(folder, "fast_environment.json")]
+    if (folder / WEAK_FILE).is_file():
+        grids.append(("weak (fast_weak.csv)", pd.read_csv(folder / WEAK_FILE)))
+        environments.append(_environment(folder, "fast_weak_environment.json"))
+    return _block(readme, SUMMARY, lambda: render_summary(grids, environments))
+
+
+def updated_results(page: str, folder: Path) -> str:
+    """results/h200/README.md with every block rendered from the files of ``folder``."""
+    from rmsnorm_lab import pages
+    from rmsnorm_lab.model import STEP_FILE, load_model_step
+    from rmsnorm_lab.results import WHOLE_CALL_FILE, load_fast_table, load_whole_call
+
+    def present(name):
+        return (folder / name).is_file()
+
+    whole = load_whole_call(folder) if present(WHOLE_CALL_FILE) else None
+    weak = pd.read_csv(folder / WEAK_FILE) if present(WEAK_FILE) else None
+    text = updated(page, load_fast_table(folder), whole, weak)
+    blocks = {
+        "host-probe": ("host_time_probe.txt",
+                       lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
+        "model-step-table": (STEP_FILE, lambda: pages.render_model_step(load_model_step(folder))),
+        "sweeps-table": ("fast_tuning.csv", lambda: pages.render_sweeps(pd.read_csv(folder / "fast_tuning.csv"))),
+        "cliffs-table": ("cliffs.csv", lambda: pages.render_cliffs(pd.read_csv(folder / "cliffs.csv"),
+                                                                   _environment(folder, "cliffs_environment.json"))),
+    }
+    for name, (source, body) in blocks.items():
+        text = _block(text, name, body if present(source) else (lambda: ""))
+    return text
+
+
 def main(argv=None) -> int:
-    """Rewrite README.md's tables (or, with --check, exit 1 when they differ from the CSVs)."""
-    from rmsnorm_lab.results import WHOLE_CALL_FILE, load_fast_table, load_whole_call, results_dir
+    """Rewrite both pages' blocks (or, with --check, exit 1 when either differs from the results)."""
+    from rmsnorm_lab.results import results_dir
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the CSVs")
-    parser.add_argument("--write", action="store_true", help="rewrite README.md's tables (the default)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page differs from the results")
+    parser.add_argument("--write", action="store_true", help="rewrite the pages' blocks (the default)")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--results", type=Path, default=None, help="results folder (default: results/h200)")
+    parser.add_argument("--results-readme", type=Path, default=None, help="default: README.md of the results folder")
     args = parser.parse_args(argv)
     folder = results_dir(args.results)
-    readme = args.readme.read_text()
-    whole = load_whole_call(folder) if (folder / WHOLE_CALL_FILE).is_file() else None
-    weak = pd.read_csv(folder / WEAK_FILE) if (folder / WEAK_FILE).is_file() else None
-    new = updated(readme, load_fast_table(folder), whole, weak)
-    if args.check:
-        if new != readme:
-            print(f"{args.readme.name}'s fast-path tables differ from {folder}/fast.csv and {WHOLE_CALL_FILE}: "
-                  "run tools/readme_fast_table.py")
-            return 1
-        return 0
-    args.readme.write_text(new)
+    page = args.results_readme or folder / "README.md"
+    stale = []
+    for path, update in ((args.readme, updated_summary), (page, updated_results)):
+        old = path.read_text()
+        new = update(old, folder)
+        if args.check and new != old:
+            stale.append(str(path))
+        elif not args.check:
+            path.write_text(new)
+    if stale:
+        print(f"{' and '.join(stale)} differ from the results in {folder}: run tools/readme_fast_table.py")
+        return 1
     return 0
 
 

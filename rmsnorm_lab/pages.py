@@ -1,0 +1,153 @@
+"""The generated blocks of README.md and results/h200/README.md that are not kernel-time tables.
+
+Each ``render_*`` function turns one committed result file into Markdown; tools/readme_fast_table.py
+writes the blocks between their ``<!-- name:start -->`` / ``<!-- name:end -->`` markers and, with
+``--check``, fails when a page differs from the files. No figure of those pages is typed by hand.
+
+- :func:`render_summary` — README.md: the fast path against its peers, geometric means and worst shapes
+  (fast.csv, fast_weak.csv and their environment records);
+- :func:`render_model_step` — training steps of a Llama with each norm (model_step.csv);
+- :func:`render_host_probe` — where the fast path's host time goes (host_time_probe.txt);
+- :func:`render_sweeps` — the configuration table before each recorded sweep and the sweep's best
+  (fast_tuning.csv, sweeps 7 to 9);
+- :func:`render_cliffs` — the cliff sweep per dtype and pass (cliffs.csv).
+
+Source: notebooks/12_tuning_and_side_by_side.ipynb, notebooks/13_into_a_model.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from .sidebyside import PEERS, best_peer_table, ratio_table
+
+__all__ = ["render_cliffs", "render_host_probe", "render_model_step", "render_summary", "render_sweeps"]
+
+_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_NAMES = {"compile": "compile", "liger": "Liger", "quack": "QuACK", "eager": "eager"}
+
+
+def _geomean(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(np.exp(np.log(values).mean()))
+
+
+def _shape(key: tuple, names: list[str]) -> str:
+    row = dict(zip(names, key))
+    text = f"{row['M']} × {row['N']} {_SHORT[row['dtype']]}"
+    if "weight" in row and row["weight"] != row["dtype"]:
+        text += f", {_SHORT[row['weight']]} weight"
+    return text
+
+
+def _versions(environments: list[dict]) -> str:
+    pairs = sorted({(".".join(e["torch"].split(".")[:2]), ".".join(e["triton"].split(".")[:2])) for e in environments})
+    return "; ".join(f"torch {t} and triton {tr}" for t, tr in pairs)
+
+
+def render_summary(grids: list[tuple[str, pd.DataFrame]], environments: list[dict]) -> str:
+    """The README's summary: per grid and pass, each peer's time over the fast path's (geometric mean over
+    the shapes where both passed the oracle) and the shape where the best peer is furthest ahead.
+
+    Args:
+        grids: (label, side-by-side table) pairs, e.g. ``("tuned, fast.csv", fast)``.
+        environments: the runs' environment records (their ``device``, ``torch`` and ``triton``).
+    """
+    devices = ", ".join(sorted({e["device"] for e in environments}))
+    lines = [f"Kernel time on an {devices} ({_versions(environments)}), L2 flushed before every call, every output",
+             "checked against a float64 oracle first. Each cell is the peer's time over the fast path's (above 1×:",
+             "the fast path is faster), a geometric mean over the shapes where both were timed; *best peer* is the",
+             "fastest of compile, Liger and QuACK at each shape.", "",
+             "| grid | pass | shapes | vs compile | vs Liger | vs QuACK | vs best peer "
+             "| worst shape (best peer / fast) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, table in grids:
+        ratios, best = ratio_table(table), best_peer_table(table)
+        for pass_ in ("forward", "backward"):
+            sub, b = ratios.xs(pass_, level="pass_"), best.xs(pass_, level="pass_")
+            cells = [f"{_geomean(sub[f'fast_vs_{p}']):.2f}×" if f"fast_vs_{p}" in sub else "—" for p in PEERS]
+            worst = b["ratio"].idxmin()
+            where = (f"{_shape(worst, list(b.index.names))}: {b.loc[worst, 'ratio']:.2f}× "
+                     f"({_NAMES[b.loc[worst, 'best_peer']]})")
+            lines.append(f"| {label} | {pass_} | {len(sub)} | " + " | ".join(cells)
+                         + f" | {_geomean(b['ratio']):.2f}× | {where} |")
+    return "\n".join(lines)
+
+
+def render_model_step(step: pd.DataFrame) -> str:
+    """Training steps (model_step.csv): per size, mode and norm, the step's median, spread, the kernels'
+    and the norm kernels' share of it, the Amdahl bound that share implies and the speed-up over the original."""
+    lines = []
+    for size, group in step.groupby("size", sort=False):
+        first = group.iloc[0]
+        lines.append(f"- **{size}**: {first['layers']} layers, hidden {first['hidden']}, {first['tokens']} tokens a "
+                     f"step, median of {first['steps']} timed steps.")
+    lines += ["", "| size | mode | norm | step ms | min–max ms | kernels / step | norm kernels / step "
+              "| Amdahl bound | speed-up over the original |", "|---" * 9 + "|"]
+    ok = step[step["check"] == "ok"].set_index(["size", "mode", "variant"])
+    for (size, mode, variant), r in ok.iterrows():
+        original = ok.loc[(size, mode, "original"), "step_ms"]
+        lines.append(f"| {size} | {mode} | {variant} | {r.step_ms:.1f} | {r.step_ms_min:.1f}–{r.step_ms_max:.1f} | "
+                     f"{r.gpu_busy_ms / r.step_ms:.0%} | {r.norm_share:.1%} | {r.amdahl_bound:.3f}× | "
+                     f"{original / r.step_ms:.3f}× |".replace("%", " %"))
+    failed = step[step["check"] != "ok"]
+    if len(failed):
+        lines += ["", "Not timed: " + "; ".join(f"{r.size} {r.mode} {r.variant}: {r.check}"
+                                                 for r in failed.itertuples()) + "."]
+    return "\n".join(lines)
+
+
+_PROBE_LINE = re.compile(r"multithreading=(\w+)\s+(.+?)\s+fwd\+bwd host\s+([\d.]+) us\s+fwd\s+([\d.]+) us")
+
+
+def render_host_probe(text: str) -> str:
+    """host_time_probe.txt's first lines as a table: host µs per forward + backward and per forward."""
+    rows = _PROBE_LINE.findall(text)
+    lines = ["| autograd multithreading | what is called | host µs, forward + backward | host µs, forward |",
+             "|---|---|---|---|"]
+    lines += [f"| {'on' if on == 'True' else 'off'} | {what} | {both} | {fwd} |" for on, what, both, fwd in rows]
+    return "\n".join(lines)
+
+
+def render_sweeps(tuning: pd.DataFrame) -> str:
+    """Sweeps that recorded the table they were run against (``table_when_swept``): per sweep, dtype, width and
+    pass, the fastest row of that table's configuration and the sweep's fastest row (µs, L2-cold)."""
+    lines = ["| sweep | dtype | N | pass | table when swept, µs | sweep's best, µs | best / then |",
+             "|---|---|---|---|---|---|---|"]
+    swept = tuning[tuning["table_when_swept"].notna() & tuning["us"].notna()]
+    for sweep, rows in swept.groupby("sweep"):
+        keys = ["dtype", "N", "pass_"]
+        then = rows[rows["table_when_swept"] == 1].groupby(keys)["us"].min()
+        best = rows.groupby(keys)["us"].min()
+        for key in best.index:
+            old = then.get(key, math.nan)
+            cells = ("—", "—") if math.isnan(old) else (f"{old:.1f}", f"{best[key] / old:.2f}×")
+            lines.append(f"| {sweep} | {key[0]} | {key[1]} | {key[2]} | {cells[0]} | {best[key]:.1f} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def render_cliffs(cliffs: pd.DataFrame, environment: dict) -> str:
+    """The cliff sweep (cliffs.csv): per dtype and pass, how many widths the fast path was timed at, its TB/s
+    at 4096 and its slowest and fastest widths; the widths and peers that failed the oracle, with why."""
+    fast = cliffs[cliffs["provider"] == "fast"]
+    lines = [f"Widths declared: {environment['widths_declared']}; timed within the {environment['budget_s']:.0f} s "
+             f"budget: " + ", ".join(f"{n} in {d}" for d, n in environment["widths_measured"].items()) + ".", "",
+             "| dtype | pass | widths timed | TB/s at N = 4096 | slowest: TB/s at N | fastest: TB/s at N |",
+             "|---|---|---|---|---|---|"]
+    for (dtype, pass_), group in fast[fast["tbps"].notna()].groupby(["dtype", "pass_"]):
+        rate = group.set_index("N")["tbps"]
+        at = f"{rate[4096]:.2f}" if 4096 in rate.index else "—"
+        lines.append(f"| {dtype} | {pass_} | {len(rate)} | {at} | {rate.min():.2f} at {rate.idxmin()} | "
+                     f"{rate.max():.2f} at {rate.idxmax()} |")
+    failed = cliffs[cliffs["check"] != "ok"]
+    reasons = []
+    for (provider, dtype), group in failed.groupby(["provider", "dtype"], sort=False):
+        kind = group["check"].str.split(":").str[:2].str.join(":").iloc[0]
+        reasons.append(f"{provider}, {dtype}, N = {', '.join(map(str, sorted(group['N'].unique())))} ({kind})")
+    if reasons:
+        lines += ["", "Failed the oracle or to run, not timed: " + "; ".join(reasons) + "."]
+    return "\n".join(lines)
