@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 #: float32 rows of at most this many columns run the backward's row arithmetic in float64; wider
-#: rows, and 16-bit rows, in float32. Lesson 12 §4 computes the backward's formula both ways against
+#: rows, and 16-bit rows, in float32. Lesson 12 §11 computes the backward's formula both ways against
 #: the float64 oracle: float64 makes a clear difference at N = 1 only, and the two are within a tenth
 #: of the tolerance of each other from N = 2 on. 64 is conservative: the table's rules for short
 #: float32 rows were timed with float64 arithmetic.

@@ -16,7 +16,7 @@ The committed run timed the table before sweep 8 (at fb1e5f4 with the arithmetic
 now, it times the table after it, so ``fast_float64`` is then today's configurations in float64
 (one block of 16384 where the committed run looped), another baseline.
 
-Source: lesson 12 §4 (sweep 8); rmsnorm/config.py (``row_arithmetic_dtype``).
+Source: lesson 12 §11 (float32 rows in float32 arithmetic); rmsnorm/config.py (``row_arithmetic_dtype``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ sweeps 7 and 8), then the fast path (today's table), torch.compile and Liger at 
 Writes ``sweep9.csv``, ``odd_widths.csv`` and ``odd_widths_environment.json``. Never asserts a
 speed; without a GPU it says so and exits 0.
 
-Source: lesson 12 §4 (sweep 9); rmsnorm/config.py (``backward_config``).
+Source: lesson 12 §10 (odd widths); rmsnorm/config.py (``backward_config``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ argument only on divisibility by 16, so at N = 1000 it cannot prove that a maske
 groups of 8 and loads one element at a time. The launchers pass ROW_ALIGN (rmsnorm.row_alignment)
 and the kernels restate N and the strides with it. This test compiles both kernels for sm_90 with
 Triton's own compiler (no GPU needed; tools/ptx_vector_accesses.py) and counts 16-byte accesses in the
-PTX: none without the hint, loads and stores of both kernels with it. Lesson 12 §4 reads the probe and
+PTX: none without the hint, loads and stores of both kernels with it. Lesson 12 §7 reads the probe and
 asserts what it shows (the cliff before, within 10 % of the neighbours after, no shape 2 % slower).
 """
 
