@@ -173,7 +173,7 @@ def check_table(table: pd.DataFrame, copy_rate_gbps: float, *, with_article: boo
     Raises:
         AssertionError: naming the first rule a row breaks.
 
-    Source: notebooks/12_tuning_and_side_by_side.ipynb §4.
+    Source: notebooks/12_tuning_and_side_by_side.ipynb §5 (the side-by-side).
     """
     failed = table[table["check"] != "ok"]
     timed = failed[failed["us"].notna()]
