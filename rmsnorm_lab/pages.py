@@ -9,7 +9,7 @@ writes the blocks between their ``<!-- name:start -->`` / ``<!-- name:end -->`` 
 - :func:`render_model_step` — training steps of a Llama with each norm (model_step.csv);
 - :func:`render_host_probe` — where the fast path's host time goes (host_time_probe.txt);
 - :func:`render_sweeps` — the configuration table before each recorded sweep and the sweep's best
-  (fast_tuning.csv, sweeps 7 to 9);
+  (fast_tuning.csv, the runs that recorded ``table_when_swept``);
 - :func:`render_cliffs` — the cliff sweep per dtype and pass (cliffs.csv).
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb, notebooks/13_into_a_model.ipynb.

@@ -25,8 +25,8 @@ from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
 
-#: Elements per step of the short-row candidates (sweep 7): with at most 64 rows per step, rows of
-#: up to 32 (forward) or 64 (backward) columns moved a few KiB a step or less (N = 1, bf16: 128 bytes).
+#: Elements per step of the short-row candidates: a step of short rows holds a whole tile, not a fixed
+#: number of rows (64 rows of one bf16 column would be 128 bytes a step).
 SHORT_ROW_TILES = (2048, 4096, 8192, 16384)
 #: The widest block (columns) the short-row candidates are tried at, per pass.
 SHORT_ROW_MAX_BLOCK_N = {"forward": 32, "backward": 64}
@@ -49,7 +49,7 @@ def forward_candidates(N: int, dtype: torch.dtype):
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
     base = forward_config(N, dtype)
-    if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["forward"]:  # tiles of 2048 to 16384 elements (sweep 7)
+    if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["forward"]:  # tiles of 2048 to 16384 elements
         yield base
         for tile, warps, (pps, stages) in itertools.product(SHORT_ROW_TILES, (4, 8), [(None, 1), (4, 1), (8, 1)]):
             yield FastConfig(BLOCK_M=max(1, tile // base.BLOCK_N), BLOCK_N=base.BLOCK_N,
@@ -61,7 +61,7 @@ def forward_candidates(N: int, dtype: torch.dtype):
         if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
             continue
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
-    if base.one_block(N) and N >= 4096:  # the loop rung at one-block widths (sweeps 4-6)
+    if base.one_block(N) and N >= 4096:  # the loop rung at one-block widths
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
@@ -91,7 +91,7 @@ def backward_candidates(N: int, dtype: torch.dtype):
             for warps, stages in itertools.product((16, 32), (1, 2)):
                 yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=1, num_stages=stages)
         return
-    if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["backward"]:  # tiles of 4096 to 16384 elements (sweep 7)
+    if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["backward"]:  # tiles of 4096 to 16384 elements
         yield base
         for tile, warps, pps, stages in itertools.product(SHORT_ROW_TILES[1:], (4, 8), (1, 2, 4), (1, 3)):
             yield FastConfig(BLOCK_M=max(1, tile // base.BLOCK_N), BLOCK_N=base.BLOCK_N, num_warps=warps,
@@ -111,7 +111,7 @@ def config_of(row) -> FastConfig:
     The inverse of the config columns :func:`tune` writes: ``programs_per_sm`` is empty (NaN) where
     the grid has one program per row block (None). Other columns are ignored, among them
     ``reverse_second_pass``: history, a knob the kernels no longer have (the second pass of a looped
-    row from its last block; empty before sweep 8, True on two rows of sweep 8, False elsewhere).
+    row from its last block; results/h200/README.md says which rows have it).
 
     Args:
         row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages.
@@ -131,7 +131,7 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         sweep: rows of ``fast_tuning.csv`` from one sweep that has the ``table_when_swept`` column
-            (sweeps 7 to 9); failed rows (``us`` NaN) are left out.
+            (the runs that recorded it); failed rows (``us`` NaN) are left out.
 
     Returns:
         DataFrame indexed by (dtype, N, pass_) with columns ``then`` (the fastest row of the table's
