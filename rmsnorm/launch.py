@@ -75,6 +75,17 @@ def triton_is_tested(version: str = triton.__version__) -> bool:
     return ".".join(version.split(".")[:2]) in TESTED_TRITON
 
 
+def _warn_untested() -> None:
+    DirectLauncher._warned = True
+    warnings.warn(
+        f"rmsnorm: triton {triton.__version__} is not one of the versions whose compiled-kernel launcher the "
+        f"fast path calls directly ({', '.join(TESTED_TRITON)}; constraints.txt pins a tested pair), so it "
+        "launches through Triton's own kernel[grid]: the same kernels and numbers, with more host time per call",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
 class DirectLauncher:
     """Launch one ``@triton.jit`` kernel through its compiled launcher, cached under the caller's key.
 
@@ -95,18 +106,14 @@ class DirectLauncher:
         self.kernel = kernel
         self.cache: dict = {}
         self.usable = triton_is_tested() and not interpreter_active()
-        if not triton_is_tested() and not DirectLauncher._warned:
-            DirectLauncher._warned = True
-            warnings.warn(
-                f"rmsnorm: triton {triton.__version__} is not one of the versions the direct launch was "
-                f"tested with ({', '.join(TESTED_TRITON)}); launching through kernel[grid] instead "
-                "(correct, with more host time per call)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        #: Compiled kernels, launched through ``kernel[grid]`` only because this triton is untested:
+        #: said once, at the first such launch (not at import, and never under the interpreter).
+        self.untested = not triton_is_tested() and not interpreter_active()
 
     def __call__(self, key: tuple, grid: tuple[int, ...], *args, **options) -> None:
         if not self.usable or key[0] != torch.cuda.current_device() or _launch_hooks_set():
+            if self.untested and not DirectLauncher._warned:
+                _warn_untested()
             self.kernel[grid](*args, **options)
             return
         compiled = self.cache.get(key)

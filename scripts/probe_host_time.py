@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
 
-import rmsnorm  # noqa: E402,F401  (before triton: chooses where kernels run)
+import rmsnorm  # noqa: E402,F401  (the checkout's package, found through the path above)
 
 # isort: split
 import torch  # noqa: E402

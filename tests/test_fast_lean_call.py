@@ -17,7 +17,7 @@ import pytest
 import torch
 import triton
 
-import rmsnorm  # noqa: F401  (selects GPU or interpreter first)
+import rmsnorm
 from rmsnorm import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm import launch as launch_module
 from rmsnorm.config import FastConfig, forward_config, num_programs, row_align_hint
@@ -61,15 +61,25 @@ def test_the_forward_key_tells_apart_what_triton_specialises_on():
     assert _forward_key(x[:17]) == _forward_key(x[:31])  # M = 17 and 31: one class for Triton too
 
 
-def test_an_untested_triton_falls_back_with_one_warning(monkeypatch):
+def test_an_untested_triton_falls_back_saying_so_once_at_the_first_compiled_launch(monkeypatch, device):
     monkeypatch.setattr(launch_module, "triton_is_tested", lambda version=triton.__version__: False)
     monkeypatch.setattr(DirectLauncher, "_warned", False)
-    with pytest.warns(RuntimeWarning, match="not one of the versions"):
-        first = DirectLauncher(rmsnorm_fast_forward_kernel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        second = DirectLauncher(rmsnorm_fast_forward_kernel)  # once per process
+        first = DirectLauncher(rmsnorm_fast_forward_kernel)  # building one (at import) says nothing
+        second = DirectLauncher(rmsnorm_fast_forward_kernel)
     assert not first.usable and not second.usable
+    assert first.untested is (device.type == "cuda")  # under the interpreter nothing is compiled: no warning
+    x = torch.randn(8, 64, device=device)
+    if device.type == "cuda":
+        monkeypatch.setattr(rmsnorm.forward, "_launch", first)
+        with pytest.warns(RuntimeWarning, match="not one of the versions"):
+            rmsnorm.rmsnorm_fast_forward(x, None, 1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if device.type == "cuda":
+            monkeypatch.setattr(rmsnorm.forward, "_launch", second)
+        rmsnorm.rmsnorm_fast_forward(x, None, 1e-6)  # once per process, and never under the interpreter
     assert triton_is_tested("3.6.0") and triton_is_tested("3.7.1") and not triton_is_tested("9.0.0")
 
 
