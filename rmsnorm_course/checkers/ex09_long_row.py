@@ -32,46 +32,22 @@ Source: solutions/09_the_long_row.ipynb.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from rmsnorm.device import default_device
-from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
-from .cases import describe
-from .diagnose import Case
+from .cases import LoopCase, describe, random_case
 from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
 from .guards import GUARD, Buffers
 from .spec import ExerciseSpec, typed
-
-EXERCISE = "09 · looped forward kernel"
-#: What an unmasked access would do here (ends the preflight's message).
-MASK_NOTE = ("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
-             "past the row, which `mask = start + cols < N` leaves out")
-
-
-@dataclass(frozen=True)
-class LoopCase(Case):
-    """A case with the BLOCK_SIZE the checker forces (x and y share ``row_stride``)."""
-
-    block: int = 64
-
-    @property
-    def block_size(self) -> int:  # the launch's BLOCK_SIZE, not next_power_of_2(N)
-        return self.block
 
 
 def loop_cases() -> list[LoopCase]:
     """The cases: N past its block by 1 and by more, N < BLOCK_SIZE, a row stride, float16."""
     device = default_device()
 
-    def case(label, M, N, block, dtype=torch.float32, seed=0, scale=1.0, eps=1e-6, zero_row=False, stride=0):
-        x, gamma, _ = make_inputs(M, N, dtype, device=device, seed=seed)
-        x = x * scale
-        if zero_row:
-            x[0] = 0
-        return LoopCase(label, {"x": x, "gamma": gamma}, eps, block=block, row_stride=stride)
+    def case(label, M, N, block, dtype=torch.float32, seed=0, stride=0, **options):
+        return random_case(LoopCase, label, M, N, dtype, seed=seed, block=block, row_stride=stride, **options)
 
     ones = torch.ones(1, 257, device=device)
     return [
@@ -125,7 +101,7 @@ def _success(runs) -> str:
 #: Exercise 09, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with M programs and,
 #: in all cases but one, BLOCK_SIZE < N.
 SPEC = ExerciseSpec(
-    exercise=EXERCISE,
+    exercise="09 · looped forward kernel",
     reference=long_row_forward_kernel,
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
@@ -134,12 +110,12 @@ SPEC = ExerciseSpec(
     oracle=correct,
     symptoms=tuple(SYMPTOMS),
     success=_success,
-    mask_note=MASK_NOTE,
+    mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
+                "past the row, which `mask = start + cols < N` leaves out"),
     first_looks=(_sum_in_16_bits,),
     stride_fix="address the rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has "
                "row_stride > N).",
     nan_note="Everything around x and gamma is NaN here, so a read outside the row (a mask or bound past N, "
              "or another row's offset) shows up as NaN.",
     bounds=True,
-    reads_outside=False,
 )

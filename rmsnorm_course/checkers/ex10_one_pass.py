@@ -35,41 +35,23 @@ Source: solutions/10_one_pass_backward.ipynb.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 
-from rmsnorm.device import default_device
-from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
-from .cases import describe
-from .diagnose import Case, _case_passes
+from .cases import GridCase, describe, random_case
+from .diagnose import _case_passes
 from .ex10_symptoms import SYMPTOMS, correct
 from .guards import GUARD, Buffers
 from .spec import ExerciseSpec, typed
 
-EXERCISE = "10 · one-pass backward loop"
-#: What an unmasked access would do here (ends the preflight's message).
-MASK_NOTE = ("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
-             "which `mask = cols < N` leaves out")
-
-
-@dataclass(frozen=True)
-class GridCase(Case):
-    """A case with its number of programs P (x, dy and dx share ``row_stride``)."""
-
-    programs: int = 4
-
 
 def grid_cases() -> list[GridCase]:
     """The cases: rows not a multiple of P, more programs than rows, P = 1, a row stride, float16."""
-    device = default_device()
 
     def case(label, M, N, P, dtype=torch.float32, seed=0, stride=0):
-        x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
-        rstd = torch.rsqrt(x.double().square().mean(-1) + 1e-6).float()
-        return GridCase(label, {"x": x, "gamma": gamma, "dy": dy, "rstd": rstd}, programs=P, row_stride=stride)
+        return random_case(GridCase, label, M, N, dtype, seed=seed, names=("x", "gamma", "dy"), rstd=True,
+                           programs=P, row_stride=stride)
 
     return [
         case("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, seed=10),
@@ -137,7 +119,7 @@ def _success(runs) -> str:
 
 #: Exercise 10, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with a grid of P programs.
 SPEC = ExerciseSpec(
-    exercise=EXERCISE,
+    exercise="10 · one-pass backward loop",
     reference=one_pass_backward_kernel,
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "rstd_ptr": "*fp32", "dy_ptr": "*{t}", "dx_ptr": "*{t}",
                       "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
@@ -147,11 +129,11 @@ SPEC = ExerciseSpec(
     oracle=correct,
     symptoms=tuple(SYMPTOMS),
     success=_success,
-    mask_note=MASK_NOTE,
+    mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
+                "which `mask = cols < N` leaves out"),
     first_looks=(_short_partial,),
     stride_fix="address the rows with `row * row_stride`, never `row * N`.",
     nan_note="Everything around the inputs is NaN here, so a read outside a row (a mask past N, another row's "
              "offset) shows up as NaN.",
     bounds=True,
-    reads_outside=False,
 )

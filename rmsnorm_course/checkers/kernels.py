@@ -124,7 +124,7 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs
                     return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
                 want = spec.oracle(case)
                 if _nan_where_finite(outputs, want):
-                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, spec.reads_outside)
+                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds)
                     if found is not None:
                         return found
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback

@@ -44,9 +44,9 @@ class ExerciseSpec:
         stride_fix: where only the cases whose rows are further apart than N fail, the end of that
             message (None: not said).
         nan_note: added to a message about a value that is still NaN (None: nothing added).
-        bounds: under the interpreter, refuse an access outside every buffer before it happens.
-        reads_outside: when a NaN reached a result and no ``other=`` is to blame, say "read outside
-            its tensors" (exercises whose symptoms name such reads say False).
+        bounds: under the interpreter, refuse an access outside every buffer before it happens; the
+            symptoms then name the reads just outside a row (a NaN that reached a result is theirs to
+            explain), which otherwise are "read outside its tensors".
     """
 
     exercise: str
@@ -63,7 +63,6 @@ class ExerciseSpec:
     stride_fix: str | None = None
     nan_note: str | None = None
     bounds: bool = False
-    reads_outside: bool = True
 
 
 def typed(parameters: dict[str, str], constexprs: dict, dtypes=("fp32", "fp16")) -> tuple[tuple[dict, dict], ...]:
