@@ -6,13 +6,16 @@ message naming the mistake and the numbers that show it). A checker never
 raises, never crashes and never hangs, whatever the learner's code does: the
 learner's code runs in a child process with one time limit
 (:mod:`rmsnorm_course.checkers.isolate`). Every kernel exercise (03, 04, 05, 08's
-fix, 09, 10) is judged by one harness (:mod:`rmsnorm_course.checkers.kernels`): the
+fix, 09, 10) is declared once, as a frozen spec (:class:`~rmsnorm_course.checkers.spec.ExerciseSpec`:
+reference, signatures, cases, launch, oracle, symptoms, messages; ``SPEC`` in its module), and
+judged by one harness, ``check(spec, kernel)`` (:mod:`rmsnorm_course.checkers.kernels`): the
 kernel is read first (:mod:`rmsnorm_course.checkers.preflight`), then compiled for a
 CUDA target (under the interpreter) while its cases run in child processes, each
 tensor inside a NaN-guarded buffer (:mod:`rmsnorm_course.checkers.guards`), in
 Triton's interpreter on every machine and also on the GPU where there is one, so a
-verdict does not depend on the device. Each exercise module launches the kernel
-itself, on the guarded copies (its ``launch``/``_launch``): 03, 04, 05 and 08's fix
+verdict does not depend on the device. The spec and the kernel's source travel to
+the child as data (cloudpickled); the child runs the harness's one run loop on them.
+Each spec's ``launch`` launches the kernel on the guarded copies: 03, 04, 05 and 08's fix
 with the grid and arguments the package's launchers give their kernels
 (``forward_op``, ``backward_rows``, ``reduce_gamma_gradient``), so the kernel must
 have the signature of the package kernel it replaces; 09 and 10 with signatures of
@@ -23,20 +26,22 @@ functions, classes and readings, not kernels.
 Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
 """
 
+from . import ex03_forward, ex04_dx, ex05_dgamma, ex08_n_vs_block, ex09_long_row, ex10_one_pass
 from .ex01_by_hand import check_by_hand
 from .ex02_reference import check_reference
-from .ex03_forward import check_forward_kernel
-from .ex04_dx import check_dx_kernel
-from .ex05_dgamma import check_dgamma_kernel
 from .ex06_autograd import check_autograd_function
 from .ex07_benchmark import check_benchmark_reading, check_prediction
-from .ex08_n_vs_block import check_fixed_dx_kernel, check_hypothesis
+from .ex08_n_vs_block import check_hypothesis
 from .ex11_fake import check_fake_implementation  # noqa: E402  (Part II, appended)
 from .ex12_reading import check_copy_fraction, check_pick_config  # noqa: E402  (Part II, appended)
 from .feedback import Feedback
+from .kernels import check
+from .spec import ExerciseSpec
 
 __all__ = [
+    "ExerciseSpec",
     "Feedback",
+    "check",
     "check_autograd_function",
     "check_benchmark_reading",
     "check_by_hand",
@@ -52,8 +57,62 @@ __all__ = [
     "check_pick_config",
 ]
 
-# Part II (lessons 09-10): checkers with signatures of their own, judged by the same harness (see kernels.py).
-from .ex09_long_row import check_long_row_kernel  # noqa: E402
-from .ex10_one_pass import check_one_pass_kernel  # noqa: E402
-
 __all__ += ["check_long_row_kernel", "check_one_pass_kernel"]
+
+
+def check_forward_kernel(kernel) -> Feedback:
+    """Exercise 03: a forward kernel with the signature of :func:`rmsnorm.article.rmsnorm_forward_kernel`,
+    launched as ``forward_op(x, gamma, eps, kernel=kernel)`` launches it.
+
+    Returns:
+        Feedback: "passed", "not done yet" (the skeleton) or "wrong" with the mistake named or the first
+        mismatch. Never raises, never hangs.
+
+    Source: solutions/03_forward_kernel.ipynb.
+    """
+    return check(ex03_forward.SPEC, kernel)
+
+
+def check_dx_kernel(kernel) -> Feedback:
+    """Exercise 04: a dx kernel with the signature of :func:`rmsnorm.article.rmsnorm_dx_kernel`, launched as
+    ``backward_rows`` launches it, with rstd from the package's forward (dx and partial are both checked).
+
+    Source: solutions/04_backward_derivation.ipynb.
+    """
+    return check(ex04_dx.SPEC, kernel)
+
+
+def check_dgamma_kernel(kernel) -> Feedback:
+    """Exercise 05: a column-sum kernel with the signature of :func:`rmsnorm.article.rmsnorm_dgamma_kernel`,
+    launched as ``reduce_gamma_gradient`` launches it.
+
+    Source: solutions/05_gamma_reduction.ipynb.
+    """
+    return check(ex05_dgamma.SPEC, kernel)
+
+
+def check_fixed_dx_kernel(kernel) -> Feedback:
+    """Exercise 08's fix: a dx kernel whose mean(u · x) divides by N, checked as exercise 04, under 08's name.
+
+    Source: solutions/08_n_vs_block_exercise.ipynb.
+    """
+    return check(ex08_n_vs_block.SPEC_FIX, kernel)
+
+
+def check_long_row_kernel(kernel) -> Feedback:
+    """Exercise 09: the looped forward kernel, with the signature of
+    :func:`rmsnorm_course.teaching.long_row.long_row_forward_kernel`, launched with M programs and a BLOCK_SIZE
+    smaller than N.
+
+    Source: solutions/09_the_long_row.ipynb.
+    """
+    return check(ex09_long_row.SPEC, kernel)
+
+
+def check_one_pass_kernel(kernel) -> Feedback:
+    """Exercise 10: the one-pass backward loop, signature of
+    :func:`rmsnorm_course.teaching.one_pass.one_pass_backward_kernel`, launched on a persistent grid of P programs.
+
+    Source: solutions/10_one_pass_backward.ipynb.
+    """
+    return check(ex10_one_pass.SPEC, kernel)

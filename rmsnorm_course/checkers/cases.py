@@ -24,14 +24,56 @@ Source: solutions/03_forward_kernel.ipynb (the cases are listed there).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from .diagnose import Case
 
+
+@dataclass(frozen=True)
+class LoopCase(Case):
+    """A case of exercise 09: the BLOCK_SIZE the checker forces, narrower than the row (x and y share row_stride)."""
+
+    block: int = 64
+
+    @property
+    def block_size(self) -> int:  # the launch's BLOCK_SIZE, not next_power_of_2(N)
+        return self.block
+
+
+@dataclass(frozen=True)
+class GridCase(Case):
+    """A case of exercise 10: its number of programs P (x, dy and dx share ``row_stride``)."""
+
+    programs: int = 4
+
+
 #: Largest finite float16: a float16 sum beyond it becomes inf.
 FLOAT16_MAX = 65504.0
+
+
+def random_case(kind: type[Case], label: str, M: int, N: int, dtype=torch.float32, *, seed: int = 0,
+                scale: float = 1.0, eps: float = 1e-6, zero_row: bool = False, names=("x", "gamma"),
+                rstd: bool = False, **fields) -> Case:
+    """A case of ``kind`` on random inputs (:func:`rmsnorm.testing.make_inputs`, seeded, on the default device).
+
+    Args:
+        kind: the Case class (an exercise's own, with its ``fields``).
+        names: which of x, gamma, dy the kernel gets; x is multiplied by ``scale``, its first row zeroed
+            if ``zero_row``.
+        rstd: also give rstd = 1/sqrt(mean(x²) + 1e-6), float32, as the forward would.
+    """
+    x, gamma, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
+    x = x * scale
+    if zero_row:
+        x[0] = 0
+    inputs = dict(zip(names, (x, gamma, dy)))
+    if rstd:
+        inputs["rstd"] = torch.rsqrt(x.double().square().mean(-1) + 1e-6).float()
+    return kind(label, inputs, eps, **fields)
 
 
 def row_cases(with_dy: bool = False) -> list[Case]:
@@ -39,12 +81,8 @@ def row_cases(with_dy: bool = False) -> list[Case]:
     device = default_device()
     names = ("x", "gamma", "dy") if with_dy else ("x", "gamma")
 
-    def case(label, M, N, dtype=torch.float32, seed=0, scale=1.0, eps=1e-6, zero_row=False, row_stride=None):
-        x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
-        x = x * scale
-        if zero_row:
-            x[0] = 0
-        return Case(label, dict(zip(names, (x, gamma, dy))), eps, row_stride=row_stride)
+    def case(label, M, N, dtype=torch.float32, seed=0, row_stride=None, **options):
+        return random_case(Case, label, M, N, dtype, seed=seed, names=names, row_stride=row_stride, **options)
 
     ones = torch.ones(1, 257, device=device)
     return [

@@ -68,6 +68,11 @@ class Case:
         return self.x.dtype
 
     @property
+    def stride(self) -> int:
+        """Elements between the rows of the case's 2-D tensors (``row_stride``, or N when they are contiguous)."""
+        return self.row_stride or self.N
+
+    @property
     def block_size(self) -> int:
         """BLOCK_SIZE the launchers use for this case: next_power_of_2(N)."""
         return triton.next_power_of_2(self.N)

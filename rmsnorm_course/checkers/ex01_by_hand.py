@@ -87,7 +87,7 @@ def check_by_hand(my_row) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [my_row], f"your {name_of(my_row)}")
+    return isolate.run_python_check(EXERCISE, judge, [my_row], f"your {name_of(my_row)}")
 
 
 def judge(my_row) -> Feedback:

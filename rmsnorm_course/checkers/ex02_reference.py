@@ -119,7 +119,7 @@ def check_reference(reference) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [reference], f"your {name_of(reference)}")
+    return isolate.run_python_check(EXERCISE, judge, [reference], f"your {name_of(reference)}")
 
 
 def judge(reference) -> Feedback:

@@ -22,10 +22,9 @@ import triton
 
 from rmsnorm.article.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
-from .diagnose import Case, Run, Symptom, close, diagnose, evidence, first_difference, tolerance
-from .feedback import Feedback, never_raises, wrong
+from .diagnose import Case, Symptom, close, evidence, first_difference, tolerance
 from .guards import Buffers
-from .kernels import check_kernel, run_kernel_cases
+from .spec import ExerciseSpec, typed
 
 EXERCISE = "03 · forward kernel"
 
@@ -128,12 +127,6 @@ MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or wri
                 "(past the tensor on the last row)")
 
 
-def _signatures():
-    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "y_ptr": f"*{t}", "rstd_ptr": "*fp32", "x_row_stride": "i32",
-              "y_row_stride": "i32", "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512})
-            for t in ("fp32", "fp16")]
-
-
 def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     """Launch ``kernel`` as ``forward_op`` does, on guarded copies of the case's tensors (y rows 16 further apart)."""
     x = buffers.input("x", case.inputs["x"], case.row_stride)
@@ -150,59 +143,48 @@ def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     return {"y": y, "rstd": rstd}
 
 
-def _rstd_in_16_bits(runs) -> bool:
+def _rstd_in_16_bits(runs) -> str | None:
     """Every float32 case passes; in float16 cases y passes and rstd is off by no more than a float16 rounding."""
     for run in runs:
         got, want = run.actual["rstd"].double(), run.expected["rstd"]
         y_ok = close(run.actual["y"], run.expected["y"], tolerance(run.actual["y"]))
         if run.case.dtype == torch.float16:
             if not y_ok or not torch.all((got - want).abs() <= 2 ** -10 * want.abs()):
-                return False
+                return None
         elif not (y_ok and close(run.actual["rstd"], want, tolerance(run.actual["rstd"]))):
-            return False
-    return any(not close(r.actual["rstd"], r.expected["rstd"], tolerance(r.actual["rstd"])) for r in runs)
+            return None
+    off = [r for r in runs if not close(r.actual["rstd"], r.expected["rstd"], tolerance(r.actual["rstd"]))]
+    if not off:
+        return None
+    run = off[0]
+    index = first_difference(run.actual["rstd"], run.expected["rstd"], tolerance(run.actual["rstd"]))
+    shown = evidence(run, "rstd", index)
+    return ("rstd is rounded to 16 bits for float16 inputs (y is fine; your loads are fine): "
+            f"{shown}. rstd is float32 whatever x's dtype: compute and store it in float32, without "
+            "`.to(x_ptr.dtype.element_ty)` or a float16 intermediate.")
 
 
-def judge(kernel) -> Feedback:
-    """In the checker's child process: run the rebuilt kernel on every case and diagnose its outputs."""
-    cases = row_cases()
-    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch, correct, EXAMPLE)
-    if isinstance(outputs, Feedback):
-        return outputs
-    runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
-    if _rstd_in_16_bits(runs):
-        run = next(r for r in runs if not close(r.actual["rstd"], r.expected["rstd"], tolerance(r.actual["rstd"])))
-        shown = evidence(
-            run, "rstd", first_difference(run.actual["rstd"], run.expected["rstd"], tolerance(run.actual["rstd"]))
-        )
-        return wrong(EXERCISE, "rstd is rounded to 16 bits for float16 inputs (y is fine; your loads are fine): "
-                     f"{shown}. rstd is float32 whatever x's dtype: compute and store it in float32, without "
-                     "`.to(x_ptr.dtype.element_ty)` or a float16 intermediate.")
+def _success(runs) -> str:
+    cases = [r.case for r in runs]
     ones = runs[0].actual["y"][0, 0].item()
-    return diagnose(
-        EXERCISE, runs, SYMPTOMS,
-        f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; rows further apart "
-        f"than N; eps = 0.5); nothing outside the tensors was read or written; it compiles for a GPU; "
-        f"a row of 257 ones gives {ones:.7f}.",
-    )
+    return (f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; rows further apart "
+            f"than N; eps = 0.5); nothing outside the tensors was read or written; it compiles for a GPU; "
+            f"a row of 257 ones gives {ones:.7f}.")
 
 
-@never_raises(EXERCISE)
-def check_forward_kernel(kernel) -> Feedback:
-    """Run a learner's forward kernel on the checker's cases and say what is wrong, in plain words.
-
-    The kernel runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`), in
-    NaN-guarded buffers, launched as ``forward_op(x, gamma, eps, kernel=kernel)``
-    launches it; under the interpreter it is also compiled for a CUDA target.
-
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.article.rmsnorm_forward_kernel`.
-
-    Returns:
-        Feedback: "passed", "not done yet" (the skeleton) or "wrong" with the
-        mistake named or the first mismatch. Never raises, never hangs.
-
-    Source: solutions/03_forward_kernel.ipynb.
-    """
-    return check_kernel(EXERCISE, kernel, rmsnorm_forward_kernel, (__name__, "judge"), _signatures(), MASK_EXAMPLE)
+#: Exercise 03, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`.
+SPEC = ExerciseSpec(
+    exercise=EXERCISE,
+    reference=rmsnorm_forward_kernel,
+    signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32",
+                      "x_row_stride": "i32", "y_row_stride": "i32", "N": "i32", "eps": "fp32",
+                      "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),
+    cases=row_cases,
+    launch=launch,
+    oracle=correct,
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    example=EXAMPLE,
+    mask_note=MASK_EXAMPLE,
+    first_looks=(_rstd_in_16_bits,),
+)

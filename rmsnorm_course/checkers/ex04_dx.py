@@ -21,10 +21,9 @@ import triton
 from rmsnorm.article.backward import rmsnorm_dx_kernel
 from rmsnorm.article.forward import forward_op, num_warps_for
 from .cases import describe, row_cases
-from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, never_raises
+from .diagnose import Case, Symptom
 from .guards import Buffers
-from .kernels import check_kernel, run_kernel_cases
+from .spec import ExerciseSpec, typed
 
 EXERCISE = "04 · dx kernel"
 
@@ -134,12 +133,6 @@ MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or wri
                 "(past the tensor on the last row)")
 
 
-def _signatures():
-    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "dy_ptr": f"*{t}", "rstd_ptr": "*fp32", "dx_ptr": f"*{t}",
-              "partial_ptr": "*fp32", "row_stride": "i32", "N": "i32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512})
-            for t in ("fp32", "fp16")]
-
-
 def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     """Launch ``kernel`` as ``backward_rows`` does (rstd from the package's forward), on guarded copies."""
     _, rstd = forward_op(case.inputs["x"], case.inputs["gamma"], case.eps)
@@ -156,46 +149,29 @@ def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     return {"dx": dx, "partial": partial}
 
 
-def judge(kernel, exercise: str = EXERCISE) -> Feedback:
-    """In the checker's child process: run the rebuilt kernel on every case and diagnose dx and partial."""
-    cases = row_cases(with_dy=True)
-    outputs = run_kernel_cases(exercise, kernel, cases, launch, correct, EXAMPLE)
-    if isinstance(outputs, Feedback):
-        return outputs
-    runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
-    return diagnose(
-        exercise, runs, SYMPTOMS,
-        f"dx and partial match the float64 oracle on {len(cases)} cases ({describe(cases)}; rows further apart "
-        "than N), N = 256 and N = 257 alike; nothing outside the tensors was read or written; it compiles for a GPU.",
-    )
+def _cases() -> list[Case]:
+    return row_cases(with_dy=True)
 
 
-def judge_fix(kernel) -> Feedback:
-    """:func:`judge` under exercise 08's name."""
-    return judge(kernel, "08 · fixed dx kernel")
+def _success(runs) -> str:
+    cases = [r.case for r in runs]
+    return (f"dx and partial match the float64 oracle on {len(cases)} cases ({describe(cases)}; rows further apart "
+            "than N), N = 256 and N = 257 alike; nothing outside the tensors was read or written; it compiles for a "
+            "GPU.")
 
 
-def check_dx_kernel(kernel, exercise: str = EXERCISE) -> Feedback:
-    """Run a learner's dx kernel on the checker's cases and say what is wrong, in plain words.
-
-    The kernel runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`), in
-    NaN-guarded buffers, launched as ``backward_rows(x, gamma, dy, rstd, eps,
-    kernel=kernel)`` launches it, with rstd from the package's forward; under
-    the interpreter it is also compiled for a CUDA target.
-
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.article.rmsnorm_dx_kernel`.
-        exercise: the name shown in the feedback ("04 · dx kernel" or "08 · fixed dx kernel").
-
-    Returns:
-        Feedback: "passed", "not done yet" or "wrong" (dx and partial are both
-        checked). Never raises, never hangs.
-
-    Source: solutions/04_backward_derivation.ipynb.
-    """
-    @never_raises(exercise)
-    def check(kernel):
-        target = (__name__, "judge" if exercise == EXERCISE else "judge_fix")
-        return check_kernel(exercise, kernel, rmsnorm_dx_kernel, target, _signatures(), MASK_EXAMPLE)
-    return check(kernel)
+#: Exercise 04, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`.
+SPEC = ExerciseSpec(
+    exercise=EXERCISE,
+    reference=rmsnorm_dx_kernel,
+    signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "dy_ptr": "*{t}", "rstd_ptr": "*fp32", "dx_ptr": "*{t}",
+                      "partial_ptr": "*fp32", "row_stride": "i32", "N": "i32", "BLOCK_SIZE": "constexpr"},
+                     {"BLOCK_SIZE": 512}),
+    cases=_cases,
+    launch=launch,
+    oracle=correct,
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    example=EXAMPLE,
+    mask_note=MASK_EXAMPLE,
+)

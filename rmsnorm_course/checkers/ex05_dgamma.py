@@ -26,10 +26,9 @@ import triton
 
 from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
-from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, never_raises
+from .diagnose import Case, Symptom
 from .guards import Buffers
-from .kernels import check_kernel, run_kernel_cases
+from .spec import ExerciseSpec, typed
 
 EXERCISE = "05 · dgamma reduction"
 
@@ -98,12 +97,6 @@ MASK_EXAMPLE = ("With N = 257 columns the last program's lanes 257…287, and wi
                 "of the last step, would read or write past the partials (past the tensor)")
 
 
-def _signatures():
-    return [({"partial_ptr": "*fp32", "dgamma_ptr": f"*{t}", "M": "i32", "N": "i32", "partial_row_stride": "i32",
-              "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}, {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N})
-            for t in ("fp32", "fp16")]
-
-
 def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     """Launch ``kernel`` as ``reduce_gamma_gradient`` does, on a guarded copy of the partials."""
     partial = buffers.input("partial", case.inputs["partial"], case.row_stride)
@@ -113,38 +106,25 @@ def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
     return {"dgamma": dgamma}
 
 
-def judge(kernel) -> Feedback:
-    """In the checker's child process: run the rebuilt kernel on every case and diagnose dgamma."""
-    cases = partial_cases()
-    outputs = run_kernel_cases(EXERCISE, kernel, cases, launch, _sum, EXAMPLE)
-    if isinstance(outputs, Feedback):
-        return outputs
-    runs = [Run(case, out, _sum(case)) for case, out in zip(cases, outputs)]
-    article = outputs[0]["dgamma"].tolist()
-    return diagnose(
-        EXERCISE, runs, SYMPTOMS,
-        f"dgamma matches the float64 column sums on {len(cases)} cases (M = 1 … 100, N = 2 … 257, rows further "
-        f"apart than N, float32 and float16); nothing outside the tensors was read or written; it compiles for a "
-        f"GPU; the article's partials [[1, 2], [3, 4]] give {article}.",
-    )
+def _success(runs) -> str:
+    article = runs[0].actual["dgamma"].tolist()
+    return (f"dgamma matches the float64 column sums on {len(runs)} cases (M = 1 … 100, N = 2 … 257, rows further "
+            f"apart than N, float32 and float16); nothing outside the tensors was read or written; it compiles for a "
+            f"GPU; the article's partials [[1, 2], [3, 4]] give {article}.")
 
 
-@never_raises(EXERCISE)
-def check_dgamma_kernel(kernel) -> Feedback:
-    """Run a learner's column-sum kernel on the checker's cases and say what is wrong, in plain words.
-
-    The kernel runs in a separate process (:mod:`rmsnorm_course.checkers.isolate`), in
-    NaN-guarded buffers, launched as ``reduce_gamma_gradient(partial, dtype,
-    kernel=kernel)`` launches it; under the interpreter it is also compiled for
-    a CUDA target.
-
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`rmsnorm.article.rmsnorm_dgamma_kernel`.
-
-    Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises, never hangs.
-
-    Source: solutions/05_gamma_reduction.ipynb.
-    """
-    return check_kernel(EXERCISE, kernel, rmsnorm_dgamma_kernel, (__name__, "judge"), _signatures(), MASK_EXAMPLE)
+#: Exercise 05, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`.
+SPEC = ExerciseSpec(
+    exercise=EXERCISE,
+    reference=rmsnorm_dgamma_kernel,
+    signatures=typed({"partial_ptr": "*fp32", "dgamma_ptr": "*{t}", "M": "i32", "N": "i32",
+                      "partial_row_stride": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"},
+                     {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}),
+    cases=partial_cases,
+    launch=launch,
+    oracle=_sum,
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    example=EXAMPLE,
+    mask_note=MASK_EXAMPLE,
+)

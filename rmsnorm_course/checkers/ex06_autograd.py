@@ -182,4 +182,4 @@ def check_autograd_function(function_class) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [function_class], f"your {name_of(function_class)}")
+    return isolate.run_python_check(EXERCISE, judge, [function_class], f"your {name_of(function_class)}")

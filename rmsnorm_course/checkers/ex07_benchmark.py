@@ -67,7 +67,7 @@ def check_prediction(my_prediction) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE_PREDICT, (__name__, "judge_prediction"), [my_prediction],
+    return isolate.run_python_check(EXERCISE_PREDICT, judge_prediction, [my_prediction],
                                     f"your {name_of(my_prediction)}")
 
 
@@ -190,7 +190,7 @@ def check_benchmark_reading(median_us, percent_change, samples, prediction=None,
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE_READ, (__name__, "judge_reading"),
+    return isolate.run_python_check(EXERCISE_READ, judge_reading,
                                     [median_us, percent_change, samples, prediction, where], "your functions")
 
 

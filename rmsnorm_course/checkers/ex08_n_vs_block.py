@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import replace
 
 import torch
 import triton
@@ -27,11 +28,13 @@ from rmsnorm.device import default_device
 from rmsnorm.testing import TOLERANCES
 from rmsnorm_course.teaching.buggy import rmsnorm_forward_kernel_block_mean
 from .diagnose import close, fmt
-from .ex04_dx import check_dx_kernel
+from .ex04_dx import SPEC as SPEC_DX
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
 EXERCISE = "08 · hypothesis"
 EXERCISE_FIX = "08 · fixed dx kernel"
+#: The fix, declared: exercise 04's spec under 08's name (a dx kernel whose mean(u · x) divides by N).
+SPEC_FIX = replace(SPEC_DX, exercise=EXERCISE_FIX)
 #: Row lengths of the hypothesis check: BLOCK_SIZE = 4, 256, 512, 1024.
 NS = (3, 256, 257, 1000)
 EPS = 1e-6
@@ -85,7 +88,7 @@ def check_hypothesis(predict) -> Feedback:
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE, (__name__, "judge"), [predict], f"your {name_of(predict)}")
+    return isolate.run_python_check(EXERCISE, judge, [predict], f"your {name_of(predict)}")
 
 
 def judge(predict) -> Feedback:
@@ -126,17 +129,3 @@ def judge(predict) -> Feedback:
     i = next(i for i in range(len(NS)) if not close(guess_t[i, 1], seen_t[i, 1], tol))
     return wrong(EXERCISE, f"for N = {NS[i]} you predict y_buggy = {fmt(guesses[i][1])}, the buggy kernel gives "
                  f"{fmt(seen[i][1])} (BLOCK_SIZE = {_block(NS[i])}).")
-
-
-def check_fixed_dx_kernel(kernel) -> Feedback:
-    """The fix of exercise 08: a dx kernel whose mean(u · x) divides by N, checked like exercise 04.
-
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of :func:`rmsnorm.article.rmsnorm_dx_kernel`.
-
-    Returns:
-        Feedback, as :func:`rmsnorm_course.checkers.check_dx_kernel` gives it.
-
-    Source: solutions/08_n_vs_block_exercise.ipynb.
-    """
-    return check_dx_kernel(kernel, exercise=EXERCISE_FIX)

@@ -32,56 +32,27 @@ Source: solutions/09_the_long_row.ipynb.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from rmsnorm.device import default_device
-from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
-from .cases import describe
-from .diagnose import Case, Run, diagnose
+from .cases import LoopCase, describe, random_case
 from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
-from .feedback import Feedback, never_raises, wrong
 from .guards import GUARD, Buffers
-from .kernels import check_kernel, refine, run_kernel_cases
-
-EXERCISE = "09 · looped forward kernel"
-#: What an unmasked access would do here (ends the preflight's message).
-MASK_NOTE = ("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
-             "past the row, which `mask = start + cols < N` leaves out")
-
-
-@dataclass(frozen=True)
-class LoopCase(Case):
-    """A case with the BLOCK_SIZE the checker forces and the row stride of x and y."""
-
-    block: int = 64
-    row_stride: int = 0
-
-    @property
-    def block_size(self) -> int:  # the launch's BLOCK_SIZE, not next_power_of_2(N)
-        return self.block
-
-    @property
-    def stride(self) -> int:
-        return self.row_stride or self.N
+from .spec import ExerciseSpec, typed
 
 
 def loop_cases() -> list[LoopCase]:
     """The cases: N past its block by 1 and by more, N < BLOCK_SIZE, a row stride, float16."""
     device = default_device()
 
-    def case(label, M, N, block, dtype=torch.float32, seed=0, scale=1.0, eps=1e-6, zero_row=False, stride=0):
-        x, gamma, _ = make_inputs(M, N, dtype, device=device, seed=seed)
-        x = x * scale
-        if zero_row:
-            x[0] = 0
-        return LoopCase(label, {"x": x, "gamma": gamma}, eps, block=block, row_stride=stride)
+    def case(label, M, N, block, dtype=torch.float32, seed=0, stride=0, **options):
+        return random_case(LoopCase, label, M, N, dtype, seed=seed, block=block, row_stride=stride, **options)
 
     ones = torch.ones(1, 257, device=device)
     return [
-        LoopCase("a row of 257 ones, BLOCK_SIZE = 64", {"x": ones, "gamma": torch.ones(257, device=device)}, block=64),
+        LoopCase("a row of 257 ones, BLOCK_SIZE = 64", {"x": ones, "gamma": torch.ones(257, device=device)}, block=64,
+                 row_stride=0),
         case("17×200 float32 (random), BLOCK_SIZE = 64", 17, 200, 64, seed=1),
         case("5×33 float32 with eps = 0.5 and a first row of zeros, BLOCK_SIZE = 16", 5, 33, 16, seed=2, eps=0.5,
              zero_row=True),
@@ -111,68 +82,40 @@ def _launch(case: LoopCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]
     return {"y": y, "rstd": rstd}
 
 
-def _signatures():
-    """The launch's argument types, for the compile check of a CUDA target (float32 and float16 x)."""
-    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "y_ptr": f"*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
-              "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}) for t in ("fp32", "fp16")]
-
-
-@never_raises(EXERCISE)
-def check_long_row_kernel(kernel) -> Feedback:
-    """Judge a learner's kernel as every kernel exercise is judged
-    (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
-
-    Before any launch, :func:`~rmsnorm_course.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
-    exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
-    interpreter) and :func:`judge_long_row` in the checker's separate processes (the interpreter's on every
-    machine, and the GPU's on a GPU machine), so a crash, a spoiled GPU context or a kernel that never ends gives
-    a message here, never a dead notebook kernel.
-
-    Args:
-        kernel: the learner's ``@triton.jit`` kernel, with the signature of :func:`long_row_forward_kernel`.
-
-    Returns:
-        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the mistake. Never raises.
-
-    Source: solutions/09_the_long_row.ipynb.
-    """
-    return check_kernel(EXERCISE, kernel, long_row_forward_kernel, (__name__, "judge_long_row"), _signatures(),
-                        MASK_NOTE)
-
-
-def judge_long_row(kernel) -> Feedback:
-    """In the checker's child process: launch the looped forward kernel on the checker's cases, say what is wrong.
-
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`long_row_forward_kernel` (x_ptr, gamma_ptr, y_ptr, rstd_ptr,
-            row_stride, N, eps, BLOCK_SIZE), launched with M programs and,
-            in all cases but one, BLOCK_SIZE < N.
-
-    Returns:
-        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the
-        mistake. Never raises for a learner's mistake.
-
-    Source: solutions/09_the_long_row.ipynb.
-    """
-    cases = loop_cases()
-    outputs = run_kernel_cases(EXERCISE, kernel, cases, _launch, correct, "", bounds=True, reads_outside=False)
-    if isinstance(outputs, Feedback):
-        return outputs
-    runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
+def _sum_in_16_bits(runs) -> str | None:
     rounded = sum_in_16_bits(runs)
-    if rounded is not None:
-        return wrong(EXERCISE, f"the sum of squares is accumulated in float16: {rounded}, a float16 rounding "
-                     "away, and past 65504 the sum overflows (rstd = 0). Accumulate in float32 whatever x's dtype: "
-                     "`sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)`, adding the squares of float32 values "
-                     "(`.to(tl.float32)` right after the load).")
-    feedback = diagnose(
-        EXERCISE, runs, SYMPTOMS,
-        f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; BLOCK_SIZE = 16, 32 and 64, "
-        f"so every row takes 1 to 5 blocks); a row of 257 ones gives {outputs[0]['y'][0, 0].item():.7f}.",
-    )
-    return refine(EXERCISE, feedback, runs, SYMPTOMS,
-                  "address the rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has "
-                  "row_stride > N).",
-                  "Everything around x and gamma is NaN here, so a read outside the row (a mask or bound past N, "
-                  "or another row's offset) shows up as NaN.")
+    if rounded is None:
+        return None
+    return (f"the sum of squares is accumulated in float16: {rounded}, a float16 rounding away, and past 65504 the "
+            "sum overflows (rstd = 0). Accumulate in float32 whatever x's dtype: "
+            "`sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)`, adding the squares of float32 values "
+            "(`.to(tl.float32)` right after the load).")
+
+
+def _success(runs) -> str:
+    cases = [r.case for r in runs]
+    return (f"y and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; BLOCK_SIZE = 16, 32 and "
+            f"64, so every row takes 1 to 5 blocks); a row of 257 ones gives {runs[0].actual['y'][0, 0].item():.7f}.")
+
+
+#: Exercise 09, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with M programs and,
+#: in all cases but one, BLOCK_SIZE < N.
+SPEC = ExerciseSpec(
+    exercise="09 · looped forward kernel",
+    reference=long_row_forward_kernel,
+    signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
+                      "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
+    cases=loop_cases,
+    launch=_launch,
+    oracle=correct,
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
+                "past the row, which `mask = start + cols < N` leaves out"),
+    first_looks=(_sum_in_16_bits,),
+    stride_fix="address the rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has "
+               "row_stride > N).",
+    nan_note="Everything around x and gamma is NaN here, so a read outside the row (a mask or bound past N, "
+             "or another row's offset) shows up as NaN.",
+    bounds=True,
+)

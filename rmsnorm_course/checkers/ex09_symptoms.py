@@ -65,7 +65,7 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
     """The reference loop run in float64 on the case's memory (NaN around x and gamma), with one slip or none.
 
     Args:
-        case: a :class:`~rmsnorm_course.checkers.ex09_long_row.LoopCase` (its ``block`` and ``stride``).
+        case: a :class:`~rmsnorm_course.checkers.cases.LoopCase` (its ``block`` and ``stride``).
         x1, x2: whether x's load address in pass 1 / pass 2 includes the block's start (`x_row + start + cols`).
         gamma_at, y_at: the same for gamma's load and y's store.
         mask: "start + cols < N", "cols < N" or "start + cols < BLOCK_SIZE".

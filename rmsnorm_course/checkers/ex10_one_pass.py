@@ -35,47 +35,23 @@ Source: solutions/10_one_pass_backward.ipynb.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 
-from rmsnorm.device import default_device
-from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
-from .cases import describe
-from .diagnose import Case, Run, _case_passes, diagnose
+from .cases import GridCase, describe, random_case
+from .diagnose import _case_passes
 from .ex10_symptoms import SYMPTOMS, correct
-from .feedback import Feedback, never_raises, wrong
 from .guards import GUARD, Buffers
-from .kernels import check_kernel, refine, run_kernel_cases
-
-EXERCISE = "10 · one-pass backward loop"
-#: What an unmasked access would do here (ends the preflight's message).
-MASK_NOTE = ("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
-             "which `mask = cols < N` leaves out")
-
-
-@dataclass(frozen=True)
-class GridCase(Case):
-    """A case with its number of programs P and the row stride of x, dy and dx."""
-
-    programs: int = 4
-    row_stride: int = 0
-
-    @property
-    def stride(self) -> int:
-        return self.row_stride or self.N
+from .spec import ExerciseSpec, typed
 
 
 def grid_cases() -> list[GridCase]:
     """The cases: rows not a multiple of P, more programs than rows, P = 1, a row stride, float16."""
-    device = default_device()
 
     def case(label, M, N, P, dtype=torch.float32, seed=0, stride=0):
-        x, gamma, dy = make_inputs(M, N, dtype, device=device, seed=seed)
-        rstd = torch.rsqrt(x.double().square().mean(-1) + 1e-6).float()
-        return GridCase(label, {"x": x, "gamma": gamma, "dy": dy, "rstd": rstd}, programs=P, row_stride=stride)
+        return random_case(GridCase, label, M, N, dtype, seed=seed, names=("x", "gamma", "dy"), rstd=True,
+                           programs=P, row_stride=stride)
 
     return [
         case("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, seed=10),
@@ -124,67 +100,40 @@ def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
     return finite.numel() > 0 and bool((finite != 0).any()) and bool((finite.to(bits).float() == finite).all())
 
 
-def _signatures():
-    """The launch's argument types, for the compile check of a CUDA target (float32 and float16 x)."""
-    return [({"x_ptr": f"*{t}", "gamma_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}", "dx_ptr": f"*{t}",
-              "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32", "BLOCK_SIZE": "constexpr"},
-             {"BLOCK_SIZE": 512}) for t in ("fp32", "fp16")]
-
-
-@never_raises(EXERCISE)
-def check_one_pass_kernel(kernel) -> Feedback:
-    """Judge a learner's kernel as every kernel exercise is judged
-    (:func:`~rmsnorm_course.checkers.kernels.check_kernel`).
-
-    Before any launch, :func:`~rmsnorm_course.checkers.kernels.preflight` (a Triton kernel, not the skeleton, the
-    exercise's signature, every access masked); then, at the same time, a compile for a CUDA target (under the
-    interpreter) and :func:`judge_one_pass` in the checker's separate processes (the interpreter's on every
-    machine, and the GPU's on a GPU machine), so a crash, a spoiled GPU context or a kernel that never ends gives
-    a message here, never a dead notebook kernel.
-
-    Args:
-        kernel: the learner's ``@triton.jit`` kernel, with the signature of :func:`one_pass_backward_kernel`.
-
-    Returns:
-        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the mistake. Never raises.
-
-    Source: solutions/10_one_pass_backward.ipynb.
-    """
-    return check_kernel(EXERCISE, kernel, one_pass_backward_kernel, (__name__, "judge_one_pass"), _signatures(),
-                        MASK_NOTE)
-
-
-def judge_one_pass(kernel) -> Feedback:
-    """In the checker's child process: launch the one-pass backward loop on a persistent grid, say what is wrong.
-
-    Args:
-        kernel: a ``@triton.jit`` kernel with the signature of
-            :func:`one_pass_backward_kernel` (x_ptr, gamma_ptr, rstd_ptr,
-            dy_ptr, dx_ptr, partial_ptr, row_stride, M, N, BLOCK_SIZE),
-            launched with a grid of P programs.
-
-    Returns:
-        Feedback: "passed", "not done yet" (the skeleton) or "wrong" naming the
-        mistake. Never raises for a learner's mistake.
-
-    Source: solutions/10_one_pass_backward.ipynb.
-    """
-    cases = grid_cases()
-    outputs = run_kernel_cases(EXERCISE, kernel, cases, _launch, correct, "", bounds=True, reads_outside=False)
-    if isinstance(outputs, Feedback):
-        return outputs
-    runs = [Run(case, out, correct(case)) for case, out in zip(cases, outputs)]
+def _short_partial(runs) -> str | None:
+    """Words for a partial whose every value is a 16-bit number, in every failing case; None otherwise."""
     failing = [r for r in runs if not _case_passes(r)]
     for bits, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
         if failing and all(_short(r.actual["partial"], bits) for r in failing):
-            return wrong(EXERCISE, f"every value of your partial is a {name} number: the accumulator (or what is "
-                         "added to it) is 16 bits, and the sum of many rows loses digits. Keep it float32: "
-                         "`tl.zeros([BLOCK_SIZE], dtype=tl.float32)`, and add float32 terms.")
-    feedback = diagnose(
-        EXERCISE, runs, SYMPTOMS,
-        f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases ({describe(cases)}; "
-        f"P = 1, 3 and 4 programs, more programs than rows included).",
-    )
-    return refine(EXERCISE, feedback, runs, SYMPTOMS, "address the rows with `row * row_stride`, never `row * N`.",
-                  "Everything around the inputs is NaN here, so a read outside a row (a mask past N, another row's "
-                  "offset) shows up as NaN.")
+            return (f"every value of your partial is a {name} number: the accumulator (or what is added to it) is "
+                    "16 bits, and the sum of many rows loses digits. Keep it float32: "
+                    "`tl.zeros([BLOCK_SIZE], dtype=tl.float32)`, and add float32 terms.")
+    return None
+
+
+def _success(runs) -> str:
+    cases = [r.case for r in runs]
+    return (f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases "
+            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
+
+
+#: Exercise 10, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with a grid of P programs.
+SPEC = ExerciseSpec(
+    exercise="10 · one-pass backward loop",
+    reference=one_pass_backward_kernel,
+    signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "rstd_ptr": "*fp32", "dy_ptr": "*{t}", "dx_ptr": "*{t}",
+                      "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
+                      "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),
+    cases=grid_cases,
+    launch=_launch,
+    oracle=correct,
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
+                "which `mask = cols < N` leaves out"),
+    first_looks=(_short_partial,),
+    stride_fix="address the rows with `row * row_stride`, never `row * N`.",
+    nan_note="Everything around the inputs is NaN here, so a read outside a row (a mask past N, another row's "
+             "offset) shows up as NaN.",
+    bounds=True,
+)

@@ -44,7 +44,7 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
     """The reference loop in float64, programs in order, with one slip or none.
 
     Args:
-        case: a :class:`~rmsnorm_course.checkers.ex10_one_pass.GridCase`.
+        case: a :class:`~rmsnorm_course.checkers.cases.GridCase`.
         offsets_at: "row" (`row * row_stride + cols`) or "pid" (`pid * row_stride + cols`) for x, dy and dx.
         rstd_at: "row" (`rstd_ptr + row`) or "pid".
         first_row: "pid" (`range(pid, M, P)`) or "0" (`range(0, M, P)`).

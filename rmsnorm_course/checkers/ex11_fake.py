@@ -148,7 +148,7 @@ def check_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
     from . import isolate
 
     return isolate.run_python_check(
-        EXERCISE, (__name__, "judge_fake_implementation"), [fake_forward, fake_backward], "your fake implementations"
+        EXERCISE, judge_fake_implementation, [fake_forward, fake_backward], "your fake implementations"
     )
 
 

@@ -103,7 +103,7 @@ def check_copy_fraction(copy_fraction, fast_csv=None, copy_rate_gbps: float | No
 
     return isolate.run_python_check(
         EXERCISE_FRACTION,
-        (__name__, "judge_copy_fraction"),
+        judge_copy_fraction,
         [copy_fraction, fast_csv, copy_rate_gbps],
         f"your {name_of(copy_fraction)}",
     )
@@ -229,7 +229,7 @@ def check_pick_config(pick_config, tuning_csv=None, shapes=()) -> Feedback:
 
     return isolate.run_python_check(
         EXERCISE_PICK,
-        (__name__, "judge_pick_config"),
+        judge_pick_config,
         [pick_config, tuning_csv, shapes],
         f"your {name_of(pick_config)}",
     )

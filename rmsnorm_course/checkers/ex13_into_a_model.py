@@ -112,7 +112,7 @@ def check_norm_share(norm_share, step=None, kernels=None, source: str = "the ste
     """
     from . import isolate
 
-    return isolate.run_python_check(EXERCISE, (__name__, "judge_norm_share"), [norm_share, step, kernels, source],
+    return isolate.run_python_check(EXERCISE, judge_norm_share, [norm_share, step, kernels, source],
                                     f"your {name_of(norm_share)}")
 
 

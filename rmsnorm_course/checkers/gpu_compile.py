@@ -108,7 +108,7 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     gives the whole compiler error.
     """
     where = f" at line {line} of your cell, `{text}`" if line else ""
-    # Both wordings say REJECTS: check_kernel recognises a GPU's own compile error by it.
+    # Both wordings say REJECTS: kernels.verdict recognises a GPU's own compile error by it.
     lines = message.strip().splitlines()
     last = lines[-1] if lines else ""
     if interpreted():

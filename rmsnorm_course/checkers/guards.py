@@ -11,7 +11,7 @@ operations for the duration of a launch:
 
 - a masked load without ``other=`` reads NaN in its masked lanes (a GPU leaves
   them undefined and often reads 0 there, so the checker runs this judge on
-  every device: :func:`rmsnorm_course.checkers.kernels.check_kernel`);
+  every device: :func:`rmsnorm_course.checkers.kernels.check`);
 - where the exercise asks for it, every address a load, store or atomic
   touches must lie in one of the buffers: a read far outside, which would
   crash the process, raises :class:`OutOfBounds` instead.

@@ -32,7 +32,6 @@ Python's ``multiprocessing`` (forkserver, spawn), cloudpickle.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import multiprocessing
 import multiprocessing.connection as mp_connection
 import multiprocessing.spawn as mp_spawn
@@ -42,6 +41,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,8 +133,7 @@ def _child_main(conn, payload: bytes, interpret: bool) -> None:
         folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
         args = [define_kernel(a.spec, folder) if isinstance(a, KernelSource) else a for a in args]
         progress = _progress_reporter(conn)
-        module_name, function_name = target
-        result = getattr(importlib.import_module(module_name), function_name)(*args)
+        result = target(*args)
         conn.send(("done", cloudpickle.dumps(result)))
     except BaseException as error:  # noqa: BLE001 - reported to the parent, which turns it into feedback
         conn.send(("error", (type(error).__name__, str(error), traceback.format_exc())))
@@ -155,11 +154,12 @@ class Outcome:
     seconds: float = 0.0
 
 
-def start(target: tuple[str, str], args, *, interpret: bool):
-    """Start a child running ``module.function(*args)``; returns (process, connection) or an Outcome.
+def start(target: Callable, args, *, interpret: bool):
+    """Start a child running ``target(*args)``; returns (process, connection) or an Outcome.
 
     Args:
-        target: (module, function) run in the child.
+        target: what the child runs (cloudpickled with its arguments: a module's function travels as a
+            reference, one defined in a notebook by value).
         args: its arguments (learner's kernels as :class:`KernelSource`).
         interpret: whether the child runs kernels in Triton's interpreter. As
             this process does: a child of the forkserver. Interpreted on a GPU
@@ -373,7 +373,7 @@ def outcome_feedback(exercise: str, outcome: Outcome, who: str) -> Feedback:
                  "Please report this, with your code, to the course's instructors.")
 
 
-def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> Feedback:
+def run_python_check(exercise: str, target: Callable, args, who: str) -> Feedback:
     """Run a checker's ``target(*args)`` on a learner's Python function or class in a child.
 
     The learner's objects travel with cloudpickle (by value when defined in a
@@ -383,7 +383,7 @@ def run_python_check(exercise: str, target: tuple[str, str], args, who: str) -> 
     """
     started = start(target, args, interpret=interpreted())
     if isinstance(started, Outcome) and started.kind == "unpicklable":
-        return getattr(importlib.import_module(target[0]), target[1])(*args)
+        return target(*args)
     return outcome_feedback(exercise, wait(started, CASE_TIME_LIMIT_S), who)
 
 

@@ -5,7 +5,7 @@ One harness for every kernel exercise (03, 04, 05, the fix of 08, 09, 10):
 1. :func:`~rmsnorm_course.checkers.preflight.preflight` reads the kernel (never runs
    it): a skeleton says "not done yet", a wrong signature or an unmasked block
    access is named with its line, before anything is launched.
-2. :func:`check_kernel` then, at the same time, (a) compiles the kernel for a
+2. :func:`check` (given the exercise's spec) then, at the same time, (a) compiles the kernel for a
    CUDA target on the CPU (:mod:`rmsnorm_course.checkers.gpu_compile`; only under the
    interpreter: on a GPU it is compiled for real) and (b) runs the exercise's
    cases in child processes (:mod:`rmsnorm_course.checkers.isolate`), so that a crash
@@ -13,7 +13,7 @@ One harness for every kernel exercise (03, 04, 05, the fix of 08, 09, 10):
    judge runs on every machine (:func:`judges`): on a GPU machine in a child of
    its own, beside the child that runs the kernel on the GPU. A verdict is
    "wrong" when either says so, in the words a CPU machine gives.
-3. In a child, :func:`run_kernel_cases` launches the kernel on every case
+3. In a child, :func:`judge` (the one run loop, :func:`run_cases`) launches the kernel on every case
    with each tensor inside a NaN-guarded buffer (:mod:`rmsnorm_course.checkers.guards`): NaN before and after it (and in
    the padding of rows, for the cases whose rows are further apart than N), so
    a read outside a tensor shows as NaN, a write outside it changes the
@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
 from . import gpu_compile, isolate
-from .diagnose import Case, Outputs, Run, Symptom, _case_passes
+from .diagnose import Case, Outputs, Run, _case_passes, diagnose
 from .feedback import (
     Feedback,
     caused_by,
@@ -44,6 +44,7 @@ from .feedback import (
     is_not_implemented,
     learner_frame,
     name_of,
+    never_raises,
     not_done,
     source_of,
     wrong,
@@ -51,15 +52,12 @@ from .feedback import (
 from .guards import Buffers, OutOfBounds, interpreter_guards
 from .preflight import first_line, masked_loads_without_other, preflight, unmasked_accesses  # noqa: F401 (re-exported)
 from .shipping import KernelSource, kernel_spec
+from .spec import ExerciseSpec
 
 #: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
 RAISED = " raised "
 
 # --------------------------------------------------------------------------- running the cases (in the child)
-
-#: launch(case, kernel, buffers) -> outputs: the kernel launched as the package launcher (or the exercise) would.
-Launch = Callable[[Case, object, Buffers], Outputs]
-
 
 def _nan_where_finite(outputs: Outputs, expected: Outputs) -> bool:
     for name, want in expected.items():
@@ -77,30 +75,43 @@ def _launch(case, kernel, launch, bounds: bool, guard_value=float("nan"), nan_ot
     return {k: v.detach().cpu().clone() for k, v in outputs.items()}, buffers.problems()
 
 
-def run_kernel_cases(
-    exercise: str, kernel, cases: Sequence[Case], launch: Launch, expected: Callable[[Case], Outputs], example: str,
-    *, bounds: bool = False, reads_outside: bool = True,
-) -> list[Outputs] | Feedback:
+def judge(spec: ExerciseSpec, kernel) -> Feedback:
+    """In the checker's child process: run ``kernel`` on the spec's cases and say what is wrong (the one run loop).
+
+    In this order: the kernel's errors, writes outside, reads outside and NaN
+    from masked lanes (:func:`run_cases`); then each of the spec's first looks;
+    then its symptoms (:func:`~rmsnorm_course.checkers.diagnose.diagnose`) and,
+    where the spec says, the hints of :func:`refine`.
+    """
+    cases = spec.cases()
+    outputs = run_cases(spec, kernel, cases)
+    if isinstance(outputs, Feedback):
+        return outputs
+    runs = [Run(case, out, spec.oracle(case)) for case, out in zip(cases, outputs)]
+    for look in spec.first_looks:
+        message = look(runs)
+        if message is not None:
+            return wrong(spec.exercise, message)
+    feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs))
+    if spec.stride_fix is None:
+        return feedback
+    return refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)
+
+
+def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs] | Feedback:
     """Launch ``kernel`` on every case in guarded buffers; runs in the checker's child process.
 
-    Under the interpreter (on every device: see :func:`check_kernel`), the
-    masked lanes of a load without ``other=`` read NaN.
-
-    Args:
-        exercise, kernel, cases: what is judged, on what.
-        launch: launches the kernel on one case, its tensors from the :class:`Buffers` it is given.
-        expected: the float64 outputs of a case (where NaN may not appear).
-        example: a call the learner can run to see a whole traceback.
-        bounds: under the interpreter, refuse an access outside every buffer
-            (:class:`OutOfBounds`, named with the learner's line) instead of letting it crash the process.
-        reads_outside: when a NaN reached a result and no ``other=`` is to blame,
-            say "read outside its tensors" (exercises whose symptoms name such reads pass False).
+    Under the interpreter (on every device: see :func:`check`), the masked
+    lanes of a load without ``other=`` read NaN. With ``spec.bounds``, an
+    access outside every buffer is refused (:class:`OutOfBounds`, named with
+    the learner's line) instead of crashing the process.
 
     Returns:
         The outputs of every case (CPU copies), or a :class:`Feedback` when the
         kernel raised, wrote where it must not, read outside a tensor, or let
         the undefined lanes of a masked load without ``other=`` into a result.
     """
+    exercise, launch, bounds = spec.exercise, spec.launch, spec.bounds
     name = name_of(kernel)
     results = []
     with warnings.catch_warnings():
@@ -111,13 +122,13 @@ def run_kernel_cases(
                 outputs, problem = _launch(case, kernel, launch, bounds)
                 if problem is not None:
                     return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
-                want = expected(case)
+                want = spec.oracle(case)
                 if _nan_where_finite(outputs, want):
-                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside)
+                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds)
                     if found is not None:
                         return found
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-                return _error_feedback(exercise, kernel, case, error, example)
+                return _error_feedback(exercise, kernel, case, error, spec.example)
             results.append(outputs)
     return results
 
@@ -177,8 +188,8 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside) ->
     return None
 
 
-def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms: Sequence[Symptom], stride_fix: str,
-           nan_note: str) -> Feedback:
+def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms, stride_fix: str,
+           nan_note: str | None) -> Feedback:
     """After :func:`~rmsnorm_course.checkers.diagnose.diagnose` failed: two hints that cases with a row stride allow.
 
     When no symptom was named and only the cases whose rows are further apart
@@ -193,7 +204,7 @@ def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms: Seq
     others = [r for r in runs if not r.case.row_stride]
     if not named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
         return wrong(exercise, f"every case with row_stride = N passes, but not {strided[0].case.label}: {stride_fix}")
-    if "is still NaN" in feedback.message:
+    if nan_note is not None and "is still NaN" in feedback.message:
         return wrong(exercise, f"{feedback.message} {nan_note}")
     return feedback
 
@@ -236,38 +247,42 @@ def judges() -> tuple[bool, ...]:
 _warned_gpu_only = False
 
 
-def check_kernel(exercise: str, kernel, reference, target: tuple[str, str], signatures, mask_example: str) -> Feedback:
-    """Judge a learner's kernel: preflight, then the GPU compile and the isolated runs, at the same time.
+def check(spec: ExerciseSpec, kernel) -> Feedback:
+    """Judge a learner's kernel against an exercise's spec: preflight, then the GPU compile and the isolated runs.
+
+    The GPU compile (under the interpreter only) and the children of
+    :func:`judges` run at the same time; each child gets the spec and the
+    kernel's source, cloudpickled, and runs :func:`judge` on them.
 
     Args:
-        exercise: name shown in the feedback.
-        kernel: the learner's ``@triton.jit`` kernel.
-        reference: the package kernel with the signature the launcher expects.
-        target: (module, function) run in each child as ``target(rebuilt_kernel)``; returns a Feedback.
-        signatures: [(signature, constexprs)] of the package kernel's parameters, for the GPU compile.
-        mask_example: see :func:`preflight`.
+        spec: the exercise (:class:`~rmsnorm_course.checkers.spec.ExerciseSpec`).
+        kernel: the learner's ``@triton.jit`` kernel (or whatever the learner passed).
 
     Returns:
         A :class:`Feedback`; never raises. "wrong" when any judge of
         :func:`judges` says so, in the words a CPU machine gives (the
         interpreter's), except that a GPU's own compile error is worded as on a GPU.
     """
-    early = preflight(exercise, kernel, reference, mask_example)
+    return never_raises(spec.exercise)(_check)(spec, kernel)
+
+
+def _check(spec: ExerciseSpec, kernel) -> Feedback:
+    early = preflight(spec.exercise, kernel, spec.reference, spec.mask_note)
     if early is not None:
         return early
     name = name_of(kernel)
-    spec = kernel_spec(kernel)
+    source = kernel_spec(kernel)
     names = list(inspect.signature(kernel.fn).parameters)
-    ours = list(inspect.signature(reference.fn).parameters)
+    ours = list(inspect.signature(spec.reference.fn).parameters)
     renamed = [({names[ours.index(k)]: v for k, v in sig.items()}, {names[ours.index(k)]: v for k, v in const.items()})
-               for sig, const in signatures]
-    compiling = gpu_compile.start_gpu_compile(spec, renamed)  # under the interpreter only
-    started = [isolate.start(target, [KernelSource(spec)], interpret=interpret) for interpret in judges()]
+               for sig, const in spec.signatures]
+    compiling = gpu_compile.start_gpu_compile(source, renamed)  # under the interpreter only
+    started = [isolate.start(judge, [spec, KernelSource(source)], interpret=interpret) for interpret in judges()]
     outcomes = isolate.wait_all(started, isolate.CASE_TIME_LIMIT_S)
     if any(o.kind in ("crashed", "timeout") for o in outcomes):
         gpu_compile.cancel_gpu_compile(compiling)
-        return verdict(exercise, name, outcomes, None)
-    return verdict(exercise, name, outcomes, gpu_compile.finish_gpu_compile(compiling))
+        return verdict(spec.exercise, name, outcomes, None)
+    return verdict(spec.exercise, name, outcomes, gpu_compile.finish_gpu_compile(compiling))
 
 
 def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compiled: dict | None) -> Feedback:

@@ -2,7 +2,7 @@
 
 :func:`preflight` never runs the kernel: a skeleton says "not done yet", a
 wrong signature or an unmasked block access is named with its line, before
-anything is launched (:func:`rmsnorm_course.checkers.kernels.check_kernel` calls it first).
+anything is launched (:func:`rmsnorm_course.checkers.kernels.check` calls it first).
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 """
