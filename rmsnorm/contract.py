@@ -47,7 +47,7 @@ FAST_MAX_N = 262144
 #: Dtypes of x, dy and weight on the fast path.
 FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: Why bf16 is refused under the interpreter (checked with triton 3.6 and 3.7.1, see
-#: tests/test_fast.py::test_interpreter_bf16_is_still_wrong): it stores bf16 by
+#: tests/library/test_fast.py::test_interpreter_bf16_is_still_wrong): it stores bf16 by
 #: truncating instead of rounding to nearest, and adds bf16 values as integers.
 INTERPRETER_BF16_REASON = (
     "Triton's CPU interpreter computes bfloat16 wrongly (it adds bf16 bit patterns as integers "
@@ -141,7 +141,7 @@ def refuse_dtensor(name: str, t) -> None:
         ContractError: naming the tensor, its placements and mesh, and what to do instead.
 
     Source: quack ``rmsnorm.py`` (refuses), Liger ``ops/rms_norm.py`` (all-gathers); checked by
-    tests/test_distributed.py.
+    tests/library/test_distributed.py.
     """
     if DTensor is None or not isinstance(t, DTensor):
         return
@@ -175,7 +175,7 @@ def _plainly_valid(x, weight, eps) -> bool:
     The common case of a model's call (a 2-D CUDA tensor, a weight, a float eps) costs the host a
     few µs here instead of a walk through each rule; False means "let the rules say what is wrong"
     (or that the input is valid in a rarer way: an int eps, an empty tensor, the interpreter).
-    tests/test_fast_user_code.py holds it to the rules, one broken rule at a time.
+    tests/library/test_fast_user_code.py holds it to the rules, one broken rule at a time.
     """
     if type(x) is not torch.Tensor or x.layout is not torch.strided or x.dim() != 2 or x.dtype not in _DTYPES:
         return False

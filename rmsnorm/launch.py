@@ -36,7 +36,7 @@ compiled kernel it returns; a hit calls that kernel's launcher directly, on
 - on a Triton version this module was not tested with (:data:`TESTED_TRITON`),
   with a one-time warning.
 
-tests/test_fast_lean_call.py checks, on a GPU, that a key of ours never stands
+tests/library/test_fast_lean_call.py checks, on a GPU, that a key of ours never stands
 for two of Triton's compiled kernels, that the kernel cached here is the very
 object Triton's own binder picks for the same arguments, and that both paths
 give the same numbers; on the CPU it checks the forward's key.

@@ -223,7 +223,7 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             weight on bf16 activations), N > 262144, hooks; also when ``model`` itself is one,
             or ``build`` does not keep the weight.
 
-    Source: notebooks/13_into_a_model.ipynb; tests/test_swap.py.
+    Source: notebooks/13_into_a_model.ipynb; tests/library/test_swap.py.
     """
     if dtype is not None and dtype not in FAST_DTYPES:
         raise ContractError(f"dtype must be float32, float16 or bfloat16 for the fast path; got {dtype}")

@@ -87,7 +87,7 @@ def tolerance_share(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.d
     """How much of the declared tolerance the worst element uses: max |actual − expected| / (atol + rtol·|expected|).
 
     The measure behind :func:`assert_close`: it passes exactly when this is at most 1. Below 1,
-    it says how close to the limit a result is (lesson 12 and ``tests/test_fast.py`` use it to
+    it says how close to the limit a result is (lesson 12 and ``tests/library/test_fast.py`` use it to
     show the margin of the backward's float32 arithmetic).
 
     Args:

@@ -2,7 +2,7 @@
 
 room/launch.py calls them before it starts anything, room/jupyterhub_config.py calls the secret
 checks again (so that `jupyterhub -f room/jupyterhub_config.py` run by hand refuses the same
-things), and tests/test_hub_config.py unit-tests every refusal in the course's own venv.
+things), and tests/room/test_hub_config.py unit-tests every refusal in the course's own venv.
 
 Every refusal is a RoomError whose message says what is wrong and what to do about it.
 """

@@ -39,7 +39,7 @@ def _dynamo_forgets():
     call was refused left ``FastRMSNorm.forward`` and ``rmsnorm_fast`` skipped for whatever test ran next on
     the same xdist worker, and the README's ``torch.compile(norm, fullgraph=True)`` then failed or passed by
     the order the tests were handed out. What a user meets in that state is tested on purpose
-    (tests/test_fast_user_code.py, a norm compiled after Dynamo gave up on ours).
+    (tests/library/test_fast_user_code.py, a norm compiled after Dynamo gave up on ours).
     """
     yield
     torch._dynamo.reset()

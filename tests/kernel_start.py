@@ -21,7 +21,7 @@ and the kernel's bind) and shows these managers out of its reach; ``tools/kernel
 starts many kernels at once across processes and counts the failures.
 
 Used by conftest.py (nbval's kernels, through :func:`install_in_nbval`),
-tests/test_notebook_widgets.py (nbclient, with :class:`AsyncKernelManager`) and
+tests/course/test_notebook_widgets.py (nbclient, with :class:`AsyncKernelManager`) and
 tools/kernel_start_stress.py.
 """
 

@@ -226,7 +226,7 @@ def test_a_kernel_that_dies_at_start_puts_its_stderr_and_exit_code_into_the_nbva
 
 
 def test_nbclient_on_the_suites_manager_raises_the_kernels_stderr(kernel_specs):
-    """tests/test_notebook_widgets.py's way: nbclient on kernel_start.AsyncKernelManager."""
+    """tests/course/test_notebook_widgets.py's way: nbclient on kernel_start.AsyncKernelManager."""
     from nbclient import NotebookClient
 
     client = NotebookClient(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]),

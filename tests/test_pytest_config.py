@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_collects_without_pytest_xdist():
     # CONTRIBUTING.md says pytest-xdist is optional: its xdist_group mark must be registered, or
-    # --strict-markers (pyproject.toml) stops the collection of tests/test_campaigns.py.
+    # --strict-markers (pyproject.toml) stops the collection of tests/library/test_campaigns.py.
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only", "-q", "tests/test_campaigns.py"],
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "--collect-only", "-q", "tests/library/test_campaigns.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

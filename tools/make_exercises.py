@@ -23,7 +23,7 @@ reimplemented with nbformat alone:
 Why not nbgrader itself: it installs some 40 packages (Jupyter server,
 JupyterLab, SQLAlchemy, alembic…), and nbgrader 0.9.6 needs Python ≥ 3.11
 while the course supports 3.10; the GPU machine has only nbformat, nbclient and
-nbval. ``tests/test_exercises_sync.py`` checks that this script and nbgrader
+nbval. ``tests/course/test_exercises_sync.py`` checks that this script and nbgrader
 give the same cells whenever nbgrader is importable.
 
 Source: INSTRUCTORS.md ("Handing out and resetting the exercises"); nbgrader's

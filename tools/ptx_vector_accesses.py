@@ -1,6 +1,6 @@
 """Print, as JSON, the 128-bit global accesses in the PTX of the fast kernels at one N, ROW_ALIGN 1 and 8.
 
-Run as a script (tests/test_vector_accesses.py and lesson 12 do): it compiles for an sm_90 target with Triton's
+Run as a script (tests/library/test_vector_accesses.py and lesson 12 do): it compiles for an sm_90 target with Triton's
 own compiler, so it needs no GPU. Triton must be imported in compiled mode, which rmsnorm allows only
 where CUDA is seen: the script says it is (it never launches anything). With ``--divisible``, N and the row
 strides are marked divisible by 16, as Triton's launch marks them when they are (N = 4096), and the counts

@@ -9,7 +9,7 @@ holds the rest: ``fast-table``, the side-by-side of kernel time (fast.csv, QuACK
 ``weak-table``, the weak grid (fast_weak.csv); ``whole-call-table``, kernel time and whole-call time side
 by side (whole_call.csv); ``host-probe`` (host_time_probe.txt); ``model-step-table`` (model_step.csv);
 ``sweeps-table`` (fast_tuning.csv) and ``cliffs-table`` (cliffs.csv). A block whose file is not committed
-stays empty. No figure of those pages is typed: tests/test_sidebyside.py runs the check.
+stays empty. No figure of those pages is typed: tests/lab/test_sidebyside.py runs the check.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ FastConfig's fields (an empty ``programs_per_sm`` is None: one program per row b
 a key because the backward's choice alternates between odd and even N up to 16384: runs over
 every N would take 41,009 rows (2 MB), over each parity a few dozen. Both functions take
 (N, x dtype); N runs over 1..MAX_N and the dtype over float32, float16 and bfloat16.
-tests/test_config_table.py compares the functions with the committed file at every N, so a change
+tests/library/test_config_table.py compares the functions with the committed file at every N, so a change
 to the rule tables that moves any choice fails.
 """
 

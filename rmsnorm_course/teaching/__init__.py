@@ -8,7 +8,7 @@
 - :mod:`rmsnorm_course.teaching.one_pass` — exercise 10's persistent-grid loop of the one-pass backward.
 
 The 09 and 10 kernels are the exercises' references (the signatures their checkers launch) and
-the solutions' kernels, which tests/test_teaching.py holds to the same code. The library
+the solutions' kernels, which tests/course/test_teaching.py holds to the same code. The library
 (:mod:`rmsnorm`) never imports them.
 
 Source: notebooks/03_forward_kernel.ipynb, notebooks/08_n_vs_block_exercise.ipynb,

@@ -3,7 +3,7 @@
 One program per row, a BLOCK_SIZE that may be smaller than N: pass 1 sums x² block by block,
 pass 2 reads x again, normalises and writes y. It is the exercise's reference, the signature
 the checker launches (:mod:`rmsnorm_course.checkers.ex09_long_row`), and the solution's kernel
-(tests/test_teaching.py checks that solutions/09_the_long_row.ipynb has this very code).
+(tests/course/test_teaching.py checks that solutions/09_the_long_row.ipynb has this very code).
 
 Source: solutions/09_the_long_row.ipynb; Triton's layer-norm tutorial (05-layer-norm.py) and
 Triton-Puzzles' "Long Sum" for the loop.

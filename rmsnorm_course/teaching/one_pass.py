@@ -3,7 +3,7 @@
 A persistent grid of P programs: program p takes rows p, p + P, p + 2P, …, writes their dx and
 keeps Σ dy · x̂ over its rows in a float32 accumulator, stored once in row p of the (P, N)
 ``partial``. It is the exercise's reference, the signature the checker launches
-(:mod:`rmsnorm_course.checkers.ex10_one_pass`), and the solution's kernel (tests/test_teaching.py
+(:mod:`rmsnorm_course.checkers.ex10_one_pass`), and the solution's kernel (tests/course/test_teaching.py
 checks that solutions/10_one_pass_backward.ipynb has this very code).
 
 Source: solutions/10_one_pass_backward.ipynb; Liger-Kernel's ``ops/rms_norm.py`` (rows per program,

@@ -14,7 +14,7 @@ import rmsnorm_lab as lab
 from rmsnorm_lab import eager
 from rmsnorm_lab.providers import pass_calls, prepare, provider
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"torch", "torch_native", "native_registered", "native_active", "cutlass_importable", "tvm_ffi_importable",
         "compute_capability", "verdict"}
 

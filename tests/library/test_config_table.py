@@ -16,7 +16,7 @@ import triton
 
 from rmsnorm.config import FastConfig, backward_config, forward_config, render_rules
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "config_before.csv"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "config_before.csv"
 FUNCTIONS = {"forward": forward_config, "backward": backward_config}
 DTYPES = ("float32", "float16", "bfloat16")
 MAX_N = 262144
@@ -90,7 +90,7 @@ def test_every_rule_is_chosen_somewhere_and_names_its_rows(pass_):
 
 def test_evidence_names_rows_that_exist():
     """Each rule's evidence names (pass_, dtype, N) rows that results/h200/fast_tuning.csv holds."""
-    with open(Path(__file__).resolve().parent.parent / "results" / "h200" / "fast_tuning.csv", newline="") as f:
+    with open(Path(__file__).resolve().parents[2] / "results" / "h200" / "fast_tuning.csv", newline="") as f:
         timed = {(r["pass_"], r["dtype"], int(r["N"])) for r in csv.DictReader(f) if r["us"]}
     for pass_ in FUNCTIONS:
         for row in render_rules(pass_):

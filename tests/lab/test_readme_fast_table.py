@@ -1,7 +1,7 @@
 """tools/readme_fast_table.py: the tables of README.md and results/h200/README.md are generated from the CSVs.
 
 The renderers are checked on the committed results and on a fixture (tests/data/whole_call_fixture.csv,
-made-up numbers in whole_call.csv's columns); the pages themselves by the --check of tests/test_sidebyside.py.
+made-up numbers in whole_call.csv's columns); the pages themselves by the --check of tests/lab/test_sidebyside.py.
 The claims the results page makes in words are checked here as relations on the CSVs, never as sentences.
 """
 
@@ -16,7 +16,7 @@ import pytest
 import checkout_scripts
 from rmsnorm_lab import RESULTS_DIR, load_fast_table, wholecall
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "whole_call_fixture.csv"
 
 

@@ -2,7 +2,7 @@
 
 The solution notebooks write the kernel a learner writes; the package holds the same kernel as the
 exercise's reference, the one its checker launches and its tests mutate. difflib holds the two to one
-code (the package's docstring and the solution's nbgrader markers aside), as tests/test_n_vs_block.py
+code (the package's docstring and the solution's nbgrader markers aside), as tests/course/test_n_vs_block.py
 does for the buggy kernels, so that neither can drift.
 """
 
@@ -22,7 +22,7 @@ import rmsnorm_course.teaching.primer  # noqa: F401  (loaded here, compared with
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 #: (solution notebook, the kernel's name there, the package's kernel).

@@ -3,7 +3,7 @@
 A model engineer who outgrows one GPU trains with ``torch.distributed``. What is checked here:
 
 - **On any machine (CI's CPUs, gloo, Triton's interpreter):** two ranks, each a subprocess that
-  runs this file as a script (``python tests/test_distributed.py cpu RANK WORLD STORE OUT``), meet through a
+  runs this file as a script (``python tests/library/test_distributed.py cpu RANK WORLD STORE OUT``), meet through a
   ``FileStore`` in ``tmp_path`` (no TCP port to pick, so nothing can race for one). They train
   Linear(16, 37) → FastRMSNorm(37) → Linear(37, 8) for 3 SGD steps on halves of one global
   batch, once under DDP and once under FSDP2 (``fully_shard`` on the norm and on the root, on a
@@ -20,7 +20,7 @@ A model engineer who outgrows one GPU trains with ``torch.distributed``. What is
 Tolerances are declared here, before any run: float32's row of rmsnorm.testing.TOLERANCES for
 losses, parameters and gradients (a DDP gradient is the mean of two half-batch gradients, equal to
 the whole batch's up to float32 rounding of the sum); for the 20-step GPU curves, at most twice
-the original norm's own DDP-vs-one-GPU distance plus that row (the rule of tests/test_swap.py).
+the original norm's own DDP-vs-one-GPU distance plus that row (the rule of tests/library/test_swap.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import rmsnorm
 from rmsnorm import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_forward
 from rmsnorm.testing import TOLERANCES, outputs_forbidden, refused_before_allocating
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 F32 = TOLERANCES[torch.float32]
 N = 37  # the norm's width: not a power of two, and odd, so FSDP2 shards it unevenly over two ranks
 BATCH, SEQ, D_IN, D_OUT = 6, 5, 16, 8  # global batch; each of two ranks takes 3 sequences

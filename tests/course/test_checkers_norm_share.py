@@ -1,6 +1,6 @@
 """The checker of exercise 13: the solution passes, each wrong variant gets its own message, nothing raises or hangs.
 
-Wrong variants: tests/wrong_variants_norm_share.py. The step and kernel tables are the fixture
+Wrong variants: tests/course/wrong_variants_norm_share.py. The step and kernel tables are the fixture
 (tests/data/model_step_fixture/, invented numbers in the benchmark's columns) and, once it is
 committed, the H200 run in results/h200/.
 
@@ -19,7 +19,7 @@ from rmsnorm_course.checkers.feedback import Feedback
 from rmsnorm_lab import RESULTS_DIR
 from rmsnorm_lab.model import STEP_FILE, load_model_kernels, load_model_step
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "model_step_fixture"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "model_step_fixture"
 
 
 def _tables(folder=FIXTURE):

@@ -1,6 +1,6 @@
 """The checkers of exercises 11 and 12: the solution passes, each wrong variant gets its own message.
 
-Wrong variants: tests/wrong_variants_fake_and_tuning.py. A skeleton gets
+Wrong variants: tests/course/wrong_variants_fake_and_tuning.py. A skeleton gets
 "not done yet"; no checker raises, whatever the learner's code does.
 
 Source: solutions/11_extending_the_contract.ipynb, solutions/12_tuning_and_side_by_side.ipynb.

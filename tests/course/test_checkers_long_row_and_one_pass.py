@@ -1,12 +1,12 @@
 """The checkers of exercises 09 and 10 are proven: the solution passes, each wrong variant gets its own message.
 
-Wrong variants: tests/wrong_variants_long_row_and_one_pass.py (the checker's
+Wrong variants: tests/course/wrong_variants_long_row_and_one_pass.py (the checker's
 reference kernel with one slip each). The skeleton gets "not done yet"; a
 loop that never ends is stopped by the time limit of every exercise, and an
 access far outside every tensor by the interpreter's bounds check, which runs
-on every device (the interpreter's judge does: tests/test_checkers.py). Each
+on every device (the interpreter's judge does: tests/course/test_checkers.py). Each
 ends with its child process, never with the test session. The generated
-exercise notebooks' checkers say "not done yet" (tests/test_checkers.py runs them).
+exercise notebooks' checkers say "not done yet" (tests/course/test_checkers.py runs them).
 
 Source: solutions/09_the_long_row.ipynb, solutions/10_one_pass_backward.ipynb.
 """

@@ -21,7 +21,7 @@ from rmsnorm_lab import providers as P
 from rmsnorm_lab import results
 from rmsnorm_lab.floor import FloorFunction, floor_plan, floor_rmsnorm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 cuda_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 interpreter_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's interpreter path")
 #: Where the package's kernels run here: CUDA on a GPU machine, else the CPU (Triton's interpreter).

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "ptx_vector_accesses.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "ptx_vector_accesses.py"
 
 
 @pytest.mark.parametrize("N, dtype", [(1000, "float16"), (3000, "bfloat16"), (1000, "float32")])
@@ -64,7 +64,7 @@ def test_on_the_h200_the_kernels_after_row_align_are_as_fast_as_before_it_at_eve
     # slower by more than 2 %, beyond the spread of the two timings of the same kernels.
     import pandas as pd
 
-    run = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "h200" / "kernel_time_old_new.csv")
+    run = pd.read_csv(Path(__file__).resolve().parents[2] / "results" / "h200" / "kernel_time_old_new.csv")
     run = run.set_index(["new_commit", "M", "N", "dtype", "pass_"])
     slower = run["new_us"].combine(run["new_again_us"], min) / run["old_us"]
     assert (slower.loc["0755d7f"].xs((1024, 4096), level=("M", "N")) > 1.05).all()

@@ -1,6 +1,6 @@
 """Every exercise checker is proven: the solution passes, each classic wrong variant is named.
 
-The wrong variants live in tests/wrong_variants.py (kernels are one-line-ish
+The wrong variants live in tests/course/wrong_variants.py (kernels are one-line-ish
 mutations of the package kernels). Each must be rejected with its own message,
 asserted by substring, and a skeleton must get "not done yet", not a traceback.
 Finally every exercise notebook's code runs top to bottom, in process, and all
@@ -39,7 +39,7 @@ needs_interpreter = pytest.mark.skipif(
     INTERPRETER_BROKEN is not None,
     reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # The checkers run a learner's functions in a child process; ours live in these two modules, which a child
 # would otherwise import (and wrong_variants defines ~60 kernels on import): ship them by value, as a notebook's.

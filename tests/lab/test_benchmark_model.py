@@ -204,7 +204,7 @@ def test_on_cuda_a_small_step_is_checked_and_its_norm_kernels_found(mode):
             assert {k["kernel"] for k in norm} >= {"rmsnorm_fast_forward_kernel", "rmsnorm_fast_backward_kernel"}
 
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "data", "model_step_fixture")
+FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "model_step_fixture")
 COMMITTED = pytest.param(str(RESULTS_DIR), id="committed", marks=pytest.mark.skipif(
     not (RESULTS_DIR / bench.STEP_FILE).is_file(), reason="results/h200/model_step.csv not committed yet"))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIRS = ("notebooks", "solutions", "exercises")
 NOTEBOOKS = sorted(
     path

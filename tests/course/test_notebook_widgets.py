@@ -20,7 +20,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from kernel_start import AsyncKernelManager  # ipc sockets, no ports to race for; stderr in a start error
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions", "exercises") for p in (ROOT / folder).glob("*.ipynb"))
 WIDGET_CALL = re.compile(r"\binteract(ive)?\(")
 WITH_WIDGETS = [p for p in NOTEBOOKS if any(WIDGET_CALL.search(c.source) for c in nbformat.read(p, as_version=4).cells
