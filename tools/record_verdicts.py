@@ -6,7 +6,7 @@ Usage (on the CPU, Triton's interpreter; a few minutes)::
 
 One row per answer of :func:`tests.verdict_variants.variants`: exercise,
 variant, verdict (passed / wrong / not done yet) and the Feedback's message,
-normalised (:func:`verdict_variants.normalise`). tests/test_verdicts.py asserts
+normalised (:func:`verdict_variants.normalise`). tests/course/test_verdicts.py asserts
 it: a checker's words change only with a line in this file's diff.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "verdicts.csv"
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "course")]
 
 import rmsnorm_course  # noqa: E402,F401  (first: the interpreter is switched on before triton is imported)
 import verdict_variants  # noqa: E402

@@ -1,7 +1,7 @@
 """Every learner answer the checker tests build, named, for the verdicts fixture (tests/data/verdicts.csv).
 
 :func:`variants` lists (exercise, variant, run, hangs): the solutions, every wrong
-variant of tests/wrong_variants*.py, and the other answers tests/test_checkers*.py
+variant of tests/course/wrong_variants*.py, and the other answers tests/course/test_checkers*.py
 build (answers that are not code at all, right kernels with an unreached masked
 load, a kernel with a helper kernel and a global, accesses far outside every
 tensor, loops that never end). ``run()`` calls the public checker and returns its
@@ -92,7 +92,7 @@ def _step_tables():
 
     from rmsnorm_lab.model import load_model_kernels, load_model_step
 
-    folder = Path(__file__).resolve().parent / "data" / "model_step_fixture"
+    folder = Path(__file__).resolve().parents[1] / "data" / "model_step_fixture"
     return load_model_step(folder), load_model_kernels(folder)
 
 

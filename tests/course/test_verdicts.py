@@ -2,8 +2,8 @@
 
 tests/data/verdicts.csv (written by ``python tools/record_verdicts.py``, on the
 CPU) holds, for each answer of :func:`verdict_variants.variants` (the
-solutions, every wrong variant of tests/wrong_variants*.py, the other answers
-tests/test_checkers*.py build), the verdict (passed / wrong / not done yet) and
+solutions, every wrong variant of tests/course/wrong_variants*.py, the other answers
+tests/course/test_checkers*.py build), the verdict (passed / wrong / not done yet) and
 the Feedback's message. A checker may change its words only with a line in the
 fixture's diff.
 
@@ -16,7 +16,7 @@ buffer``, and newlines a literal ``\\n``. The answers that never end run under
 a time limit of :data:`verdict_variants.HANG_LIMIT_S` s.
 
 The fixture is the CPU's (Triton's interpreter); on a GPU machine the verdicts
-are the same (tests/test_checkers.py, gpu), the words of a few may not be, so
+are the same (tests/course/test_checkers.py, gpu), the words of a few may not be, so
 the test runs where the interpreter judges alone.
 
 Source: solutions/*.ipynb.
@@ -32,7 +32,7 @@ import pytest
 import verdict_variants
 from rmsnorm_course.checkers import isolate
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "verdicts.csv"
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "verdicts.csv"
 ROWS = {(row["exercise"], row["variant"]): row for row in csv.DictReader(FIXTURE.open(encoding="utf-8"))}
 VARIANTS = {(exercise, variant): (run, hangs) for exercise, variant, run, hangs in verdict_variants.variants()}
 
