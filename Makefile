@@ -149,7 +149,7 @@ room:  ## Start a JupyterHub for a workshop room: a container and a volume per l
 	bash room/room.sh
 
 # Needs no .venv. Reuses the image make test-docker built (TEST_DOCKER_IMAGE), or builds it the same way.
-test-hub:  ## Test the room end to end on loopback: three learners, 403s, volumes, a failed start, idle culler.
+test-hub:  ## Test the room end to end on loopback: learners, 403s, withheld solutions, volumes, idle culler.
 	bash room/test_hub.sh
 
 run: $(HTML)  ## Execute every notebook headless into build/executed/, export HTML to build/html/.

@@ -7,12 +7,17 @@ secrets are checked again here, so a hub started by hand refuses the same empty 
 - Login: NativeAuthenticator. The admin (ROOM_ADMIN) is created at start-up with the password from
   its file; a learner is either added by the instructor (REST API, admin page or room/roomctl add:
   an initial random password is written to learner_passwords.tsv, mode 600, in the state folder) or
-  signs up at /hub/signup and waits for the instructor's approval at /hub/authorize (ROOM_SIGNUP=1).
+  signs up at /hub/signup and waits for the instructor's approval at /hub/authorize (ROOM_SIGNUP=1);
+  approving a sign-up creates the hub's user too, so /hub/admin lists every learner who may log in.
+  A name locked after five wrong passwords is logged ("room: NAME locked out ..."): its login page
+  says only "Invalid username or password", as for one wrong password.
 - Servers: DockerSpawner with the room image; per learner a container `rmsnorm-<room>-<user>` and
   a named volume `rmsnorm-<room>-work-<user>` on the course folder, memory and CPU limits, GPUs
   when asked for; every container and volume labelled org.rmsnorm.room=<room>. A container that
   fails to start is reported to that learner (and in the admin page) with Docker's error or the
-  last lines of its log; the others are not touched.
+  last lines of its log; the others are not touched. Containers run with no-new-privileges.
+- Withheld files (solutions/, INSTRUCTORS.md, tests/; room/release.py): not in a learner's volume
+  until released; once released (the state folder's flag), copied in before each server starts.
 - The idle culler (a hub service) stops servers idle for ROOM_IDLE_TIMEOUT seconds.
 - Addresses: the public one from room.json (loopback unless told otherwise; TLS with a cert); the
   hub's API only on the gateway of the room's own Docker network; the proxy's API on 127.0.0.1.
@@ -34,9 +39,11 @@ import bcrypt  # noqa: E402
 import docker  # noqa: E402
 from dockerspawner import DockerSpawner  # noqa: E402
 from nativeauthenticator import NativeAuthenticator  # noqa: E402
+from nativeauthenticator.handlers import ToggleAuthorizationHandler  # noqa: E402
 from nativeauthenticator.orm import UserInfo  # noqa: E402
 from tornado import web  # noqa: E402
 
+import release  # noqa: E402
 import roomcheck  # noqa: E402
 
 c = get_config()  # noqa: F821
@@ -109,8 +116,43 @@ def _hash(password: str) -> bytes:
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt())
 
 
+class RoomToggleAuthorizationHandler(ToggleAuthorizationHandler):
+    """/hub/authorize/<name>: approving a sign-up also creates the hub's user, so that /hub/admin (and
+    room/roomctl status) list the learner before their first login, as they list learners added by name."""
+
+    async def get(self, slug):
+        await super().get(slug)  # the admin check, then the toggle
+        info = UserInfo.find(self.db, slug)
+        if info is not None and info.is_authorized and self.find_user(slug) is None:
+            self.user_from_username(slug)
+            self.log.info("room: %s approved; added to the hub's users (listed on /hub/admin)", slug)
+
+
 class RoomAuthenticator(NativeAuthenticator):
-    """NativeAuthenticator, plus: the admin's password set at start-up; added learners get one at random."""
+    """NativeAuthenticator, plus: the admin's password set at start-up; added learners get one at random;
+    approved sign-ups become hub users at once; a lock-out is logged."""
+
+    def get_handlers(self, app):
+        return [(path, RoomToggleAuthorizationHandler if handler is ToggleAuthorizationHandler else handler)
+                for path, handler in super().get_handlers(app)]
+
+    def add_login_attempt(self, username):
+        super().add_login_attempt(username)
+        count = self.login_attempts[username]["count"]
+        if count >= self.allowed_failed_logins:
+            # The login page cannot tell the learner (it says "Invalid username or password" either way).
+            self.log.warning(
+                "room: %s locked out for %d s after %d wrong passwords in a row; their login page still says only "
+                "'Invalid username or password'. Wait, or set a new password at /hub/change-password/%s",
+                username, self.seconds_before_next_try, count, username)
+
+    def is_blocked(self, username):
+        blocked = super().is_blocked(username)
+        if blocked:
+            self.log.warning("room: login of %s refused: locked out (%d wrong passwords; the lock lasts %d s from the "
+                             "last attempt)", username, self.login_attempts[username]["count"],
+                             self.seconds_before_next_try)
+        return blocked
 
     def add_user(self, user):
         super().add_user(user)
@@ -191,7 +233,19 @@ class RoomSpawner(DockerSpawner):
                 f"A container named {self.object_name} exists and is not this room's; it is left alone, "
                 "and this server cannot start. Ask the instructor.")
         await self._ensure_volumes()
+        if release.released(STATE):
+            await self._release_withheld()
         return await super().create_object()
+
+    async def _release_withheld(self):
+        """Released: copy solutions/, INSTRUCTORS.md, tests/ into this learner's volume (room/release.py)."""
+        volume = f"rmsnorm-{NAME}-work-{self.user.name}"
+        try:
+            said = await asyncio.to_thread(release.release_into, docker.from_env(timeout=120), ROOM["hub_image"],
+                                           volume, {LABEL: NAME, f"{LABEL}.release": self.user.name})
+        except docker.errors.DockerException as e:
+            raise RoomFailure(f"Copying the released solutions into {volume} failed: {e}. Tell the instructor.") from e
+        self.log.info("room: %s: %s", self.user.name, said)
 
     async def start(self):
         try:
@@ -241,6 +295,7 @@ def _host_config(spawner):
     config = {
         "init": True,            # reaps the checkers' child processes (room/README.md, Docker)
         "auto_remove": False,    # keep a crashed container until its log is read; stop() removes it
+        "security_opt": ["no-new-privileges"],   # no set-uid program makes the learner root
     }
     gpus = ROOM["gpus"]
     if gpus:

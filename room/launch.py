@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import release  # noqa: E402
 import roomcheck  # noqa: E402
 from roomcheck import RoomError  # noqa: E402
 
@@ -112,7 +113,7 @@ def room_image(client, settings) -> str:
         return given
     course_id = client.images.get(settings.image).id.split(":")[-1]
     recipe = hashlib.sha256()
-    for name in ("Dockerfile", "room-start", "requirements.txt", "constraints.txt"):
+    for name in ("Dockerfile", "room-start", "room-release", "requirements.txt", "constraints.txt"):
         recipe.update((HERE / name).read_bytes())
     tag = f"rmsnorm-room:{course_id[:12]}-{recipe.hexdigest()[:8]}"
     if not image_exists(client, tag):
@@ -169,6 +170,11 @@ def prepare(env: dict) -> tuple[dict, dict, int]:
     state = settings.state_dir
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(state, 0o700)
+    # Every file the hub and its proxy write here (the database, pid files) is private too; a database
+    # made by an older `make room` (mode 644) is made private.
+    os.umask(0o077)
+    for path in state.glob("jupyterhub.sqlite*"):
+        os.chmod(path, 0o600)
     lock = take_lock(state, settings)
 
     port_hint = f"make room ROOM_PORT={settings.port + 10}"
@@ -222,6 +228,11 @@ def prepare(env: dict) -> tuple[dict, dict, int]:
         "signup": settings.signup, "proxy_command": str(chp), "label": LABEL, "checkout": str(CHECKOUT),
         "learner_passwords": str(state / "learner_passwords.tsv"),
     }
+    if settings.solutions == "released":
+        release.mark_released(state, "ROOM_SOLUTIONS=released")
+    elif release.released(state):
+        say(f"solutions/, INSTRUCTORS.md and tests/ were {release.released_note(state)} and stay released; "
+            f"delete {state / release.RELEASED_FLAG} to withhold them from learners who have no volume yet")
     (state / "room.json").write_text(json.dumps(room, indent=2) + "\n", encoding="utf-8")
     hub_env["ROOM_STATE_DIR"] = str(state)
     return room, hub_env, lock
@@ -249,6 +260,8 @@ def main() -> int:
     say(f"admin {room['admin']!r}, password in {room['admin_password_file']}")
     say(f"each learner: {room['hub_image']}, {room['mem']} of memory, {room['cpus']:g} CPUs{gpus}; "
         f"idle servers stopped after {room['idle_timeout']} s")
+    say(f"solutions/, INSTRUCTORS.md, tests/: {release.released_note(state)}"
+        + ("" if release.released(state) else "; learners get them with room/roomctl release-solutions"))
     say(f"state (database, secrets): {state}; add learners: room/roomctl add NAME...; stop: Ctrl-C (volumes are kept)")
     hub = Path(sys.executable).with_name("jupyterhub")
     os.chdir(state)

@@ -280,6 +280,7 @@ class Settings:
     tls: bool
     insecure_http: bool
     signup: bool
+    solutions: str = "withheld"
 
     @property
     def url(self) -> str:
@@ -314,6 +315,12 @@ def settings_from_env(env: dict, checkout: Path) -> Settings:
     signup = env.get("ROOM_SIGNUP", "1")
     if signup not in ("0", "1"):
         raise RoomError(f"ROOM_SIGNUP={signup!r}: 1 (learners may sign up, you approve them) or 0 (you add them).")
+    solutions = env.get("ROOM_SOLUTIONS", "withheld")
+    if solutions not in ("withheld", "released"):
+        raise RoomError(
+            f"ROOM_SOLUTIONS={solutions!r}: withheld (learners get solutions/, INSTRUCTORS.md and tests/ only when you "
+            "run `room/roomctl release-solutions`) or released (every learner gets them from the start)."
+        )
     return Settings(
         name=name, ip=ip, port=port, api_port=api_port, hub_port=hub_port,
         image=env.get("ROOM_IMAGE", "rmsnorm-triton") or "rmsnorm-triton",
@@ -321,5 +328,5 @@ def settings_from_env(env: dict, checkout: Path) -> Settings:
         state_dir=state, idle_timeout=parse_timeout(env.get("ROOM_IDLE_TIMEOUT", "3600")),
         mem=parse_mem(env.get("ROOM_MEM", "4G")), cpus=parse_cpus(env.get("ROOM_CPUS", "2")),
         gpus=parse_gpus(env.get("ROOM_GPUS", "")), cert=cert, key=key, tls=tls, insecure_http=insecure,
-        signup=signup == "1",
+        signup=signup == "1", solutions=solutions,
     )

@@ -5,6 +5,8 @@
   room/roomctl passwords [NAME...]    the initial passwords again (learner_passwords.tsv in the state folder)
   room/roomctl start|stop NAME...|--all   start or stop learners' servers (their work stays in their volume)
   room/roomctl collect [NAME...] [--to DIR]   copy each learner's course folder out of their volume
+  room/roomctl release-solutions      copy solutions/, INSTRUCTORS.md and tests/ into every learner's folder
+                                      (servers running or not; learners whose first start comes later get them then)
   room/roomctl down                   stop the hub (as Ctrl-C in its terminal does): servers stopped, volumes kept
   room/roomctl purge [--yes]          after `down`: list (or, with --yes, delete) the room's containers,
                                       volumes, network
@@ -12,7 +14,7 @@
 Options before the command: --room NAME (default $ROOM_NAME or room), --state-dir DIR (default
 $ROOM_STATE_DIR or ~/.local/state/rmsnorm-room/NAME). It talks to the hub's REST API with the
 room-ctl service's token (the state folder's roomctl_token), at the hub's own address on the room's
-network, and to Docker for collect and purge; purge deletes only what carries the room's label.
+network, and to Docker for collect, release-solutions and purge; purge deletes only what carries the room's label.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import release  # noqa: E402
 import roomcheck  # noqa: E402
 
 
@@ -97,6 +100,7 @@ def cmd_status(room: Room, args) -> int:
     print(f"room {room.name!r}: {room.info['url']}  hub {'running, pid ' + str(pid) if pid else 'NOT running'}")
     print(f"  image {room.info['hub_image']}; per learner {room.info['mem']}, {room.info['cpus']:g} CPUs, "
           f"GPUs: {room.info['gpus'] or 'none'}; idle servers stopped after {room.info['idle_timeout']} s")
+    print(f"  solutions/, INSTRUCTORS.md, tests/: {release.released_note(room.state)}")
     if not pid:
         return 1
     users = room.users()
@@ -219,6 +223,28 @@ def cmd_collect(room: Room, args) -> int:
     return status
 
 
+def cmd_release(room: Room, args) -> int:
+    # The flag first: a server that starts while this runs gets the files at its start.
+    release.mark_released(room.state, "room/roomctl release-solutions")
+    client = room.docker()
+    volumes = sorted((v.attrs["Labels"][f"{room.label}.user"], v.name)
+                     for v in client.volumes.list(filters={"label": f"{room.label}={room.name}"})
+                     if f"{room.label}.user" in (v.attrs.get("Labels") or {}))
+    status = 0
+    for name, volume in volumes:
+        try:
+            said = release.release_into(client, room.info["hub_image"], volume,
+                                        {room.label: room.name, f"{room.label}.release": name})
+        except Exception as e:  # noqa: BLE001 - say which learner, go on with the others
+            print(f"{name}: FAILED ({type(e).__name__}: {str(e)[:300]})")
+            status = 1
+            continue
+        print(f"{name}: {said.removeprefix('room-release: ')}")
+    print(f"released {', '.join(release.WITHHELD)} into {len(volumes)} learners' folders (a running JupyterLab "
+          "shows them at its next refresh); learners whose server first starts later get them at that start.")
+    return status
+
+
 def cmd_down(room: Room, args) -> int:
     pid = room.hub_pid()
     if not pid or pid < 0:
@@ -277,6 +303,7 @@ def main(argv=None) -> int:
     a = sub.add_parser("collect")
     a.add_argument("names", nargs="*")
     a.add_argument("--to", default="")
+    sub.add_parser("release-solutions")
     sub.add_parser("down")
     a = sub.add_parser("purge")
     a.add_argument("--yes", action="store_true")
@@ -288,7 +315,8 @@ def main(argv=None) -> int:
     )
     room = Room(state)
     handler = {"status": cmd_status, "add": cmd_add, "passwords": cmd_passwords, "start": cmd_start_stop,
-               "stop": cmd_start_stop, "collect": cmd_collect, "down": cmd_down, "purge": cmd_purge}[args.command]
+               "stop": cmd_start_stop, "collect": cmd_collect, "release-solutions": cmd_release, "down": cmd_down,
+               "purge": cmd_purge}[args.command]
     return handler(room, args)
 
 

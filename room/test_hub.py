@@ -12,23 +12,31 @@ Steps:
  2. the hub starts (room/launch.py, as `make room` runs it) on 127.0.0.1 and not on another address;
     a second launch of the same room is refused (already running), and another room on the same port
     is refused (port in use); `jupyterhub -f room/jupyterhub_config.py` run by hand on a state folder
-    with an empty cookie secret refuses to start;
+    with an empty cookie secret refuses to start; every file of the state folder (the database too) is mode 600;
  3. the admin's password logs in; three learners are created through the REST API; each logs in with
     the initial password the hub recorded; two start their server through the REST API, the third
-    through the login form as a browser does (cookies, _xsrf, OAuth redirects, JupyterLab's page);
+    through the login form as a browser does (cookies, _xsrf, OAuth redirects, JupyterLab's page); each
+    container runs with no-new-privileges;
  4. the hub's login page (with sign-up) and JupyterLab's page through the hub; through each learner's
     own server, a kernel runs `python -m rmsnorm_course.check_env` (as that learner, in that learner's
-    container, with its memory and CPU limits);
- 5. learner A's token: 403 on learner B's server and on the admin API;
+    container, with its memory and CPU limits); solutions/, INSTRUCTORS.md and tests/ are withheld: not in
+    the file browser's listing, 404 through the contents API, and a kernel walking the whole container
+    finds no readable copy (the image's /opt/rmsnorm-withheld refuses it);
+ 5. learner A's token: 403 on learner B's server and on the admin API; five wrong passwords lock a
+    learner out (the right one is refused too) and the hub logs it; a learner who signed up is a hub
+    user (on /hub/admin) once the admin approves them at /hub/authorize, before their first login;
  6. a file A writes survives a restart of A's server (a new container, the same volume);
  7. a fourth learner whose volume is unreadable: the container stops during start-up (room/room-start),
     the hub reports it to that learner with the last lines of the container's log, and the other
     learners' servers keep working;
- 8. the hub stops (room/roomctl down): its containers go, the learners' volumes stay; room/roomctl
-    collect copies A's work out of A's volume;
- 9. the hub restarts with a certificate (TLS on the room's port, plain HTTP no longer served) and a
+ 8. room/roomctl release-solutions, with A's server running and B's stopped: A's JupyterLab shows the
+    files and A's kernel reads them; a fifth learner, added after the release, starts with the course and
+    the released files; B's volume has them (checked by collect in the next step);
+ 9. the hub stops (room/roomctl down): its containers go, the learners' volumes stay; room/roomctl
+    collect copies A's work out of A's volume, and B's with the released solutions;
+10. the hub restarts with a certificate (TLS on the room's port, plain HTTP no longer served) and a
     20 s idle timeout: A's work is still there, and the idle culler stops A's server once idle;
-10. clean-up by label (room/roomctl purge --yes, then a sweep of what is left); the decoys are untouched.
+11. clean-up by label (room/roomctl purge --yes, then a sweep of what is left); the decoys are untouched.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import asyncio
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -61,6 +70,9 @@ ROOM = f"hubtest-{os.getpid()}"
 COURSE_IMAGE = os.environ.get("TEST_DOCKER_IMAGE", "rmsnorm-triton:standin")
 LEARNERS = ["alice", "bob", "carol"]
 BROKEN = "dave"
+LATE = "erin"      # added after the solutions are released
+SIGNUP = "frank"   # signs up; approved by the admin
+WITHHELD = ("solutions", "INSTRUCTORS.md", "tests")
 T0 = time.monotonic()
 
 
@@ -190,6 +202,18 @@ def browser_login(base: str, name: str, password: str) -> None:
     raise Failed(f"{name}'s browser session did not reach JupyterLab: {r.status_code} {r.url}")
 
 
+def form_session(base: str, name: str, password: str) -> requests.Session:
+    """A browser's session logged in through the hub's login form (its _xsrf field and cookies)."""
+    s = requests.Session()
+    r = s.get(f"{base}hub/login", timeout=30)
+    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.text)
+    check(r.status_code == 200 and xsrf, f"the login page: {r.status_code}")
+    r = s.post(f"{base}hub/login?next=/hub/home", data={"username": name, "password": password,
+                                                         "_xsrf": xsrf.group(1)}, timeout=60)
+    check(r.status_code == 200 and "login" not in r.url, f"{name}'s login form: {r.status_code} {r.url}")
+    return s
+
+
 def wait_server(api: Api, name: str, *, running: bool, timeout: float = 150) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -273,6 +297,28 @@ print("user:", os.environ.get("JUPYTERHUB_USER"), "| exit:", r.returncode)
 """
 
 
+WITHHELD_CELL = """
+import os
+found = []
+for root, dirs, files in os.walk("/"):
+    if root == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
+    for n in files:
+        if n == "INSTRUCTORS.md" or (os.path.basename(root) == "solutions" and n.endswith(".ipynb")):
+            try:
+                open(os.path.join(root, n), "rb").read(1)
+                found.append(os.path.join(root, n))
+            except OSError:
+                pass
+try:
+    open("/opt/rmsnorm-withheld/INSTRUCTORS.md").read(1)
+    print("withheld folder: READ")
+except PermissionError:
+    print("withheld folder: denied")
+print("uid:", os.getuid(), "| readable:", found)
+"""
+
+
 def roomctl(env: dict, *args: str) -> str:
     r = subprocess.run([PY, str(HERE / "roomctl.py"), *args], env=env, capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"room/roomctl {' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
@@ -346,6 +392,9 @@ def main() -> int:
                 check(s.connect_ex((room["gateway"], port)) != 0,
                       f"the room's port {port} answers on {room['gateway']}, not only on loopback")
             launcher_refuses(env, ["already running"])
+            loose = {f.name: oct(f.stat().st_mode & 0o777) for f in state.iterdir()
+                     if f.is_file() and f.stat().st_mode & 0o077}
+            check((state / "jupyterhub.sqlite").exists() and not loose, f"state files others can read: {loose}")
             # The hub's config, run by hand on a state folder whose cookie secret is empty, refuses too.
             bad = Path(tempfile.mkdtemp(prefix=f"rmsnorm-{ROOM}-c-"))
             try:
@@ -368,7 +417,7 @@ def main() -> int:
         ctl = Api(base, (state / "roomctl_token").read_text(encoding="utf-8").strip())
         with Step("3. admin logged in with its password; three learners created through the REST API, each logged "
                   "in with its initial password; two started their servers through the API, "
-                  "one through the login form"):
+                  "one through the login form; each container with no-new-privileges"):
             admin_pw = (state / "admin_password").read_text(encoding="utf-8").strip()
             admin = Api(base, login_token(base, "instructor", admin_pw))
             check(admin("GET", "hub/api/users").status_code == 200, "the admin's token cannot list users")
@@ -394,12 +443,14 @@ def main() -> int:
                 check(host["Memory"] == 2 * 1024**3 and host["CpuQuota"] == host["CpuPeriod"],
                       f"{name}'s limits: memory {host['Memory']}, cpu quota {host['CpuQuota']}/{host['CpuPeriod']}")
                 check(host.get("Init") is True, f"{name}'s container runs without --init")
+                check("no-new-privileges" in (host.get("SecurityOpt") or []), f"{name}: {host.get('SecurityOpt')}")
                 check(not any(box.attrs["NetworkSettings"]["Ports"].values()), f"{name}'s container publishes a port")
                 vol = client.volumes.get(f"rmsnorm-{ROOM}-work-{name}")
                 check(vol.attrs["Labels"].get(LABEL) == ROOM, f"{name}'s volume is not labelled: {vol.attrs['Labels']}")
 
         with Step(
-            "4. check_env run by a kernel in each learner's own server; JupyterLab's page served through the hub"
+            "4. check_env run by a kernel in each learner's own server; JupyterLab's page served through the hub; "
+            "solutions/, INSTRUCTORS.md, tests/ withheld (file browser, contents API, a kernel's open())"
         ):
             r = requests.get(f"{base}hub/login", timeout=30)
             check(r.status_code == 200 and 'name="password"' in r.text and "signup" in r.text,
@@ -411,9 +462,20 @@ def main() -> int:
                 check(ok == "ok" and "OK: canary" in out and f"user: {name} | exit: 0" in out,
                       f"check_env in {name}'s server:\n{out}")
             say(f"   {out.strip().splitlines()[1]}")
+            r = learner["alice"]("GET", "user/alice/api/contents")
+            names = {item["name"] for item in r.json()["content"]}
+            check(r.status_code == 200 and {"exercises", "notebooks"} <= names and not names & set(WITHHELD),
+                  f"alice's course folder as JupyterLab lists it: {sorted(names)}")
+            for path in WITHHELD:
+                r = learner["alice"]("GET", f"user/alice/api/contents/{path}")
+                check(r.status_code == 404, f"alice's contents API on {path}: {r.status_code}, not 404")
+            ok, out = run_cell(port, "alice", tokens["alice"], WITHHELD_CELL)
+            check(ok == "ok" and "withheld folder: denied" in out and "uid: 10001 | readable: []" in out,
+                  f"withheld files readable by alice's kernel:\n{out}")
 
         alice, bob = learner["alice"], learner["bob"]
-        with Step("5. alice's token: 403 on bob's server and on the admin API"):
+        with Step("5. alice's token: 403 on bob's server and on the admin API; carol locked out after five wrong "
+                  "passwords (logged); a sign-up approved at /hub/authorize is a hub user before logging in"):
             for path in ("user/bob/api/status", "user/bob/api/contents", "hub/api/users"):
                 r = alice("GET", path, allow_redirects=False)
                 check(r.status_code == 403, f"alice's token on {path}: {r.status_code}, not 403")
@@ -422,6 +484,30 @@ def main() -> int:
             r = alice("DELETE", "hub/api/users/bob/server")
             check(r.status_code in (403, 404), f"alice's token stopping bob's server: {r.status_code}")
             check(bob("GET", "user/bob/api/status").status_code == 200, "bob's own token on his server")
+            for _ in range(5):
+                r = requests.post(f"{base}hub/api/users/carol/tokens",
+                                  json={"auth": {"username": "carol", "password": "wrong-" + secrets.token_hex(4)}},
+                                  timeout=30)
+                check(r.status_code == 403, f"carol's wrong password: {r.status_code}")
+            r = requests.post(f"{base}hub/api/users/carol/tokens",
+                              json={"auth": {"username": "carol", "password": passwords["carol"]}}, timeout=30)
+            check(r.status_code == 403, f"carol's right password while locked out: {r.status_code}, not 403")
+            check("room: carol locked out" in hub.text() and "login of carol refused: locked out" in hub.text(),
+                  "the hub's log does not say that carol is locked out")
+            s = requests.Session()
+            r = s.get(f"{base}hub/signup", timeout=30)
+            xsrf = re.search(r'name="_xsrf" value="([^"]+)"', r.text)
+            check(r.status_code == 200 and xsrf, f"the sign-up page: {r.status_code}")
+            pw = secrets.token_urlsafe(12)
+            r = s.post(f"{base}hub/signup", data={"username": SIGNUP, "signup_password": pw,
+                                                   "signup_password_confirmation": pw, "_xsrf": xsrf.group(1)},
+                       timeout=30)
+            check(r.status_code == 200, f"{SIGNUP}'s sign-up: {r.status_code}")
+            check(ctl("GET", f"hub/api/users/{SIGNUP}").status_code == 404, f"{SIGNUP} is a user before approval")
+            r = form_session(base, "instructor", admin_pw).get(f"{base}hub/authorize/{SIGNUP}", timeout=30)
+            check(r.status_code == 200, f"approving {SIGNUP}: {r.status_code} {r.url}")
+            r = ctl("GET", f"hub/api/users/{SIGNUP}")
+            check(r.status_code == 200, f"{SIGNUP}, approved, is not a hub user (not on /hub/admin): {r.status_code}")
 
         work = f"written by alice at {time.time()}"
         with Step("6. alice's work survives a restart of her server (a new container, the same volume)"):
@@ -470,21 +556,49 @@ def main() -> int:
             ok, out = run_cell(port, "bob", tokens["bob"], "print(6 * 7)", timeout=120)
             check(ok == "ok" and out.strip() == "42", f"a cell in bob's server after dave's failure: {ok} {out}")
 
-        with Step("8. the hub stopped (room/roomctl down): its containers are gone, the four learners' volumes are "
-                  "kept, and room/roomctl collect copies alice's work out of hers"):
+        with Step("8. room/roomctl release-solutions: alice's running server shows and reads them, bob's stopped "
+                  "one gets them, and erin, added after the release, starts with the course and them"):
+            check(ctl("DELETE", "hub/api/users/bob/server").status_code in (202, 204), "stopping bob's server")
+            wait_server(ctl, "bob", running=False)
+            out = roomctl(env, "release-solutions")
+            check("alice: " in out and "bob: " in out and "released" in out, f"roomctl release-solutions: {out}")
+            check("released" in roomctl(env, "status"), "roomctl status does not say the solutions are released")
+            r = alice("GET", "user/alice/api/contents")
+            names = {item["name"] for item in r.json()["content"]}
+            check(set(WITHHELD) <= names, f"alice's folder after the release: {sorted(names)}")
+            # As a text file (jupytext, in the image, would otherwise serve a .md as a notebook).
+            r = alice("GET", "user/alice/api/contents/INSTRUCTORS.md", params={"type": "file", "format": "text"})
+            check(r.status_code == 200 and "Instructor" in r.json()["content"],
+                  f"alice reading INSTRUCTORS.md: {r.text[:200]}")
+            ok, out = run_cell(port, "alice", tokens["alice"],
+                               "import glob; print(len(glob.glob('/home/learner/course/solutions/*.ipynb')) > 0)")
+            check(ok == "ok" and out.strip() == "True", f"alice's kernel and the released solutions: {ok} {out}")
+            check(ctl("POST", "hub/api/users", json={"usernames": [LATE]}).status_code == 201, f"creating {LATE}")
+            check(ctl("POST", f"hub/api/users/{LATE}/server").status_code in (201, 202), f"starting {LATE}'s server")
+            wait_server(ctl, LATE, running=True)
+            late = Api(base, ctl("POST", f"hub/api/users/{LATE}/tokens", json={"note": "test"}).json()["token"])
+            r = late("GET", f"user/{LATE}/api/contents")
+            names = {item["name"] for item in r.json()["content"]}
+            check({"exercises", "notebooks", *WITHHELD} <= names,
+                  f"{LATE}'s folder, started after the release: {sorted(names)}")
+
+        with Step("9. the hub stopped (room/roomctl down): its containers are gone, the five learners' volumes are "
+                  "kept, and room/roomctl collect copies alice's work out of hers, bob's with the solutions"):
             hub.stop(roomctl_env=env)
             left = [c.name for c in client.containers.list(all=True, filters=flt)]
             check(not left, f"containers left after the hub stopped: {left}")
             vols = {v.name for v in client.volumes.list(filters=flt)}
-            want = {f"rmsnorm-{ROOM}-work-{n}" for n in [*LEARNERS, BROKEN]}
+            want = {f"rmsnorm-{ROOM}-work-{n}" for n in [*LEARNERS, BROKEN, LATE]}
             check(want <= vols, f"volumes lost when the hub stopped: {sorted(want - vols)}")
             collected = state / "collected"
-            out = roomctl(env, "collect", "alice", "--to", str(collected))
+            out = roomctl(env, "collect", "alice", "bob", "--to", str(collected))
             check((collected / "alice" / "my-work.txt").read_text(encoding="utf-8") == work,
                   f"room/roomctl collect did not bring alice's file back: {out}")
             check((collected / "alice" / "exercises").is_dir(), "room/roomctl collect did not copy alice's exercises/")
+            check(any((collected / "bob" / "solutions").glob("*.ipynb")),
+                  "bob's volume (his server stopped during the release) lacks solutions/")
 
-        with Step("9. the hub restarted with a certificate (TLS) and ROOM_IDLE_TIMEOUT=20: alice's work is there, "
+        with Step("10. the hub restarted with a certificate (TLS) and ROOM_IDLE_TIMEOUT=20: alice's work is there, "
                   "plain HTTP is not served, and the idle culler stopped her server once idle"):
             cert, key = self_signed_cert(state)
             hub.start(ROOM_IDLE_TIMEOUT="20", ROOM_CERT=str(cert), ROOM_KEY=str(key))
@@ -531,7 +645,7 @@ def main() -> int:
         try:
             decoy.reload()
             decoy_volume.reload()
-            say(f"10. cleaned up by label {LABEL}={ROOM} (room/roomctl purge --yes, then a sweep): {len(removed)} "
+            say(f"11. cleaned up by label {LABEL}={ROOM} (room/roomctl purge --yes, then a sweep): {len(removed)} "
                 f"containers, volumes and networks; the decoys left alone ({time.monotonic() - t:.0f} s)")
         except docker.errors.NotFound as e:
             say(f"FAILED: the clean-up touched what it must not: {e}")

@@ -195,6 +195,7 @@ def test_idle_timeouts(value, seconds):
     ("ROOM_NAME", "My Room", "lower-case"),
     ("ROOM_ADMIN", "Instructor!", "ROOM_ADMIN"),
     ("ROOM_SIGNUP", "yes", "ROOM_SIGNUP"),
+    ("ROOM_SOLUTIONS", "hidden", "withheld"),
     ("ROOM_IP", "0.0.0.0", "clear text"),
 ])
 def test_a_bad_setting_is_refused(var, value, words, tmp_path):
@@ -208,6 +209,39 @@ def test_the_defaults(tmp_path):
         "http://127.0.0.1:8000/", 8001, 8081, "rmsnorm-triton", "instructor")
     assert s.state_dir == tmp_path / ".local" / "state" / "rmsnorm-room" / "room"
     assert (s.idle_timeout, s.mem, s.cpus, s.gpus, s.tls, s.signup) == (3600, "4G", 2.0, "", False, True)
+    assert s.solutions == "withheld"
+    assert roomcheck.settings_from_env({"HOME": str(tmp_path), "ROOM_SOLUTIONS": "released"}, ROOT).solutions == (
+        "released")
+
+
+def test_the_release_flag_is_private_and_keeps_its_first_date(tmp_path):
+    import release
+
+    assert not release.released(tmp_path) and release.released_note(tmp_path) == "withheld"
+    release.mark_released(tmp_path, "room/roomctl release-solutions")
+    first = (tmp_path / release.RELEASED_FLAG).read_text()
+    release.mark_released(tmp_path, "ROOM_SOLUTIONS=released")
+    assert release.released(tmp_path) and (tmp_path / release.RELEASED_FLAG).read_text() == first
+    assert (tmp_path / release.RELEASED_FLAG).stat().st_mode & 0o777 == 0o600
+    assert release.released_note(tmp_path).startswith("released ") and "roomctl release-solutions" in first
+
+
+def test_room_release_copies_what_is_missing_and_keeps_the_learners_own(tmp_path, monkeypatch):
+    import runpy
+
+    src, dst = tmp_path / "withheld", tmp_path / "course"
+    (src / "solutions").mkdir(parents=True)
+    (src / "solutions" / "01.ipynb").write_text("solved")
+    (src / "INSTRUCTORS.md").write_text("notes")
+    (dst / "solutions").mkdir(parents=True)
+    (dst / "INSTRUCTORS.md").write_text("the learner's own")
+    source = (ROOT / "room" / "room-release").read_text().replace('"/opt/rmsnorm-withheld"', repr(str(src)))
+    script = tmp_path / "room-release.py"
+    script.write_text(source.replace("os.chown(", "(lambda *a: None)(").replace("os.lchown(", "(lambda *a: None)("))
+    monkeypatch.setattr(sys, "argv", ["room-release", str(dst)])
+    runpy.run_path(str(script), run_name="__main__")
+    assert (dst / "solutions" / "01.ipynb").read_text() == "solved"
+    assert (dst / "INSTRUCTORS.md").read_text() == "the learner's own"
 
 
 # --- the launcher itself, as far as it goes without Docker ------------------------------------------------
