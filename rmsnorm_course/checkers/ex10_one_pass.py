@@ -42,8 +42,8 @@ from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 from .cases import GridCase, describe, random_case
 from .diagnose import _case_passes
 from .ex10_symptoms import SYMPTOMS, correct
-from .guards import GUARD, Buffers
-from .spec import ExerciseSpec, typed
+from .guards import GUARD
+from .spec import ExerciseSpec, Launch, given, made, typed
 
 
 def grid_cases() -> list[GridCase]:
@@ -78,19 +78,17 @@ def _partial_outside(case: GridCase):
     return explain
 
 
-def _launch(case: GridCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` on P programs, on guarded copies (:mod:`~rmsnorm_course.checkers.guards`)."""
+def _launch(case: GridCase) -> Launch:
+    """P programs, on guarded copies (:mod:`~rmsnorm_course.checkers.guards`)."""
     M, N, P, stride = case.M, case.N, case.programs, case.stride
     room = GUARD + max(M, P) * stride + triton.next_power_of_2(N)  # another row's offset stays in the buffer
-    x = buffers.input("x", case.inputs["x"], stride, room=room)
-    gamma = buffers.input("gamma", case.inputs["gamma"], room=room)
-    rstd = buffers.input("rstd", case.inputs["rstd"], room=room)
-    dy = buffers.input("dy", case.inputs["dy"], stride, room=room)
-    dx = buffers.output("dx", (M, N), x.dtype, x.device, stride, room=room,
-                        fix="check the store's mask (`cols < N`) and its address (`row * row_stride + cols`)")
-    partial = buffers.output("partial", (P, N), torch.float32, x.device, room=room, fix=_partial_outside(case))
-    kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
-    return {"dx": dx, "partial": partial}
+    tensors = (given("x", case.inputs["x"], stride, room), given("gamma", case.inputs["gamma"], room=room),
+               given("rstd", case.inputs["rstd"], room=room), given("dy", case.inputs["dy"], stride, room),
+               made("dx", (M, N), case.dtype, stride, room,
+                    fix="check the store's mask (`cols < N`) and its address (`row * row_stride + cols`)"),
+               made("partial", (P, N), torch.float32, room=room, fix=_partial_outside(case)))
+    return Launch(tensors, (P,), ("x", "gamma", "rstd", "dy", "dx", "partial", stride, M, N),
+                  {"BLOCK_SIZE": triton.next_power_of_2(N)})
 
 
 def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
