@@ -39,7 +39,7 @@ from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import LoopCase, describe, random_case
 from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
 from .guards import GUARD
-from .spec import ExerciseSpec, Launch, given, made, typed
+from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
 
 def loop_cases() -> list[LoopCase]:
@@ -99,21 +99,13 @@ def _success(runs) -> str:
 #: Exercise 09, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with M programs and,
 #: in all cases but one, BLOCK_SIZE < N.
 SPEC = ExerciseSpec(
-    exercise="09 · looped forward kernel",
-    reference=long_row_forward_kernel,
+    exercise="09 · looped forward kernel", reference=long_row_forward_kernel,
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
-    cases=loop_cases,
-    launch=_launch,
-    oracle=correct,
-    symptoms=tuple(SYMPTOMS),
-    success=_success,
-    mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
-                "past the row, which `mask = start + cols < N` leaves out"),
+    cases=loop_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
     first_looks=(_sum_in_16_bits,),
-    stride_fix="address the rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has "
-               "row_stride > N).",
-    nan_note="Everything around x and gamma is NaN here, so a read outside the row (a mask or bound past N, "
-             "or another row's offset) shows up as NaN.",
-    bounds=True,
+    mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
+               "past the row, which `mask = start + cols < N` leaves out"),
+    **checked_rows("x and gamma", "the row (a mask or bound past N, or another row's offset)",
+                   " (a slice of a wider buffer has row_stride > N)"),
 )

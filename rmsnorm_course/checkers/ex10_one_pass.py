@@ -43,7 +43,7 @@ from .cases import GridCase, describe, random_case
 from .diagnose import _case_passes
 from .ex10_symptoms import SYMPTOMS, correct
 from .guards import GUARD
-from .spec import ExerciseSpec, Launch, given, made, typed
+from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
 
 def grid_cases() -> list[GridCase]:
@@ -98,6 +98,12 @@ def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
     return finite.numel() > 0 and bool((finite != 0).any()) and bool((finite.to(bits).float() == finite).all())
 
 
+def _success(runs) -> str:
+    cases = [r.case for r in runs]
+    return (f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases "
+            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
+
+
 def _short_partial(runs) -> str | None:
     """Words for a partial whose every value is a 16-bit number, in every failing case; None otherwise."""
     failing = [r for r in runs if not _case_passes(r)]
@@ -109,29 +115,15 @@ def _short_partial(runs) -> str | None:
     return None
 
 
-def _success(runs) -> str:
-    cases = [r.case for r in runs]
-    return (f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases "
-            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
-
-
 #: Exercise 10, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with a grid of P programs.
 SPEC = ExerciseSpec(
-    exercise="10 · one-pass backward loop",
-    reference=one_pass_backward_kernel,
+    exercise="10 · one-pass backward loop", reference=one_pass_backward_kernel,
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "rstd_ptr": "*fp32", "dy_ptr": "*{t}", "dx_ptr": "*{t}",
                       "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
                       "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),
-    cases=grid_cases,
-    launch=_launch,
-    oracle=correct,
-    symptoms=tuple(SYMPTOMS),
-    success=_success,
-    mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
-                "which `mask = cols < N` leaves out"),
+    cases=grid_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
     first_looks=(_short_partial,),
-    stride_fix="address the rows with `row * row_stride`, never `row * N`.",
-    nan_note="Everything around the inputs is NaN here, so a read outside a row (a mask past N, another row's "
-             "offset) shows up as NaN.",
-    bounds=True,
+    mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
+               "which `mask = cols < N` leaves out"),
+    **checked_rows("the inputs", "a row (a mask past N, another row's offset)"),
 )

@@ -110,6 +110,19 @@ class ExerciseSpec:
     bounds: bool = False
 
 
+def checked_rows(around: str, outside: str, stride_note: str = "") -> dict:
+    """The fields of a spec whose kernel has every address checked (09, 10): bounds, and the words for rows and NaN.
+
+    Args:
+        around: what the NaN surrounds ("x and gamma").
+        outside: where a read that brings NaN went ("a row (a mask past N, another row's offset)").
+        stride_note: ends the message for rows addressed with N (" (a slice … has row_stride > N)").
+    """
+    return {"bounds": True,
+            "stride_fix": f"address the rows with `row * row_stride`, never `row * N`{stride_note}.",
+            "nan_note": f"Everything around {around} is NaN here, so a read outside {outside} shows up as NaN."}
+
+
 def typed(parameters: dict[str, str], constexprs: dict, dtypes=("fp32", "fp16")) -> tuple[tuple[dict, dict], ...]:
     """The signatures of a kernel for each dtype of x: ``{t}`` in a type stands for it (``"*{t}"``)."""
     return tuple(({name: kind.format(t=t) for name, kind in parameters.items()}, dict(constexprs)) for t in dtypes)
