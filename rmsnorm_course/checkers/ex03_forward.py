@@ -23,8 +23,7 @@ import triton
 from rmsnorm.article.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Symptom, close, evidence, first_difference, tolerance
-from .guards import Buffers
-from .spec import ExerciseSpec, typed
+from .spec import ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "03 · forward kernel"
 
@@ -127,20 +126,18 @@ MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or wri
                 "(past the tensor on the last row)")
 
 
-def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` as ``forward_op`` does, on guarded copies of the case's tensors (y rows 16 further apart)."""
-    x = buffers.input("x", case.inputs["x"], case.row_stride)
-    gamma = buffers.input("gamma", case.inputs["gamma"])
-    M, N = x.shape
+def launch(case: Case) -> Launch:
+    """The launch ``forward_op`` makes, on guarded copies of the case's tensors (y's rows 16 further apart)."""
+    M, N = case.M, case.N
+    y_row_stride = case.row_stride + 16 if case.row_stride else None
     fix = "check the store's mask (`cols < N`) and its address, `y_ptr + row * y_row_stride + cols`" + (
         " (y has a row stride of its own: here its rows are 16 elements further apart than x's)"
         if case.row_stride else "")
-    y = buffers.output("y", (M, N), x.dtype, x.device, case.row_stride and case.row_stride + 16, fix=fix)
-    rstd = buffers.output("rstd", (M,), torch.float32, x.device)
     BLOCK_SIZE = triton.next_power_of_2(N)
-    kernel[(M,)](x, gamma, y, rstd, x.stride(0), y.stride(0), N, float(case.eps),
-                 BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE))
-    return {"y": y, "rstd": rstd}
+    tensors = (given("x", case.inputs["x"], case.row_stride), given("gamma", case.inputs["gamma"]),
+               made("y", (M, N), case.dtype, y_row_stride, fix=fix), made("rstd", (M,), torch.float32))
+    return Launch(tensors, (M,), ("x", "gamma", "y", "rstd", case.stride, y_row_stride or N, N,
+                                  float(case.eps)), {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps_for(BLOCK_SIZE)})
 
 
 def _rstd_in_16_bits(runs) -> str | None:

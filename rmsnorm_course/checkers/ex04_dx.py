@@ -22,8 +22,7 @@ from rmsnorm.article.backward import rmsnorm_dx_kernel
 from rmsnorm.article.forward import forward_op, num_warps_for
 from .cases import describe, row_cases
 from .diagnose import Case, Symptom
-from .guards import Buffers
-from .spec import ExerciseSpec, typed
+from .spec import ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "04 · dx kernel"
 
@@ -133,20 +132,16 @@ MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or wri
                 "(past the tensor on the last row)")
 
 
-def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` as ``backward_rows`` does (rstd from the package's forward), on guarded copies."""
+def launch(case: Case) -> Launch:
+    """The launch ``backward_rows`` makes (rstd from the package's forward), on guarded copies."""
     _, rstd = forward_op(case.inputs["x"], case.inputs["gamma"], case.eps)
-    x = buffers.input("x", case.inputs["x"], case.row_stride)
-    gamma = buffers.input("gamma", case.inputs["gamma"])
-    dy = buffers.input("dy", case.inputs["dy"], case.row_stride)
-    rstd = buffers.input("rstd", rstd)
-    M, N = x.shape
-    dx = buffers.output("dx", (M, N), x.dtype, x.device, case.row_stride)
-    partial = buffers.output("partial", (M, N), torch.float32, x.device, case.row_stride)
+    M, N, stride = case.M, case.N, case.row_stride
+    tensors = (given("x", case.inputs["x"], stride), given("gamma", case.inputs["gamma"]),
+               given("dy", case.inputs["dy"], stride), given("rstd", rstd),
+               made("dx", (M, N), case.dtype, stride), made("partial", (M, N), torch.float32, stride))
     BLOCK_SIZE = triton.next_power_of_2(N)
-    kernel[(M,)](x, gamma, dy, rstd, dx, partial, x.stride(0), N,
-                 BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps_for(BLOCK_SIZE))
-    return {"dx": dx, "partial": partial}
+    return Launch(tensors, (M,), ("x", "gamma", "dy", "rstd", "dx", "partial", case.stride, N),
+                  {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps_for(BLOCK_SIZE)})
 
 
 def _cases() -> list[Case]:

@@ -27,8 +27,7 @@ import triton
 from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
 from .diagnose import Case, Symptom
-from .guards import Buffers
-from .spec import ExerciseSpec, typed
+from .spec import ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "05 · dgamma reduction"
 
@@ -97,13 +96,12 @@ MASK_EXAMPLE = ("With N = 257 columns the last program's lanes 257…287, and wi
                 "of the last step, would read or write past the partials (past the tensor)")
 
 
-def launch(case: Case, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` as ``reduce_gamma_gradient`` does, on a guarded copy of the partials."""
-    partial = buffers.input("partial", case.inputs["partial"], case.row_stride)
-    M, N = partial.shape
-    dgamma = buffers.output("dgamma", (N,), case.inputs["dtype"], partial.device)
-    kernel[(triton.cdiv(N, BLOCK_N),)](partial, dgamma, M, N, partial.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
-    return {"dgamma": dgamma}
+def launch(case: Case) -> Launch:
+    """The launch ``reduce_gamma_gradient`` makes, on a guarded copy of the partials."""
+    M, N = case.inputs["partial"].shape
+    tensors = (given("partial", case.inputs["partial"], case.row_stride), made("dgamma", (N,), case.inputs["dtype"]))
+    return Launch(tensors, (triton.cdiv(N, BLOCK_N),), ("partial", "dgamma", M, N, case.stride),
+                  {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N})
 
 
 def _success(runs) -> str:

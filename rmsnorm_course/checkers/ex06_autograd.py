@@ -26,6 +26,7 @@ from rmsnorm import device as _device
 from rmsnorm.article.contract import ContractError
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs, oracle
+from . import progress
 from .diagnose import Case, Run, close, evidence, first_difference, tolerance
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
@@ -85,8 +86,6 @@ CASES = ((1, 257, torch.float32, 1e-6), (17, 257, torch.float32, 1e-6), (17, 256
 
 def judge(function_class) -> Feedback:
     """In the checker's child process: apply the learner's Function on every case and compare with the oracle."""
-    from . import isolate
-
     name = name_of(function_class)
     if not (isinstance(function_class, type) and issubclass(function_class, torch.autograd.Function)):
         return wrong(EXERCISE, f"{name} is not a subclass of torch.autograd.Function.")
@@ -96,7 +95,7 @@ def judge(function_class) -> Feedback:
         label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (
             f" with eps = {eps}" if eps != 1e-6 else ""
         )
-        isolate.progress(f"the case {label}")
+        progress.say(f"the case {label}")
         x, weight, _ = make_inputs(M, N, dtype, device=device, seed=M + N)
         if eps != 1e-6:
             x[0] = 0

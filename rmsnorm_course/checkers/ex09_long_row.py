@@ -38,8 +38,8 @@ from rmsnorm.device import default_device
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import LoopCase, describe, random_case
 from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
-from .guards import GUARD, Buffers
-from .spec import ExerciseSpec, typed
+from .guards import GUARD
+from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
 
 def loop_cases() -> list[LoopCase]:
@@ -69,17 +69,15 @@ def loop_cases() -> list[LoopCase]:
 Y_FIX = "check the store's mask, `start + cols < N`, and its address, `y_ptr + row * row_stride + start + cols`"
 
 
-def _launch(case: LoopCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` with M programs and the case's BLOCK_SIZE, on guarded copies of the case's tensors."""
+def _launch(case: LoopCase) -> Launch:
+    """M programs and the case's BLOCK_SIZE, on guarded copies of the case's tensors."""
     M, N, stride = case.M, case.N, case.stride
     room = GUARD + M * stride + case.block  # a read at another row's offset, or one block past, stays in the buffer
-    x = buffers.input("x", case.inputs["x"], stride, room=room)
-    gamma = buffers.input("gamma", case.inputs["gamma"], room=room)
-    y = buffers.output("y", (M, N), x.dtype, x.device, stride, room=room, fix=Y_FIX)
-    rstd = buffers.output("rstd", (M,), torch.float32, x.device, room=room,
-                          fix="check the store's address: one rstd per row, `rstd_ptr + row`")
-    kernel[(M,)](x, gamma, y, rstd, stride, N, case.eps, BLOCK_SIZE=case.block)
-    return {"y": y, "rstd": rstd}
+    tensors = (given("x", case.inputs["x"], stride, room), given("gamma", case.inputs["gamma"], room=room),
+               made("y", (M, N), case.dtype, stride, room, fix=Y_FIX),
+               made("rstd", (M,), torch.float32, room=room,
+                    fix="check the store's address: one rstd per row, `rstd_ptr + row`"))
+    return Launch(tensors, (M,), ("x", "gamma", "y", "rstd", stride, N, case.eps), {"BLOCK_SIZE": case.block})
 
 
 def _sum_in_16_bits(runs) -> str | None:
@@ -101,21 +99,13 @@ def _success(runs) -> str:
 #: Exercise 09, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with M programs and,
 #: in all cases but one, BLOCK_SIZE < N.
 SPEC = ExerciseSpec(
-    exercise="09 · looped forward kernel",
-    reference=long_row_forward_kernel,
+    exercise="09 · looped forward kernel", reference=long_row_forward_kernel,
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
-    cases=loop_cases,
-    launch=_launch,
-    oracle=correct,
-    symptoms=tuple(SYMPTOMS),
-    success=_success,
-    mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
-                "past the row, which `mask = start + cols < N` leaves out"),
+    cases=loop_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
     first_looks=(_sum_in_16_bits,),
-    stride_fix="address the rows with `row * row_stride`, never `row * N` (a slice of a wider buffer has "
-               "row_stride > N).",
-    nan_note="Everything around x and gamma is NaN here, so a read outside the row (a mask or bound past N, "
-             "or another row's offset) shows up as NaN.",
-    bounds=True,
+    mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
+               "past the row, which `mask = start + cols < N` leaves out"),
+    **checked_rows("x and gamma", "the row (a mask or bound past N, or another row's offset)",
+                   " (a slice of a wider buffer has row_stride > N)"),
 )

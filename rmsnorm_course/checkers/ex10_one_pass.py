@@ -42,8 +42,8 @@ from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 from .cases import GridCase, describe, random_case
 from .diagnose import _case_passes
 from .ex10_symptoms import SYMPTOMS, correct
-from .guards import GUARD, Buffers
-from .spec import ExerciseSpec, typed
+from .guards import GUARD
+from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
 
 def grid_cases() -> list[GridCase]:
@@ -78,19 +78,17 @@ def _partial_outside(case: GridCase):
     return explain
 
 
-def _launch(case: GridCase, kernel, buffers: Buffers) -> dict[str, torch.Tensor]:
-    """Launch ``kernel`` on P programs, on guarded copies (:mod:`~rmsnorm_course.checkers.guards`)."""
+def _launch(case: GridCase) -> Launch:
+    """P programs, on guarded copies (:mod:`~rmsnorm_course.checkers.guards`)."""
     M, N, P, stride = case.M, case.N, case.programs, case.stride
     room = GUARD + max(M, P) * stride + triton.next_power_of_2(N)  # another row's offset stays in the buffer
-    x = buffers.input("x", case.inputs["x"], stride, room=room)
-    gamma = buffers.input("gamma", case.inputs["gamma"], room=room)
-    rstd = buffers.input("rstd", case.inputs["rstd"], room=room)
-    dy = buffers.input("dy", case.inputs["dy"], stride, room=room)
-    dx = buffers.output("dx", (M, N), x.dtype, x.device, stride, room=room,
-                        fix="check the store's mask (`cols < N`) and its address (`row * row_stride + cols`)")
-    partial = buffers.output("partial", (P, N), torch.float32, x.device, room=room, fix=_partial_outside(case))
-    kernel[(P,)](x, gamma, rstd, dy, dx, partial, stride, M, N, BLOCK_SIZE=triton.next_power_of_2(N))
-    return {"dx": dx, "partial": partial}
+    tensors = (given("x", case.inputs["x"], stride, room), given("gamma", case.inputs["gamma"], room=room),
+               given("rstd", case.inputs["rstd"], room=room), given("dy", case.inputs["dy"], stride, room),
+               made("dx", (M, N), case.dtype, stride, room,
+                    fix="check the store's mask (`cols < N`) and its address (`row * row_stride + cols`)"),
+               made("partial", (P, N), torch.float32, room=room, fix=_partial_outside(case)))
+    return Launch(tensors, (P,), ("x", "gamma", "rstd", "dy", "dx", "partial", stride, M, N),
+                  {"BLOCK_SIZE": triton.next_power_of_2(N)})
 
 
 def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
@@ -98,6 +96,12 @@ def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
     t = t.detach().cpu()
     finite = t[torch.isfinite(t)]
     return finite.numel() > 0 and bool((finite != 0).any()) and bool((finite.to(bits).float() == finite).all())
+
+
+def _success(runs) -> str:
+    cases = [r.case for r in runs]
+    return (f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases "
+            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
 
 
 def _short_partial(runs) -> str | None:
@@ -111,29 +115,15 @@ def _short_partial(runs) -> str | None:
     return None
 
 
-def _success(runs) -> str:
-    cases = [r.case for r in runs]
-    return (f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases "
-            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
-
-
 #: Exercise 10, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with a grid of P programs.
 SPEC = ExerciseSpec(
-    exercise="10 · one-pass backward loop",
-    reference=one_pass_backward_kernel,
+    exercise="10 · one-pass backward loop", reference=one_pass_backward_kernel,
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "rstd_ptr": "*fp32", "dy_ptr": "*{t}", "dx_ptr": "*{t}",
                       "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
                       "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),
-    cases=grid_cases,
-    launch=_launch,
-    oracle=correct,
-    symptoms=tuple(SYMPTOMS),
-    success=_success,
-    mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
-                "which `mask = cols < N` leaves out"),
+    cases=grid_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
     first_looks=(_short_partial,),
-    stride_fix="address the rows with `row * row_stride`, never `row * N`.",
-    nan_note="Everything around the inputs is NaN here, so a read outside a row (a mask past N, another row's "
-             "offset) shows up as NaN.",
-    bounds=True,
+    mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
+               "which `mask = cols < N` leaves out"),
+    **checked_rows("the inputs", "a row (a mask past N, another row's offset)"),
 )

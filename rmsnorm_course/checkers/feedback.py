@@ -181,11 +181,16 @@ def never_raises(exercise: str):
             try:
                 return check(*args, **kwargs)
             except Exception as error:  # noqa: BLE001 - a checker never raises in a learner's notebook
-                return Feedback(exercise, WRONG, f"the checker could not judge this answer: "
-                                f"{describe_error('your code, or the checker,', error)} If your code looks "
-                                "right, please report this to the course's instructors.")
+                return checker_failed(exercise, error)
         return checked
     return decorate
+
+
+def checker_failed(exercise: str, error: BaseException) -> Feedback:
+    """The "wrong" Feedback of a checker that met an error of its own (it never raises in a notebook)."""
+    return Feedback(exercise, WRONG, f"the checker could not judge this answer: "
+                    f"{describe_error('your code, or the checker,', error)} If your code looks "
+                    "right, please report this to the course's instructors.")
 
 
 def name_of(obj) -> str:

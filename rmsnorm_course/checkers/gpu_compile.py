@@ -22,9 +22,9 @@ import subprocess
 import sys
 import time
 
+from rmsnorm.device import interpreter_active as interpreted
 from . import compile_server
 from .feedback import caused_by, name_of
-from .isolate import interpreted
 
 #: Seconds the compile server may take for one kernel (one compilation per dtype; about 0.5 s each, cached after).
 COMPILE_TIME_LIMIT_S = 120.0

@@ -41,12 +41,14 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
 
+from . import progress
 from .compile_server import define_kernel
 from .feedback import Feedback, wrong
 from .shipping import KernelSource, restore_sources, source_lines
@@ -110,19 +112,8 @@ def _through(server):
 # --------------------------------------------------------------------------- the child
 
 
-def _progress_reporter(conn):
-    def report(what: str) -> None:
-        conn.send(("progress", what))
-    return report
-
-
-#: In a child: called with a label before each case (set by :func:`_child_main`); a no-op in the parent.
-progress = lambda what: None  # noqa: E731
-
-
 def _child_main(conn, payload: bytes, interpret: bool) -> None:
     """Entry point of a child: check where it runs kernels, rebuild the learner's objects, run the target."""
-    global progress
     try:
         conn.send(("ready", None))  # started: from here on, the learner's code runs under the time limit
         if interpreted() != interpret:  # chosen by the environment the child started with
@@ -132,7 +123,7 @@ def _child_main(conn, payload: bytes, interpret: bool) -> None:
         restore_sources(args, sources)  # the learner's line numbers and text in tracebacks
         folder = Path(tempfile.mkdtemp(prefix="rmsnorm_checker_"))
         args = [define_kernel(a.spec, folder) if isinstance(a, KernelSource) else a for a in args]
-        progress = _progress_reporter(conn)
+        progress.channel = conn  # progress.say reports to the parent
         result = target(*args)
         conn.send(("done", cloudpickle.dumps(result)))
     except BaseException as error:  # noqa: BLE001 - reported to the parent, which turns it into feedback
@@ -152,6 +143,7 @@ class Outcome:
     value: object = None
     last_progress: str = ""
     seconds: float = 0.0
+    feedback: Feedback | None = None  #: what it means for the learner (:func:`run_judges` sets it)
 
 
 def start(target: Callable, args, *, interpret: bool):
@@ -371,6 +363,56 @@ def outcome_feedback(exercise: str, outcome: Outcome, who: str) -> Feedback:
     name, text, trace = outcome.value
     return wrong(exercise, f"the checker failed while judging {who} ({name}: {text.splitlines()[0] if text else ''}). "
                  "Please report this, with your code, to the course's instructors.")
+
+
+def judges() -> tuple[bool, ...]:
+    """Where the learner's kernel is run, one child each: True for Triton's interpreter, False for the GPU.
+
+    The interpreter's judge (NaN in the masked lanes of a load without
+    ``other=``, guarded buffers on the CPU) runs on every machine, so a verdict
+    does not depend on the device; on a GPU machine the kernel is also compiled
+    and run on the GPU, which finds what the interpreter cannot (the GPU's own
+    compile errors, illegal addresses).
+
+    Where Triton's interpreter does not run (a GPU machine whose Triton and NumPy
+    disagree, :func:`interpreter_unavailable`), the GPU
+    judges alone, and a RuntimeWarning, once, says so and what it changes.
+    """
+    if interpreted():
+        return (True,)
+    broken = interpreter_unavailable()
+    if broken is None:
+        return (True, False)
+    global _warned_gpu_only
+    if not _warned_gpu_only:
+        _warned_gpu_only = True
+        warnings.warn(
+            f"Triton's interpreter does not run on this machine ({broken}), so the checkers judge kernels on the GPU "
+            "alone. Most verdicts are the same; but a masked tl.load without other= reads whatever the GPU leaves in "
+            "the masked lanes (often 0), so a kernel a CPU machine refuses for it can pass here. Install the pinned "
+            "triton and numpy (constraints.txt) to judge on both.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return (False,)
+
+
+_warned_gpu_only = False
+
+
+def run_judges(target: Callable, args, exercise: str, who: str, limit_s: float | None = None) -> list[Outcome]:
+    """Run ``target(*args)`` in one child per judge of :func:`judges`, at the same time; each ended with its Feedback.
+
+    Returns:
+        One :class:`Outcome` per judge, in the order of :func:`judges`, its ``feedback`` set by
+        :func:`outcome_feedback` (None for a child stopped because another crashed or ran out of time).
+    """
+    started = [start(target, args, interpret=interpret) for interpret in judges()]
+    outcomes = wait_all(started, CASE_TIME_LIMIT_S if limit_s is None else limit_s)
+    for outcome in outcomes:
+        if outcome.kind != "stopped":
+            outcome.feedback = outcome_feedback(exercise, outcome, who)
+    return outcomes
 
 
 def run_python_check(exercise: str, target: Callable, args, who: str) -> Feedback:

@@ -4,7 +4,7 @@ Every kernel exercise (03, 04, 05, 08's fix, 09, 10) is one frozen
 :class:`ExerciseSpec`; :func:`rmsnorm_course.checkers.kernels.check` judges any
 kernel against any spec, and ships the spec (cloudpickled, with the learner's
 kernel source) to the checker's child process, where
-:func:`rmsnorm_course.checkers.kernels.judge` runs it: one run loop, one time
+:func:`rmsnorm_course.checkers.run_loop.judge` runs it: one run loop, one time
 limit, one error translator. A new exercise is a spec plus its symptoms.
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
@@ -13,13 +13,58 @@ Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import torch
 
 from .diagnose import Case, Outputs, Run, Symptom
-from .guards import Buffers
 
-#: launch(case, kernel, buffers) -> outputs: the kernel launched as the package launcher (or the exercise) would.
-Launch = Callable[[Case, object, Buffers], Outputs]
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor a kernel is given, placed by the run loop in a NaN-guarded buffer (:mod:`~.guards`).
+
+    Attributes:
+        name: its name in messages and in :attr:`Launch.args`.
+        data: an input's values (copied into the buffer; the kernel must not change them); None for an output.
+        shape: an output's shape; ``dtype`` its dtype (it starts as NaN, on the device of the first input).
+        row_stride: elements between the starts of its rows (None: its width).
+        room: elements of guard after it (None: as long as the whole tensor again).
+        fix: how a write outside it is worded (see :meth:`~.guards.Buffers.output`).
+    """
+
+    name: str
+    data: torch.Tensor | None = None
+    shape: tuple[int, ...] = ()
+    dtype: torch.dtype | None = None
+    row_stride: int | None = None
+    room: int | None = None
+    fix: str | Callable[[list[int]], str] | None = None
+
+
+def given(name: str, data: torch.Tensor, row_stride: int | None = None, room: int | None = None) -> Tensor:
+    """An input of the kernel: ``data``, copied into a guarded buffer."""
+    return Tensor(name, data, row_stride=row_stride, room=room)
+
+
+def made(name: str, shape, dtype: torch.dtype, row_stride: int | None = None, room: int | None = None,
+         fix: str | Callable[[list[int]], str] | None = None) -> Tensor:
+    """An output of the kernel: NaN-filled, in a guarded buffer; the run loop returns it."""
+    return Tensor(name, None, tuple(shape), dtype, row_stride, room, fix)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a kernel is launched on one case, as data: the run loop places the tensors and makes the call.
+
+    ``kernel[grid](*args, **options)``, where each ``str`` of ``args`` names one of ``tensors`` (its
+    guarded copy); the outputs (:func:`made`) are what the launch returns, in the order declared.
+    """
+
+    tensors: tuple[Tensor, ...]
+    grid: tuple[int, ...]
+    args: tuple
+    options: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -32,7 +77,7 @@ class ExerciseSpec:
         signatures: ((argument types, constexprs), …) of the reference's parameters, one per dtype, for
             the compile for a CUDA target.
         cases: () -> the cases (:class:`~rmsnorm_course.checkers.diagnose.Case`), built in the child.
-        launch: launches the learner's kernel on one case, its tensors from the guarded buffers it is given.
+        launch: case -> :class:`Launch`, the launch the package launcher (or the exercise) makes, as data.
         oracle: case -> float64 outputs (where NaN may not appear).
         symptoms: the classic slips, each a float64 model with its words
             (:class:`~rmsnorm_course.checkers.diagnose.Symptom`), tried in order.
@@ -53,7 +98,7 @@ class ExerciseSpec:
     reference: object
     signatures: tuple[tuple[dict, dict], ...]
     cases: Callable[[], Sequence[Case]]
-    launch: Launch
+    launch: Callable[[Case], Launch]
     oracle: Callable[[Case], Outputs]
     symptoms: tuple[Symptom, ...]
     success: Callable[[Sequence[Run]], str]
@@ -63,6 +108,19 @@ class ExerciseSpec:
     stride_fix: str | None = None
     nan_note: str | None = None
     bounds: bool = False
+
+
+def checked_rows(around: str, outside: str, stride_note: str = "") -> dict:
+    """The fields of a spec whose kernel has every address checked (09, 10): bounds, and the words for rows and NaN.
+
+    Args:
+        around: what the NaN surrounds ("x and gamma").
+        outside: where a read that brings NaN went ("a row (a mask past N, another row's offset)").
+        stride_note: ends the message for rows addressed with N (" (a slice … has row_stride > N)").
+    """
+    return {"bounds": True,
+            "stride_fix": f"address the rows with `row * row_stride`, never `row * N`{stride_note}.",
+            "nan_note": f"Everything around {around} is NaN here, so a read outside {outside} shows up as NaN."}
 
 
 def typed(parameters: dict[str, str], constexprs: dict, dtypes=("fp32", "fp16")) -> tuple[tuple[dict, dict], ...]:

@@ -33,7 +33,7 @@ from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm_course.checkers.kernels import unmasked_accesses
 
 #: None where Triton's interpreter runs (every CPU machine; a GPU machine with the pinned triton and numpy);
-#: else why not: the checkers then judge on the GPU alone, and say so (kernels.judges).
+#: else why not: the checkers then judge on the GPU alone, and say so (isolate.judges).
 INTERPRETER_BROKEN = isolate.interpreter_unavailable()
 needs_interpreter = pytest.mark.skipif(
     INTERPRETER_BROKEN is not None,
@@ -374,7 +374,7 @@ def test_on_a_gpu_machine_the_interpreters_judge_runs_in_a_child_with_the_interp
     monkeypatch.setattr(isolate, "interpreted", lambda: False)
     if server == "spawn":
         monkeypatch.setattr(isolate, "_interpreter_server", lambda: None)
-    monkeypatch.setattr(kernels, "judges", lambda: (True,))  # the interpreter's judge alone (no GPU to run the other)
+    monkeypatch.setattr(isolate, "judges", lambda: (True,))  # the interpreter's judge alone (no GPU to run the other)
     environments, servers = [], []
     real_environment, real_through = isolate._environment, isolate._through
     monkeypatch.setattr(isolate, "_environment", lambda env: environments.append(env) or real_environment(env))
@@ -387,14 +387,22 @@ def test_on_a_gpu_machine_the_interpreters_judge_runs_in_a_child_with_the_interp
     assert checkers.check_long_row_kernel(wv910.L).passed  # 09's bounds check works in such a child too
 
 
+def _ended(outcome: isolate.Outcome) -> isolate.Outcome:
+    """The outcome with its feedback, as isolate.run_judges gives it."""
+    if outcome.kind != "stopped":
+        outcome.feedback = isolate.outcome_feedback("03 · forward kernel", outcome, "your kernel `k`")
+    return outcome
+
+
 def _done(status: str, message: str) -> isolate.Outcome:
-    return isolate.Outcome("done", Feedback("03 · forward kernel", status, message), "the case a row of 257 ones")
+    feedback = Feedback("03 · forward kernel", status, message)
+    return _ended(isolate.Outcome("done", feedback, "the case a row of 257 ones"))
 
 
 _NO_OTHER = f"on a row of 257 ones, line 20 of your cell, `tl.load(x_ptr + cols, mask=mask)`, {wv.NO_OTHER}: ..."
 _GPU_REJECTS = f"`k` does not compile: {gpu_compile.REJECTS} at line 21 of your cell, `acc += x`: ..."
 _RAISED = "on a row of 257 ones: `k` raised AttributeError at line 20 of your cell: ..."
-_TIMEOUT = isolate.Outcome("timeout", 60.0, "the case a row of 257 ones")
+_TIMEOUT = _ended(isolate.Outcome("timeout", 60.0, "the case a row of 257 ones"))
 _STOPPED = isolate.Outcome("stopped", None, "the case a row of 257 ones")
 
 
@@ -408,7 +416,7 @@ VERDICTS = {
     "the GPU's compiler first": ([_done("wrong", "y is wrong"), _done("wrong", _GPU_REJECTS)], None, _GPU_REJECTS),
     "but the interpreter's own error": ([_done("wrong", _RAISED), _done("wrong", _GPU_REJECTS)], None, _RAISED),
     "a time-out": ([_TIMEOUT, _STOPPED], None, "did not finish in 60 s"),
-    "a crash": ([_done("passed", "ok"), isolate.Outcome("crashed", -11, "the case x")], None, wv.CRASHED),
+    "a crash": ([_done("passed", "ok"), _ended(isolate.Outcome("crashed", -11, "the case x"))], None, wv.CRASHED),
     "CPU: the compile check": ([_done("passed", "ok")], _ACC, "but Triton's compiler for a GPU rejects it at line 21"),
     "CPU: one judge": ([_done("passed", "CPU ok")], None, "CPU ok"),
     "both pass: the GPU's numbers": ([_done("passed", "CPU ok"), _done("passed", "GPU ok")], None, "GPU ok"),
@@ -446,19 +454,19 @@ def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, mon
     assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
     assert expected in str(feedback), feedback  # str: status and message ("not done yet" is the status)
     if expected != wv.GPU_REJECTS:  # worded as on a GPU (nothing ran), and the interpreter alone runs it
-        monkeypatch.setattr(kernels, "judges", lambda: (True,))
+        monkeypatch.setattr(isolate, "judges", lambda: (True,))
         assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words
 
 
 def test_where_the_interpreter_does_not_run_the_gpu_judges_alone_and_says_so(monkeypatch):
     monkeypatch.setattr(isolate, "interpreted", lambda: False)  # as on a GPU machine
     monkeypatch.setattr(isolate, "interpreter_unavailable", lambda: "TypeError('only 0-dimensional arrays ...')")
-    monkeypatch.setattr(kernels, "_warned_gpu_only", False)
+    monkeypatch.setattr(isolate, "_warned_gpu_only", False)
     with pytest.warns(RuntimeWarning, match=r"judge kernels on the GPU alone.*without other="):
-        assert kernels.judges() == (False,)
-    assert kernels.judges() == (False,)  # warned once
+        assert isolate.judges() == (False,)
+    assert isolate.judges() == (False,)  # warned once
     monkeypatch.setattr(isolate, "interpreter_unavailable", lambda: None)
-    assert kernels.judges() == (True, False)
+    assert isolate.judges() == (True, False)
 
 
 def test_the_interpreter_probe_runs_the_package_kernels_in_a_fresh_process(monkeypatch):

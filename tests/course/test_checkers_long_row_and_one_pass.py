@@ -129,7 +129,7 @@ def test_guard_finds_writes_outside_and_keeps_nan_around():
 
 @pytest.mark.parametrize("exercise", ["09", "10"])
 def test_the_kernel_is_judged_in_the_checkers_separate_process(exercise, monkeypatch):
-    from rmsnorm_course.checkers import isolate, kernels
+    from rmsnorm_course.checkers import isolate, run_loop
     from rmsnorm_course.checkers.spec import ExerciseSpec
 
     started = []
@@ -137,7 +137,7 @@ def test_the_kernel_is_judged_in_the_checkers_separate_process(exercise, monkeyp
     monkeypatch.setattr(isolate, "start", lambda *a, **k: started.append(a) or real_start(*a, **k))
     assert RIGHT[exercise]().passed
     target, (spec, _) = started[0]  # the harness's one run loop, given the exercise's spec as data
-    assert target is kernels.judge and isinstance(spec, ExerciseSpec) and spec.exercise.startswith(exercise)
+    assert target is run_loop.judge and isinstance(spec, ExerciseSpec) and spec.exercise.startswith(exercise)
 
 
 def test_a_renamed_pointer_is_accepted_as_in_lessons_03_to_05():

@@ -1,0 +1,206 @@
+"""The one run loop: in the checker's child process, a learner's kernel run on an exercise's cases and judged.
+
+:func:`judge` is what the child runs (:mod:`rmsnorm_course.checkers.isolate`
+ships it, with the spec and the kernel's source, and calls it): the spec's
+cases, each launched as the spec's :class:`~rmsnorm_course.checkers.spec.Launch`
+declares, with each tensor inside a NaN-guarded buffer
+(:mod:`rmsnorm_course.checkers.guards`): NaN before and after it (and in the
+padding of rows, for the cases whose rows are further apart than N), so a read
+outside a tensor shows as NaN, a write outside it changes the guard, and a
+write into an input changes the input. Under the interpreter, a masked load
+without ``other=`` gives NaN in its masked lanes (on a GPU they hold whatever
+memory held, often 0), and for 09 and 10 every address is checked against the
+buffers before it is touched. Then the spec's oracle, its first looks, its
+symptoms (:mod:`rmsnorm_course.checkers.diagnose`) and one translator of the
+kernel's errors. It returns a Feedback and calls nothing of the parent's side.
+
+Source: solutions/03_forward_kernel.ipynb, 04_backward_derivation.ipynb,
+05_gamma_reduction.ipynb, 08_n_vs_block_exercise.ipynb, 09_the_long_row.ipynb,
+10_one_pass_backward.ipynb.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import torch
+
+from rmsnorm.device import interpreter_active
+from . import progress
+from .diagnose import Case, Outputs, Run, _case_passes, diagnose
+from .feedback import (
+    Feedback,
+    caused_by,
+    describe_error,
+    is_not_implemented,
+    learner_frame,
+    name_of,
+    not_done,
+    source_of,
+    wrong,
+)
+from .gpu_compile import compile_error_message
+from .guards import Buffers, OutOfBounds, interpreter_guards
+from .preflight import first_line, masked_loads_without_other
+from .spec import ExerciseSpec, Launch
+
+#: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
+RAISED = " raised "
+
+def _nan_where_finite(outputs: Outputs, expected: Outputs) -> bool:
+    for name, want in expected.items():
+        got = outputs.get(name)
+        if isinstance(got, torch.Tensor) and got.shape == want.shape:
+            if (torch.isnan(got.detach().cpu().double()) & torch.isfinite(want)).any():
+                return True
+    return False
+
+
+def _launch(case: Case, kernel, launch: Launch, bounds: bool, guard_value=float("nan"), nan_other=True):
+    """Place the launch's tensors in guarded buffers, launch ``kernel``; (its outputs, what it must not have done)."""
+    buffers = Buffers(guard_value)
+    device = next(t.data.device for t in launch.tensors if t.data is not None)
+    placed = {t.name: buffers.input(t.name, t.data, t.row_stride, t.room) if t.data is not None
+              else buffers.output(t.name, t.shape, t.dtype, device, t.row_stride, t.room, t.fix)
+              for t in launch.tensors}
+    args = [placed[a] if isinstance(a, str) else a for a in launch.args]
+    with interpreter_guards(nan_other, buffers if bounds else None):
+        kernel[launch.grid](*args, **launch.options)
+    outputs = {t.name: placed[t.name].detach().cpu().clone() for t in launch.tensors if t.data is None}
+    return outputs, buffers.problems()
+
+
+def judge(spec: ExerciseSpec, kernel) -> Feedback:
+    """In the checker's child process: run ``kernel`` on the spec's cases and say what is wrong (the one run loop).
+
+    In this order: the kernel's errors, writes outside, reads outside and NaN
+    from masked lanes (:func:`run_cases`); then each of the spec's first looks;
+    then its symptoms (:func:`~rmsnorm_course.checkers.diagnose.diagnose`) and,
+    where the spec says, the hints of :func:`refine`.
+    """
+    cases = spec.cases()
+    outputs = run_cases(spec, kernel, cases)
+    if isinstance(outputs, Feedback):
+        return outputs
+    runs = [Run(case, out, spec.oracle(case)) for case, out in zip(cases, outputs)]
+    for look in spec.first_looks:
+        message = look(runs)
+        if message is not None:
+            return wrong(spec.exercise, message)
+    feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs))
+    if spec.stride_fix is None:
+        return feedback
+    return refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)
+
+
+def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs] | Feedback:
+    """Launch ``kernel`` on every case in guarded buffers; runs in the checker's child process.
+
+    Under the interpreter (on every device: see :func:`~rmsnorm_course.checkers.isolate.judges`), the masked
+    lanes of a load without ``other=`` read NaN. With ``spec.bounds``, an
+    access outside every buffer is refused (:class:`OutOfBounds`, named with
+    the learner's line) instead of crashing the process.
+
+    Returns:
+        The outputs of every case (CPU copies), or a :class:`Feedback` when the
+        kernel raised, wrote where it must not, read outside a tensor, or let
+        the undefined lanes of a masked load without ``other=`` into a result.
+    """
+    exercise, bounds = spec.exercise, spec.bounds
+    name = name_of(kernel)
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # float16 overflow warnings of the interpreter: the feedback says it
+        for case in cases:
+            progress.say(f"the case {case.label}")
+            try:
+                launch = spec.launch(case)
+                outputs, problem = _launch(case, kernel, launch, bounds)
+                if problem is not None:
+                    return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
+                want = spec.oracle(case)
+                if _nan_where_finite(outputs, want):
+                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds)
+                    if found is not None:
+                        return found
+            except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
+                return _error_feedback(exercise, kernel, case, error, spec.example)
+            results.append(outputs)
+    return results
+
+
+def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example: str) -> Feedback:
+    """What an exception from the learner's kernel means, in words (one translator for every kernel exercise)."""
+    name = name_of(kernel)
+    outside = caused_by(error, OutOfBounds)
+    if outside is not None:
+        return wrong(exercise, f"on {case.label}: {name} made {outside}{_learner_line(error)}, outside every tensor "
+                     "it was given (stopped before it happened). Check that address: the row offset "
+                     "(`row * row_stride`), the column offset, and the mask.")
+    if is_not_implemented(error):
+        return not_done(exercise, name)
+    rejected = compile_error_message(kernel, error, example)
+    if rejected is not None:  # on a GPU the kernel is compiled here, in the child
+        return wrong(exercise, rejected)
+    if "illegal memory access" in str(error) or "illegal address" in str(error):
+        return wrong(exercise, f"on {case.label}, your kernel {name} read or wrote outside the tensor: "
+                     "CUDA stopped it with an illegal memory access. Check the row offset "
+                     "(`row * row_stride`) and the masks (`cols < N`, also on the last row).")
+    return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
+
+
+def _learner_line(error: BaseException) -> str:
+    """' (at line 12: `x = tl.load(...)`)' for the deepest frame of the learner's code in the exception chain, or ''."""
+    frame = learner_frame(error)
+    if frame is None or not frame.line:
+        return ""
+    return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
+
+
+def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside) -> Feedback | None:
+    """NaN where a number was expected: an other-less masked load, or a read outside a tensor? None if neither."""
+    name = name_of(kernel)
+    if interpreter_active():
+        outputs, _ = _launch(case, kernel, launch, bounds, nan_other=False)
+        if not _nan_where_finite(outputs, want):
+            source = source_of(kernel) or ""
+            loads = masked_loads_without_other(source)
+            first = first_line(kernel)
+            where = (f"line {first + loads[0][0] - 1} of your cell, `{loads[0][1]}`, has a mask but no `other=`"
+                     if loads else "a masked load has no `other=`")
+            return wrong(exercise, f"on {case.label}, {where}: on a GPU its masked lanes hold whatever memory "
+                         "held (often 0, so the numbers can look right there), and the checker, which fills them "
+                         "with NaN, found them in the result. Pass `other=0` (the value that adds nothing to a sum).")
+    if not reads_outside:
+        return None
+    outputs, problem = _launch(case, kernel, launch, bounds, guard_value=1.0)
+    if problem is not None:
+        return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
+    if not _nan_where_finite(outputs, want):
+        return wrong(exercise, f"on {case.label}, {name} read outside its tensors: its result depends on the memory "
+                     "just before or after a tensor (or between rows), which the checker filled with NaN. Check the "
+                     "row offset (`row * row_stride`, not `row * N` or `row * BLOCK_SIZE`) and the masks of every "
+                     "`tl.load` (`cols < N`).")
+    return None
+
+
+def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms, stride_fix: str,
+           nan_note: str | None) -> Feedback:
+    """After :func:`~rmsnorm_course.checkers.diagnose.diagnose` failed: two hints that cases with a row stride allow.
+
+    When no symptom was named and only the cases whose rows are further apart
+    than N fail, the rows are addressed with N: ``stride_fix`` ends that
+    message. When a value is still NaN, ``nan_note`` (where the NaN comes from
+    in this exercise) is added. Otherwise ``feedback`` as it is.
+    """
+    if feedback.passed:
+        return feedback
+    named = any(s.summary in feedback.message for s in symptoms)
+    strided = [r for r in runs if r.case.row_stride]
+    others = [r for r in runs if not r.case.row_stride]
+    if not named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
+        return wrong(exercise, f"every case with row_stride = N passes, but not {strided[0].case.label}: {stride_fix}")
+    if nan_note is not None and "is still NaN" in feedback.message:
+        return wrong(exercise, f"{feedback.message} {nan_note}")
+    return feedback
