@@ -13,12 +13,45 @@ Source: solutions/03_forward_kernel.ipynb … 08_n_vs_block_exercise.ipynb.
 
 from __future__ import annotations
 
+import copyreg
+import importlib
 import inspect
 import linecache
 import pickle
 import textwrap
 import types
 from dataclasses import dataclass
+
+
+def _import_kernel(module: str, name: str):
+    return getattr(importlib.import_module(module), name)
+
+
+def _kernel_by_reference(kernel):
+    """A compiled ``@triton.jit`` kernel of an importable module travels as (module, name).
+
+    A compiled kernel holds its device caches and a lock, which cannot be pickled: the exercise
+    specs name the package's kernels (their reference signature), so without this a spec could not
+    reach the child on a GPU machine. The child imports the module and takes the kernel defined there,
+    compiled or interpreted as the child runs. A kernel of no importable module (a notebook's) keeps
+    the default, and is shipped as source instead (:class:`KernelSource`).
+    """
+    module, name = kernel.fn.__module__, kernel.fn.__name__
+    try:
+        if _import_kernel(module, name) is kernel:
+            return _import_kernel, (module, name)
+    except (ImportError, AttributeError):
+        pass
+    return object.__reduce_ex__(kernel, pickle.DEFAULT_PROTOCOL)
+
+
+def _register_kernel_reducer() -> None:
+    from triton.runtime.jit import JITFunction
+
+    copyreg.pickle(JITFunction, _kernel_by_reference)
+
+
+_register_kernel_reducer()
 
 
 @dataclass(frozen=True)

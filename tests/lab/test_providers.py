@@ -19,6 +19,7 @@ from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_lab import providers as P
 from rmsnorm_lab import results
+from rmsnorm_lab.eager import eager_provenance
 from rmsnorm_lab.floor import FloorFunction, floor_plan, floor_rmsnorm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,6 +203,8 @@ def test_every_provider_is_ok_or_refused_on_cuda(M, N, dtype):
             status = P.prepare(p, build, x, gamma, dy)[1]
             if p.name == "article" and dtype == torch.bfloat16:  # lessons 03-08 are float32 and float16
                 assert status.startswith("refused: the article's contract: x must be float32 or float16"), status
+            elif p.name == "eager_native" and eager_provenance()["verdict"] == "aten":  # no native route here
+                assert status.startswith("refused: ") and "aten" in status, status
             else:
                 assert status == "ok" or status.startswith("refused: `from "), (p.name, build.__name__, status)
 
