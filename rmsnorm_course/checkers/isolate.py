@@ -52,6 +52,7 @@ from . import progress
 from .compile_server import define_kernel
 from .feedback import Feedback, wrong
 from .shipping import KernelSource, restore_sources, source_lines
+from .shipping import dumps as shipping_dumps
 
 #: Seconds a child may run the learner's code without reporting progress (one case) before it is stopped: the one
 #: time limit of every exercise.
@@ -164,7 +165,7 @@ def start(target: Callable, args, *, interpret: bool):
     if not interpret and interpreted():
         raise ValueError("a process that interprets its kernels cannot start a child that runs them on a GPU")
     try:
-        payload = cloudpickle.dumps((target, list(args), source_lines(args)))
+        payload = shipping_dumps((target, list(args), source_lines(args)))
     except Exception as error:  # noqa: BLE001 - e.g. an open file among the learner's globals
         return Outcome("unpicklable", f"{type(error).__name__}: {error}")
     elsewhere = interpret and not interpreted()  # a GPU machine's interpreted child
