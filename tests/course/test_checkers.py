@@ -31,6 +31,7 @@ from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, gpu_compile, isolate, kernels
 from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm_course.checkers.kernels import unmasked_accesses
+from verdict_variants import _prediction, _samples, _solution_row  # the answers the verdict fixture records too
 
 #: None where Triton's interpreter runs (every CPU machine; a GPU machine with the pinned triton and numpy);
 #: else why not: the checkers then judge on the GPU alone, and say so (isolate.judges).
@@ -45,20 +46,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # would otherwise import (and wrong_variants defines ~60 kernels on import): ship them by value, as a notebook's.
 cloudpickle.register_pickle_by_value(wv)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def _solution_row():
-    return [1.0, 2.0, 2.0, 4.0], [1.0, 1.0, 0.5, 2.0], 0.4, [0.4, 0.8, 0.4, 3.2]
-
-
-def _prediction():
-    return {"forward": "more", "forward_backward": "less"}
-
-
-def _samples():
-    from rmsnorm_lab import load_results
-
-    return load_results().samples
 
 
 RIGHT = {
