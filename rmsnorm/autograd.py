@@ -13,6 +13,10 @@ is kept as short as it can be:
   torch.compile region, in a frame Dynamo has given up on, goes through
   the class :func:`_function_outside_dynamo` builds, which runs the same code with
   Dynamo switched off);
+- ``torch.func`` transforms go through the same Function, which has a separate
+  ``setup_context`` and a ``vmap`` rule (the batch folded into rows); ``grad``,
+  ``vjp`` and ``jacrev`` run its backward through :class:`_BackwardUnderTransforms`,
+  which unwraps their tensors before the kernels launch;
 - ``torch.compile``, dispatch modes and meta tensors see two operators, defined with
   ``torch.library.define``/``impl`` and given fake implementations with
   ``torch.library.register_fake``:
