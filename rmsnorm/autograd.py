@@ -54,7 +54,16 @@ import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
 
 from .backward import launch_backward, rmsnorm_fast_backward
-from .contract import _PLAIN, ContractError, DTensor, _require_tensor, check_eps, check_fast_inputs, refuse_dtensor
+from .contract import (
+    _PLAIN,
+    ContractError,
+    DTensor,
+    _functorch_wrapped,
+    _require_tensor,
+    check_eps,
+    check_fast_inputs,
+    refuse_dtensor,
+)
 from .forward import launch_forward
 
 _LIB = torch.library.Library("rmsnorm_fast", "DEF")  # kept alive: the operators live as long as it does
@@ -171,11 +180,6 @@ def _savable(t: torch.Tensor | None) -> torch.Tensor | None:
     so such an x costs one copy, made where the forward is tracked (outside inference mode).
     """
     return t.clone() if t is not None and t.is_inference() else t
-
-
-def _functorch_wrapped(*tensors) -> bool:
-    """True when a ``torch.func`` transform (grad, vjp, jacrev) wraps one of ``tensors``: no storage to launch on."""
-    return any(t is not None and torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
 
 
 def _batch_slice(t, dim, b):

@@ -91,6 +91,11 @@ def _require_kernel_device(name: str, t: torch.Tensor) -> None:
         raise ContractError(f"{name} must be on a CUDA device (or the CPU with the interpreter); got {t.device}")
 
 
+def _functorch_wrapped(*tensors) -> bool:
+    """True when a ``torch.func`` transform (vmap, grad, jacrev…) wraps one of ``tensors``: no storage to launch on."""
+    return any(isinstance(t, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
+
+
 def check_eps(eps, name: str = "eps") -> None:
     """Raise unless ``eps`` is a finite real number > 0 (bool excluded).
 

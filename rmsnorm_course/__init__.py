@@ -19,5 +19,4 @@ Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
 
 from .backend import choose_backend
 
-#: Whether this process's kernels run in Triton's interpreter (decided here, before the course imports triton).
-INTERPRETED = choose_backend()
+choose_backend()  # first: before anything of the course imports triton (ask rmsnorm.interpreter_active() after)

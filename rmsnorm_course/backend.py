@@ -23,6 +23,7 @@ import sys
 
 import torch
 
+#: The variable Triton reads (rmsnorm.device names it too; importing that module would import triton first).
 INTERPRET_ENV = "TRITON_INTERPRET"
 
 

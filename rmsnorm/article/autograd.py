@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
+from ..contract import _functorch_wrapped
 from .backward import backward_rows
 from .contract import ContractError, _require_contiguous, _require_tensor
 from .forward import forward_op
@@ -89,8 +90,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.T
     Source: notebooks/06_autograd_and_training.ipynb.
     """
     _require_tensor("x", x)
-    if torch._C._functorch.is_functorch_wrapped_tensor(x) or (
-            isinstance(weight, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(weight)):
+    if _functorch_wrapped(x, weight):
         raise ContractError(
             "rmsnorm.article.rmsnorm under a torch.func transform (vmap, grad, jacrev): the article's "
             "autograd.Function is written as lesson 06 writes it (forward(ctx, ...)), which torch.func cannot "
