@@ -2,7 +2,7 @@
 
 nbval runs a notebook as one test item per cell, in one kernel, so the cells of a notebook must
 run in order on one worker. `--dist loadfile` does that but also keeps every test of a file on
-one worker, and a long file (tests/course/test_checkers.py judges each wrong variant in its own child
+one worker, and a long file (a checker test judges each wrong variant in its own child
 process, which on a GPU starts CUDA and compiles the variant) then ran alone for minutes at the
 end. Under `--dist load` this scheduler hands out each test on its own and each notebook whole.
 (`--dist loadgroup` with an xdist_group mark per notebook would say the same, but pytest 9 keeps

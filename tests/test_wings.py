@@ -84,6 +84,13 @@ def test_no_import_cycle():
         visit(node)
 
 
+def test_each_exercise_checker_has_one_test_file_named_after_it():
+    checkers = ROOT / "rmsnorm_course" / "checkers"
+    exercises = {p.stem for p in checkers.glob("ex[0-9][0-9]_*.py") if not p.stem.endswith("_symptoms")}
+    tests = {p.stem.removeprefix("test_") for p in (ROOT / "tests" / "course").glob("test_ex[0-9][0-9]_*.py")}
+    assert tests == exercises
+
+
 def test_the_library_holds_no_lab_no_teaching_and_no_shims():
     library = ROOT / "rmsnorm"
     modules = sorted(str(p.relative_to(library)) for p in library.rglob("*.py"))

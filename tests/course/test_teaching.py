@@ -2,7 +2,7 @@
 
 The solution notebooks write the kernel a learner writes; the package holds the same kernel as the
 exercise's reference, the one its checker launches and its tests mutate. difflib holds the two to one
-code (the package's docstring and the solution's nbgrader markers aside), as tests/course/test_n_vs_block.py
+code (the package's docstring and the solution's nbgrader markers aside), as tests/course/test_ex08_n_vs_block.py
 does for the buggy kernels, so that neither can drift.
 """
 

@@ -3,7 +3,7 @@
 tests/data/verdicts.csv (written by ``python tools/record_verdicts.py``, on the
 CPU) holds, for each answer of :func:`verdict_variants.variants` (the
 solutions, every wrong variant of tests/course/wrong_variants*.py, the other answers
-tests/course/test_checkers*.py build), the verdict (passed / wrong / not done yet) and
+tests/course/test_ex*.py and the harness tests build), the verdict (passed / wrong / not done yet) and
 the Feedback's message. A checker may change its words only with a line in the
 fixture's diff.
 
@@ -16,7 +16,7 @@ buffer``, and newlines a literal ``\\n``. The answers that never end run under
 a time limit of :data:`verdict_variants.HANG_LIMIT_S` s.
 
 The fixture is the CPU's (Triton's interpreter); on a GPU machine the verdicts
-are the same (tests/course/test_checkers.py, gpu), the words of a few may not be, so
+are the same (tests/course/test_isolate.py, gpu), the words of a few may not be, so
 the test runs where the interpreter judges alone.
 
 Source: solutions/*.ipynb.

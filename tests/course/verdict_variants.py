@@ -1,12 +1,12 @@
 """Every learner answer the checker tests build, named, for the verdicts fixture (tests/data/verdicts.csv).
 
 :func:`variants` lists (exercise, variant, run, hangs): the solutions, every wrong
-variant of tests/course/wrong_variants*.py, and the other answers tests/course/test_checkers*.py
-build (answers that are not code at all, right kernels with an unreached masked
-load, a kernel with a helper kernel and a global, accesses far outside every
-tensor, loops that never end). ``run()`` calls the public checker and returns its
-Feedback; ``hangs`` says the answer runs into the time limit (which the caller
-shortens to :data:`HANG_LIMIT_S`).
+variant of tests/course/wrong_variants*.py, and the other answers the checker tests
+(tests/course/test_ex*.py, test_harness.py, test_isolate.py) build (answers that are
+not code at all, right kernels with an unreached masked load, a kernel with a helper
+kernel and a global, accesses far outside every tensor, loops that never end).
+``run()`` calls the public checker and returns its Feedback; ``hangs`` says the
+answer runs into the time limit (which the caller shortens to :data:`HANG_LIMIT_S`).
 
 :func:`normalise` removes from a message what varies from run to run: temporary
 folders, the counter in the names of mutated kernels, memory addresses, the

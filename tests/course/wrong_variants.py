@@ -1,4 +1,4 @@
-"""Wrong variants of every exercise, for tests/course/test_checkers.py only: each checker must reject each one.
+"""Wrong variants of exercises 01-08, for tests/course/test_ex*.py only: each checker must reject each one.
 
 Kernels are made by *mutating* the package kernel's source — a few exact
 text replacements, each asserted to occur once — and writing the result to a

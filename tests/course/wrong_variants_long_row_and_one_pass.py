@@ -1,4 +1,4 @@
-"""Wrong variants of exercises 09 and 10, for tests/course/test_checkers_long_row_and_one_pass.py only.
+"""Wrong variants of exercises 09 and 10, for tests/course/test_ex09_long_row.py and test_ex10_one_pass.py only.
 
 Each is the checker's reference kernel with one classic slip, made by
 :func:`wrong_variants.mutate` (exact text replacements, each asserted to occur

@@ -1,4 +1,4 @@
-"""The checker of exercise 13: the solution passes, each wrong variant gets its own message, nothing raises or hangs.
+"""Exercise 13 · into a model: the solution passes, each wrong variant gets its own message, nothing raises or hangs.
 
 Wrong variants: tests/course/wrong_variants_norm_share.py. The step and kernel tables are the fixture
 (tests/data/model_step_fixture/, invented numbers in the benchmark's columns) and, once it is
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import wrong_variants_norm_share as wv
+from checker_support import Weird, assert_verdict, never_ends
 from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share, toy_profile
 from rmsnorm_course.checkers.feedback import Feedback
 from rmsnorm_lab import RESULTS_DIR
@@ -41,9 +42,7 @@ def test_the_solution_passes_on_the_committed_h200_run():
 @pytest.mark.parametrize("name", wv.NORM_SHARE)
 def test_each_wrong_variant_is_named(name):
     fn, expected = wv.NORM_SHARE[name]
-    feedback = check_norm_share(fn, *_tables())
-    assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
-    assert expected in str(feedback), feedback
+    assert_verdict(check_norm_share(fn, *_tables()), expected)
 
 
 def test_the_messages_are_distinct():
@@ -80,17 +79,7 @@ def test_rows_that_were_not_timed_are_skipped():
     assert feedback.passed and "all 8 timed rows" in feedback.message, feedback
 
 
-class _Weird:
-    def __float__(self):
-        raise RuntimeError("no float")
-
-    def __eq__(self, other):
-        raise RuntimeError("no comparisons")
-
-    __hash__ = None
-
-
-WEIRD = [None, (0.2, None), (float("nan"), 1.25), (_Weird(), 1.25), "0.2, 1.25", (True, 1.25)]
+WEIRD = [None, (0.2, None), (float("nan"), 1.25), (Weird(), 1.25), "0.2, 1.25", (True, 1.25)]
 
 
 @pytest.mark.parametrize("value", WEIRD)
@@ -103,10 +92,5 @@ def test_code_that_never_returns_is_stopped_with_a_message(monkeypatch):
     from rmsnorm_course.checkers import isolate
 
     monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", 4.0)
-
-    def forever(profile, step_ms):
-        while True:
-            pass
-
-    feedback = check_norm_share(forever)
+    feedback = check_norm_share(never_ends)
     assert feedback.status == "wrong" and "did not finish in 4 s" in feedback.message, feedback

@@ -1,4 +1,11 @@
-"""The N-vs-BLOCK bug: dividing by BLOCK_SIZE is caught at N = 257, missed at N = 256."""
+"""Exercise 08 · N vs BLOCK: the hypothesis and the fix pass, each wrong hypothesis is named, and the bug itself.
+
+The bug: dividing by BLOCK_SIZE is caught at N = 257, missed at N = 256 (rmsnorm_course.teaching.buggy).
+Wrong variants: wrong_variants.HYPOTHESIS, and wrong_variants.DX for the fix (exercise 04's kernels).
+Source: solutions/08_n_vs_block_exercise.ipynb.
+"""
+
+from __future__ import annotations
 
 import difflib
 import inspect
@@ -7,9 +14,46 @@ import pytest
 import torch
 
 import rmsnorm.article
+import rmsnorm_course.teaching.buggy
+import wrong_variants as wv
+from checker_support import assert_named, assert_passes, assert_three_named, params
 from rmsnorm.article import backward_rows, forward_op
 from rmsnorm.testing import assert_close, make_inputs, oracle
+from rmsnorm_course import checkers
 from rmsnorm_course.teaching.buggy import PAIRS, rmsnorm_dx_kernel_block_mean, rmsnorm_forward_kernel_block_mean
+
+RIGHT = {
+    "hypothesis": lambda: checkers.check_hypothesis(wv._hypothesis("right")),
+    "fix": lambda: checkers.check_fixed_dx_kernel(rmsnorm.article.rmsnorm_dx_kernel),
+}
+
+
+@pytest.mark.parametrize("part", RIGHT)
+def test_the_solution_passes(part):
+    assert_passes(RIGHT[part]())
+
+
+WRONG = [
+    *params(wv.HYPOTHESIS, checkers.check_hypothesis),
+    pytest.param(checkers.check_fixed_dx_kernel, *wv.DX["masked load of dy without other"], id="08 fix: no other="),
+]
+
+
+@pytest.mark.parametrize(("check", "variant", "expected"), WRONG)
+def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
+    assert_named(check, variant, expected, monkeypatch)
+
+
+def test_at_least_three_wrong_variants_are_named():
+    assert_three_named(wv.HYPOTHESIS)
+
+
+def test_the_fix_checker_names_the_unfixed_kernel():
+    feedback = checkers.check_fixed_dx_kernel(rmsnorm_course.teaching.buggy.rmsnorm_dx_kernel_block_mean)
+    assert feedback.exercise.startswith("08") and "divided by BLOCK_SIZE instead of N" in feedback.message
+
+
+# --------------------------------------------------------------------------- the bug the exercise hunts
 
 
 @pytest.mark.parametrize("correct_name", PAIRS)

@@ -1,0 +1,87 @@
+"""What the per-exercise checker tests share: the interpreter probe, the hang limit, the verdict assertions.
+
+Each tests/course/test_exNN_*.py feeds its exercise's checker the solution and the wrong
+variants of wrong_variants*.py; these helpers assert the verdicts the same way in every file.
+
+Never import this from the course package or a notebook.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import cloudpickle
+import pytest
+
+import wrong_variants as wv
+from rmsnorm_course.checkers import Feedback, isolate
+from verdict_variants import HANG_LIMIT_S
+
+#: None where Triton's interpreter runs (every CPU machine; a GPU machine with the pinned triton and numpy);
+#: else why not: the checkers then judge on the GPU alone, and say so (isolate.judges).
+INTERPRETER_BROKEN = isolate.interpreter_unavailable()
+needs_interpreter = pytest.mark.skipif(
+    INTERPRETER_BROKEN is not None,
+    reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
+
+# never_ends and Weird reach the checkers' child: by value, as a notebook's code would.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def params(table: dict, *first) -> list:
+    """One ``pytest.param(*first, answer, expected, id=name)`` per row of a wrong-variant table."""
+    return [pytest.param(*first, *table[name], id=name) for name in table]
+
+
+def assert_passes(feedback) -> None:
+    assert isinstance(feedback, Feedback) and feedback.passed, feedback
+
+
+def assert_verdict(feedback: Feedback, expected: str) -> None:
+    """``expected`` is "not done yet" (the status) or a substring of a "wrong" verdict."""
+    assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
+    assert expected in str(feedback), feedback  # str: status and message ("not done yet" is the status)
+
+
+def assert_named(check, variant, expected: str, monkeypatch) -> None:
+    """The checker rejects ``variant`` with ``expected``; a loop that never ends runs under the short limit."""
+    # On every device: a load without other= is named by the interpreter's judge, which runs on a GPU machine too.
+    if expected == wv.NO_OTHER and INTERPRETER_BROKEN is not None:
+        pytest.skip(f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}); a GPU reads 0 there, not NaN")
+    if expected == wv.NEVER_ENDS:
+        monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
+        expected = f"did not finish in {HANG_LIMIT_S:g} s"
+    feedback = check(variant)
+    assert not feedback.passed, feedback
+    assert_verdict(feedback, expected)
+
+
+def assert_three_named(table: dict) -> None:
+    """A checker names at least three distinct slips (a skeleton's "not done yet" does not count)."""
+    named = {expected for _, expected in table.values()} - {"not done yet"}
+    assert len(named) >= 3, named
+
+
+@functools.lru_cache(maxsize=None)
+def feedback_of(check, answer) -> Feedback:
+    """The checker's feedback on one answer, computed once per test session (a kernel's check takes seconds)."""
+    return check(answer)
+
+
+def never_ends(*args, **kwargs):
+    """A learner's function that never returns."""
+    while True:
+        pass
+
+
+class Weird:
+    """A return value that breaks every comparison."""
+
+    def __eq__(self, other):
+        raise RuntimeError("no comparisons")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("no float")
