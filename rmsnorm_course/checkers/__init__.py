@@ -20,8 +20,11 @@ with the grid and arguments the package's launchers give their kernels
 (``forward_op``, ``backward_rows``, ``reduce_gamma_gradient``), so the kernel must
 have the signature of the package kernel it replaces; 09 and 10 with signatures of
 their own (those of :mod:`rmsnorm_course.teaching.long_row` and
-:mod:`rmsnorm_course.teaching.one_pass`). Exercises 01, 02, 06, 07 and 11–13 check
-functions, classes and readings, not kernels.
+:mod:`rmsnorm_course.teaching.one_pass`). Exercises 01, 02 and 06 check a function or a
+class against an oracle: each is a frozen :class:`~rmsnorm_course.checkers.spec.FunctionSpec`
+(reference, cases, the learner's run, oracle, symptoms, messages; ``SPEC`` in its module), judged
+in the same child, under the same time limit, by one harness, ``check(spec, answer)``
+(:mod:`rmsnorm_course.checkers.functions`). Exercises 07 and 11–13 check readings and fakes.
 
 Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
 """
@@ -36,10 +39,11 @@ from .ex11_fake import check_fake_implementation  # noqa: E402  (Part II, append
 from .ex12_reading import check_copy_fraction, check_pick_config  # noqa: E402  (Part II, appended)
 from .feedback import Feedback
 from .kernels import check
-from .spec import ExerciseSpec
+from .spec import ExerciseSpec, FunctionSpec
 
 __all__ = [
     "ExerciseSpec",
+    "FunctionSpec",
     "Feedback",
     "check",
     "check_autograd_function",

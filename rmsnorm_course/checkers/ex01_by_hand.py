@@ -20,8 +20,10 @@ import numbers
 import torch
 
 from rmsnorm.reference import rmsnorm_reference
-from .diagnose import Case, Run, Symptom, diagnose
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, wrong
+from .diagnose import Case, Symptom
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Refused
 
 EXERCISE = "01 · by hand"
 EPS = 1e-6
@@ -69,43 +71,17 @@ def _numbers(value, name: str, length: int | None = None) -> list[float] | str:
     return [float(v) for v in values]
 
 
-@never_raises(EXERCISE)
-def check_by_hand(my_row) -> Feedback:
-    """Check the numbers a learner computed by hand for a row of their choice.
-
-    Args:
-        my_row: a function returning ``(x_row, gamma_row, r, y)``: x_row a list
-            of 2 to 8 numbers (not all zero, not the article's [3, 4]),
-            gamma_row as many weights (not all 1, so that gamma matters), r a
-            number, y a list of numbers, all worked out by hand with eps = 1e-6.
-
-    Returns:
-        Feedback: "passed", "not done yet" or "wrong". Never raises, never
-        hangs (it runs in a separate process with a time limit).
-
-    Source: solutions/01_formula.ipynb.
-    """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE, judge, [my_row], f"your {name_of(my_row)}")
-
-
-def judge(my_row) -> Feedback:
-    """In the checker's child process: call the learner's function and check its numbers."""
+def _row_case(my_row) -> list[Case]:
+    """The one case: the learner's own row and weights, with the r and y worked out for them by hand."""
     name = name_of(my_row)
-    try:
-        answer = my_row()
-    except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-        if is_not_implemented(error):
-            return not_done(EXERCISE, name)
-        return wrong(EXERCISE, describe_error(name, error, "my_row()"))
+    answer = calling(name, my_row)
     if not isinstance(answer, (tuple, list)) or len(answer) != 4:
-        return wrong(EXERCISE, f"{name} must return four things, (x_row, gamma_row, r, y); got {answer!r}")
+        raise Refused(f"{name} must return four things, (x_row, gamma_row, r, y); got {answer!r}")
     if not isinstance(answer[0], (list, tuple)):
-        return wrong(EXERCISE, f"x_row must be a list of numbers; got {answer[0]!r}")
+        raise Refused(f"x_row must be a list of numbers; got {answer[0]!r}")
     x_row = _numbers(answer[0], "x_row", len(answer[0]))
     if isinstance(x_row, str):
-        return wrong(EXERCISE, x_row)
+        raise Refused(x_row)
     checks = [
         _numbers(answer[1], "gamma_row", len(x_row)),
         _numbers(answer[2], "r"),
@@ -121,15 +97,46 @@ def judge(my_row) -> Feedback:
     elif problem is None and all(g == 1 for g in checks[0]):
         problem = "choose a gamma_row that is not all ones, so that gamma matters"
     if problem is not None:
-        return wrong(EXERCISE, problem + ".")
+        raise Refused(problem + ".")
     gamma_row, (r,), y = checks
-    case = Case(f"your row x = {x_row} with gamma = {gamma_row}",
-                {"x": torch.tensor([x_row], dtype=torch.float64),
-                 "gamma": torch.tensor(gamma_row, dtype=torch.float64)},
-                EPS, HAND_TOLERANCE)
-    expected = _outputs(case, torch.rsqrt(_ms(case) + EPS))
-    actual = {"r": torch.tensor([r], dtype=torch.float64), "y": torch.tensor(y, dtype=torch.float64)}
-    return diagnose(
-        EXERCISE, [Run(case, actual, expected)], SYMPTOMS,
-        f"r = {r} and y = {y} agree with the reference to 3 decimals (r = {expected['r'].item():.6f}).",
-    )
+    numbers64 = {"x": [x_row], "gamma": gamma_row, "r": [r], "y": y}
+    return [Case(f"your row x = {x_row} with gamma = {gamma_row}",
+                 {k: torch.tensor(v, dtype=torch.float64) for k, v in numbers64.items()}, EPS, HAND_TOLERANCE)]
+
+
+def _success(runs) -> str:
+    run = runs[0]
+    r, y = run.actual["r"].item(), run.actual["y"].tolist()
+    return f"r = {r} and y = {y} agree with the reference to 3 decimals (r = {run.expected['r'].item():.6f})."
+
+
+#: Exercise 01, declared: judged by :func:`rmsnorm_course.checkers.functions.check`. Its one case holds the
+#: learner's row and weights as inputs, and the r and y the learner worked out for them.
+SPEC = FunctionSpec(
+    exercise=EXERCISE,
+    reference=rmsnorm_reference,
+    cases=_row_case,
+    run=lambda my_row, case: {"r": case.inputs["r"], "y": case.inputs["y"]},
+    oracle=lambda case: _outputs(case, torch.rsqrt(_ms(case) + EPS)),
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    example="my_row()",
+)
+
+
+def check_by_hand(my_row) -> Feedback:
+    """Check the numbers a learner computed by hand for a row of their choice.
+
+    Args:
+        my_row: a function returning ``(x_row, gamma_row, r, y)``: x_row a list
+            of 2 to 8 numbers (not all zero, not the article's [3, 4]),
+            gamma_row as many weights (not all 1, so that gamma matters), r a
+            number, y a list of numbers, all worked out by hand with eps = 1e-6.
+
+    Returns:
+        Feedback: "passed", "not done yet" or "wrong". Never raises, never
+        hangs (it runs in a separate process with a time limit).
+
+    Source: solutions/01_formula.ipynb.
+    """
+    return check(SPEC, my_row)

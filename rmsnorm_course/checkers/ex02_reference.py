@@ -19,8 +19,10 @@ import torch
 
 from rmsnorm.reference import rmsnorm_reference
 from rmsnorm.testing import TOLERANCES, make_inputs
-from .diagnose import Case, Run, Symptom, close, diagnose
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, wrong
+from .diagnose import Case, Symptom, close
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Refused
 
 EXERCISE = "02 · PyTorch reference"
 
@@ -102,7 +104,69 @@ SYMPTOMS = [
 ]
 
 
-@never_raises(EXERCISE)
+def _run(reference, case: Case) -> dict[str, torch.Tensor]:
+    """The learner's y on one case, refused when it is not a tensor of x's shape and dtype or an input changed."""
+    name = name_of(reference)
+    x, gamma = case.inputs["x"].clone(), case.inputs["gamma"].clone()
+    y = calling(name, reference, x, gamma, case.eps)
+    if not isinstance(y, torch.Tensor):
+        raise Refused(f"{name} returned a {type(y).__name__}, not a tensor.")
+    for given, original, what in ((x, case.inputs["x"], "x"), (gamma, case.inputs["gamma"], "gamma")):
+        if not torch.equal(given, original):
+            raise Refused(f"on {case.label}, {name} changed its input {what}: an in-place operation "
+                          "(`*=`, `mul_`, …) on a tensor that is the caller's (`x.to(torch.float32)` returns x "
+                          "itself when x is already float32). Use out-of-place operations: `xf = xf * r`.")
+    if tuple(y.shape) != tuple(case.inputs["x"].shape):
+        raise Refused(f"on {case.label}, y has shape {tuple(y.shape)}, x has shape "
+                      f"{tuple(case.inputs['x'].shape)}: y has x's shape "
+                      "(normalise the last dimension, keep the others).")
+    if y.dtype != case.dtype:
+        raise Refused(f"on {case.label}, y is {y.dtype} but x is {case.dtype}: compute in float32 "
+                      "(float64 stays float64), then cast back with `.to(x.dtype)`.")
+    return {"y": y}
+
+
+def _explain(error: BaseException, case: Case) -> str | None:
+    if isinstance(error, RuntimeError) and "must match the size of tensor" in str(error):
+        return (f"on {case.label}, broadcasting failed ({str(error).splitlines()[0]}): the mean "
+                "of squares lost its last dimension. Use `.mean(-1, keepdim=True)`: one r per row, "
+                "shape (M, 1), multiplies all N columns of its row.")
+    return None
+
+
+def _float64_in_float32(runs) -> str | None:
+    """The last case is float64: right only if computed in float64."""
+    *others, last = runs
+    others_pass = all(close(r.actual["y"], r.expected["y"], TOLERANCES.get(r.case.dtype, {})) for r in others)
+    if others_pass and not close(last.actual["y"], last.expected["y"], {"atol": 1e-12, "rtol": 1e-10}) \
+            and close(last.actual["y"], last.expected["y"], TOLERANCES[torch.float32]):
+        return ("every float32 and float16 case passes, but float64 x is computed in float32 "
+                "(the result is off by about 1e-7): the policy keeps float64 in float64.")
+    return None
+
+
+def _success(runs) -> str:
+    article = runs[0].actual["y"].reshape(-1).tolist()
+    return (f"y matches the float64 oracle on {len(runs)} cases (2-D and 3-D; M = N; float16, float32, float64; "
+            f"values of scale 300 in float16); the article's row [3, 4] gives [{article[0]:.6f}, {article[1]:.6f}].")
+
+
+#: Exercise 02, declared: judged by :func:`rmsnorm_course.checkers.functions.check`.
+SPEC = FunctionSpec(
+    exercise=EXERCISE,
+    reference=rmsnorm_reference,
+    cases=lambda reference: reference_cases(),
+    run=_run,
+    oracle=lambda case: {"y": rmsnorm_reference(case.f64("x"), case.f64("gamma"), case.eps)},
+    symptoms=tuple(SYMPTOMS),
+    success=_success,
+    example="my_reference(torch.randn(2, 8), torch.ones(8), 1e-6)",
+    explain=_explain,
+    name_the_case=True,
+    first_looks=(_float64_in_float32,),
+)
+
+
 def check_reference(reference) -> Feedback:
     """Run a learner's PyTorch reference on the checker's cases and say what is wrong, in plain words.
 
@@ -117,53 +181,4 @@ def check_reference(reference) -> Feedback:
 
     Source: solutions/02_reference.ipynb.
     """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE, judge, [reference], f"your {name_of(reference)}")
-
-
-def judge(reference) -> Feedback:
-    """In the checker's child process: run the learner's reference on every case and diagnose y."""
-    name = name_of(reference)
-    cases = reference_cases()
-    runs = []
-    for case in cases:
-        x, gamma = case.inputs["x"].clone(), case.inputs["gamma"].clone()
-        try:
-            y = reference(x, gamma, case.eps)
-        except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-            if is_not_implemented(error):
-                return not_done(EXERCISE, name)
-            if isinstance(error, RuntimeError) and "must match the size of tensor" in str(error):
-                return wrong(EXERCISE, f"on {case.label}, broadcasting failed ({str(error).splitlines()[0]}): the mean "
-                             "of squares lost its last dimension. Use `.mean(-1, keepdim=True)`: one r per row, "
-                             "shape (M, 1), multiplies all N columns of its row.")
-            return wrong(EXERCISE, f"on {case.label}: " + describe_error(
-                name, error, "my_reference(torch.randn(2, 8), torch.ones(8), 1e-6)"))
-        if not isinstance(y, torch.Tensor):
-            return wrong(EXERCISE, f"{name} returned a {type(y).__name__}, not a tensor.")
-        for given, original, what in ((x, case.inputs["x"], "x"), (gamma, case.inputs["gamma"], "gamma")):
-            if not torch.equal(given, original):
-                return wrong(EXERCISE, f"on {case.label}, {name} changed its input {what}: an in-place operation "
-                             "(`*=`, `mul_`, …) on a tensor that is the caller's (`x.to(torch.float32)` returns x "
-                             "itself when x is already float32). Use out-of-place operations: `xf = xf * r`.")
-        if tuple(y.shape) != tuple(case.inputs["x"].shape):
-            return wrong(EXERCISE, f"on {case.label}, y has shape {tuple(y.shape)}, x has shape "
-                         f"{tuple(case.inputs['x'].shape)}: y has x's shape "
-                         "(normalise the last dimension, keep the others).")
-        if y.dtype != case.dtype:
-            return wrong(EXERCISE, f"on {case.label}, y is {y.dtype} but x is {case.dtype}: compute in float32 "
-                         "(float64 stays float64), then cast back with `.to(x.dtype)`.")
-        runs.append(Run(case, {"y": y}, {"y": rmsnorm_reference(case.f64("x"), case.f64("gamma"), case.eps)}))
-    last = runs[-1]  # float64: right only if computed in float64
-    others_pass = all(close(r.actual["y"], r.expected["y"], TOLERANCES.get(r.case.dtype, {})) for r in runs[:-1])
-    if others_pass and not close(last.actual["y"], last.expected["y"], {"atol": 1e-12, "rtol": 1e-10}) \
-            and close(last.actual["y"], last.expected["y"], TOLERANCES[torch.float32]):
-        return wrong(EXERCISE, "every float32 and float16 case passes, but float64 x is computed in float32 "
-                     "(the result is off by about 1e-7): the policy keeps float64 in float64.")
-    article = runs[0].actual["y"].reshape(-1).tolist()
-    return diagnose(
-        EXERCISE, runs, SYMPTOMS,
-        f"y matches the float64 oracle on {len(cases)} cases (2-D and 3-D; M = N; float16, float32, float64; "
-        f"values of scale 300 in float16); the article's row [3, 4] gives [{article[0]:.6f}, {article[1]:.6f}].",
-    )
+    return check(SPEC, reference)

@@ -23,12 +23,14 @@ import sys
 import torch
 
 from rmsnorm import device as _device
+from rmsnorm.article import RMSNormFunction
 from rmsnorm.article.contract import ContractError
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs, oracle
-from . import progress
 from .diagnose import Case, Run, close, evidence, first_difference, tolerance
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Refused
 
 EXERCISE = "06 · autograd.Function"
 
@@ -84,86 +86,99 @@ CASES = ((1, 257, torch.float32, 1e-6), (17, 257, torch.float32, 1e-6), (17, 256
          (5, 33, torch.float32, 0.5))
 
 
-def judge(function_class) -> Feedback:
-    """In the checker's child process: apply the learner's Function on every case and compare with the oracle."""
-    name = name_of(function_class)
+def _cases(function_class) -> list[Case]:
+    """The cases, each with the loss's weight: (N, M), so the loss reads y transposed and dy is not contiguous."""
     if not (isinstance(function_class, type) and issubclass(function_class, torch.autograd.Function)):
-        return wrong(EXERCISE, f"{name} is not a subclass of torch.autograd.Function.")
+        raise Refused(f"{name_of(function_class)} is not a subclass of torch.autograd.Function.")
     device = default_device()
-    summaries = []
+    cases = []
     for M, N, dtype, eps in CASES:
-        label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (
-            f" with eps = {eps}" if eps != 1e-6 else ""
-        )
-        progress.say(f"the case {label}")
+        label = f"{M}×{N} {str(dtype).removeprefix('torch.')}" + (f" with eps = {eps}" if eps != 1e-6 else "")
         x, weight, _ = make_inputs(M, N, dtype, device=device, seed=M + N)
         if eps != 1e-6:
             x[0] = 0
-        loss_weight = make_inputs(N, M, torch.float32, device=device, seed=N)[0]  # (N, M): loss reads y transposed
-        x.requires_grad_(True)
-        weight.requires_grad_(True)
-        saved = x.detach().clone(), weight.detach().clone()
-        stage = "forward"
-        try:
-            with _count_launches() as launches:
-                y = function_class.apply(x, weight, eps)
-                if not isinstance(y, torch.Tensor):
-                    return wrong(EXERCISE, f"on {label}, forward returned a {type(y).__name__}, not the tensor y.")
-                if y.dtype != x.dtype or y.shape != x.shape:
-                    return wrong(EXERCISE, f"on {label}, y is {str(y.dtype).removeprefix('torch.')} of shape "
-                                 f"{tuple(y.shape)}; x is {str(x.dtype).removeprefix('torch.')} of shape "
-                                 f"{tuple(x.shape)}: "
-                                 "return y from forward_op as it is (same dtype and shape as x).")
-                stage = "backward"
-                (y.t().float() * loss_weight).sum().backward()  # dy = loss_weight.t(): not contiguous
-        except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-            if is_not_implemented(error):
-                return not_done(EXERCISE, f"{name}.{stage}")
-            return wrong(EXERCISE, _explain_autograd_error(error) or describe_error(
-                f"{name}.{stage}", error, "x = torch.randn(3, 257, requires_grad=True); "
-                "MyRMSNormFunction.apply(x, torch.ones(257), 1e-6).sum().backward()"))
-        for tensor, before, what in ((x, saved[0], "x"), (weight, saved[1], "weight")):
-            if not torch.equal(tensor.detach(), before):
-                return wrong(EXERCISE, f"on {label}, {what} changed: your forward or backward wrote into an input "
-                             "(an in-place operation such as `mul_`, `+=`, `copy_` on it). "
-                             "Leave the inputs as they are.")
-        if launches["forward_op"] == 0:
-            return wrong(EXERCISE, "forward never called forward_op (the Triton kernel): y must come from the kernel.")
-        if launches["backward_rows"] == 0:
-            return wrong(
-                EXERCISE,
-                "backward never called backward_rows (the dx kernel): dx and dgamma must come from the kernels.",
-            )
-        if launches["reduce_gamma_gradient"] == 0:
-            return wrong(EXERCISE, "backward never called reduce_gamma_gradient (the dgamma kernel): `partial.sum(0)` "
-                         "gives the right numbers in PyTorch, but the exercise is the Triton column sum: "
-                         "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`.")
-        dy = loss_weight.t().to(dtype)
-        y64, dx64, dgamma64 = oracle(x, weight, dy, eps)
-        if weight.grad is None:
-            return wrong(EXERCISE, "weight got no gradient (None): backward must return dgamma as its second value.")
-        for what, got, want in (("y", y, y64), ("x.grad", x.grad, dx64), ("weight.grad", weight.grad, dgamma64)):
-            tol = tolerance(got)
-            if not close(got, want, tol):
-                run = Run(Case(label, {"x": x}), {what: got}, {what: want})
-                shown = evidence(run, what, first_difference(got, want, tol))
-                hint = {"y": "forward must return y from forward_op(x, weight, eps).",
-                        "x.grad": "backward must return dx from backward_rows first.",
-                        "weight.grad": "backward must return dgamma = reduce_gamma_gradient(partial, weight.dtype) "
-                                      "second."}[what]
-                if eps != 1e-6:
-                    hint = (f"the other cases pass: eps = {eps} is not passed on. Hand forward's `eps` to "
-                            "forward_op(x, weight, eps), keep it as `ctx.eps` and pass it to backward_rows.")
-                return wrong(EXERCISE, f"{shown}: {hint}")
-        summaries.append(label)
-    return passed(
-        EXERCISE,
-        f"y, x.grad and weight.grad match the float64 oracle ({', '.join(summaries)}), with a non-contiguous dy; "
-        "forward_op, backward_rows and reduce_gamma_gradient ran the Triton kernels; the inputs were left unchanged.",
-    )
+        loss_weight = make_inputs(N, M, torch.float32, device=device, seed=N)[0]
+        cases.append(Case(label, {"x": x, "weight": weight, "loss_weight": loss_weight}, eps))
+    return cases
 
 
-@never_raises(EXERCISE)
+def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
+    """Apply the learner's Function and back-propagate; refused where the kernels did not run or an input changed."""
+    name, label = name_of(function_class), case.label
+    x = case.inputs["x"].clone().requires_grad_(True)
+    weight = case.inputs["weight"].clone().requires_grad_(True)
+    with _count_launches() as launches:
+        y = calling(f"{name}.forward", function_class.apply, x, weight, case.eps)
+        if not isinstance(y, torch.Tensor):
+            raise Refused(f"on {label}, forward returned a {type(y).__name__}, not the tensor y.")
+        if y.dtype != x.dtype or y.shape != x.shape:
+            raise Refused(f"on {label}, y is {str(y.dtype).removeprefix('torch.')} of shape {tuple(y.shape)}; "
+                          f"x is {str(x.dtype).removeprefix('torch.')} of shape {tuple(x.shape)}: "
+                          "return y from forward_op as it is (same dtype and shape as x).")
+        loss = (y.t().float() * case.inputs["loss_weight"]).sum()  # dy = loss_weight.t(): not contiguous
+        calling(f"{name}.backward", loss.backward)
+    for tensor, what in ((x, "x"), (weight, "weight")):
+        if not torch.equal(tensor.detach(), case.inputs[what]):
+            raise Refused(f"on {label}, {what} changed: your forward or backward wrote into an input "
+                          "(an in-place operation such as `mul_`, `+=`, `copy_` on it). Leave the inputs as they are.")
+    if launches["forward_op"] == 0:
+        raise Refused("forward never called forward_op (the Triton kernel): y must come from the kernel.")
+    if launches["backward_rows"] == 0:
+        raise Refused("backward never called backward_rows (the dx kernel): dx and dgamma must come from the kernels.")
+    if launches["reduce_gamma_gradient"] == 0:
+        raise Refused("backward never called reduce_gamma_gradient (the dgamma kernel): `partial.sum(0)` "
+                      "gives the right numbers in PyTorch, but the exercise is the Triton column sum: "
+                      "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`.")
+    if weight.grad is None:
+        raise Refused("weight got no gradient (None): backward must return dgamma as its second value.")
+    return {"y": y, "x.grad": x.grad, "weight.grad": weight.grad}
+
+
+def _oracle(case: Case) -> dict[str, torch.Tensor]:
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    y64, dx64, dgamma64 = oracle(x, weight, case.inputs["loss_weight"].t().to(x.dtype), case.eps)
+    return {"y": y64, "x.grad": dx64, "weight.grad": dgamma64}
+
+
+HINTS = {"y": "forward must return y from forward_op(x, weight, eps).",
+         "x.grad": "backward must return dx from backward_rows first.",
+         "weight.grad": "backward must return dgamma = reduce_gamma_gradient(partial, weight.dtype) second."}
+
+
+def _compare(run: Run) -> str | None:
+    """The first of y, x.grad, weight.grad that differs from the oracle, with what to change."""
+    for what in ("y", "x.grad", "weight.grad"):
+        got, want = run.actual[what], run.expected[what]
+        tol = tolerance(got)
+        if not close(got, want, tol):
+            shown = evidence(Run(run.case, {what: got}, {what: want}), what, first_difference(got, want, tol))
+            hint = HINTS[what]
+            if run.case.eps != 1e-6:
+                hint = (f"the other cases pass: eps = {run.case.eps} is not passed on. Hand forward's `eps` to "
+                        "forward_op(x, weight, eps), keep it as `ctx.eps` and pass it to backward_rows.")
+            return f"{shown}: {hint}"
+    return None
+
+
+#: Exercise 06, declared: judged by :func:`rmsnorm_course.checkers.functions.check`.
+SPEC = FunctionSpec(
+    exercise=EXERCISE,
+    reference=RMSNormFunction,
+    cases=_cases,
+    run=_run,
+    oracle=_oracle,
+    symptoms=(),
+    success=lambda runs: (
+        f"y, x.grad and weight.grad match the float64 oracle ({', '.join(r.case.label for r in runs)}), with a "
+        "non-contiguous dy; forward_op, backward_rows and reduce_gamma_gradient ran the Triton kernels; the inputs "
+        "were left unchanged."),
+    example="x = torch.randn(3, 257, requires_grad=True); MyRMSNormFunction.apply(x, torch.ones(257), 1e-6).sum()"
+            ".backward()",
+    explain=lambda error, case: _explain_autograd_error(error),
+    verify=_compare,
+)
+
+
 def check_autograd_function(function_class) -> Feedback:
     """Apply a learner's autograd.Function and say what is wrong with its wiring, in plain words.
 
@@ -179,6 +194,4 @@ def check_autograd_function(function_class) -> Feedback:
 
     Source: solutions/06_autograd_and_training.ipynb.
     """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE, judge, [function_class], f"your {name_of(function_class)}")
+    return check(SPEC, function_class)

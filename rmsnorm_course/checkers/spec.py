@@ -1,13 +1,16 @@
-"""An exercise, declared once: what a learner's kernel is judged against, as data.
+"""An exercise, declared once: what a learner's kernel or function is judged against, as data.
 
 Every kernel exercise (03, 04, 05, 08's fix, 09, 10) is one frozen
 :class:`ExerciseSpec`; :func:`rmsnorm_course.checkers.kernels.check` judges any
 kernel against any spec, and ships the spec (cloudpickled, with the learner's
 kernel source) to the checker's child process, where
 :func:`rmsnorm_course.checkers.run_loop.judge` runs it: one run loop, one time
-limit, one error translator. A new exercise is a spec plus its symptoms.
+limit, one error translator. Every Python exercise of numbers checked against an
+oracle (01, 02, 06) is one frozen :class:`FunctionSpec`, judged in the same child,
+under the same time limit, by :func:`rmsnorm_course.checkers.functions.check`.
+A new exercise is a spec plus its symptoms.
 
-Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
+Source: solutions/01_formula.ipynb … 10_one_pass_backward.ipynb.
 """
 
 from __future__ import annotations
@@ -108,6 +111,62 @@ class ExerciseSpec:
     stride_fix: str | None = None
     nan_note: str | None = None
     bounds: bool = False
+
+
+class Refused(Exception):
+    """Raised by a :class:`FunctionSpec`'s ``cases`` or ``run``: the answer is wrong before any number is compared."""
+
+
+class Raised(Exception):
+    """Raised by a :class:`FunctionSpec`'s ``cases`` or ``run`` when the learner's code raised ``error``.
+
+    Attributes:
+        where: the learner's code that raised, as messages name it (```my_row```, ```MyFunction`.backward``).
+        error: what it raised.
+    """
+
+    def __init__(self, where: str, error: BaseException):
+        super().__init__(where, error)
+        self.where, self.error = where, error
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Python exercise (01, 02, 06): a learner's function or class, its cases, oracle, symptoms and messages.
+
+    :func:`rmsnorm_course.checkers.functions.check` judges any answer against any such spec, in the
+    checker's child process (the spec travels there cloudpickled, with the answer): ``cases``, then for each
+    case ``run``, ``oracle`` and ``verify``; then ``first_looks``, then the symptoms.
+
+    Attributes:
+        exercise: the name every Feedback shows ("02 · PyTorch reference").
+        reference: the package's own answer (function or class) the learner writes again.
+        cases: answer -> the cases; 01's one case is the learner's own row, so it calls the answer.
+        run: (answer, case) -> the learner's outputs on the case. It raises :class:`Raised` where the
+            learner's code raised and :class:`Refused` for an answer of the wrong kind, shape or dtype.
+        oracle: case -> the float64 outputs.
+        symptoms: the classic slips, each a float64 model with its words, tried in order.
+        success: runs -> the message of an answer that passes.
+        example: a call the learner can run to see a whole traceback.
+        explain: (error, case) -> words for an error of the learner's code that says more than its
+            traceback (None: the traceback's own words).
+        name_the_case: start the words for a learner's error with the case it met ("on 4×4 float32: ").
+        verify: run -> a message or None, right after each case's run (later cases do not run).
+        first_looks: runs -> a message or None, each tried before the symptoms.
+    """
+
+    exercise: str
+    reference: object
+    cases: Callable[[object], Sequence[Case]]
+    run: Callable[[object, Case], Outputs]
+    oracle: Callable[[Case], Outputs]
+    symptoms: tuple[Symptom, ...]
+    success: Callable[[Sequence[Run]], str]
+    example: str = ""
+    explain: Callable[[BaseException, Case], str | None] | None = None
+    name_the_case: bool = False
+    verify: Callable[[Run], str | None] | None = None
+    first_looks: tuple[Callable[[Sequence[Run]], str | None], ...] = ()
 
 
 def checked_rows(around: str, outside: str, stride_note: str = "") -> dict:

@@ -21,11 +21,12 @@ import torch
 import rmsnorm.article
 import wrong_variants as wv
 from rmsnorm_course import checkers
-from rmsnorm_course.checkers import Feedback
+from rmsnorm_course.checkers import Feedback, functions, isolate
 from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm_course.checkers.guards import Buffers
 from rmsnorm_course.checkers.kernels import unmasked_accesses
-from verdict_variants import _define_in_cell, _kernel_with_helper
+from rmsnorm_course.checkers.spec import FunctionSpec
+from verdict_variants import _define_in_cell, _kernel_with_helper, _solution_row
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +64,23 @@ def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
         i for i, text in enumerate(Path(kernel.fn.__code__.co_filename).read_text().splitlines(), 1) if "maks=" in text
     )
     assert f"at line {line} of" in feedback.message and "my_forward_kernel[(3,)](" in feedback.message, feedback
+
+
+PYTHON_EXERCISES = {"01": (checkers.check_by_hand, _solution_row),
+                    "02": (checkers.check_reference, rmsnorm.rmsnorm_reference),
+                    "06": (checkers.check_autograd_function, rmsnorm.article.RMSNormFunction)}
+
+
+@pytest.mark.parametrize("exercise", PYTHON_EXERCISES)
+def test_a_python_exercise_is_a_spec_judged_by_one_harness_in_the_child(exercise, monkeypatch):
+    check, answer = PYTHON_EXERCISES[exercise]
+    started = []
+    real_start = isolate.start
+    monkeypatch.setattr(isolate, "start", lambda *a, **k: started.append(a) or real_start(*a, **k))
+    assert check(answer).passed
+    target, (spec, given) = started[0]  # the harness's one judge, given the exercise's spec as data
+    assert target is functions.judge and isinstance(spec, FunctionSpec) and given is answer
+    assert spec.exercise.startswith(exercise)
 
 
 # --------------------------------------------------------------------------- the cases and the guards
