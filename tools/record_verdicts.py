@@ -4,7 +4,7 @@ Usage (on the CPU, Triton's interpreter; a few minutes)::
 
     PYTHONPATH=. python tools/record_verdicts.py [--only EXERCISE]
 
-One row per answer of :func:`tests.verdict_variants.variants`: exercise,
+One row per answer of :func:`verdict_variants.variants` (tests/course/): exercise,
 variant, verdict (passed / wrong / not done yet) and the Feedback's message,
 normalised (:func:`verdict_variants.normalise`). tests/course/test_verdicts.py asserts
 it: a checker's words change only with a line in this file's diff.
