@@ -27,8 +27,8 @@ from typing import Callable
 
 import torch
 
-from .autograd import FastRMSNorm
 from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
+from .module import FastRMSNorm
 from .reference import rmsnorm_reference
 from .testing import TOLERANCES
 

@@ -153,22 +153,24 @@ def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False) ->
     return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + eps)
 
 
-def oracle(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor | None = None, eps: float = 1e-6, *, on=None):
+def oracle(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor | None = None, eps: float = 1e-6, *, on=None,
+           offset: float = 0.0):
     """The stated oracle: the reference formulas in float64 on the same inputs.
 
     Args:
         on: where to compute it (default the CPU); the benchmark passes x's
             device, so that large shapes are checked without a copy to the host.
+        offset: y = x · rstd · (weight + offset) (1.0: Gemma's ``1 + weight``).
 
     Returns:
         y64 when ``dy`` is None, else (y64, dx64, dgamma64), all float64 on ``on``.
     """
     on = torch.device("cpu") if on is None else torch.device(on)
     x64, g64 = x.detach().to(on, torch.float64), weight.detach().to(on, torch.float64)
-    y64 = rmsnorm_reference(x64, g64, eps)
+    y64 = rmsnorm_reference(x64, g64, eps, offset)
     if dy is None:
         return y64
-    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), eps)
+    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), eps, offset)
     return y64, dx64, dgamma64
 
 
