@@ -107,6 +107,24 @@ def tolerance_share(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.d
     return ((a - e).abs() / (tol["atol"] + tol["rtol"] * e.abs())).max().item()
 
 
+def ulps(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """|actual − expected| in units in the last place (ulp) of ``expected``'s dtype at |expected|.
+
+    Args:
+        actual: any shape and dtype; compared in float64.
+        expected: the same shape, in the dtype whose ulp is the unit (float32, float16, bfloat16).
+
+    Returns:
+        float64 tensor of ``expected``'s shape on its device: 0 where equal, 1 one rounding step apart.
+        Below the smallest normal number the ulp is that of the subnormals.
+    """
+    info = torch.finfo(expected.dtype)
+    e64 = expected.detach().double()
+    _, exponent = torch.frexp(e64.abs())  # |e| = m · 2^exponent, m in [0.5, 1)
+    ulp = torch.ldexp(torch.full_like(e64, info.eps), exponent - 1).clamp_min(info.tiny * info.eps)
+    return (actual.detach().double().to(e64.device) - e64).abs() / ulp
+
+
 def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0, *,
                 weight_dtype: torch.dtype | None = None, draw_on_device: bool = False):
     """Seeded random inputs (never zeros): x (M, N), weight (N,), dy (M, N).
