@@ -7,7 +7,8 @@ was set before triton was first imported (:mod:`rmsnorm.device`).
 
 Public API:
 
-- :func:`rmsnorm` (= :func:`rmsnorm_fast`) (x, weight, eps) — differentiable, any (..., N) with
+- :func:`rmsnorm` (= :func:`rmsnorm_fast`) (x, weight, eps, offset=0.0) — y = x̂ · (weight + offset)
+  (offset 1.0: Gemma's and Qwen3.5's ``1 + weight``); differentiable, any (..., N) with
   N ≤ 262144, float32/float16/bfloat16, row strides; eager calls launch directly, and
   ``torch.compile(fullgraph=True)`` traces two registered operators (``rmsnorm_fast::forward``
   and ``::backward``) whole.
@@ -25,12 +26,12 @@ The article's simple kernels, which lessons 03–08 teach (rows up to 4096, floa
 :mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
 File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
-launch.py) → operators and autograd (autograd.py) → functional → module → the model swap (swap.py).
+launch.py) → operators, autograd and the functional (autograd.py) → module (module.py) → the model swap (swap.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
 
-from .autograd import FastRMSNorm, rmsnorm_fast
+from .autograd import rmsnorm_fast
 from .backward import rmsnorm_fast_backward, rmsnorm_fast_backward_kernel, rmsnorm_fast_dgamma_kernel
 from .config import FastConfig, backward_config, forward_config, grid_size, num_programs, row_align_hint, row_alignment
 from .contract import (
@@ -40,10 +41,12 @@ from .contract import (
     ContractError,
     InterpreterUnavailableError,
     check_fast_inputs,
+    check_offset,
     refuse_dtensor,
 )
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
+from .module import FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
 
@@ -62,6 +65,7 @@ __all__ = [
     "RMSNorm",
     "backward_config",
     "check_fast_inputs",
+    "check_offset",
     "default_device",
     "describe_backend",
     "forward_config",

@@ -1,4 +1,4 @@
-"""The fast path as PyTorch calls it: a lean eager path, two registered operators, a module.
+"""The fast path as PyTorch calls it: a lean eager path, two registered operators, the functional.
 
 A model calls the norm as a Python function, and at the sizes real batches
 have the host's time per call is what the model feels. So the eager path
@@ -21,8 +21,8 @@ is kept as short as it can be:
   ``torch.library.define``/``impl`` and given fake implementations with
   ``torch.library.register_fake``:
 
-  - ``rmsnorm_fast::forward(x, weight, eps) -> (y, rstd)``
-  - ``rmsnorm_fast::backward(x, weight, rstd, dy) -> (dx, dgamma)`` (dgamma empty when weight is None)
+  - ``rmsnorm_fast::forward(x, weight, eps, offset=0.0) -> (y, rstd)``
+  - ``rmsnorm_fast::backward(x, weight, rstd, dy, offset=0.0) -> (dx, dgamma)`` (dgamma empty when weight is None)
 
   so ``torch.compile(model, fullgraph=True)`` traces them as opaque nodes (no
   graph break, the same kernels as in eager mode), and
@@ -40,7 +40,7 @@ would let Inductor see inside the kernels, but its eager call goes through
 the same ``custom_op`` machinery.
 
 File order as in Liger and quack: kernels and launchers (forward.py,
-backward.py) → operators and autograd → functional → module.
+backward.py) → operators and autograd → functional (here) → module (module.py).
 
 Source: notebooks/11_extending_the_contract.ipynb; PyTorch "Python Custom
 Operators" (torch.library.define, impl, register_fake, register_autograd).
@@ -62,22 +62,25 @@ from .contract import (
     _require_tensor,
     check_eps,
     check_fast_inputs,
+    check_offset,
     refuse_dtensor,
 )
 from .forward import launch_forward
 
 _LIB = torch.library.Library("rmsnorm_fast", "DEF")  # kept alive: the operators live as long as it does
-_LIB.define("forward(Tensor x, Tensor? weight, float eps) -> (Tensor, Tensor)")
-_LIB.define("backward(Tensor x, Tensor? weight, Tensor rstd, Tensor dy) -> (Tensor, Tensor)")
+_LIB.define("forward(Tensor x, Tensor? weight, float eps, float offset=0.0) -> (Tensor, Tensor)")
+_LIB.define("backward(Tensor x, Tensor? weight, Tensor rstd, Tensor dy, float offset=0.0) -> (Tensor, Tensor)")
 
 
-def _forward_impl(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_impl(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
+                  offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     check_fast_inputs(x, weight, eps)
-    return launch_forward(x, weight, eps)
+    check_offset(offset, weight)
+    return launch_forward(x, weight, eps, None, offset)
 
 
-def _backward_impl(x, weight, rstd, dy):
-    dx, dgamma = rmsnorm_fast_backward(x, weight, rstd, dy)
+def _backward_impl(x, weight, rstd, dy, offset=0.0):
+    dx, dgamma = rmsnorm_fast_backward(x, weight, rstd, dy, offset=offset)
     return dx, (x.new_empty(0) if dgamma is None else dgamma)  # an op returns tensors: empty = no weight
 
 
@@ -87,12 +90,12 @@ for _device in ("CPU", "CUDA"):
 
 
 @torch.library.register_fake("rmsnorm_fast::forward", lib=_LIB)
-def _(x, weight, eps):
+def _(x, weight, eps, offset=0.0):
     return x.new_empty(x.shape), x.new_empty(x.shape[:1], dtype=torch.float32)
 
 
 @torch.library.register_fake("rmsnorm_fast::backward", lib=_LIB)
-def _(x, weight, rstd, dy):
+def _(x, weight, rstd, dy, offset=0.0):
     return x.new_empty(x.shape), (x.new_empty(0) if weight is None else weight.new_empty(weight.shape))
 
 
@@ -124,16 +127,17 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
 
 
 def _setup_context(ctx, inputs, output):
-    x, weight, _eps = inputs
+    x, weight, _eps, *offset = inputs  # offset: absent when the caller left the schema's default
     _y, rstd = output
     ctx.save_for_backward(x, weight, rstd)
     ctx.mark_non_differentiable(rstd)
+    ctx.offset = offset[0] if offset else 0.0
 
 
 def _backward(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
-    dx, dgamma = _backward_op(x, weight, rstd, _unit_column_stride(dy))
-    return dx, (None if weight is None else dgamma), None
+    dx, dgamma = _backward_op(x, weight, rstd, _unit_column_stride(dy), ctx.offset)
+    return dx, (None if weight is None else dgamma), None, None
 
 
 torch.library.register_autograd("rmsnorm_fast::forward", _backward, setup_context=_setup_context, lib=_LIB)
@@ -196,8 +200,8 @@ class _BackwardUnderTransforms(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x, weight, rstd, dy):
-        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy))
+    def forward(x, weight, rstd, dy, offset):
+        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy), None, offset)
         return dx, (x.new_empty(0) if dgamma is None else dgamma)
 
     @staticmethod
@@ -209,15 +213,15 @@ class _BackwardUnderTransforms(torch.autograd.Function):
         raise RuntimeError(_DOUBLE_BACKWARD)
 
     @staticmethod
-    def vmap(info, in_dims, x, weight, rstd, dy):
+    def vmap(info, in_dims, x, weight, rstd, dy, offset):
         outputs = [_BackwardUnderTransforms.apply(*(_batch_slice(t, d, b) for t, d in
-                                                    zip((x, weight, rstd, dy), in_dims)))
+                                                    zip((x, weight, rstd, dy), in_dims)), offset)
                    for b in range(info.batch_size)]
         return (torch.stack([dx for dx, _ in outputs]), torch.stack([dg for _, dg in outputs])), (0, 0)
 
 
 class _FastRMSNormFunction(torch.autograd.Function):
-    """The eager path: (x (M, N) checked, weight or None, eps: float) → (y, rstd); the launchers called directly.
+    """The eager path: (x (M, N) checked, weight or None, eps, offset: floats) → (y, rstd); launchers called directly.
 
     Written with a separate ``setup_context`` and a :meth:`vmap` rule, as ``torch.func`` requires
     (PyTorch, "Extending torch.func with autograd.Function"): ``vmap`` folds the batch into rows,
@@ -225,12 +229,12 @@ class _FastRMSNormFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x, weight, eps):
-        return launch_forward(x, weight, eps)
+    def forward(x, weight, eps, offset):
+        return launch_forward(x, weight, eps, None, offset)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x, weight, _eps = inputs
+        x, weight, _eps, ctx.offset = inputs
         ctx.save_for_backward(_savable(x), _savable(weight), output[1])
         ctx.mark_non_differentiable(output[1])
 
@@ -238,23 +242,23 @@ class _FastRMSNormFunction(torch.autograd.Function):
     def backward(ctx, dy, _drstd):
         x, weight, rstd = ctx.saved_tensors
         if _functorch_wrapped(x, weight, rstd, dy):
-            dx, dgamma = _BackwardUnderTransforms.apply(x, weight, rstd, dy)
-            return dx, (None if weight is None else dgamma), None
-        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy))
+            dx, dgamma = _BackwardUnderTransforms.apply(x, weight, rstd, dy, ctx.offset)
+            return dx, (None if weight is None else dgamma), None, None
+        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy), None, ctx.offset)
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
             dx, dgamma = _RefuseDoubleBackward.apply(x, weight, dx, dgamma)
-        return dx, dgamma, None
+        return dx, dgamma, None, None
 
     @staticmethod
-    def vmap(info, in_dims, x, weight, eps):
-        x_dim, weight_dim, _ = in_dims
+    def vmap(info, in_dims, x, weight, eps, offset):
+        x_dim, weight_dim, *_ = in_dims
         if weight_dim is not None:
             raise ContractError(
                 "rmsnorm_fast under torch.func.vmap: the weight is batched (in_dims gives it a batch dimension); "
                 "the kernels take one (N,) weight. Map over x only (in_dims=(0, None)), or loop over the weights"
             )
         batch = x.movedim(x_dim, 0)  # (B, M, N): every element's rows, one after another
-        y, rstd = _FastRMSNormFunction.apply(_as_rows(batch), weight, eps)
+        y, rstd = _FastRMSNormFunction.apply(_as_rows(batch), weight, eps, offset)
         return (y.view(batch.shape), rstd.view(batch.shape[:-1])), (0, 0)
 
 
@@ -297,7 +301,8 @@ def _as_rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1])
 
 
-def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None = 1e-6) -> torch.Tensor:
+def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None = 1e-6,
+                 offset: float = 0.0) -> torch.Tensor:
     """RMSNorm over the last dimension with the fast kernels; differentiable, compilable.
 
     Args:
@@ -312,6 +317,10 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
         eps: finite real number > 0, or None: as ``F.rms_norm(eps=None)``, the
             epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
             (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`).
+        offset: y = x · rstd · (weight + offset), computed in float32 with one rounding to x's dtype:
+            0.0 (default, Llama), 1.0 for the zero-centred weight of Gemma and Qwen3.5 (``1 + weight``),
+            any finite float; dx uses weight + offset, dgamma does not depend on it. Without a weight
+            it must be 0.0. Each value compiles its own kernels (a constexpr: 0.0 costs nothing).
 
     Returns:
         y: shape of ``x``, dtype of ``x`` (also with a weight of another
@@ -353,60 +362,17 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
         # FlopCounterMode, an op log) or a meta tensor must see
         if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
             check_eps(eps)  # before the op: its schema would refuse a non-float less clearly
+        if not torch.compiler.is_compiling() or not isinstance(offset, (float, torch.SymFloat)):
+            check_offset(offset, weight)
         # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
         # implementation): a ContractError raised while Dynamo traces makes it skip this function and
         # FastRMSNorm.forward for every caller until torch._dynamo.reset() (notebooks/TROUBLESHOOTING.md)
-        y, _rstd = _forward_op(rows, weight, float(eps))
+        y, _rstd = _forward_op(rows, weight, float(eps), float(offset))
     else:
         check_fast_inputs(rows, weight, eps)  # x checked once, here
+        if type(offset) is not float or offset != 0.0:
+            check_offset(offset, weight)
         function = _function_outside_dynamo() if _dynamo_callback() else _FastRMSNormFunction
-        y, _rstd = function.apply(rows, weight, float(eps))
+        y, _rstd = function.apply(rows, weight, float(eps), float(offset))
     return y if rows is x else y.view(x.shape)
 
-
-class FastRMSNorm(torch.nn.RMSNorm):
-    """``torch.nn.RMSNorm`` whose forward runs the fast kernels.
-
-    Same constructor (``normalized_shape`` must be (N,) with N ≤ 262144),
-    ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``;
-    ``eps=None`` means, as there, the machine epsilon of the dtype the norm is
-    computed in, not of x's dtype: ``torch.finfo(torch.float32).eps`` ≈ 1.19e-7
-    for float32, float16 and bfloat16 x alike (``torch.finfo(torch.float16).eps``,
-    9.8e-4, would swamp mean(x²) for small activations);
-    ``elementwise_affine=False`` runs without a weight. y has x's dtype, as
-    ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair.
-
-    Under DDP and FSDP2 (``fully_shard``, which unshards the weight before the
-    forward) it trains as on one device; a DTensor input (tensor or sequence
-    parallelism) or a weight still sharded is refused, as in :func:`rmsnorm_fast`.
-
-    Raises:
-        ContractError: for a normalized_shape of more than one dimension or
-            wider than 262144, or an eps that is not None and not a finite
-            real number > 0 (at construction); for inputs or an eps outside
-            the fast contract, a DTensor x or weight included (at call time).
-
-    Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
-    """
-
-    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
-                 device=None, dtype=None) -> None:
-        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, device=device, dtype=dtype)
-        from .contract import FAST_MAX_N
-
-        if len(self.normalized_shape) != 1 or not 1 <= self.normalized_shape[0] <= FAST_MAX_N:
-            raise ContractError(
-                f"FastRMSNorm normalises the last dimension only: normalized_shape must be (N,) "
-                f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
-            )
-        if eps is not None:
-            check_eps(eps)  # as the article's RMSNorm does: the mistake shows where it is made
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y = rmsnorm_fast(x, weight, eps) for x of shape (..., N); eps=None as there."""
-        if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
-            raise ContractError(
-                f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
-                f"got x of shape {tuple(x.shape)}"
-            )
-        return rmsnorm_fast(x, self.weight, self.eps)

@@ -1,9 +1,9 @@
 """The fused one-pass backward: dx and the dgamma partials in one read of x and dy.
 
-With x̂ = x · rstd (rstd saved by the forward) and u = dy · weight, for a row:
+With x̂ = x · rstd (rstd saved by the forward) and u = dy · (weight + offset), for a row:
 
     dx = rstd · (u − x̂ · mean(u · x̂))           (the article's formula, rearranged)
-    dgamma = Σ_rows dy · x̂
+    dgamma = Σ_rows dy · x̂                     (d(weight + offset)/dweight = 1: the offset drops out)
 
 The article's backward wrote every row's dy · x̂ to an (M, N) float32 buffer
 and read it back in a second kernel. Here a **persistent grid** of P programs
@@ -43,7 +43,7 @@ import triton.language as tl
 
 from . import device
 from .config import FastConfig, aligned, backward_config, num_programs, row_align_hint, row_arithmetic_dtype
-from .contract import check_fast_backward_inputs
+from .contract import check_fast_backward_inputs, check_offset
 from .launch import DirectLauncher
 
 #: Column block and row block of the dgamma reduction kernel.
@@ -54,17 +54,25 @@ TRITON_DTYPE = {torch.float64: tl.float64, torch.float32: tl.float32}
 
 
 @triton.jit
+def _shifted(weight, OFFSET: tl.constexpr, COMPUTE: tl.constexpr):
+    """weight + OFFSET in COMPUTE; with OFFSET = 0 no addition is compiled (today's kernel, exactly)."""
+    if OFFSET != 0.0:
+        return weight.to(COMPUTE) + OFFSET
+    return weight.to(COMPUTE)
+
+
+@triton.jit
 def _backward_one_block(
     x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
-    HAS_WEIGHT: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
     """Rows that fit one block: BLOCK_M rows per step, dgamma summed in registers (arguments as in the kernel)."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
     if HAS_WEIGHT:
-        weight = tl.load(weight_ptr + cols, mask=col_mask, other=0.0).to(COMPUTE)
+        weight = _shifted(tl.load(weight_ptr + cols, mask=col_mask, other=0.0), OFFSET, COMPUTE)
     dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for block in tl.range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):  # no row twice
         rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -89,7 +97,7 @@ def _backward_one_block(
 @triton.jit
 def _backward_looped(
     x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
-    mean_ux_ptr, M, N, HAS_WEIGHT: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
+    mean_ux_ptr, M, N, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -106,7 +114,7 @@ def _backward_looped(
             x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             if HAS_WEIGHT:
-                u = u * tl.load(weight_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+                u = u * _shifted(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
             ux += u * x
         tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
     # pass 2, column block by column block, this program's rows inside: dx, and the block's
@@ -115,7 +123,7 @@ def _backward_looped(
         c = start + cols
         mask = c < N
         if HAS_WEIGHT:
-            weight = tl.load(weight_ptr + c, mask=mask, other=0.0).to(COMPUTE)
+            weight = _shifted(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
         dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for row in tl.range(pid, M, P):
             row64 = tl.cast(row, tl.int64)
@@ -149,6 +157,7 @@ def rmsnorm_fast_backward_kernel(
     M,  # rows
     N,  # real row length: means divide by N, never by BLOCK_N
     HAS_WEIGHT: tl.constexpr,  # False: u = dy and no dgamma
+    OFFSET: tl.constexpr,  # u = dy · (weight + OFFSET), as in the forward; dgamma does not depend on it
     COMPUTE: tl.constexpr,  # dtype of the row arithmetic (row_arithmetic_dtype: float64 for short float32 rows)
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N
     BLOCK_M: tl.constexpr,  # rows per step (1 when ONE_BLOCK is False)
@@ -164,10 +173,10 @@ def rmsnorm_fast_backward_kernel(
     partial_row = partial_ptr + tl.program_id(0).to(tl.int64) * N
     if ONE_BLOCK:
         _backward_one_block(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                            partial_row, M, N, HAS_WEIGHT, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
+                            partial_row, M, N, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
     else:
         _backward_looped(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                         partial_row, mean_ux_ptr, M, N, HAS_WEIGHT, COMPUTE, BLOCK_N)
+                         partial_row, mean_ux_ptr, M, N, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_N)
 
 
 @triton.jit
@@ -193,7 +202,7 @@ def rmsnorm_fast_dgamma_kernel(
 
 def rmsnorm_fast_backward(
     x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
-    *, config: FastConfig | None = None,
+    *, config: FastConfig | None = None, offset: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Launch the fused backward and the fixed-order dgamma sum.
 
@@ -205,6 +214,7 @@ def rmsnorm_fast_backward(
         dy: (M, N) upstream gradient, dtype of ``x``, unit column stride, any
             row stride.
         config: launch configuration; default :func:`backward_config` (N, x.dtype).
+        offset: the forward's offset (u = dy · (weight + offset)); 0.0 without a weight.
 
     Returns:
         (dx, dgamma): dx is (M, N) contiguous in the dtype of ``x``; dgamma is
@@ -219,7 +229,8 @@ def rmsnorm_fast_backward(
     Source: notebooks/10_one_pass_backward.ipynb.
     """
     check_fast_backward_inputs(x, weight, rstd, dy)
-    return launch_backward(x, weight, rstd, dy, config)
+    check_offset(offset, weight)
+    return launch_backward(x, weight, rstd, dy, config, float(offset))
 
 
 _launch = DirectLauncher(rmsnorm_fast_backward_kernel)
@@ -228,7 +239,7 @@ _launch_dgamma = DirectLauncher(rmsnorm_fast_dgamma_kernel)
 
 def launch_backward(
     x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
-    config: FastConfig | None = None,
+    config: FastConfig | None = None, offset: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`rmsnorm_fast_backward` without its checks: for callers that have checked the inputs already.
 
@@ -247,9 +258,9 @@ def launch_backward(
     mean_ux = rstd if one_block else device.new_output((M,), compute, x.device)
     w = x if weight is None else weight
     _launch(
-        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None), (P,),
-        x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
-        M, N, weight is not None, TRITON_DTYPE[compute],
+        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None) + (offset,),
+        (P,), x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
+        M, N, weight is not None, offset, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
         row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), num_warps=config.num_warps,
     )

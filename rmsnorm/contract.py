@@ -113,6 +113,24 @@ def check_eps(eps, name: str = "eps") -> None:
         raise ContractError(f"{name} must be finite and > 0; got {eps!r}")
 
 
+def check_offset(offset, weight) -> None:
+    """Raise unless ``offset`` is a finite real number, and 0 when there is no weight.
+
+    y = x · rstd · (weight + offset): 1.0 is the zero-centred convention of Gemma and Qwen3.5
+    (QuACK's ``weight_offset``, Liger's ``offset``, TransformerEngine's ``zero_centered_gamma``).
+    Without a weight there is nothing to offset: QuACK and TransformerEngine tie the offset to
+    the weight, so a non-zero offset with ``weight=None`` is refused rather than read as a scale.
+
+    Raises:
+        ContractError: for bool, non-real values, NaN, ±inf, or offset ≠ 0 with ``weight`` None.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Real) or not -math.inf < offset < math.inf:
+        raise ContractError(f"offset must be a finite real number; got {type(offset).__name__} {offset!r}")
+    if weight is None and offset != 0:
+        raise ContractError(f"offset is {offset!r} but there is no weight: y = x · rstd · (weight + offset) "
+                            "needs a weight (pass one, or offset=0.0)")
+
+
 def _require_dtype(name: str, t: torch.Tensor) -> None:
     if t.dtype not in FAST_DTYPES:
         raise ContractError(f"{name} must be float32, float16 or bfloat16 for the fast path; got {t.dtype}")

@@ -1,7 +1,9 @@
 """The fast forward: several rows per program when N is small, a column loop when N is large.
 
-For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · weight, computed
-in float32 and rounded once into y's dtype (the dtype of x).
+For each row: rstd = 1 / sqrt(mean(x²) + eps), y = x · rstd · (weight + offset),
+computed in float32 and rounded once into y's dtype (the dtype of x). ``offset`` is 0 for
+Llama's convention and 1 for the zero-centred one (Gemma, Qwen3.5: ``1 + weight``); it is
+a constexpr, so offset = 0 compiles to the kernel without it.
 
 Program p takes row blocks p, p + P, p + 2P, … (with P = the number of row
 blocks, one block each; a configuration may make the grid persistent, a few
@@ -26,14 +28,23 @@ import triton.language as tl
 
 from . import device
 from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint
-from .contract import check_fast_inputs
+from .contract import check_fast_inputs, check_offset
 from .launch import DirectLauncher
+
+
+@triton.jit
+def _scale(weight, OFFSET: tl.constexpr):
+    """weight + OFFSET in float32; with OFFSET = 0 no addition is compiled (today's kernel, exactly)."""
+    if OFFSET != 0.0:
+        return weight.to(tl.float32) + OFFSET
+    return weight.to(tl.float32)
 
 
 @triton.jit
 def _normalise_row_block(
     block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-    HAS_WEIGHT: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
     cols = tl.arange(0, BLOCK_N)
@@ -47,7 +58,7 @@ def _normalise_row_block(
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
         y = x * rstd[:, None]
         if HAS_WEIGHT:
-            y = y * tl.load(weight_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+            y = y * _scale(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET)[None, :]
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
     else:
         sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -63,7 +74,7 @@ def _normalise_row_block(
             x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * rstd[:, None]
             if HAS_WEIGHT:
-                y = y * tl.load(weight_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+                y = y * _scale(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET)[None, :]
             tl.store(y_rows + c[None, :], y, mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
 
@@ -80,6 +91,7 @@ def rmsnorm_fast_forward_kernel(
     N,  # real row length: the mean divides by N, never by BLOCK_SIZE
     eps,  # added to mean(x²) before the square root
     HAS_WEIGHT: tl.constexpr,  # False: y = x · rstd (no affine weight)
+    OFFSET: tl.constexpr,  # y = x · rstd · (weight + OFFSET): 0.0 (Llama) or 1.0 (Gemma's 1 + weight), any float
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
     BLOCK_M: tl.constexpr,  # rows per step
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
@@ -95,14 +107,15 @@ def rmsnorm_fast_forward_kernel(
     if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-                                 HAS_WEIGHT, ONE_BLOCK, BLOCK_M, BLOCK_N)
+                                 HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N)
     else:  # one program per row block
         _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr,
-                             M, N, eps, HAS_WEIGHT, ONE_BLOCK, BLOCK_M, BLOCK_N)
+                             M, N, eps, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N)
 
 
 def rmsnorm_fast_forward(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6, *, config: FastConfig | None = None,
+    offset: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the fast forward on a 2-D input; not differentiable (see :func:`rmsnorm_fast`).
 
@@ -113,6 +126,8 @@ def rmsnorm_fast_forward(
         weight: (N,) γ, float32/float16/bfloat16, or None for no weight.
         eps: finite real number > 0.
         config: launch configuration; default :func:`forward_config` (N, x.dtype).
+        offset: y = x · rstd · (weight + offset), a finite float (1.0: Gemma's ``1 + weight``);
+            must be 0.0 without a weight. Each value compiles its own kernel (a constexpr).
 
     Returns:
         (y, rstd): y is (M, N) contiguous in the dtype of ``x``; rstd is (M,)
@@ -125,7 +140,8 @@ def rmsnorm_fast_forward(
     Source: notebooks/09_the_long_row.ipynb.
     """
     check_fast_inputs(x, weight, eps)
-    return launch_forward(x, weight, float(eps), config)
+    check_offset(offset, weight)
+    return launch_forward(x, weight, float(eps), config, float(offset))
 
 
 _launch = DirectLauncher(rmsnorm_fast_forward_kernel)
@@ -133,10 +149,11 @@ _launch = DirectLauncher(rmsnorm_fast_forward_kernel)
 
 def launch_forward(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float, config: FastConfig | None = None,
+    offset: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`rmsnorm_fast_forward` without its checks: for callers that have checked the inputs already.
 
-    ``eps`` must be a Python float. Launches through :class:`~rmsnorm.launch.DirectLauncher`,
+    ``eps`` and ``offset`` must be Python floats. Launches through :class:`~rmsnorm.launch.DirectLauncher`,
     keyed by :func:`forward_key`.
     """
     M, N = x.shape
@@ -149,22 +166,23 @@ def launch_forward(
     P = num_programs(config, x.device, row_blocks)
     w = x if weight is None else weight
     _launch(
-        forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None), (P,),
+        forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None, offset), (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
-        weight is not None, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks, config.num_stages,
+        weight is not None, offset, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks,
+        config.num_stages,
         row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
         num_warps=config.num_warps,
     )
     return y, rstd
 
 
-def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool) -> tuple:
+def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0) -> tuple:
     """The forward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
     The row strides and N by value (so :func:`row_alignment` too), M by (== 1, mod 16, past 2³¹),
-    each tensor's dtype and address mod 16, the config (its constexprs and ``num_warps``).
+    each tensor's dtype and address mod 16, the config (its constexprs and ``num_warps``), the offset.
     """
     M, N = x.shape
     return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
             rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent,
-            has_weight)
+            has_weight, offset)

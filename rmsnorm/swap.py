@@ -6,13 +6,17 @@ in Llama, Qwen2, Qwen3 and Mistral). Each candidate is then judged by what it co
 a probe: a deep copy of it, its parameters set to random values first (at init Llama's weights
 are ones and Gemma's zeros, so an unrandomised probe could not tell ``w`` from ``1 + w``), is run
 on six rows of different scales (one with mean(x²) ≈ eps, so that where eps is added shows), and
-its output is held to the float64 oracle ``x · rstd · weight`` within the declared tolerance of
-the probe's dtype (:data:`rmsnorm.testing.TOLERANCES`), with the probe's dtype as output dtype.
+its output is held to the float64 oracle ``x · rstd · (weight + offset)`` within the declared
+tolerance of the probe's dtype (:data:`rmsnorm.testing.TOLERANCES`), with the probe's dtype as
+output dtype, for each offset of :data:`OFFSETS`: 0.0 (Llama, Qwen3, OLMo2, ``torch.nn.RMSNorm``)
+and 1.0 (the zero-centred weight of Gemma 3 and Qwen3.5, ``1 + weight``).
 
-A candidate that passes is replaced. One that fails is left alone when it does not claim to be
-an RMSNorm (a LayerNorm, a BatchNorm) and **refused** when it does (``torch.nn.RMSNorm``, or
-"RMSNorm" in its class name): then nothing is replaced at all, and the :class:`ContractError`
-names every refused module and why.
+A candidate that passes is replaced by a ``FastRMSNorm`` with that offset. A norm whose forward
+takes more than x (Qwen3.5's ``Qwen3_5RMSNormGated(x, gate)``) is **left** in place, as is one
+that fails the probe without claiming to be an RMSNorm (a LayerNorm, a BatchNorm); the result
+names each left module and why. One that fails and claims to be an RMSNorm (``torch.nn.RMSNorm``,
+or "RMSNorm" in its class name) is **refused**: then nothing is replaced at all, and the
+:class:`ContractError` names every refused module and why.
 
 Source: notebooks/13_into_a_model.ipynb; Liger-Kernel's ``apply_liger_kernel_to_llama`` and
 ``LigerRMSNormForGemma`` (one module per formula; a formula you do not reproduce is refused).
@@ -20,49 +24,50 @@ Source: notebooks/13_into_a_model.ipynb; Liger-Kernel's ``apply_liger_kernel_to_
 
 from __future__ import annotations
 
-import copy
+import inspect
 import math
 import numbers
 from typing import Callable
 
 import torch
 
-from .autograd import FastRMSNorm
 from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
-from .reference import rmsnorm_reference
-from .testing import TOLERANCES
+from .module import FastRMSNorm
+from .probe import OFFSETS, _candidate, _eps_of, _probe, probe_input, randomise_norm_weights
 
-#: Seed of the probe's random weights and rows (fixed: a verdict does not change between runs).
-PROBE_SEED = 1234
-#: Scales of the probe's six rows; the first is replaced by sqrt(eps), where eps matters.
-PROBE_SCALES = (0.0, 1.0, 4.0, 0.25, 30.0, 0.01)
-EPS_NAMES = ("eps", "variance_epsilon")
+__all__ = ["OFFSETS", "Swapped", "probe_input", "randomise_norm_weights", "swap_rmsnorm"]
 
-Build = Callable[[int, "float | None", "torch.nn.Parameter | None"], torch.nn.Module]
+Build = Callable[..., torch.nn.Module]  # build(N, eps, weight) or build(N, eps, weight, offset=1.0)
 
 
-def _fast(n: int, eps, weight) -> torch.nn.Module:
-    norm = FastRMSNorm(n, eps=eps, elementwise_affine=weight is not None, device="meta")
+class Swapped(int):
+    """What :func:`swap_rmsnorm` returns: the number of modules replaced (an ``int``, as it always was).
+
+    Attributes:
+        left: {module name: why it was left in place}, for each norm-like module (a weight and an
+            eps) that was not replaced: a gated norm (Qwen3.5's ``linear_attn.norm``), a LayerNorm.
+    """
+
+    left: dict[str, str]
+
+    def __new__(cls, count: int, left: dict[str, str]):
+        swapped = super().__new__(cls, count)
+        swapped.left = left
+        return swapped
+
+    def __repr__(self) -> str:
+        return f"Swapped({int(self)}, left={self.left!r})"
+
+
+def _fast(n: int, eps, weight, offset: float = 0.0) -> torch.nn.Module:
+    norm = FastRMSNorm(n, eps=eps, elementwise_affine=weight is not None, device="meta", offset=offset)
     if weight is not None:
         norm.weight = weight  # the very Parameter object: an optimizer built before the swap still trains it
     return norm
 
 
-def _eps_of(module):
-    for name in EPS_NAMES:
-        if hasattr(module, name):
-            return True, getattr(module, name)
-    return False, None
-
-
 def _claims_rmsnorm(module) -> bool:
     return isinstance(module, torch.nn.RMSNorm) or "rmsnorm" in type(module).__name__.lower()
-
-
-def _candidate(module) -> bool:
-    has_eps, _ = _eps_of(module)
-    weight = getattr(module, "weight", 0)
-    return has_eps and (isinstance(weight, torch.Tensor) or (weight is None and isinstance(module, torch.nn.RMSNorm)))
 
 
 def _structure(module) -> str | None:
@@ -89,174 +94,137 @@ def _structure(module) -> str | None:
     return None
 
 
-def _effective_eps(module) -> float:
-    eps = _eps_of(module)[1]
-    return torch.finfo(torch.float32).eps if eps is None else float(eps)  # as FastRMSNorm and torch.nn.RMSNorm
-
-
-def probe_input(n: int, dtype: torch.dtype, eps: float, device="cpu") -> torch.Tensor:
-    """The probe: (2, 3, n) rows of different scales with a non-zero mean (LayerNorm differs), one at sqrt(eps).
-
-    Returns:
-        (2, 3, n) tensor of ``dtype`` on ``device``, the same values on every device (drawn on the CPU, seeded).
-    """
-    g = torch.Generator().manual_seed(PROBE_SEED)
-    scales = torch.tensor((math.sqrt(eps),) + PROBE_SCALES[1:], dtype=torch.float64)
-    x = (torch.randn(len(scales), n, generator=g, dtype=torch.float64) + 0.3) * scales[:, None]
-    return x.reshape(2, 3, n).to(device=device, dtype=dtype)
-
-
-def _randomise(module: torch.nn.Module, seed: int) -> None:
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters(recurse=False):  # weight (and a bias, if any): 1 + 0.5·N(0, 1)
-            p.copy_((1.0 + 0.5 * torch.randn(p.shape, generator=g)).to(p.dtype))
-
-
-def randomise_norm_weights(model: torch.nn.Module, seed: int = 0) -> int:
-    """Set the parameters of every norm candidate (a module with a weight and an eps) to 1 + 0.5·N(0, 1).
-
-    What a test or a benchmark does before comparing norms: with ones (Llama's init) or zeros
-    (Gemma's), ``w`` and ``1 + w`` cannot be told apart. Seeded per module, in tree order.
-
-    Returns:
-        The number of modules changed (in place, on their device and dtype).
-    """
-    count = 0
-    for module in model.modules():
-        if _candidate(module) and module.weight is not None:
-            _randomise(module, seed + count)
-            count += 1
-    return count
-
-
-def _alternatives(x64, w64, eps):
-    """Formulas a norm might compute instead, in float64: (what it does, y)."""
-    rows = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
-    both = x64 * torch.rsqrt(x64.square().mean((-2, -1), keepdim=True) + eps) * w64
-    centred = x64 - x64.mean(-1, keepdim=True)
-    return [
-        ("it scales by (1 + weight), as Gemma's norm does; FastRMSNorm scales by weight",
-         rmsnorm_reference(x64, 1 + w64, eps)),
-        ("it ignores its weight", rmsnorm_reference(x64, torch.ones_like(w64), eps)),
-        ("it normalises over more than the last dimension", both),
-        ("it subtracts the row's mean (that is LayerNorm)",
-         rmsnorm_reference(centred, w64, eps) if centred.shape[-1] > 1 else None),
-        ("it adds eps outside the square root", x64 / (x64.square().mean(-1, keepdim=True).sqrt() + eps) * w64),
-        ("it uses another eps than its attribute says",
-         rows(x64) * torch.rsqrt(rows(x64).square().mean(-1, keepdim=True)) * w64),
-    ]
-
-
-def _probe(module: torch.nn.Module, dtype: torch.dtype | None) -> str | None:
-    """Run a randomised copy on the probe; None when it computes x · rstd · weight, else why not."""
-    twin = copy.deepcopy(module)
-    if twin.weight is not None and twin.weight.device.type == "meta":
-        twin = twin.to_empty(device="cpu")
-    _randomise(twin, PROBE_SEED)
-    weight = twin.weight
-    dtype = dtype or (weight.dtype if weight is not None else torch.float32)
-    n = weight.shape[0] if weight is not None else module.normalized_shape[0]
-    eps = _effective_eps(module)
-    x = probe_input(n, dtype, eps, device=weight.device if weight is not None else "cpu")
+def _takes_more_than_x(module) -> str | None:
+    """Why the module's forward cannot be called as forward(x) (a gate, a residual), or None."""
     try:
-        with torch.no_grad():
-            y = twin(x)
-    except Exception as error:  # noqa: BLE001  (any failure is a reason to refuse, reported as such)
-        return f"it raised {type(error).__name__} on a {tuple(x.shape)} {dtype} probe: {error}"
-    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
-        return f"it returns {type(y).__name__} {tuple(getattr(y, 'shape', ()))} for a {tuple(x.shape)} input"
-    if y.dtype != x.dtype:
-        return (f"it returns {y.dtype} for {x.dtype} input (its {weight.dtype} weight promotes the product), "
-                f"FastRMSNorm returns the input's dtype; to swap it, cast the model to the activations' dtype "
-                f"first (e.g. model.to({x.dtype})), so that the weight is {x.dtype} too")
-    x64 = x.detach().to("cpu", torch.float64)
-    w64 = torch.ones(n, dtype=torch.float64) if weight is None else weight.detach().to("cpu", torch.float64)
-    y64, tol = y.detach().to("cpu", torch.float64), TOLERANCES[dtype]
-    close = lambda a, b: bool(torch.all((a - b).abs() <= tol["atol"] + tol["rtol"] * b.abs()))  # noqa: E731
-    if close(y64, rmsnorm_reference(x64, w64, eps)):
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: the probe will tell
         return None
-    what = next((w for w, alt in _alternatives(x64, w64, eps) if alt is not None and close(y64, alt)), None)
-    worst = float((y64 - rmsnorm_reference(x64, w64, eps)).abs().max())
-    return ((what + ": " if what else "") + f"its output differs from x · rstd · weight (eps = {eps:g}) by up to "
-            f"{worst:.3g} on the probe, beyond {dtype}'s declared tolerance "
-            f"(atol {tol['atol']:g}, rtol {tol['rtol']:g})")
+    required = [p.name for p in params[1:] if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not required:
+        return None
+    return (f"its forward takes {', '.join(required)} besides x (a gated norm: y · silu(gate) for Qwen3.5's "
+            "Qwen3_5RMSNormGated); FastRMSNorm takes x only, so it stays as it is")
 
 
-def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, build: Build | None = None) -> int:
+def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, build: Build | None = None) -> Swapped:
     """Replace every RMSNorm below ``model`` with ``FastRMSNorm``, keeping eps and the same weight Parameter.
 
     Covers ``torch.nn.RMSNorm`` and Hugging Face's ``LlamaRMSNorm``, ``Qwen2RMSNorm``,
-    ``Qwen3RMSNorm`` (also the per-head ``q_norm``/``k_norm``, N = head_dim) and
-    ``MistralRMSNorm``, recognised by what they compute (module docstring), not by class
-    name: any module with a weight and an eps that passes the probe is replaced. The new
-    module's ``weight`` *is* the old Parameter object (an optimizer built before the swap
-    still trains it; state_dict keys and values are unchanged), its training flag is the
-    old one's, and a module shared by several parents is replaced by one new module.
+    ``Qwen3RMSNorm`` (also the per-head ``q_norm``/``k_norm``, N = head_dim), ``MistralRMSNorm``
+    and ``Olmo2RMSNorm`` (offset 0.0), and the zero-centred ``Gemma3RMSNorm`` (q/k norms included),
+    ``Qwen3_5RMSNorm`` and ``GemmaRMSNorm`` (``1 + weight``: offset 1.0), recognised by what they
+    compute (module docstring), not by class name: any module with a weight and an eps that passes
+    the probe is replaced. The new module's ``weight`` *is* the old Parameter object (an optimizer
+    built before the swap still trains it; state_dict keys and values are unchanged), its training
+    flag is the old one's, and a module shared by several parents is replaced by one new module.
 
-    Bit-equality: ``LlamaRMSNorm`` computes x̂ = x·rstd in float32, rounds x̂ to x's dtype, then
-    multiplies by the weight (a second rounding, in the weight's dtype); ``FastRMSNorm``
-    computes x·rstd·weight in float32 and rounds once, to x's dtype. In float32 the two
-    differ by float32 roundings (about 1e-7 relative); in bf16 or fp16 an element may differ
-    by one rounding of the output (2⁻⁸ relative in bf16), FastRMSNorm's being the closer to
-    the exact value. A swapped model is therefore equal to the original within the declared
-    tolerance of its dtype, not bit for bit.
+    Qwen3.5's gated norm, ``Qwen3_5RMSNormGated`` (``linear_attn.norm``: weight · x̂ rounded to x's
+    dtype, times silu(gate) in float32), is left in place and named in the result's ``left``, while
+    the model's other norms are swapped. Supporting it is not a flag: the kernels would take a second
+    input (gate), compute silu and return dgate, and reproduce its two roundings.
+
+    Order of operations and roundings:
+
+    - Gemma 3 and Qwen3.5 compute x.float() → x̂ = x · rstd → x̂ · (1 + weight.float()) → cast to x's
+      dtype: one rounding, at the end, as ``FastRMSNorm(offset=1.0)`` does (float32 arithmetic).
+      The two differ only in the order of the float32 sum of x² (at most an ulp of the output; most
+      elements are bitwise equal, tests/library/test_swap.py counts them).
+    - ``LlamaRMSNorm`` (and Qwen2, Qwen3, Mistral) rounds twice: x̂ to x's dtype, then x̂ · weight;
+      the swap keeps the fast path's single rounding. In float32 the two differ by float32 roundings
+      (about 1e-7 relative); in bf16 or fp16 an element may differ by a rounding of the output
+      (2⁻⁸ relative in bf16), FastRMSNorm's being the closer to the exact value. A swapped Llama is
+      therefore equal to the original within the declared tolerance of its dtype, not bit for bit.
 
     Args:
         model: any module tree; its own root is not replaced. Norms' x: (..., N), N their weight's size.
         dtype: the dtype of the activations the norms will see: float32, float16 or bfloat16
             (default: each norm's weight dtype, the case of a model cast with ``.to(dtype)``).
-            With float32 weights and bf16 activations, pass ``torch.bfloat16``: a Llama norm
-            then returns float32, which FastRMSNorm does not, and it is refused.
-        build: ``build(N, eps, weight) -> module`` makes the replacement (default: a
-            FastRMSNorm holding ``weight``); it must keep that Parameter as its ``weight``.
-            The benchmark swaps Liger's norm in the same way.
+            With float32 weights and bf16 activations (``torch.autocast``), pass ``torch.bfloat16``:
+            the probe runs each norm as autocast would feed it. Gemma 3 and Qwen3.5 then return bf16
+            computed in float32, which FastRMSNorm reproduces (its weight stays float32), so they are
+            swapped; a Llama norm returns float32, which FastRMSNorm does not, and it is refused.
+        build: ``build(N, eps, weight) -> module`` makes the replacement (default: a FastRMSNorm
+            holding ``weight``); it must keep that Parameter as its ``weight``. For norms with
+            ``1 + weight`` it is called as ``build(N, eps, weight, offset=1.0)``, so it must take
+            ``offset`` then. The benchmark swaps Liger's norm in the same way.
 
     Returns:
-        The number of modules replaced (0 when there is none).
+        :class:`Swapped`: an ``int``, the number of modules replaced (0 when there is none), whose
+        ``left`` maps each norm-like module left in place to why (a gated norm; a LayerNorm).
 
     Raises:
         ContractError: (a ValueError) before anything is replaced, naming each module that
             claims to be an RMSNorm (``torch.nn.RMSNorm``, or "RMSNorm" in its class name)
-            but cannot become a FastRMSNorm, and why: Gemma's ``(1 + weight)``, a bias, a
-            norm over more than the last dimension, an output dtype other than x's (a float32
-            weight on bf16 activations), N > 262144, hooks; also when ``model`` itself is one,
-            or ``build`` does not keep the weight.
+            but cannot become a FastRMSNorm, and why: a bias, a norm over more than the last
+            dimension, an output dtype other than x's (a Llama norm's float32 weight on bf16
+            activations), N > 262144, hooks; also when ``model`` itself is one, when ``build``
+            does not keep the weight, or needs to take ``offset`` and does not.
 
     Source: notebooks/13_into_a_model.ipynb; tests/library/test_swap.py.
     """
     if dtype is not None and dtype not in FAST_DTYPES:
         raise ContractError(f"dtype must be float32, float16 or bfloat16 for the fast path; got {dtype}")
-    build = build or _fast
-    verdicts: dict[int, str | None] = {}
-    places, refused = [], {}  # refused: reason -> the modules refused for it, named once each
+    verdicts: dict[int, tuple[str | None, float]] = {}
+    places, refused, left = [], {}, {}  # refused: reason -> the modules refused for it, named once each
     for parent_name, parent in model.named_modules(remove_duplicate=False):
         for name, child in parent.named_children():
             if isinstance(child, FastRMSNorm) or not _candidate(child):
                 continue
+            full = f"{parent_name}.{name}" if parent_name else name
             if id(child) not in verdicts:
-                verdicts[id(child)] = _structure(child) or _probe(child, dtype)
-                if verdicts[id(child)] is not None and _claims_rmsnorm(child):
-                    full = f"{parent_name}.{name}" if parent_name else name
-                    refused.setdefault(verdicts[id(child)], []).append(f"{full} ({type(child).__name__})")
-            if verdicts[id(child)] is None:
-                places.append((parent, name, child))
+                verdicts[id(child)] = _verdict(child, dtype)
+                reason = verdicts[id(child)][0]
+                if reason is not None and _claims_rmsnorm(child) and not _takes_more_than_x(child):
+                    refused.setdefault(reason, []).append(f"{full} ({type(child).__name__})")
+            reason, offset = verdicts[id(child)]
+            if reason is None:
+                places.append((parent, name, child, offset))
+            else:
+                left[full] = f"{type(child).__name__}: {reason}"
     refusals = [f"{', '.join(names)}: {reason}" for reason, names in refused.items()]
     if _candidate(model) and _claims_rmsnorm(model) and not isinstance(model, FastRMSNorm):
         refusals.append(f"the model itself ({type(model).__name__}) is a norm: swap it in its parent, "
                         "or build a FastRMSNorm")
+    if build is not None and any(offset for *_, offset in places) and not _takes_offset(build):
+        refusals.append(f"build {getattr(build, '__name__', build)!r} does not take offset=, which the norms "
+                        f"that scale by (1 + weight) need: {', '.join(_names(model, places, nonzero=True))}")
     if refusals:
         raise ContractError("swap_rmsnorm replaced nothing: " + "; ".join(refusals))
     new: dict[int, torch.nn.Module] = {}
-    for _, _, child in places:
+    for _, _, child, offset in places:
         if id(child) not in new:
             weight = child.weight
             n = weight.shape[0] if weight is not None else child.normalized_shape[0]
-            module = build(n, _eps_of(child)[1], weight)
+            eps = _eps_of(child)[1]
+            module = (build or _fast)(n, eps, weight, offset=offset) if offset else (build or _fast)(n, eps, weight)
             if getattr(module, "weight", None) is not weight:
                 raise ContractError(f"build must keep the weight Parameter it is given; "
                                     f"{type(module).__name__} did not")
             new[id(child)] = module.train(child.training)
-    for parent, name, child in places:
+    for parent, name, child, _ in places:
         setattr(parent, name, new[id(child)])
-    return len(new)
+    return Swapped(len(new), left)
+
+
+def _verdict(module, dtype) -> tuple[str | None, float]:
+    """(None, offset) for a module to replace; (why not, 0.0) for one to leave or refuse."""
+    structure = _structure(module)
+    if structure is not None:
+        return structure, 0.0
+    return (_takes_more_than_x(module), 0.0) if _takes_more_than_x(module) else _probe(module, dtype)
+
+
+def _takes_offset(build) -> bool:
+    try:
+        params = inspect.signature(build).parameters
+    except (TypeError, ValueError):
+        return True  # cannot tell: let the call say
+    return "offset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _names(model, places, nonzero: bool) -> list[str]:
+    """The dotted names of the places (with a non-zero offset when ``nonzero``), each module once."""
+    wanted = {id(child) for *_, child, offset in places if offset or not nonzero}
+    return [n for n, m in model.named_modules() if id(m) in wanted]

@@ -107,6 +107,24 @@ def tolerance_share(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.d
     return ((a - e).abs() / (tol["atol"] + tol["rtol"] * e.abs())).max().item()
 
 
+def ulps(actual: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """|actual − expected| in units in the last place (ulp) of ``expected``'s dtype at |expected|.
+
+    Args:
+        actual: any shape and dtype; compared in float64.
+        expected: the same shape, in the dtype whose ulp is the unit (float32, float16, bfloat16).
+
+    Returns:
+        float64 tensor of ``expected``'s shape on its device: 0 where equal, 1 one rounding step apart.
+        Below the smallest normal number the ulp is that of the subnormals.
+    """
+    info = torch.finfo(expected.dtype)
+    e64 = expected.detach().double()
+    _, exponent = torch.frexp(e64.abs())  # |e| = m · 2^exponent, m in [0.5, 1)
+    ulp = torch.ldexp(torch.full_like(e64, info.eps), exponent - 1).clamp_min(info.tiny * info.eps)
+    return (actual.detach().double().to(e64.device) - e64).abs() / ulp
+
+
 def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None, seed: int = 0, *,
                 weight_dtype: torch.dtype | None = None, draw_on_device: bool = False):
     """Seeded random inputs (never zeros): x (M, N), weight (N,), dy (M, N).
@@ -153,22 +171,24 @@ def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False) ->
     return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + eps)
 
 
-def oracle(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor | None = None, eps: float = 1e-6, *, on=None):
+def oracle(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor | None = None, eps: float = 1e-6, *, on=None,
+           offset: float = 0.0):
     """The stated oracle: the reference formulas in float64 on the same inputs.
 
     Args:
         on: where to compute it (default the CPU); the benchmark passes x's
             device, so that large shapes are checked without a copy to the host.
+        offset: y = x · rstd · (weight + offset) (1.0: Gemma's ``1 + weight``).
 
     Returns:
         y64 when ``dy`` is None, else (y64, dx64, dgamma64), all float64 on ``on``.
     """
     on = torch.device("cpu") if on is None else torch.device(on)
     x64, g64 = x.detach().to(on, torch.float64), weight.detach().to(on, torch.float64)
-    y64 = rmsnorm_reference(x64, g64, eps)
+    y64 = rmsnorm_reference(x64, g64, eps, offset)
     if dy is None:
         return y64
-    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), eps)
+    dx64, dgamma64 = manual_backward(x64, g64, dy.detach().to(on, torch.float64), eps, offset)
     return y64, dx64, dgamma64
 
 

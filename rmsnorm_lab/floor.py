@@ -56,9 +56,9 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
     one_block = bwd.one_block(N)
     return FloorPlan(
         fwd, bwd,
-        dict(HAS_WEIGHT=True, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
+        dict(HAS_WEIGHT=True, OFFSET=0.0, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
              NUM_STAGES=fwd.num_stages, num_warps=fwd.num_warps),
-        dict(HAS_WEIGHT=True, COMPUTE=TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], ONE_BLOCK=one_block,
+        dict(HAS_WEIGHT=True, OFFSET=0.0, COMPUTE=TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], ONE_BLOCK=one_block,
              BLOCK_M=bwd.BLOCK_M if one_block else 1, BLOCK_N=bwd.BLOCK_N, NUM_STAGES=bwd.num_stages,
              num_warps=bwd.num_warps),
         bwd.BLOCK_M if one_block else 1,

@@ -60,8 +60,8 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
         rmsnorm_fast_forward_kernel,
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32"},
-        {"HAS_WEIGHT": True, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M, "BLOCK_N": fwd.BLOCK_N,
-         "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align},
+        {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
+         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align},
         (0, 2, 3, 5), fwd.num_warps, (1, 4, 7) if divisible else ())
     one_block = bwd.one_block(N)
     backward = _ptx(
@@ -70,7 +70,7 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
          "dy_row_stride": "i32", "dx_ptr": f"*{t}", "dx_row_stride": "i32", "partial_ptr": "*fp32",
          "mean_ux_ptr": "*fp64" if row_arithmetic_dtype(N, dtype) == torch.float64 else "*fp32",
          "M": "i32", "N": "i32"},
-        {"HAS_WEIGHT": True, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)],
+        {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
          "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align},
         (0, 2, 3, 4, 6, 8, 9), bwd.num_warps, (1, 5, 7, 11) if divisible else ())

@@ -118,9 +118,9 @@ def _cpu_worker(rank: int, world: int, store: str, out: str) -> None:
     seen = []  # what the eager path hands the kernels, each forward
     launch = fast_autograd.launch_forward
 
-    def recording(x_, gamma, eps, config=None):
+    def recording(x_, gamma, eps, *config_and_offset):
         seen.append((type(x_).__name__, type(gamma).__name__, tuple(gamma.shape)))
-        return launch(x_, gamma, eps, config)
+        return launch(x_, gamma, eps, *config_and_offset)
 
     fast_autograd.launch_forward = recording
     try:

@@ -190,9 +190,9 @@ def test_the_kernel_reads_a_collapsible_view_in_place_under_compile(layout, devi
     seen = []
     launcher = fast_autograd.launch_forward
 
-    def recording(x, gamma, eps, config=None):
+    def recording(x, gamma, eps, *config_and_offset):
         seen.append((x.data_ptr(), x.stride()))
-        return launcher(x, gamma, eps, config)
+        return launcher(x, gamma, eps, *config_and_offset)
 
     monkeypatch.setattr(fast_autograd, "launch_forward", recording)  # what the op's implementation calls
     x = make_x(b)

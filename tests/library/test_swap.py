@@ -30,9 +30,9 @@ from rmsnorm import ContractError, FastRMSNorm, default_device, randomise_norm_w
 from rmsnorm.testing import assert_close  # noqa: E402
 
 transformers = pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
-from transformers.models.gemma.modeling_gemma import GemmaRMSNorm  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: E402
 from transformers.models.mistral.modeling_mistral import MistralRMSNorm  # noqa: E402
+from transformers.models.olmo2.modeling_olmo2 import Olmo2RMSNorm  # noqa: E402
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm  # noqa: E402
 
@@ -72,7 +72,8 @@ def test_a_norm_without_weight_stays_without_weight():
     assert_close(model(x), expected, dtype=torch.float32)
 
 
-@pytest.mark.parametrize("cls", [LlamaRMSNorm, Qwen2RMSNorm, Qwen3RMSNorm, MistralRMSNorm], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [LlamaRMSNorm, Qwen2RMSNorm, Qwen3RMSNorm, MistralRMSNorm, Olmo2RMSNorm],
+                         ids=lambda c: c.__name__)
 def test_hugging_face_norms_are_swapped_and_compute_the_same(cls):
     model = torch.nn.ModuleDict({"norm": cls(128, eps=1e-5)}).to(DEVICE)
     randomise_norm_weights(model)
@@ -81,6 +82,7 @@ def test_hugging_face_norms_are_swapped_and_compute_the_same(cls):
     assert swap_rmsnorm(model) == 1
     norm = model["norm"]
     assert type(norm) is FastRMSNorm and norm.weight is weight and norm.eps == 1e-5 and norm.normalized_shape == (128,)
+    assert norm.offset == 0.0
     assert_close(norm(x), expected, dtype=torch.float32)
 
 
@@ -129,6 +131,11 @@ class _EpsOutsideRMSNorm(_CentredRMSNorm):
         return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps) * self.weight
 
 
+class _TwiceRMSNorm(_CentredRMSNorm):
+    def forward(self, x):  # neither offset 0 nor 1: 2 · weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * 2 * self.weight
+
+
 class _BiasRMSNorm(_CentredRMSNorm):
     def __init__(self, n):
         super().__init__(n)
@@ -142,7 +149,7 @@ def _hooked():
 
 
 REFUSED = {
-    "Gemma's 1 + weight": (lambda: GemmaRMSNorm(64), None, "GemmaRMSNorm): it scales by (1 + weight), as Gemma's"),
+    "twice the weight": (lambda: _TwiceRMSNorm(64), None, "_TwiceRMSNorm): its output differs from x · rstd · (weight"),
     "a bias": (lambda: _BiasRMSNorm(64), None, "state other than its weight (bias)"),
     "two dimensions": (lambda: torch.nn.RMSNorm((4, 64)), None, "normalises over more than the last dimension"),
     "fp32 weight, bf16 activations": (lambda: LlamaRMSNorm(64), torch.bfloat16,
@@ -300,15 +307,18 @@ def test_save_pretrained_and_from_pretrained_round_trip(trio, tmp_path):
     assert_close(logits, out_fast.logits, dtype=torch.float32)
 
 
-def test_a_gemma_model_is_refused_with_its_message():
+def test_a_gemma_model_is_swapped_with_offset_one():
     config = transformers.GemmaConfig(**TINY, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
-    model = transformers.GemmaForCausalLM(config)
-    with pytest.raises(ContractError) as error:
-        swap_rmsnorm(model)
-    message = str(error.value)
-    assert "model.layers.0.input_layernorm (GemmaRMSNorm)" in message and "it scales by (1 + weight)" in message
-    assert message.count("it scales by (1 + weight)") == 1  # the norms of one reason are named together
-    assert not any(isinstance(m, FastRMSNorm) for m in model.modules())
+    model = transformers.GemmaForCausalLM(config).to(DEVICE)
+    randomise_norm_weights(model)
+    ids = _tokens()
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    swapped = swap_rmsnorm(model)
+    assert swapped == 5 and swapped.left == {}
+    assert all(m.offset == 1.0 for m in model.modules() if isinstance(m, FastRMSNorm))
+    with torch.no_grad():
+        assert_close(model(input_ids=ids).logits, expected, dtype=torch.float32)
 
 
 def test_an_accidental_hub_call_fails_at_once():

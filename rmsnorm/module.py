@@ -1,0 +1,77 @@
+"""The module: ``FastRMSNorm``, a ``torch.nn.RMSNorm`` whose forward is :func:`~rmsnorm.autograd.rmsnorm_fast`.
+
+Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .autograd import rmsnorm_fast
+from .contract import FAST_MAX_N, ContractError, check_eps, check_offset
+
+
+class FastRMSNorm(torch.nn.RMSNorm):
+    """``torch.nn.RMSNorm`` whose forward runs the fast kernels.
+
+    Same constructor (``normalized_shape`` must be (N,) with N ≤ 262144),
+    ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``;
+    ``eps=None`` means, as there, the machine epsilon of the dtype the norm is
+    computed in, not of x's dtype: ``torch.finfo(torch.float32).eps`` ≈ 1.19e-7
+    for float32, float16 and bfloat16 x alike (``torch.finfo(torch.float16).eps``,
+    9.8e-4, would swamp mean(x²) for small activations);
+    ``elementwise_affine=False`` runs without a weight. y has x's dtype, as
+    ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair.
+
+    ``offset`` (keyword, default 0.0) makes y = x̂ · (weight + offset), one rounding at the end:
+    ``offset=1.0`` is Gemma's and Qwen3.5's ``1 + weight`` (QuACK's ``weight_offset``, Liger's
+    ``offset``). It is an attribute, not state: the state_dict holds the weight only, as
+    Gemma's. ``reset_parameters`` then sets the weight to 1 − offset (zeros for 1.0, as Gemma).
+
+    Under DDP and FSDP2 (``fully_shard``, which unshards the weight before the
+    forward) it trains as on one device; a DTensor input (tensor or sequence
+    parallelism) or a weight still sharded is refused, as in :func:`rmsnorm_fast`.
+
+    Raises:
+        ContractError: for a normalized_shape of more than one dimension or
+            wider than 262144, or an eps that is not None and not a finite
+            real number > 0, or an offset that is not a finite real number, or not 0.0
+            with ``elementwise_affine=False`` (at construction); for inputs or an eps outside
+            the fast contract, a DTensor x or weight included (at call time).
+
+    Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
+    """
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
+                 device=None, dtype=None, *, offset: float = 0.0) -> None:
+        check_offset(offset, True if elementwise_affine else None)  # before the weight is allocated
+        self.offset = float(offset) + 0.0  # -0.0 → 0.0: one kernel for "no offset"
+        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, device=device, dtype=dtype)
+
+        if len(self.normalized_shape) != 1 or not 1 <= self.normalized_shape[0] <= FAST_MAX_N:
+            raise ContractError(
+                f"FastRMSNorm normalises the last dimension only: normalized_shape must be (N,) "
+                f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
+            )
+        if eps is not None:
+            check_eps(eps)  # as the article's RMSNorm does: the mistake shows where it is made
+
+    def reset_parameters(self) -> None:
+        """weight = 1 − offset: the module starts at scale 1 (ones, as torch's; zeros for Gemma's offset 1.0)."""
+        super().reset_parameters()
+        if self.weight is not None and self.offset != 0.0:
+            with torch.no_grad():
+                self.weight.fill_(1.0 - self.offset)
+
+    def extra_repr(self) -> str:
+        """torch.nn.RMSNorm's, and the offset when it is not 0.0."""
+        return super().extra_repr() + (f", offset={self.offset}" if self.offset != 0.0 else "")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = rmsnorm_fast(x, weight, eps, offset) for x of shape (..., N); eps=None as there."""
+        if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
+            raise ContractError(
+                f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
+                f"got x of shape {tuple(x.shape)}"
+            )
+        return rmsnorm_fast(x, self.weight, self.eps, self.offset)

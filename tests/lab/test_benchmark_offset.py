@@ -1,0 +1,25 @@
+"""scripts/benchmark_offset.py: on a machine without CUDA it says so in one line and writes nothing."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "benchmark_offset.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("benchmark_offset", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_cuda_the_script_says_so_in_one_line_and_writes_nothing(capsys, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the refusal is for machines without one")
+    assert _load_script().main(["--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("benchmark_offset: no CUDA GPU here, nothing timed")
+    assert not (tmp_path / "out").exists()
