@@ -1,9 +1,11 @@
-"""A training step of a Hugging Face Llama with each norm: tokens/s, peak memory, the norm's share, Amdahl.
+"""A training step of a Hugging Face Llama, Gemma 3 or Qwen3.5 with each norm: tokens/s, memory, share, Amdahl.
 
 What a user of the fast path feels is not the kernel, nor the whole call, but the step. For each
-size (:data:`SIZES`), each norm (:data:`VARIANTS`: the model's own ``LlamaRMSNorm``, ``FastRMSNorm``
-and Liger's ``LigerRMSNorm``, both swapped in by :func:`rmsnorm.swap_rmsnorm`, sharing the
-weight Parameters) and each mode (eager, ``torch.compile(model)``), :func:`run_variant`:
+size (:data:`SIZES` for Llama, :data:`FAMILY_SIZES` for Gemma 3 and Qwen3.5, built as
+:mod:`rmsnorm_lab.model_families` says), each norm (:data:`VARIANTS`: the model's own, ``FastRMSNorm``
+swapped in by :func:`rmsnorm.swap_rmsnorm` sharing the weight Parameters, Qwen3.5's gated norms left
+in place (``norms_left``), and Liger's: ``LigerRMSNorm`` swapped in the same way for Llama, Liger's
+own patch of the norms for Gemma 3 and Qwen3.5) and each mode (eager, ``torch.compile(model)``), :func:`run_variant`:
 
 1. builds the variant from one base model (random init, norm weights randomised), AdamW;
 2. **checks before timing**: logits on the step's own batch, against a float32 run of the same
@@ -39,13 +41,14 @@ import torch
 
 from rmsnorm.swap import randomise_norm_weights, swap_rmsnorm
 from rmsnorm.testing import TOLERANCES
+from .model_families import Absent, build_model, liger_patch
 from .results import _read_csv
 from .step_profile import STEP_PARTS, attribute_kernels, norm_scopes, step_region
 
 
 @dataclass(frozen=True)
 class ModelSize:
-    """A LlamaConfig's sizes and the step's batch: ``batch`` sequences of ``seq`` tokens."""
+    """A model config's sizes and the step's batch: ``batch`` sequences of ``seq`` tokens; ``family``: which model."""
 
     name: str
     layers: int
@@ -55,6 +58,7 @@ class ModelSize:
     seq: int
     batch: int
     vocab: int = 32000
+    family: str = "llama"
 
     @property
     def tokens(self) -> int:
@@ -69,6 +73,9 @@ SIZES = (
 )
 #: ``--quick``: a CPU logic check of the whole run (Triton's interpreter, float32, nothing meaningful timed).
 QUICK = ModelSize("quick", layers=2, hidden=64, intermediate=128, heads=4, seq=16, batch=2, vocab=128)
+#: Gemma 3 and Qwen3.5 at the GPU-bound width, 2 layers (Qwen3.5: linear attention, then full), 4 × 1024 tokens.
+FAMILY_SIZES = {f: ModelSize("gpu_bound", layers=2, hidden=2048, intermediate=5632, heads=16, seq=1024, batch=4,
+                             family=f) for f in ("gemma3", "qwen3_5")}
 VARIANTS = ("original", "fast", "liger")
 MODES = ("eager", "compile")
 #: A variant is timed only if its logits' error against the float32 run is at most this × the original's.
@@ -78,10 +85,15 @@ COLUMNS = (
     "size", "layers", "hidden", "intermediate", "heads", "seq", "batch", "tokens", "variant", "mode", "check",
     "norms_swapped", "logits_rel_err", "logits_err_ratio", "logits_max_abs_diff", "logits_within_tol", "compile_s",
     "steps", "step_ms", "step_ms_min", "step_ms_max", "host_ms", "tokens_per_s", "peak_mem_gib", "gpu_busy_ms",
-    "norm_fwd_ms", "norm_bwd_ms", "norm_ms", "norm_share", "amdahl_bound",
+    "norm_fwd_ms", "norm_bwd_ms", "norm_ms", "norm_share", "amdahl_bound", "model", "norms_left",
 )
-KERNEL_COLUMNS = ("size", "variant", "mode", "kernel", "part", "norm", "calls", "us", "host_us")
+KERNEL_COLUMNS = ("size", "variant", "mode", "kernel", "part", "norm", "calls", "us", "host_us", "model")
 STEP_FILE, KERNELS_FILE, ENVIRONMENT_FILE = "model_step.csv", "model_step_kernels.csv", "model_step_environment.json"
+
+
+def files(stem: str = "model_step") -> tuple[str, str, str]:
+    """The step table's, the kernels' and the environment's file names for a run named ``stem``."""
+    return f"{stem}.csv", f"{stem}_kernels.csv", f"{stem}_environment.json"
 
 
 def amdahl_bound(share: float) -> float:
@@ -90,16 +102,9 @@ def amdahl_bound(share: float) -> float:
 
 
 def build_base(size: ModelSize, device, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
-    """LlamaForCausalLM from a config on ``device`` in ``dtype``: random init, norm weights randomised."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(hidden_size=size.hidden, intermediate_size=size.intermediate, num_hidden_layers=size.layers,
-                         num_attention_heads=size.heads, num_key_value_heads=size.heads, vocab_size=size.vocab,
-                         max_position_embeddings=size.seq)
+    """``size.family``'s causal LM from a config on ``device`` in ``dtype``: random init, norm weights randomised."""
     torch.manual_seed(seed)
-    with torch.device(device):
-        model = LlamaForCausalLM(config)
-    model = model.to(dtype)
+    model = build_model(size.family, size, device).to(dtype)
     randomise_norm_weights(model, seed)
     return model
 
@@ -112,12 +117,23 @@ def _liger(n, eps, weight):
     return norm
 
 
-def make_variant(base: torch.nn.Module, variant: str, dtype: torch.dtype) -> tuple[torch.nn.Module, int]:
-    """A deep copy of ``base`` with its norms as ``variant`` says; (model, norms swapped)."""
+def make_variant(base: torch.nn.Module, variant: str, dtype: torch.dtype,
+                 family: str = "llama") -> tuple[torch.nn.Module, int, int]:
+    """A deep copy of ``base`` with its norms as ``variant`` says; (model, norms swapped, norm-like modules left).
+
+    Raises:
+        Absent: Liger, or its patch for ``family``, is not there.
+    """
     model = copy.deepcopy(base)
     if variant == "original":
-        return model, 0
-    return model, swap_rmsnorm(model, dtype=dtype, build=_liger if variant == "liger" else None)
+        return model, 0, 0
+    if variant == "liger" and family != "llama":
+        return (model, *liger_patch(model, family))
+    try:
+        swapped = swap_rmsnorm(model, dtype=dtype, build=_liger if variant == "liger" else None)
+    except ImportError as error:
+        raise Absent(f"liger_kernel is not installed ({error})") from None
+    return model, int(swapped), len(swapped.left)
 
 
 def _is_norm(module) -> bool:
@@ -179,7 +195,7 @@ def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_b
     """run_variant's work; its locals (the model, the optimizer, the compiled graph) go when it returns."""
     cuda, dtype, started = ids.is_cuda, next(base.parameters()).dtype, time.perf_counter()
     before = torch.cuda.memory_allocated() if cuda else 0  # the base model, the reference logits: not the variant's
-    model, row["norms_swapped"] = make_variant(base, variant, dtype)
+    model, row["norms_swapped"], row["norms_left"] = make_variant(base, variant, dtype, size.family)
     model.train()
     runner = torch.compile(model, backend=compile_backend) if mode == "compile" else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -221,7 +237,7 @@ def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_b
     row["tokens_per_s"] = size.tokens / (row["step_ms"] / 1e3)
     row["norm_share"] = row["norm_ms"] / row["step_ms"]
     row["amdahl_bound"] = amdahl_bound(row["norm_share"])
-    return [dict(size=size.name, variant=variant, mode=mode, **k) for k in kernels]
+    return [dict(size=size.name, variant=variant, mode=mode, **k, model=size.family) for k in kernels]
 
 
 def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict, *, steps: int, warmup: int,
@@ -239,12 +255,15 @@ def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict,
     Returns:
         (row with :data:`COLUMNS`: µs-derived times in ms, memory in GiB, share as a fraction;
         kernel rows with :data:`KERNEL_COLUMNS`). A failure anywhere is the row's ``check``
-        ("failed: …", or the check's verdict), with no times; it never raises.
+        ("failed: …", or the check's verdict; "absent: …" for a provider not installed), with no times;
+        it never raises.
     """
-    row = {**{k: v for k, v in asdict(size).items() if k not in ("name", "vocab")}, "size": size.name,
-           "tokens": size.tokens, "variant": variant, "mode": mode}
+    row = {**{k: v for k, v in asdict(size).items() if k not in ("name", "vocab", "family")}, "size": size.name,
+           "tokens": size.tokens, "variant": variant, "mode": mode, "model": size.family}
     try:
         kernels = _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend)
+    except Absent as error:
+        row["check"], kernels = f"absent: {error}", []
     except Exception as error:  # noqa: BLE001  (recorded with the reason; the run goes on)
         first = str(error).splitlines()[0][:300] if str(error) else ""
         row["check"], kernels = f"failed: {type(error).__name__}: {first}", []
@@ -256,19 +275,20 @@ def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict,
     return row, kernels
 
 
-def load_model_step(path=None):
-    """The committed step table (``model_step.csv``): one row per (size, variant, mode), :data:`COLUMNS`.
+def load_model_step(path=None, stem: str = "model_step"):
+    """The committed step table (``model_step.csv``): one row per (model, size, variant, mode), :data:`COLUMNS`.
 
     Args:
         path: a folder written by scripts/benchmark_model.py; default :func:`results_dir`'s (results/h200).
+        stem: the run's name (``--name``): ``model_step_gemma_qwen`` for Gemma 3 and Qwen3.5.
 
     Raises:
         FileNotFoundError: the folder or the file is missing (not measured yet).
     """
-    return _read_csv(STEP_FILE, path, "run scripts/benchmark_model.py --out <folder> on a GPU")
+    return _read_csv(files(stem)[0], path, "run scripts/benchmark_model.py --out <folder> on a GPU")
 
 
-def load_model_kernels(path=None):
+def load_model_kernels(path=None, stem: str = "model_step"):
     """The kernels of each variant's profiled step (``model_step_kernels.csv``), :data:`KERNEL_COLUMNS`.
 
     Args:
@@ -277,4 +297,4 @@ def load_model_kernels(path=None):
     Raises:
         FileNotFoundError: the folder or the file is missing (not measured yet).
     """
-    return _read_csv(KERNELS_FILE, path, "run scripts/benchmark_model.py --out <folder> on a GPU")
+    return _read_csv(files(stem)[1], path, "run scripts/benchmark_model.py --out <folder> on a GPU")

@@ -2,6 +2,12 @@
 
     python3 scripts/benchmark_model.py --out results/h200        # model_step.csv, model_step_kernels.csv, its json
     python3 scripts/benchmark_model.py --out /tmp/m --quick      # a CPU logic check: tiny model, interpreter
+    python3 scripts/benchmark_model.py --out results/h200 --models gemma3,qwen3_5 --name model_step_gemma_qwen
+
+--models picks the families (rmsnorm_lab.model_families): llama at its two sizes, as below; gemma3 and
+qwen3_5 at rmsnorm_lab.model.FAMILY_SIZES (hidden 2048, 2 layers, 4 x 1024 tokens), Liger's variant
+being its own patch of the norms there; Qwen3.5's gated norms stay in place (norms_left). --name
+names the three files (default model_step).
 
 transformers' LlamaForCausalLM from a config (random init, norm weights randomised), bf16 weights,
 AdamW; the norms as they are ("original", LlamaRMSNorm), FastRMSNorm and Liger's LigerRMSNorm, both
@@ -39,16 +45,18 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from rmsnorm_lab import model as bench  # noqa: E402
+from rmsnorm_lab.eager import eager_provenance  # noqa: E402
+from rmsnorm_lab.model_families import FAMILIES  # noqa: E402
 
 #: Seconds a variant is expected to take before one of its mode has been timed at that size (a guess, for the budget).
 FIRST_ESTIMATE_S = {"eager": 10.0, "compile": 45.0}
 
 
-def _write(out: Path, rows, kernels):
+def _write(out: Path, rows, kernels, stem):
     """Both CSVs, rewritten whole (after every variant: a run cut short keeps what it measured); the step table."""
     step = pd.DataFrame(rows, columns=list(bench.COLUMNS))
-    step.to_csv(out / bench.STEP_FILE, index=False, float_format="%.6g")
-    pd.DataFrame(kernels, columns=list(bench.KERNEL_COLUMNS)).to_csv(out / bench.KERNELS_FILE, index=False,
+    step.to_csv(out / bench.files(stem)[0], index=False, float_format="%.6g")
+    pd.DataFrame(kernels, columns=list(bench.KERNEL_COLUMNS)).to_csv(out / bench.files(stem)[1], index=False,
                                                                      float_format="%.6g")
     return step
 
@@ -56,10 +64,11 @@ def _write(out: Path, rows, kernels):
 def _table(step):
     """The short table: tokens/s against the original of the same size and mode, memory, share, bound."""
     t = step.copy()
-    base = t[t["variant"] == "original"].set_index(["size", "mode"])["tokens_per_s"]
-    t["vs_original"] = [r.tokens_per_s / base.get((r.size, r.mode), math.nan) - 1 for r in t.itertuples()]
+    base = t[t["variant"] == "original"].set_index(["model", "size", "mode"])["tokens_per_s"]
+    t["vs_original"] = [r.tokens_per_s / base.get((r.model, r.size, r.mode), math.nan) - 1 for r in t.itertuples()]
     out = pd.DataFrame({
-        "size": t["size"], "mode": t["mode"], "variant": t["variant"], "step ms": t["step_ms"].round(1),
+        "model": t["model"], "size": t["size"], "mode": t["mode"], "variant": t["variant"],
+        "step ms": t["step_ms"].round(1),
         "spread ms": (t["step_ms_max"] - t["step_ms_min"]).round(1), "host ms": t["host_ms"].round(1),
         "k tokens/s": (t["tokens_per_s"] / 1e3).round(1), "vs original": (100 * t["vs_original"]).round(1),
         "peak GiB": t["peak_mem_gib"].round(2), "norm share %": (100 * t["norm_share"]).round(1),
@@ -76,8 +85,11 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="steps before timing (the first one compiles)")
     parser.add_argument("--budget-s", type=float, default=150.0, help="no variant is started that would end past this")
     parser.add_argument("--variants", default=",".join(bench.VARIANTS), help="comma-separated, original first")
-    parser.add_argument("--compile-sizes", default="gpu_bound", help="sizes also run under torch.compile ('' for none)")
+    parser.add_argument("--compile-sizes", default=None,
+                        help="sizes also run under torch.compile ('' for none; default gpu_bound, --quick all)")
     parser.add_argument("--layers", type=int, default=None, help="layers of the GPU-bound size (default 4)")
+    parser.add_argument("--models", default="llama", help="comma-separated: llama, gemma3, qwen3_5")
+    parser.add_argument("--name", default="model_step", help="the files' stem: <name>.csv, <name>_kernels.csv, …")
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
     if not cuda and not args.quick:
@@ -91,10 +103,19 @@ def main(argv=None) -> int:
     from rmsnorm_lab import environment_info
 
     started = time.perf_counter()
-    sizes = [bench.QUICK] if args.quick else list(bench.SIZES)
-    if args.layers:
+    models = args.models.split(",")
+    unknown = sorted(set(models) - set(FAMILIES))
+    if unknown:
+        parser.error(f"--models: {', '.join(unknown)} unknown; known: {', '.join(FAMILIES)}")
+    if args.quick:
+        sizes = [dataclasses.replace(bench.QUICK, family=m) for m in models]
+    else:
+        sizes = [s for m in models for s in (bench.SIZES if m == "llama" else (bench.FAMILY_SIZES[m],))]
+    if args.layers and not args.quick:
         sizes[0] = dataclasses.replace(sizes[0], layers=args.layers)
-    compile_sizes = {s.name for s in sizes} if args.quick else set(filter(None, args.compile_sizes.split(",")))
+    if args.compile_sizes is None:
+        args.compile_sizes = ",".join(s.name for s in sizes) if args.quick else "gpu_bound"
+    compile_sizes = set(filter(None, args.compile_sizes.split(",")))
     variants = args.variants.split(",")
     steps, warmup = (2, 1) if args.quick else (args.steps, args.warmup)
     device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
@@ -105,35 +126,36 @@ def main(argv=None) -> int:
           f"{transformers.__version__} | {len(plan)} variants, budget {args.budget_s:.0f} s")
     bases, rows, kernels, took = {}, [], [], {}
     for size, variant, mode in plan:
-        now = time.perf_counter()
-        estimate = took.get((size.name, mode), took.get(mode, FIRST_ESTIMATE_S[mode]))
+        now, key = time.perf_counter(), (size.family, size.name)
+        estimate = took.get((*key, mode), took.get(mode, FIRST_ESTIMATE_S[mode]))
         if now + estimate > started + args.budget_s:
             reason = f"{bench.OUT_OF_TIME} ({args.budget_s:.0f} s)"
-            rows.append(dict(size=size.name, variant=variant, mode=mode, check=reason))
-            print(f"{size.name} {mode} {variant}: {rows[-1]['check']}")
+            rows.append(dict(size=size.name, variant=variant, mode=mode, check=reason, model=size.family))
+            print(f"{size.family} {size.name} {mode} {variant}: {rows[-1]['check']}")
             continue
-        if size.name not in bases:
+        if key not in bases:
             base = bench.build_base(size, device, dtype)
             g = torch.Generator().manual_seed(0)
             ids = torch.randint(0, size.vocab, (size.batch, size.seq), generator=g).to(device)
-            bases[size.name] = base, ids, {"fp32": bench.reference_logits(base, ids)}
-        base, ids, refs = bases[size.name]
+            bases[key] = base, ids, {"fp32": bench.reference_logits(base, ids)}
+        base, ids, refs = bases[key]
         row, ks = bench.run_variant(size, variant, mode, base, ids, refs, steps=steps, warmup=warmup,
                                     compile_backend="inductor" if cuda else "aot_eager")
         rows.append(row)
         kernels += ks
-        took[(size.name, mode)] = took[mode] = time.perf_counter() - now
-        _write(args.out, rows, kernels)
-        print(f"{size.name} {mode} {variant}: {row['check']} ({took[mode]:.0f} s; "
+        took[(*key, mode)] = took[mode] = time.perf_counter() - now
+        _write(args.out, rows, kernels, args.name)
+        print(f"{size.family} {size.name} {mode} {variant}: {row['check']} ({took[mode]:.0f} s; "
               f"at {time.perf_counter() - started:.0f} s)")
-    step = _write(args.out, rows, kernels)
+    step = _write(args.out, rows, kernels, args.name)
 
     from rmsnorm_lab.step_profile import NAME_RULE_WORDS, SCOPE_WORDS
 
     env = environment_info()
     env["transformers"] = transformers.__version__
     env["model_step"] = {
-        "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes), "variants": variants,
+        "models": models, "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes),
+        "variants": variants,
         "dtype": str(dtype).removeprefix("torch."), "optimizer": "torch.optim.AdamW(lr=1e-5), defaults otherwise",
         "quick": args.quick, "steps": steps, "warmup": warmup, "budget_s": args.budget_s,
         "step": "model(input_ids, labels=input_ids).loss; loss.backward(); optimizer.step(); "
@@ -148,14 +170,18 @@ def main(argv=None) -> int:
         "norm_share": "norm kernels' device time in one profiled step / the median step time; "
                       "amdahl_bound = 1 / (1 - share)",
         "attribution": {"eager": SCOPE_WORDS, **{f"compile, {k}": v for k, v in NAME_RULE_WORDS.items()}},
-        "not_run": sorted({f"{r['size']} {r['mode']} {r['variant']}: {r['check']}"
+        "liger": "llama: LigerRMSNorm swapped in by swap_rmsnorm; gemma3, qwen3_5: liger_kernel.transformers' "
+                 "apply_liger_kernel_to_<family> on the instance, rms_norm=True, every other switch False",
+        "norms_left": "norm-like modules left in place: Qwen3.5's gated norms (Qwen3_5RMSNormGated)",
+        "not_run": sorted({f"{r['model']} {r['size']} {r['mode']} {r['variant']}: {r['check']}"
                            for r in rows if r["check"] != "ok"}),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
-    (args.out / bench.ENVIRONMENT_FILE).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    env["eager"] = eager_provenance()
+    (args.out / bench.files(args.name)[2]).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
     pd.set_option("display.width", 250)
     print(_table(step))
-    print(f"\nwrote {args.out / bench.STEP_FILE} in {env['model_step']['wall_seconds']} s; "
+    print(f"\nwrote {args.out / bench.files(args.name)[0]} in {env['model_step']['wall_seconds']} s; "
           f"not run or not ok: {env['model_step']['not_run'] or 'none'}")
     return 0
 

@@ -4,7 +4,7 @@
 
 Providers at the main grid's shapes (rmsnorm_lab.sidebyside.GRID), forward and backward each alone:
 ``fast_offset0`` (offset 0.0), ``fast_offset1`` (offset 1.0), ``liger`` (LigerRMSNormFunction, offset 1.0,
-casting "gemma"), ``quack`` (quack.rmsnorm with weight_offset=1.0, where its API has it) and ``compile``
+casting "gemma"), ``quack`` (quack.rmsnorm with weight_offset=1.0) and ``compile``
 (torch.compile of Gemma3RMSNorm.forward). Each is checked against the float64 oracle with offset
 (rmsnorm.testing.oracle) before it is timed with rmsnorm_lab.kernel_time_us; a missing peer is recorded
 as refused, a wrong one gets NaN and the reason. Never asserts a speed-up; without CUDA it says so.
@@ -52,6 +52,8 @@ def _providers(x, weight, dy, eps):
         fn, reason = imported("quack", "rmsnorm")
         if reason:
             raise ImportError(reason)
+        # quack-kernels 0.6.5: rmsnorm(x, weight=None, bias=None, residual=None, out_dtype=None, residual_dtype=None,
+        # eps=1e-6, prenorm=False, weight_offset=0.0) -> Tensor; out = x_hat * (weight + weight_offset) in fp32
         return autograd_calls(lambda a, w: fn(a, w, eps=eps, weight_offset=1.0))
 
     def compiled():

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import rmsnorm.article
+from compiled_model import assert_compiled_matches_eager, norm_between_linears
 from rmsnorm import (
     FAST_MAX_N,
     ContractError,
@@ -363,27 +364,13 @@ def test_opcheck_passes_on_both_operators(device):
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(backend, device):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 48), FastRMSNorm(48, eps=1e-6), torch.nn.Linear(48, 4)).to(device)
-    x = torch.randn(20, 32, device=device)
-    explained = torch._dynamo.explain(model)(x)
-    assert explained.graph_break_count == 0 and explained.graph_count == 1
-    out_eager = model(x)
-    out_eager.square().sum().backward()
-    grads_eager = [p.grad.clone() for p in model.parameters()]
     if backend == "inductor" and inductor_unavailable(device):
         pytest.skip(inductor_unavailable(device))
     # aot_eager: the traced graph run by eager kernels, so bit for bit; inductor: its own
     # matmul/elementwise kernels around our op, so within the float32 tolerance
     tol = {"rtol": 0, "atol": 0} if backend == "aot_eager" else TOLERANCES[torch.float32]
-    torch._dynamo.reset()
-    compiled = torch.compile(model, fullgraph=True, backend=backend)
-    model.zero_grad()
-    out = compiled(x)
-    out.square().sum().backward()
-    torch.testing.assert_close(out, out_eager, **tol)
-    for p, g in zip(model.parameters(), grads_eager):
-        torch.testing.assert_close(p.grad, g, **tol)
+    model = norm_between_linears(device)
+    assert_compiled_matches_eager(model, torch.randn(20, 32, device=device), backend, tol)
 
 
 def test_double_backward_is_a_clear_error(device):

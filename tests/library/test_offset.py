@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch.func import grad, vmap
 
+from compiled_model import assert_compiled_matches_eager, norm_between_linears
 from rmsnorm import (
     ContractError,
     FastRMSNorm,
@@ -157,24 +158,11 @@ def test_opcheck_passes_with_an_offset(device):
 
 
 def test_torch_compile_fullgraph_carries_the_offset(device):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 48), FastRMSNorm(48, eps=1e-6, offset=1.0),
-                                torch.nn.Linear(48, 4)).to(device)
+    model = norm_between_linears(device, offset=1.0)
     with torch.no_grad():
         model[1].weight.normal_(0.0, 0.3)  # zero-centred: weight + 1 about 1
     x = torch.randn(20, 32, device=device)
-    explained = torch._dynamo.explain(model)(x)
-    assert explained.graph_break_count == 0 and explained.graph_count == 1
-    out_eager = model(x)
-    out_eager.square().sum().backward()
-    grads_eager = [p.grad.clone() for p in model.parameters()]
-    torch._dynamo.reset()
-    model.zero_grad()
-    out = torch.compile(model, fullgraph=True, backend="aot_eager")(x)
-    out.square().sum().backward()
-    torch.testing.assert_close(out, out_eager, rtol=0, atol=0)  # the same kernels, the same offset
-    for p, g in zip(model.parameters(), grads_eager):
-        torch.testing.assert_close(p.grad, g, rtol=0, atol=0)
+    assert_compiled_matches_eager(model, x, "aot_eager", {"rtol": 0, "atol": 0})  # the same kernels, the same offset
     h64 = model[0](x).detach().double()
     assert_close(model[1](model[0](x)), rmsnorm_reference(h64, model[1].weight.detach().double(), 1e-6, 1.0))
 
