@@ -15,6 +15,8 @@
    reversed, the ratio instead of the change; the mean, the minimum, the first
    sample or the sum instead of the median; rows of another provider or path mixed in.
 
+Each is a :class:`~rmsnorm_course.checkers.spec.FunctionSpec` (:data:`PREDICTION_SPEC`,
+:data:`READING_SPEC`), judged by :func:`rmsnorm_course.checkers.functions.check`.
 Needs pandas (like :mod:`rmsnorm_lab`); imported only when called.
 
 Source: solutions/07_benchmark.ipynb; the article's table ("Il forward e il
@@ -25,33 +27,58 @@ from __future__ import annotations
 
 import numbers
 
-from .diagnose import fmt
-from .feedback import Feedback, call_learner, name_of, never_raises, passed, wrong
+from .diagnose import Case, Run, fmt
+from .ex07_symptoms import ARTICLE_MEDIANS, percent_verdict, same, toy_median_verdict, toy_samples
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Raised, Refused
 
 EXERCISE_PREDICT = "07 · prediction"
 EXERCISE_READ = "07 · reading the samples"
 PATHS = ("forward", "forward_backward")
-#: The original article's medians (RTX 3090, 128 × 257 float32), µs: (kernel, reference).
-ARTICLE_MEDIANS = {"forward": (70.71, 52.17), "forward_backward": (251.44, 267.34)}
-#: Exact arithmetic: |yours − expected| ≤ 1e-6 + 1e-9 · |expected|.
-EXACT = {"atol": 1e-6, "rtol": 1e-9}
 
 
-def _same(a: float, b: float) -> bool:
-    return abs(a - b) <= EXACT["atol"] + EXACT["rtol"] * abs(b)
+def _number(value, exact_type: bool = False) -> bool:
+    return isinstance(value, numbers.Real) and not (exact_type and isinstance(value, bool))
 
 
-def _short(arg) -> str:
-    return "samples" if hasattr(arg, "columns") else repr(arg)
+def _calling(fn, *args):
+    """:func:`calling` with the call written out for the traceback (a table of samples shown as `samples`)."""
+    shown = ", ".join("samples" if hasattr(a, "columns") else repr(a) for a in args)
+    return calling(name_of(fn), fn, *args, example=f"{getattr(fn, '__name__', 'f')}({shown})")
 
 
-def _call(exercise, fn, *args):
-    """:func:`call_learner` with the call written out (a table of samples shown as `samples`)."""
-    example = f"{getattr(fn, '__name__', 'f')}({', '.join(_short(a) for a in args)})"
-    return call_learner(exercise, fn, *args, example=example)
+# --------------------------------------------------------------------------- 07.1 the prediction
 
 
-@never_raises(EXERCISE_PREDICT)
+def _predict(my_prediction, case: Case | None = None) -> dict:
+    """The learner's prediction, refused unless it is {"forward": "more" | "less", "forward_backward": …}."""
+    guess = _calling(my_prediction)
+    if (not isinstance(guess, dict) or set(guess) != set(PATHS)
+            or not all(v in ("more", "less") for v in guess.values())):
+        raise Refused('return {"forward": "more" or "less", "forward_backward": "more" or "less"}; '
+                      f"got {guess!r}")
+    return {"guess": guess}
+
+
+def _recorded(runs) -> str:
+    guess = runs[0].actual["guess"]
+    return (f"recorded: the Triton path takes {guess['forward']} time than the reference for the forward alone, and "
+            f"{guess['forward_backward']} for forward + backward. Now measure.")
+
+
+#: Exercise 07.1, declared: any well-formed prediction passes (it is confronted with the samples in 07.2).
+PREDICTION_SPEC = FunctionSpec(
+    exercise=EXERCISE_PREDICT,
+    reference=None,
+    cases=lambda my_prediction: [Case("your prediction", {})],
+    run=_predict,
+    oracle=lambda case: {},
+    symptoms=(),
+    success=_recorded,
+)
+
+
 def check_prediction(my_prediction) -> Feedback:
     """Check that a prediction is stated, well formed, before the measurement.
 
@@ -61,114 +88,119 @@ def check_prediction(my_prediction) -> Feedback:
             compared with the reference's.
 
     Returns:
-        Feedback: "passed" (recorded), "not done yet", or "wrong" (malformed).
+        Feedback: "passed" (recorded), "not done yet", or "wrong" (malformed). Never raises, never hangs.
 
     Source: solutions/07_benchmark.ipynb.
     """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE_PREDICT, judge_prediction, [my_prediction],
-                                    f"your {name_of(my_prediction)}")
+    return check(PREDICTION_SPEC, my_prediction)
 
 
-def judge_prediction(my_prediction) -> Feedback:
-    """In the checker's child process: call the learner's prediction and check its form."""
-    guess, problem = _call(EXERCISE_PREDICT, my_prediction)
-    if problem is not None:
-        return problem
-    if (
-        not isinstance(guess, dict)
-        or set(guess) != set(PATHS)
-        or not all(v in ("more", "less") for v in guess.values())
-    ):
-        return wrong(EXERCISE_PREDICT, 'return {"forward": "more" or "less", "forward_backward": "more" or "less"}; '
-                     f"got {guess!r}")
-    return passed(EXERCISE_PREDICT, f"recorded: the Triton path takes {guess['forward']} time than the reference "
-                  f"for the forward alone, and {guess['forward_backward']} for forward + backward. Now measure.")
+# --------------------------------------------------------------------------- 07.2 reading the samples
 
 
-_PERCENT_SLIPS = [
-    ("the difference is divided by the kernel's time, not the reference's", lambda k, r: 100 * (k - r) / k),
-    ("that is a fraction, not a percentage", lambda k, r: (k - r) / r),
-    ("the sign is reversed (reference − kernel)", lambda k, r: 100 * (r - k) / r),
-    ("that is the ratio kernel / reference, not the change", lambda k, r: 100 * k / r),
-    ("the sign is lost (an absolute value): a kernel that takes less time gives a negative change",
-     lambda k, r: abs(100 * (k - r) / r)),
-]
-
-_MEDIAN_SLIPS = [
-    ("the mean", lambda s: s.mean()), ("the minimum", lambda s: s.min()),
-    ("the first sample", lambda s: s.iloc[0]), ("the sum", lambda s: s.sum()),
-]
-
-
-def _toy_samples():
+def _reading_cases(answer, samples, prediction=None, where: str = "") -> list[Case]:
+    """The article's medians (percent_change), the small table, then each path and provider of the samples."""
     import pandas as pd
 
-    rows = [("forward", "article", us) for us in (3.0, 1.0, 2.0, 100.0)]  # median 2.5, mean 26.5
-    rows += [("forward", "reference", us) for us in (10.0, 20.0, 30.0)]
-    rows += [("forward_backward", "article", us) for us in (7.0, 9.0, 8.0)]
-    return pd.DataFrame(rows, columns=["path", "provider", "us_per_call"])
+    if not isinstance(samples, pd.DataFrame) or not {"path", "provider", "us_per_call"} <= set(samples.columns):
+        raise Refused(f"samples must be a table (a DataFrame with the columns path, provider and us_per_call, as "
+                      f"run_protocol returns or load_results().samples holds); got {type(samples).__name__}.")
+    try:
+        guess = _predict(prediction)["guess"] if prediction is not None else None
+    except (Refused, Raised):
+        guess = None  # a prediction that is not done yet or malformed is not confronted (07.1 says why)
+    toy, original = toy_samples(), samples.copy(deep=True)
+    real = {"samples": samples, "original": original, "name": name_of(answer[0]), "guess": guess, "where": where}
+    return [Case("the article's medians", {"medians": ARTICLE_MEDIANS}),
+            Case("the small table", {"samples": toy, "original": toy.copy(), "path": "forward", "provider": "article",
+                                     "name": name_of(answer[0])})
+            ] + [Case(f"the real samples, {path}/{provider}", {**real, "path": path, "provider": provider})
+                 for path in PATHS for provider in ("article", "reference")]
 
 
-def _check_percent(percent_change) -> Feedback | None:
-    given = {}
-    for path, (kernel, reference) in ARTICLE_MEDIANS.items():
-        got, problem = _call(EXERCISE_READ, percent_change, kernel, reference)
-        if problem is not None:
-            return problem
-        if not isinstance(got, numbers.Real) or isinstance(got, bool):
-            return wrong(EXERCISE_READ, f"{name_of(percent_change)} must return a number; got {got!r}")
-        given[path] = float(got)
-    for path, (kernel, reference) in ARTICLE_MEDIANS.items():
-        expected = 100 * (kernel - reference) / reference
-        if not _same(given[path], expected):
-            # a slip is named only when it explains both of the article's medians (abs() agrees with +35.54 %)
-            what = next((w for w, slip in _PERCENT_SLIPS
-                         if all(_same(given[p], slip(*ARTICLE_MEDIANS[p])) for p in ARTICLE_MEDIANS)), None)
-            shown = (f"for the article's {path} medians, {kernel} µs (kernel) and {reference} µs (reference), "
-                     f"you give {fmt(given[path])}, expected {fmt(expected)}")
-            fix = "percent = 100 · (kernel − reference) / reference, as in the article."
-            return wrong(EXERCISE_READ, f"{what}: {shown}. {fix}" if what else f"{shown}. {fix}")
+def _rows(table, path: str, provider: str):
+    return table[(table["path"] == path) & (table["provider"] == provider)]["us_per_call"]
+
+
+def _reading_run(answer, case: Case) -> dict:
+    median_us, percent_change = answer
+    if "medians" in case.inputs:
+        given = {}
+        for path, (kernel, reference) in ARTICLE_MEDIANS.items():
+            got = _calling(percent_change, kernel, reference)
+            if not _number(got, exact_type=True):
+                raise Refused(f"{name_of(percent_change)} must return a number; got {got!r}")
+            given[path] = float(got)
+        return given
+    inputs = case.inputs
+    table = inputs["samples"] if "guess" in inputs else inputs["samples"].copy()  # the real table: changes show
+    got = _calling(median_us, table, inputs["path"], inputs["provider"])
+    if not _number(got):
+        raise Refused(f"{name_of(median_us)} must return a number; got "
+                      f"{type(got).__name__ if 'guess' in inputs else repr(got)}")
+    return {"median": float(got)}
+
+
+def _reading_oracle(case: Case) -> dict:
+    if "medians" in case.inputs:
+        return {path: 100 * (kernel - reference) / reference for path, (kernel, reference) in ARTICLE_MEDIANS.items()}
+    return {"median": float(_rows(case.inputs["original"], case.inputs["path"], case.inputs["provider"]).median())}
+
+
+def _reading_verify(run: Run) -> str | None:
+    """The slip a wrong percent or median shows (on the article's medians, the small table), or the real row."""
+    if "medians" in run.case.inputs:
+        return percent_verdict(run.actual, run.expected)
+    got, expected = run.actual["median"], run.expected["median"]
+    if same(got, expected):
+        return None
+    inputs = run.case.inputs
+    if "guess" in inputs:
+        count = len(_rows(inputs["original"], inputs["path"], inputs["provider"]))
+        return f"on {run.case.label}: you give {fmt(got)}, the median of its {count} samples is {fmt(expected)}."
+    return toy_median_verdict(got, expected, inputs["original"], inputs["name"])
+
+
+def _unchanged(runs) -> str | None:
+    inputs = runs[-1].case.inputs
+    if not inputs["samples"].equals(inputs["original"]):
+        return (f"{inputs['name']} changed the samples table it was given (an `inplace=True`, or a column assigned): "
+                "select rows with boolean masks and leave the table as it is.")
     return None
 
 
-def _check_median(median_us, samples) -> Feedback | None:
-    toy = _toy_samples()
-    group = toy[(toy["path"] == "forward") & (toy["provider"] == "article")]["us_per_call"]
-    got, problem = _call(EXERCISE_READ, median_us, toy, "forward", "article")
-    if problem is not None:
-        return problem
-    if not isinstance(got, numbers.Real):
-        return wrong(EXERCISE_READ, f"{name_of(median_us)} must return a number; got {got!r}")
-    if not _same(float(got), float(group.median())):
-        slips = [(w, slip(group)) for w, slip in _MEDIAN_SLIPS]
-        slips += [("the median of every provider's samples of that path",
-                   toy[toy["path"] == "forward"]["us_per_call"].median()),
-                  ("the median of every path's samples of that provider",
-                   toy[toy["provider"] == "article"]["us_per_call"].median())]
-        what = next((w for w, value in slips if _same(float(got), float(value))), None)
-        shown = ("on the samples 3, 1, 2, 100 µs (forward, article; other rows belong to other providers and paths) "
-                 f"you give {fmt(float(got))}, expected the median {fmt(float(group.median()))}")
-        if what:
-            return wrong(EXERCISE_READ, f"{name_of(median_us)} returns {what}: {shown}. Keep the rows of that path "
-                         "and provider, then take the median of their us_per_call (one slow sample barely moves it).")
-        return wrong(EXERCISE_READ, f"{shown}.")
+def _confronted(runs) -> str:
+    """The measured changes, article vs reference, and whether the prediction held."""
+    medians = {(r.case.inputs["path"], r.case.inputs["provider"]): r.actual["median"] for r in runs[2:]}
+    inputs = runs[-1].case.inputs
+    parts, held = [], []
     for path in PATHS:
-        for provider in ("article", "reference"):
-            rows = samples[(samples["path"] == path) & (samples["provider"] == provider)]["us_per_call"]
-            got, problem = _call(EXERCISE_READ, median_us, samples, path, provider)
-            if problem is not None:
-                return problem
-            if not isinstance(got, numbers.Real):
-                return wrong(EXERCISE_READ, f"{name_of(median_us)} must return a number; got {type(got).__name__}")
-            if not _same(float(got), float(rows.median())):
-                return wrong(EXERCISE_READ, f"on the real samples, {path}/{provider}: you give {fmt(float(got))}, "
-                             f"the median of its {len(rows)} samples is {fmt(float(rows.median()))}.")
-    return None
+        kernel, reference = medians[path, "article"], medians[path, "reference"]
+        parts.append(f"{path.replace('_', ' + ')}: {kernel:.2f} µs vs {reference:.2f} µs "
+                     f"({100 * (kernel - reference) / reference:+.1f} %)")
+        if inputs["guess"] is not None:
+            outcome = "more" if kernel > reference else "less"
+            held.append(f"{path.replace('_', ' + ')} {'held' if inputs['guess'][path] == outcome else 'did not hold'}")
+    verdict = f" Your prediction: {', '.join(held)}." if held else ""
+    source = f" ({inputs['where']})" if inputs["where"] else ""
+    return f"medians and percentages are right. article vs reference{source}: {'; '.join(parts)}.{verdict}"
 
 
-@never_raises(EXERCISE_READ)
+#: Exercise 07.2, declared: the answer is the pair (median_us, percent_change); the samples, the prediction
+#: and where the samples come from travel with it (``given``).
+READING_SPEC = FunctionSpec(
+    exercise=EXERCISE_READ,
+    reference=None,
+    cases=_reading_cases,
+    run=_reading_run,
+    oracle=_reading_oracle,
+    symptoms=(),
+    success=_confronted,
+    verify=_reading_verify,
+    first_looks=(_unchanged,),
+)
+
+
 def check_benchmark_reading(median_us, percent_change, samples, prediction=None, where: str = "") -> Feedback:
     """Check the learner's median and percent functions, then confront the prediction with the samples.
 
@@ -188,31 +220,4 @@ def check_benchmark_reading(median_us, percent_change, samples, prediction=None,
 
     Source: solutions/07_benchmark.ipynb.
     """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE_READ, judge_reading,
-                                    [median_us, percent_change, samples, prediction, where], "your functions")
-
-
-def judge_reading(median_us, percent_change, samples, prediction=None, where: str = "") -> Feedback:
-    """In the checker's child process: check the learner's median and percent, then the prediction."""
-    original = samples.copy(deep=True)
-    problem = _check_percent(percent_change) or _check_median(median_us, samples)
-    if problem is not None:
-        return problem
-    if not samples.equals(original):
-        return wrong(EXERCISE_READ, f"{name_of(median_us)} changed the samples table it was given (an `inplace=True`, "
-                     "or a column assigned): select rows with boolean masks and leave the table as it is.")
-    parts, held = [], []
-    guess = prediction() if prediction is not None and judge_prediction(prediction).passed else None
-    for path in PATHS:
-        kernel, reference = median_us(samples, path, "article"), median_us(samples, path, "reference")
-        change = percent_change(kernel, reference)
-        parts.append(f"{path.replace('_', ' + ')}: {kernel:.2f} µs vs {reference:.2f} µs ({change:+.1f} %)")
-        if guess is not None:
-            outcome = "more" if kernel > reference else "less"
-            held.append(f"{path.replace('_', ' + ')} {'held' if guess[path] == outcome else 'did not hold'}")
-    verdict = f" Your prediction: {', '.join(held)}." if held else ""
-    source = f" ({where})" if where else ""
-    return passed(EXERCISE_READ, f"medians and percentages are right. article vs reference{source}: "
-                  f"{'; '.join(parts)}.{verdict}")
+    return check(READING_SPEC, (median_us, percent_change), samples=samples, prediction=prediction, where=where)

@@ -14,13 +14,13 @@ package's registered fakes (``torch.ops.rmsnorm_fast.forward`` / ``backward``
 on the same meta tensors) return. Nothing is hard-coded: the package is the
 oracle.
 
-Recognised, each with its own message: rstd in x's dtype instead of float32;
-rstd with a trailing dimension ((M, 1) or (M, N)) instead of (M,); y in
-weight's dtype instead of x's; dgamma in x's dtype instead of weight's; None
-for dgamma when there is no weight (an operator returns tensors); outputs
-allocated on the CPU instead of x's device; the real kernel launched from the
-fake; a bare tensor where a pair is expected. Any other exception becomes a
-message naming the learner's line.
+The exercise is a :class:`~rmsnorm_course.checkers.spec.FunctionSpec` (:data:`SPEC`), judged by
+:func:`rmsnorm_course.checkers.functions.check`. Recognised, each with its own message: rstd in x's
+dtype instead of float32; rstd with a trailing dimension ((M, 1) or (M, N)) instead of (M,); y in
+weight's dtype instead of x's; dgamma in x's dtype instead of weight's; None for dgamma when there
+is no weight (an operator returns tensors); outputs allocated on the CPU instead of x's device; the
+real kernel launched from the fake; a bare tensor where a pair is expected. Any other exception
+becomes a message naming the learner's line.
 
 Source: solutions/11_extending_the_contract.ipynb; PyTorch "Python Custom
 Operators" (``register_fake``).
@@ -33,7 +33,10 @@ from dataclasses import dataclass
 import torch
 
 from rmsnorm.article.contract import ContractError
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, not_done, passed, wrong
+from .diagnose import Case, Run
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Refused
 
 EXERCISE = "11 · fake implementation"
 EPS = 1e-6
@@ -67,50 +70,61 @@ def _dtype(d) -> str:
     return str(d).removeprefix("torch.")
 
 
-def _expected(case: FakeCase, op: str):
-    """What the package's registered fake returns for this case: a pair of meta tensors."""
+def _oracle(case: Case) -> dict:
+    """What the package's registered fake returns for this case: its two meta tensors, by name."""
     import rmsnorm  # noqa: F401  (registers the operators)
 
-    x, weight, rstd, dy = case.inputs()
+    x, weight, rstd, dy = case.inputs["fake"].inputs()
+    op = case.inputs["op"]
     if op == "forward":
-        return torch.ops.rmsnorm_fast.forward(x, weight, EPS)
-    return torch.ops.rmsnorm_fast.backward(x, weight, rstd, dy)
+        return dict(zip(NAMES[op], torch.ops.rmsnorm_fast.forward(x, weight, EPS)))
+    return dict(zip(NAMES[op], torch.ops.rmsnorm_fast.backward(x, weight, rstd, dy)))
 
 
-def _call(fn, case: FakeCase, op: str):
-    """(outputs, None) or (None, Feedback)."""
-    x, weight, rstd, dy = case.inputs()
-    try:
-        return (fn(x, weight, EPS) if op == "forward" else fn(x, weight, rstd, dy)), None
-    except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-        if is_not_implemented(error):
-            return None, not_done(EXERCISE, name_of(fn))
-        if isinstance(error, ContractError) or (isinstance(error, RuntimeError) and "meta" in str(error).lower()):
-            return None, wrong(EXERCISE, (
-                f"{name_of(fn)} ran real work on {case.label}: {type(error).__name__}: "
+#: The outputs of each operator, in the order its fake returns them.
+NAMES = {"forward": ("y", "rstd"), "backward": ("dx", "dgamma")}
+
+
+def _cases(answer) -> list[Case]:
+    """Each :data:`CASES` for fake_forward, then again for fake_backward (when given)."""
+    fake_forward, fake_backward = answer
+    ops = (("forward", fake_forward),) + ((("backward", fake_backward),) if fake_backward is not None else ())
+    return [Case(fake.label, {"fake": fake, "op": op, "name": name_of(fn)}) for op, fn in ops for fake in CASES]
+
+
+def _run(answer, case: Case) -> dict:
+    """The learner's fake on the case's meta tensors: its pair, refused when it is not a pair."""
+    op, name = case.inputs["op"], case.inputs["name"]
+    fn = answer[0] if op == "forward" else answer[1]
+    x, weight, rstd, dy = case.inputs["fake"].inputs()
+    got = calling(name, fn, x, weight, EPS) if op == "forward" else calling(name, fn, x, weight, rstd, dy)
+    names = NAMES[op]
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Refused(f"{name} must return a pair ({names[0]}, {names[1]}); on {case.label} it returned "
+                      f"{type(got).__name__}. An operator with two outputs returns a tuple of two tensors.")
+    return dict(zip(names, got))
+
+
+def _explain(error: BaseException, case: Case) -> str | None:
+    """A fake that launched the kernel or read a value: meta tensors have no data."""
+    if isinstance(error, ContractError) or (isinstance(error, RuntimeError) and "meta" in str(error).lower()):
+        return (f"{case.inputs['name']} ran real work on {case.label}: {type(error).__name__}: "
                 f"{str(error).splitlines()[0][:160]}. A fake implementation never launches the kernel or reads "
                 "values (its inputs have shapes but no data): only allocate the outputs, "
-                "e.g. x.new_empty(shape, dtype=...)."))
-        return None, wrong(EXERCISE, describe_error(name_of(fn), error))
-
-
-def _compare(fn, case: FakeCase, op: str, names: tuple[str, str]) -> Feedback | None:
-    got, problem = _call(fn, case, op)
-    if problem is not None:
-        return problem
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return wrong(EXERCISE, f"{name_of(fn)} must return a pair ({names[0]}, {names[1]}); on {case.label} it "
-                     f"returned {type(got).__name__}. An operator with two outputs returns a tuple of two tensors.")
-    expected = _expected(case, op)
-    x, weight = case.inputs()[:2]
-    for name, out, exp in zip(names, got, expected):
-        message = _mismatch(name, out, exp, case, x, weight)
-        if message:
-            return wrong(EXERCISE, f"{name_of(fn)}, {case.label}: {message}")
+                "e.g. x.new_empty(shape, dtype=...).")
     return None
 
 
-def _mismatch(name, out, exp, case, x, weight) -> str | None:
+def _verify(run: Run) -> str | None:
+    x, weight = run.case.inputs["fake"].inputs()[:2]
+    for name, out in run.actual.items():
+        message = _mismatch(name, out, run.expected[name], x, weight)
+        if message:
+            return f"{run.case.inputs['name']}, {run.case.label}: {message}"
+    return None
+
+
+def _mismatch(name, out, exp, x, weight) -> str | None:
     """The first difference between a learner's output and the registered fake's, in plain words."""
     if out is None and name == "dgamma":
         return ("dgamma is None. An operator must return tensors: without a weight, return an empty tensor "
@@ -139,21 +153,32 @@ def _mismatch(name, out, exp, case, x, weight) -> str | None:
     return f"{name} is {_dtype(out.dtype)}, expected {_dtype(exp.dtype)}."
 
 
+def _success(runs) -> str:
+    if all(run.case.inputs["op"] == "forward" for run in runs):
+        return (f"fake_forward: on all {len(CASES)} cases y has x's shape and dtype, rstd is (M,) float32, on x's "
+                "device. Now the backward.")
+    return (f"on all {len(CASES)} cases (float16, bf16 x with float32 weight, no weight) your fakes give the shapes, "
+            "dtypes and device of the registered ones: y and dx in x's dtype, rstd (M,) float32, dgamma in weight's "
+            "dtype or empty.")
+
+
+#: Exercise 11, declared: judged by :func:`rmsnorm_course.checkers.functions.check`; the answer is the pair
+#: (fake_forward, fake_backward), fake_backward None for 11.1.
+SPEC = FunctionSpec(
+    exercise=EXERCISE,
+    reference=_oracle,  # the package's registered fakes (torch.ops.rmsnorm_fast), which the learner writes again
+    cases=_cases,
+    run=_run,
+    oracle=_oracle,
+    symptoms=(),
+    success=_success,
+    explain=_explain,
+    verify=_verify,
+)
+
+
 def check_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
-    """Run :func:`judge_fake_implementation` on the learner's code in a child process with a time limit.
-
-    Same arguments and result; a learner's code that crashes, hangs or raises
-    becomes a "wrong" Feedback, never an exception or a hung notebook.
-    """
-    from . import isolate
-
-    return isolate.run_python_check(
-        EXERCISE, judge_fake_implementation, [fake_forward, fake_backward], "your fake implementations"
-    )
-
-
-def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
-    """Check the learner's fake implementations against the package's registered ones.
+    """Check the learner's fake implementations against the package's registered ones, in a child process.
 
     Args:
         fake_forward: ``(x, weight, eps) -> (y, rstd)``; x (M, N), weight (N,) or None.
@@ -163,22 +188,8 @@ def judge_fake_implementation(fake_forward, fake_backward=None) -> Feedback:
 
     Returns:
         Feedback: "passed", "not done yet" or "wrong" with the first mismatch
-        (case, output, what it is, what it should be). Never raises for a
-        learner's mistake.
+        (case, output, what it is, what it should be). Never raises, never hangs.
 
     Source: solutions/11_extending_the_contract.ipynb.
     """
-    for case in CASES:
-        problem = _compare(fake_forward, case, "forward", ("y", "rstd"))
-        if problem is not None:
-            return problem
-    if fake_backward is None:
-        return passed(EXERCISE, f"fake_forward: on all {len(CASES)} cases y has x's shape and dtype, rstd is (M,) "
-                      "float32, on x's device. Now the backward.")
-    for case in CASES:
-        problem = _compare(fake_backward, case, "backward", ("dx", "dgamma"))
-        if problem is not None:
-            return problem
-    return passed(EXERCISE, f"on all {len(CASES)} cases (float16, bf16 x with float32 weight, no weight) "
-                  "your fakes give the shapes, dtypes and device of the registered ones: y and dx in x's dtype, "
-                  "rstd (M,) float32, dgamma in weight's dtype or empty.")
+    return check(SPEC, (fake_forward, fake_backward))

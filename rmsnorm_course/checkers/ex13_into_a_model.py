@@ -1,17 +1,17 @@
 """Checker of exercise 13: the norm's share of a training step, and the Amdahl bound it implies, from a profile.
 
-:func:`check_norm_share`: the learner's ``norm_share(profile, step_ms) -> (share, bound)``. ``profile``
-is one profiled step's kernel table (the columns of ``model_step_kernels.csv``: kernel, part,
-norm, calls, us, host_us); ``step_ms`` the step's median time. The share is the norm kernels'
-device time over the whole step (rows with ``norm`` True, forward and backward, their ``us`` in
-µs, summed over the step's calls) divided by the step time, a fraction; the bound is
-1 / (1 − share). Checked first on a small profile where each classic slip gives a different
-number, then on every timed row of the step table (the committed H200 run, or the fixture that
-stands in for it until it is committed), against the benchmark's own ``norm_share`` and
-``amdahl_bound``. Recognised: a percentage; the forward only (the backward ignored); the GPU's
-busy time as the denominator; host time counted as GPU time; warm timings (the same kernels
-timed alone, back to back); one call's time instead of the step's; ms and µs mixed; and for
-the bound, 1 + share, 1 / share, share / (1 − share) and 1 − share.
+:func:`check_norm_share` (:data:`SPEC`, judged by :func:`rmsnorm_course.checkers.functions.check`): the
+learner's ``norm_share(profile, step_ms) -> (share, bound)``. ``profile`` is one profiled step's kernel
+table (the columns of ``model_step_kernels.csv``: kernel, part, norm, calls, us, host_us); ``step_ms``
+the step's median time. The share is the norm kernels' device time over the whole step (rows with
+``norm`` True, forward and backward, their ``us`` in µs, summed over the step's calls) divided by the
+step time, a fraction; the bound is 1 / (1 − share). Checked first on a small profile where each classic
+slip gives a different number, then on every timed row of the step table (the committed H200 run, or the
+fixture that stands in for it until it is committed), against the benchmark's own ``norm_share`` and
+``amdahl_bound``. Recognised: a percentage; the forward only (the backward ignored); the GPU's busy time
+as the denominator; host time counted as GPU time; warm timings (the same kernels timed alone, back to
+back); one call's time instead of the step's; ms and µs mixed; and for the bound, 1 + share, 1 / share,
+share / (1 − share) and 1 − share.
 
 Needs pandas; imported only when called.
 
@@ -24,8 +24,10 @@ from __future__ import annotations
 import math
 import numbers
 
-from .diagnose import fmt
-from .feedback import Feedback, call_learner, name_of, passed, wrong
+from .diagnose import Case, Run, fmt
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Refused
 
 EXERCISE = "13 · the norm's share and the Amdahl bound"
 #: |yours − expected| ≤ RTOL · |expected|: the committed CSVs carry 6 significant digits.
@@ -104,20 +106,78 @@ def _pair(got):
     return None
 
 
+def _cases(norm_share, step=None, kernels=None, source: str = "the step table") -> list[Case]:
+    """The small profile, then each timed row of the step table with its kernels (``row``: what the table says)."""
+    cases = [Case(f"the small profile (a {TOY_STEP_MS:.0f} ms step)",
+                  {"profile": toy_profile(), "step_ms": TOY_STEP_MS})]
+    if step is not None and kernels is not None:
+        for row in step[step["check"] == "ok"].itertuples(index=False):
+            profile = kernels[(kernels["size"] == row.size) & (kernels["variant"] == row.variant)
+                              & (kernels["mode"] == row.mode)].drop(columns=["size", "variant", "mode"])
+            cases.append(Case(f"{source}'s row {row.size} {row.variant} {row.mode}",
+                              {"profile": profile.reset_index(drop=True), "step_ms": float(row.step_ms), "row": row,
+                               "source": source}))
+    return cases
+
+
+def _run(norm_share, case: Case) -> dict:
+    got = calling(name_of(norm_share), norm_share, case.inputs["profile"].copy(), case.inputs["step_ms"])
+    if "row" not in case.inputs and _pair(got) is None:
+        raise Refused(f"{name_of(norm_share)} must return a pair of finite numbers (share, bound); got {got!r}")
+    return {"pair": got}
+
+
+def _oracle(case: Case) -> dict:
+    row = case.inputs.get("row")
+    if row is None:
+        return {"pair": expected(case.inputs["profile"], case.inputs["step_ms"])}
+    return {"pair": (row.norm_share, row.amdahl_bound)}
+
+
+def _verify(run: Run) -> str | None:
+    """The slip a wrong pair shows on the small profile, or the row of the table it disagrees with."""
+    got, (right_share, right_bound) = run.actual["pair"], run.expected["pair"]
+    pair = _pair(got)
+    if "row" in run.case.inputs:
+        if pair is None or not (_same(pair[0], right_share) and _same(pair[1], right_bound)):
+            return f"on {run.case.label}: you give {got!r}, the table says ({right_share:.6g}, {right_bound:.6g})."
+        return None
+    share, bound = pair
+    shown = (f"on {run.case.label} you give ({fmt(share)}, {fmt(bound)}), "
+             f"expected ({right_share:.3f}, {right_bound:.3f})")
+    if not _same(share, right_share):
+        what = next((w for w, v in _share_slips(run.case.inputs["profile"], TOY_STEP_MS) if _same(share, v)), None)
+        return f"{what}: {shown}." if what else f"the share is off: {shown}."
+    if not _same(bound, right_bound):
+        what = next((w for w, v in _bound_slips(right_share) if _same(bound, v)), None)
+        return f"{what}: {shown}." if what else f"the bound is off: {shown}."
+    return None
+
+
+def _success(runs) -> str:
+    right_share, right_bound = runs[0].expected["pair"]
+    rows = len(runs) - 1
+    on_table = f" and on all {rows} timed rows of {runs[-1].case.inputs['source']}" if rows else ""
+    return (f"right on the small profile (share {right_share:.3f}, bound {right_bound:.3f}: the norm's forward and "
+            f"backward kernels over the whole step){on_table}.")
+
+
+#: Exercise 13, declared: judged by :func:`rmsnorm_course.checkers.functions.check`; the step table and its
+#: kernels travel with the answer (``given``), each timed row one case after the small profile.
+SPEC = FunctionSpec(
+    exercise=EXERCISE,
+    reference=expected,
+    cases=_cases,
+    run=_run,
+    oracle=_oracle,
+    symptoms=(),
+    success=_success,
+    verify=_verify,
+)
+
+
 def check_norm_share(norm_share, step=None, kernels=None, source: str = "the step table") -> Feedback:
-    """Run :func:`judge_norm_share` on the learner's code in a child process with a time limit.
-
-    Same arguments and result; a learner's code that crashes, hangs or raises becomes a
-    "wrong" Feedback, never an exception or a hung notebook.
-    """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE, judge_norm_share, [norm_share, step, kernels, source],
-                                    f"your {name_of(norm_share)}")
-
-
-def judge_norm_share(norm_share, step=None, kernels=None, source: str = "the step table") -> Feedback:
-    """Check ``norm_share(profile, step_ms) -> (share, bound)``.
+    """Check ``norm_share(profile, step_ms) -> (share, bound)``, in a child process with a time limit.
 
     Args:
         norm_share: the learner's function.
@@ -126,41 +186,8 @@ def judge_norm_share(norm_share, step=None, kernels=None, source: str = "the ste
         source: what the feedback calls those tables (the H200 run, or the fixture).
 
     Returns:
-        Feedback: "passed", "not done yet" or "wrong" naming the slip. Never raises for a learner's mistake.
+        Feedback: "passed", "not done yet" or "wrong" naming the slip. Never raises, never hangs.
 
     Source: solutions/13_into_a_model.ipynb.
     """
-    toy = toy_profile()
-    got, problem = call_learner(EXERCISE, norm_share, toy.copy(), TOY_STEP_MS)
-    if problem is not None:
-        return problem
-    pair = _pair(got)
-    if pair is None:
-        return wrong(EXERCISE, f"{name_of(norm_share)} must return a pair of finite numbers (share, bound); "
-                     f"got {got!r}")
-    share, bound = pair
-    right_share, right_bound = expected(toy, TOY_STEP_MS)
-    shown = f"on the small profile (a {TOY_STEP_MS:.0f} ms step) you give ({fmt(share)}, {fmt(bound)}), " \
-            f"expected ({right_share:.3f}, {right_bound:.3f})"
-    if not _same(share, right_share):
-        what = next((w for w, v in _share_slips(toy, TOY_STEP_MS) if _same(share, v)), None)
-        return wrong(EXERCISE, f"{what}: {shown}." if what else f"the share is off: {shown}.")
-    if not _same(bound, right_bound):
-        what = next((w for w, v in _bound_slips(right_share) if _same(bound, v)), None)
-        return wrong(EXERCISE, f"{what}: {shown}." if what else f"the bound is off: {shown}.")
-    rows = 0
-    if step is not None and kernels is not None:
-        for row in step[step["check"] == "ok"].itertuples(index=False):
-            profile = kernels[(kernels["size"] == row.size) & (kernels["variant"] == row.variant)
-                              & (kernels["mode"] == row.mode)].drop(columns=["size", "variant", "mode"])
-            got, problem = call_learner(EXERCISE, norm_share, profile.reset_index(drop=True), float(row.step_ms))
-            if problem is not None:
-                return problem
-            pair = _pair(got)
-            if pair is None or not (_same(pair[0], row.norm_share) and _same(pair[1], row.amdahl_bound)):
-                return wrong(EXERCISE, f"on {source}'s row {row.size} {row.variant} {row.mode}: you give {got!r}, "
-                             f"the table says ({row.norm_share:.6g}, {row.amdahl_bound:.6g}).")
-            rows += 1
-    on_table = f" and on all {rows} timed rows of {source}" if rows else ""
-    return passed(EXERCISE, f"right on the small profile (share {right_share:.3f}, bound {right_bound:.3f}: the norm's "
-                  f"forward and backward kernels over the whole step){on_table}.")
+    return check(SPEC, norm_share, step=step, kernels=kernels, source=source)

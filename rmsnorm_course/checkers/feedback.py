@@ -159,20 +159,6 @@ def describe_error(name: str, error: BaseException, example: str = "") -> str:
     return f"{name} raised {type(original).__name__}{where}: {first}.{how}"
 
 
-def call_learner(exercise: str, fn, *args, example: str = ""):
-    """Call a learner's function: ``(value, None)``, or ``(None, Feedback)`` when it raised.
-
-    The Feedback is "not done yet" for the skeleton's NotImplementedError, else
-    "wrong" with :func:`describe_error` (``example``: a call that shows the whole traceback).
-    """
-    try:
-        return fn(*args), None
-    except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-        if is_not_implemented(error):
-            return None, not_done(exercise, name_of(fn))
-        return None, wrong(exercise, describe_error(name_of(fn), error, example))
-
-
 def never_raises(exercise: str):
     """Decorator: a checker that meets an error of its own returns a "wrong" Feedback saying so, never raises."""
     def decorate(check):

@@ -125,8 +125,12 @@ def kernel_spec(kernel, _seen: set | None = None) -> dict:
 
 
 def _functions(args):
-    """The learner's functions among ``args``: functions, and the methods of classes."""
+    """The learner's functions among ``args``: functions, the methods of classes, and those in a tuple (an answer of
+    several functions) or a dict's values (what the notebook hands along with an answer)."""
     for arg in args:
+        if isinstance(arg, (tuple, dict)):
+            yield from _functions(arg.values() if isinstance(arg, dict) else arg)
+            continue
         members = vars(arg).values() if isinstance(arg, type) else [arg]
         for member in members:
             function = getattr(member, "__func__", member)

@@ -5,12 +5,13 @@ Every kernel exercise (03, 04, 05, 08's fix, 09, 10) is one frozen
 kernel against any spec, and ships the spec (cloudpickled, with the learner's
 kernel source) to the checker's child process, where
 :func:`rmsnorm_course.checkers.run_loop.judge` runs it: one run loop, one time
-limit, one error translator. Every Python exercise of numbers checked against an
-oracle (01, 02, 06) is one frozen :class:`FunctionSpec`, judged in the same child,
+limit, one error translator. Every Python exercise, of numbers, readings or fakes
+checked against an oracle (01, 02, 06, 07, 11–13), is one frozen :class:`FunctionSpec`
+(07 and 12, two answers each, one spec per answer), judged in the same child,
 under the same time limit, by :func:`rmsnorm_course.checkers.functions.check`.
 A new exercise is a spec plus its symptoms.
 
-Source: solutions/01_formula.ipynb … 10_one_pass_backward.ipynb.
+Source: solutions/01_formula.ipynb … 13_into_a_model.ipynb.
 """
 
 from __future__ import annotations
@@ -123,16 +124,18 @@ class Raised(Exception):
     Attributes:
         where: the learner's code that raised, as messages name it (```my_row```, ```MyFunction`.backward``).
         error: what it raised.
+        example: a call that shows the whole traceback ("": the spec's ``example``).
     """
 
-    def __init__(self, where: str, error: BaseException):
+    def __init__(self, where: str, error: BaseException, example: str = ""):
         super().__init__(where, error)
-        self.where, self.error = where, error
+        self.where, self.error, self.example = where, error, example
 
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """One Python exercise (01, 02, 06): a learner's function or class, its cases, oracle, symptoms and messages.
+    """One Python exercise (01, 02, 06, 07, 11–13): a learner's function or class, its cases, oracle, symptoms and
+    messages.
 
     :func:`rmsnorm_course.checkers.functions.check` judges any answer against any such spec, in the
     checker's child process (the spec travels there cloudpickled, with the answer): ``cases``, then for each
@@ -141,23 +144,25 @@ class FunctionSpec:
     Attributes:
         exercise: the name every Feedback shows ("02 · PyTorch reference").
         reference: the package's own answer (function or class) the learner writes again.
-        cases: answer -> the cases; 01's one case is the learner's own row, so it calls the answer.
+        cases: (answer, **given) -> the cases; 01's one case is the learner's own row, so it calls the answer;
+            ``given`` is what the notebook hands along (07's samples, 12's and 13's committed tables).
         run: (answer, case) -> the learner's outputs on the case. It raises :class:`Raised` where the
             learner's code raised and :class:`Refused` for an answer of the wrong kind, shape or dtype.
-        oracle: case -> the float64 outputs.
+        oracle: case -> the float64 outputs (any values where ``verify`` compares them, as 07's and 11–13's do).
         symptoms: the classic slips, each a float64 model with its words, tried in order.
         success: runs -> the message of an answer that passes.
         example: a call the learner can run to see a whole traceback.
         explain: (error, case) -> words for an error of the learner's code that says more than its
             traceback (None: the traceback's own words).
         name_the_case: start the words for a learner's error with the case it met ("on 4×4 float32: ").
-        verify: run -> a message or None, right after each case's run (later cases do not run).
+        verify: run -> a message or None, right after each case's run (later cases do not run). A spec with a
+            verify and no symptoms passes once every run is verified and no first look objects.
         first_looks: runs -> a message or None, each tried before the symptoms.
     """
 
     exercise: str
     reference: object
-    cases: Callable[[object], Sequence[Case]]
+    cases: Callable[..., Sequence[Case]]
     run: Callable[[object, Case], Outputs]
     oracle: Callable[[Case], Outputs]
     symptoms: tuple[Symptom, ...]

@@ -20,13 +20,16 @@ import torch
 
 import rmsnorm.article
 import wrong_variants as wv
+import wrong_variants_fake_and_tuning as wv11
+import wrong_variants_norm_share as wv13
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, functions, isolate
 from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases
+from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share
 from rmsnorm_course.checkers.guards import Buffers
 from rmsnorm_course.checkers.kernels import unmasked_accesses
 from rmsnorm_course.checkers.spec import FunctionSpec
-from verdict_variants import _define_in_cell, _kernel_with_helper, _solution_row
+from verdict_variants import _define_in_cell, _kernel_with_helper, _prediction, _samples, _solution_row
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,20 +69,33 @@ def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
     assert f"at line {line} of" in feedback.message and "my_forward_kernel[(3,)](" in feedback.message, feedback
 
 
-PYTHON_EXERCISES = {"01": (checkers.check_by_hand, _solution_row),
-                    "02": (checkers.check_reference, rmsnorm.rmsnorm_reference),
-                    "06": (checkers.check_autograd_function, rmsnorm.article.RMSNormFunction)}
+MEDIAN, PERCENT, FRACTION, PICK, SHARE = wv._median(), wv._percent(), wv11._fraction(), wv11._pick(), wv13._share()
+#: Each Python exercise: how the notebook calls its checker, and the answer that reaches the child.
+PYTHON_EXERCISES = {
+    "01": (lambda: checkers.check_by_hand(_solution_row), _solution_row),
+    "02": (lambda: checkers.check_reference(rmsnorm.rmsnorm_reference), rmsnorm.rmsnorm_reference),
+    "06": (lambda: checkers.check_autograd_function(rmsnorm.article.RMSNormFunction), rmsnorm.article.RMSNormFunction),
+    "07 · prediction": (lambda: checkers.check_prediction(_prediction), _prediction),
+    "07 · reading": (lambda: checkers.check_benchmark_reading(MEDIAN, PERCENT, _samples(), _prediction),
+                     (MEDIAN, PERCENT)),
+    "11": (lambda: checkers.check_fake_implementation(wv11.fake_forward, wv11.fake_backward),
+           (wv11.fake_forward, wv11.fake_backward)),
+    "12 · fraction": (lambda: checkers.check_copy_fraction(FRACTION), FRACTION),
+    "12 · picking": (lambda: checkers.check_pick_config(PICK), PICK),
+    "13": (lambda: check_norm_share(SHARE), SHARE),
+}
 
 
 @pytest.mark.parametrize("exercise", PYTHON_EXERCISES)
 def test_a_python_exercise_is_a_spec_judged_by_one_harness_in_the_child(exercise, monkeypatch):
-    check, answer = PYTHON_EXERCISES[exercise]
+    checked, answer = PYTHON_EXERCISES[exercise]
     started = []
     real_start = isolate.start
     monkeypatch.setattr(isolate, "start", lambda *a, **k: started.append(a) or real_start(*a, **k))
-    assert check(answer).passed
-    target, (spec, given) = started[0]  # the harness's one judge, given the exercise's spec as data
-    assert target is functions.judge and isinstance(spec, FunctionSpec) and given is answer
+    assert checked().passed
+    assert len(started) == 1  # one child per check
+    target, (spec, shipped, _given) = started[0]  # the harness's one judge, given the exercise's spec as data
+    assert target is functions.judge and isinstance(spec, FunctionSpec) and shipped == answer
     assert spec.exercise.startswith(exercise)
 
 
