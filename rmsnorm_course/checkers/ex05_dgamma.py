@@ -11,6 +11,7 @@ Symptoms recognised: a mean over rows instead of a sum; only the first
 BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the first
 BLOCK_M rows added at every step (rows without the step's start); every
 program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); the
+rows past M read, with no row mask or one off by one (``rows <= M``); the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless
@@ -27,7 +28,7 @@ import triton
 from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
 from .diagnose import Case, Symptom
-from .spec import ExerciseSpec, Launch, given, made, typed
+from .spec import PROBE, ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "05 · dgamma reduction"
 
@@ -90,6 +91,29 @@ SYMPTOMS = [
 ]
 
 
+def _rows_past(case: Case, rows: int) -> dict[str, torch.Tensor]:
+    """dgamma when the last step also reads ``rows`` rows past the partials, where :data:`~.spec.PROBE` lies."""
+    return {"dgamma": _sum(case)["dgamma"] + PROBE * rows}
+
+
+#: Reads past the partials' last row, modelled on the run with PROBE around the tensors.
+OUTSIDE = (
+    Symptom(
+        "the row mask is off by one: the last step reads row M, one past the partials' last row (M − 1)",
+        lambda c: _rows_past(c, 1 if c.M % BLOCK_M else 0),
+        "Rows are numbered 0 … M − 1: mask them with `rows[:, None] < M`, not `<= M`: "
+        "`mask = (rows[:, None] < M) & col_mask[None, :]`.",
+    ),
+    Symptom(
+        "the row mask lets the rows past M through: the last step reads all its BLOCK_M rows, past the partials' "
+        "last row (M − 1); the column mask is not the one at fault",
+        lambda c: _rows_past(c, triton.cdiv(c.M, BLOCK_M) * BLOCK_M - c.M),
+        "The last step of `range(0, M, BLOCK_M)` covers rows past M: mask the rows as well as the columns, "
+        "`mask = (rows[:, None] < M) & col_mask[None, :]`, in the tile's `tl.load` (with `other=0.0`).",
+    ),
+)
+
+
 EXAMPLE = ("partial = torch.randn(100, 257); dgamma = torch.empty(257); "
            "my_dgamma_kernel[(triton.cdiv(257, 32),)](partial, dgamma, 100, 257, 257, BLOCK_M=32, BLOCK_N=32)")
 MASK_EXAMPLE = ("With N = 257 columns the last program's lanes 257…287, and with M = 100 rows the rows 100…127 "
@@ -125,4 +149,5 @@ SPEC = ExerciseSpec(
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,
+    outside=OUTSIDE,
 )

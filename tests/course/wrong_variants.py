@@ -430,3 +430,12 @@ HYPOTHESIS = {
     "three numbers": (_hypothesis("three numbers"), "must return two numbers (y_correct, y_buggy)"),
     "raises": (_hypothesis_raises, "raised ZeroDivisionError at line"),
 }
+
+
+# --------------------------------------------------------------------------- issue 36: what a fresh learner met
+# Appended to the tables above (so the parametrised tests and the verdict fixture pick them up), here at the end
+# so that the line numbers the fixture quotes for the variants above stay as they are.
+
+FORWARD["x loaded one row too far"] = (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * x_row_stride + cols")), "read outside its tensors: the row offset of x's load points past the program's own row")
+DGAMMA["row mask forgotten"] = (mutate(G, ("mask = (rows[:, None] < M) & col_mask[None, :]", "mask = col_mask[None, :]")), "read outside its tensors: the row mask lets the rows past M through")
+DGAMMA["row mask off by one"] = (mutate(G, ("rows[:, None] < M", "rows[:, None] <= M")), "read outside its tensors: the row mask is off by one: the last step reads row M")

@@ -1,0 +1,27 @@
+"""The slips a fresh learner met (issue 36), each named by the checker in words about the code at fault.
+
+The wrong variants are in the tables of wrong_variants.py, judged by the parametrised tests of
+tests/course/test_checkers.py; here, what the checkers' models of those slips rest on.
+
+Source: solutions/03_forward_kernel.ipynb, solutions/05_gamma_reduction.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rmsnorm.article.reduction import BLOCK_M
+from rmsnorm_course.checkers.ex05_dgamma import partial_cases
+from rmsnorm_course.checkers.guards import GUARD
+from rmsnorm_course.checkers.spec import PROBE
+
+
+def test_the_probe_around_the_tensors_tells_a_row_of_ones_from_the_probe():
+    # A row read from outside must not look like the row of 257 ones of exercise 03's first case.
+    assert PROBE != 1.0 and not math.isclose(1 / math.sqrt(PROBE**2 + 1e-6), 1 / math.sqrt(1 + 1e-6))
+
+
+def test_the_first_case_a_row_mask_slip_fails_is_one_every_read_past_lands_in_the_guard():
+    # The row-mask models add PROBE for each row read past M: true while those rows lie in the guard.
+    first = partial_cases()[0]  # the guard after a tensor: GUARD + rows · row stride elements
+    assert first.M < BLOCK_M and (BLOCK_M - first.M) * first.N <= GUARD + first.M * first.N
