@@ -439,3 +439,11 @@ HYPOTHESIS = {
 FORWARD["x loaded one row too far"] = (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * x_row_stride + cols")), "read outside its tensors: the row offset of x's load points past the program's own row")
 DGAMMA["row mask forgotten"] = (mutate(G, ("mask = (rows[:, None] < M) & col_mask[None, :]", "mask = col_mask[None, :]")), "read outside its tensors: the row mask lets the rows past M through")
 DGAMMA["row mask off by one"] = (mutate(G, ("rows[:, None] < M", "rows[:, None] <= M")), "read outside its tensors: the row mask is off by one: the last step reads row M")
+# The exercise's hinted shape, a (BLOCK_M, BLOCK_N) accumulator, kept in float16.
+DGAMMA["summed in float16"] = (mutate(
+    G, ("    total = tl.zeros((BLOCK_N,), dtype=tl.float32)\n", "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)\n"),
+    ("tile = tl.load(partial_ptr + offsets, mask=mask, other=0.0)", "acc += tl.load(partial_ptr + offsets, mask=mask, other=0.0).to(tl.float16)"),
+    ("        step = tl.sum(tile, axis=0) - lost  # a sum over rows, not a mean\n        new_total = total + step\n"
+     "        lost = (new_total - total) - step  # what rounding removed from step\n        total = new_total\n", ""),
+    ("cols, total, mask", "cols, tl.sum(acc, axis=0), mask")),
+    "dgamma is summed in float16: every case is right to float16's 3 digits, not to float32's: a random 1×257 partial gives dgamma[0] = 1.843, expected 1.842. The partials are float32, and so must the sum be: keep the accumulator in float32")
