@@ -1,21 +1,37 @@
 """The slips a fresh learner met (issue 36), each named by the checker in words about the code at fault.
 
 The wrong variants are in the tables of wrong_variants.py, judged by the parametrised tests of
-tests/course/test_checkers.py; here, what the checkers' models of those slips rest on.
+tests/course/test_checkers.py; here, 08's fixed dx kernel, whose learner writes one line
+(`mean_ux = ...`), on the slips of that line, and what the checkers' models of the slips rest on.
 
-Source: solutions/03_forward_kernel.ipynb, solutions/05_gamma_reduction.ipynb.
+Source: solutions/03_forward_kernel.ipynb, solutions/05_gamma_reduction.ipynb,
+solutions/08_n_vs_block_exercise.ipynb.
 """
 
 from __future__ import annotations
 
 import math
 
+import cloudpickle
+import pytest
 import torch
 
+import wrong_variants as wv
 from rmsnorm.article.reduction import BLOCK_M
+from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex05_dgamma import FLOAT16_SLACK, partial_cases
 from rmsnorm_course.checkers.guards import GUARD
 from rmsnorm_course.checkers.spec import PROBE
+
+cloudpickle.register_pickle_by_value(wv)  # a checker's child gets the variants by value, as a notebook's
+
+
+@pytest.mark.parametrize("name", wv.FIX)
+def test_each_slip_of_the_fixed_line_is_named_in_08(name):
+    kernel, expected = wv.FIX[name]
+    feedback = checkers.check_fixed_dx_kernel(kernel)
+    assert feedback.exercise.startswith("08") and feedback.status == "wrong", feedback
+    assert expected in feedback.message, feedback
 
 
 def test_the_probe_around_the_tensors_tells_a_row_of_ones_from_the_probe():

@@ -437,6 +437,9 @@ HYPOTHESIS = {
 # so that the line numbers the fixture quotes for the variants above stay as they are.
 
 FORWARD["x loaded one row too far"] = (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * x_row_stride + cols")), "read outside its tensors: the row offset of x's load points past the program's own row")
+# The line of 08's fix (`mean_ux = ...`) written with N - 1, or with dy where u = dy * gamma belongs.
+DX["mean(u·x) divided by N - 1"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (N - 1)")), "mean(u·x) is divided by N − 1 instead of N")
+DX["mean(dy·x) instead of mean(u·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(dy * x, axis=0) / N")), "gamma is missing from the mean's u")
 DGAMMA["row mask forgotten"] = (mutate(G, ("mask = (rows[:, None] < M) & col_mask[None, :]", "mask = col_mask[None, :]")), "read outside its tensors: the row mask lets the rows past M through")
 DGAMMA["row mask off by one"] = (mutate(G, ("rows[:, None] < M", "rows[:, None] <= M")), "read outside its tensors: the row mask is off by one: the last step reads row M")
 # The exercise's hinted shape, a (BLOCK_M, BLOCK_N) accumulator, kept in float16.
@@ -447,3 +450,6 @@ DGAMMA["summed in float16"] = (mutate(
      "        lost = (new_total - total) - step  # what rounding removed from step\n        total = new_total\n", ""),
     ("cols, total, mask", "cols, tl.sum(acc, axis=0), mask")),
     "dgamma is summed in float16: every case is right to float16's 3 digits, not to float32's: a random 1×257 partial gives dgamma[0] = 1.843, expected 1.842. The partials are float32, and so must the sum be: keep the accumulator in float32")
+
+#: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
+FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)")}
