@@ -11,6 +11,7 @@ solutions/08_n_vs_block_exercise.ipynb.
 from __future__ import annotations
 
 import math
+import sys
 
 import cloudpickle
 import pytest
@@ -18,12 +19,15 @@ import torch
 
 import wrong_variants as wv
 from rmsnorm.article.reduction import BLOCK_M
+from rmsnorm.testing import TOLERANCES
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex05_dgamma import FLOAT16_SLACK, partial_cases
+from rmsnorm_course.checkers.ex08_n_vs_block import EPS, NS, _formula, observed
 from rmsnorm_course.checkers.guards import GUARD
 from rmsnorm_course.checkers.spec import PROBE
 
-cloudpickle.register_pickle_by_value(wv)  # a checker's child gets the variants by value, as a notebook's
+cloudpickle.register_pickle_by_value(wv)  # a checker's child gets the answers by value, as a notebook's
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.mark.parametrize("name", wv.FIX)
@@ -54,3 +58,23 @@ def test_the_float16_bound_holds_float16_sums_and_refuses_a_dropped_row():
         assert ((in_float16 - partial.sum(0)).abs() <= FLOAT16_SLACK * partial.abs().sum(0)).all(), case.label
     article = partial_cases()[0].f64("partial")
     assert ((article[:-1].sum(0) - article.sum(0)).abs() > FLOAT16_SLACK * article.abs().sum(0)).all()
+
+
+def test_float32s_tolerance_alone_would_accept_a_prediction_without_eps():
+    # Why the hypothesis checker compares with the formula too: against the kernels, 1.0 passes for 0.9999995,
+    # while with and without eps the formula's numbers lie further apart than float32 computes them (6e-8).
+    without = torch.tensor([_formula(N, 0.0) for N in NS], dtype=torch.float64)
+    seen = torch.tensor([observed(N) for N in NS], dtype=torch.float64)
+    torch.testing.assert_close(without, seen, **TOLERANCES[torch.float32])
+    assert min(abs(a - b) for N in NS for a, b in zip(_formula(N, 0.0), _formula(N, EPS))) > 4e-7
+
+
+def _y_buggy_without_eps(N):
+    return _formula(N, EPS)[0], _formula(N, 0.0)[1]
+
+
+def test_eps_left_out_of_y_buggy_alone_is_named_too():
+    feedback = checkers.check_hypothesis(_y_buggy_without_eps)
+    assert feedback.status == "wrong", feedback
+    assert "your y_buggy leaves out eps: for N = 257 you predict 1.411459" in feedback.message, feedback
+    assert "(the buggy kernel gives 1.4114" in feedback.message, feedback

@@ -451,5 +451,13 @@ DGAMMA["summed in float16"] = (mutate(
     ("cols, total, mask", "cols, tl.sum(acc, axis=0), mask")),
     "dgamma is summed in float16: every case is right to float16's 3 digits, not to float32's: a random 1×257 partial gives dgamma[0] = 1.843, expected 1.842. The partials are float32, and so must the sum be: keep the accumulator in float32")
 
+
+def _predict_without_eps(N):
+    """Both numbers without eps: within float32's tolerance of the kernels, yet not the exercise's formula."""
+    return 1.0, 1 / math.sqrt(N / triton.next_power_of_2(N))
+
+
+HYPOTHESIS["eps left out"] = (_predict_without_eps, "your y_correct leaves out eps: for N = 257 you predict 1.0000000, but 1/sqrt(mean + eps) with eps = 1e-06 is 0.9999995")
+
 #: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
 FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)")}
