@@ -459,5 +459,13 @@ def _predict_without_eps(N):
 
 HYPOTHESIS["eps left out"] = (_predict_without_eps, "your y_correct leaves out eps: for N = 257 you predict 1.0000000, but 1/sqrt(mean + eps) with eps = 1e-06 is 0.9999995")
 
+
+def _predict_y_buggy_without_eps(N):
+    """eps in y_correct, left out of y_buggy alone."""
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(N / triton.next_power_of_2(N))
+
+
+HYPOTHESIS["eps left out of y_buggy"] = (_predict_y_buggy_without_eps, "your y_buggy leaves out eps: for N = 257 you predict 1.411459, but 1/sqrt(mean + eps) with eps = 1e-06 is 1.411458 (the buggy kernel gives 1.4114")
+
 #: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
 FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)")}
