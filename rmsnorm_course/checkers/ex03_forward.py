@@ -5,7 +5,8 @@ mean divided by BLOCK_SIZE, gamma not applied, eps missing, the eps argument
 ignored, eps added after the square root, multiplying by the RMS instead of
 its inverse, rstd stored as the RMS, squares computed in float16 (overflow
 past 65504), rstd rounded to 16 bits, x loaded or y stored without the row's
-offset (every row reads, or writes into, the first row); plus, before any launch, unmasked
+offset (every row reads, or writes into, the first row), x loaded from a later row
+(``(row + 1) * x_row_stride``: the last program reads past x); plus, before any launch, unmasked
 loads/stores and a wrong signature; and, after, unwritten elements (outputs
 start as NaN; a block narrower than the row is named), float16-only failures,
 and what every kernel check finds (:mod:`rmsnorm_course.checkers.kernels`): reads or
@@ -23,7 +24,7 @@ import triton
 from rmsnorm.article.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Symptom, close, evidence, first_difference, tolerance
-from .spec import ExerciseSpec, Launch, given, made, typed
+from .spec import PROBE, ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "03 · forward kernel"
 
@@ -120,6 +121,24 @@ def _last_row_in_first(y: torch.Tensor) -> torch.Tensor:
     return left
 
 
+def _next_row(case: Case) -> dict[str, torch.Tensor]:
+    """What program ``row`` gives when it loads row ``row + 1`` of x: the last one reads :data:`~.spec.PROBE`."""
+    x = case.inputs["x"]
+    shifted = torch.cat([x[1:], torch.full_like(x[:1], PROBE)])
+    return correct(Case(case.label, {**case.inputs, "x": shifted}, case.eps, row_stride=case.row_stride))
+
+
+#: Reads outside x, modelled on the run with PROBE around the tensors.
+OUTSIDE = (
+    Symptom(
+        "the row offset of x's load points past the program's own row: program `row` reads a later row of x (as "
+        "`(row + 1) * x_row_stride` does), so the last program reads past x's last row",
+        _next_row,
+        "Rows are numbered from 0 and program `row` owns row `row`: load x at `x_ptr + row * x_row_stride + cols`.",
+    ),
+)
+
+
 EXAMPLE = ("x = torch.randn(3, 257); y = torch.empty_like(x); rstd = torch.empty(3); "
            "my_forward_kernel[(3,)](x, torch.ones(257), y, rstd, 257, 257, 257, 1e-6, BLOCK_SIZE=512)")
 MASK_EXAMPLE = ("With N = 257 the lanes 257…511 of the block would read or write past the row "
@@ -184,4 +203,5 @@ SPEC = ExerciseSpec(
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,
     first_looks=(_rstd_in_16_bits,),
+    outside=OUTSIDE,
 )

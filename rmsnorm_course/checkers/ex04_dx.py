@@ -3,11 +3,12 @@ its own.
 
 The kernel receives rstd from the package's (correct) forward, so only the
 backward is judged. Symptoms recognised, modelled in float64 with
-u = dy · gamma: mean(u · x) divided by BLOCK_SIZE; the −x · r³ · mean(u · x)
-term missing; r or r² instead of r³; mean(u) instead of mean(u · x); gamma
-missing from u; the second term added instead of subtracted; partial without
-rstd or with gamma; offsets (or x's load) without the row's offset; plus the pre-launch checks (signature, masks) and
-unwritten elements.
+u = dy · gamma: mean(u · x) divided by BLOCK_SIZE, or by N − 1; the
+−x · r³ · mean(u · x) term missing; r or r² instead of r³; mean(u) instead of
+mean(u · x); gamma missing from u, or from the mean alone (dy · x); the second
+term added instead of subtracted; partial without rstd or with gamma; offsets
+(or x's load) without the row's offset; plus the pre-launch checks (signature,
+masks) and unwritten elements.
 
 Source: solutions/04_backward_derivation.ipynb and
 solutions/08_n_vs_block_exercise.ipynb.
@@ -33,10 +34,11 @@ def _parts(case: Case):
     return x, gamma, dy, r, dy * gamma
 
 
-def _dx(case: Case, *, u_gamma=True, power=3, sign=-1.0, divide_by=None, ux=True, term=True):
+def _dx(case: Case, *, u_gamma=True, mean_gamma=True, power=3, sign=-1.0, divide_by=None, ux=True, term=True):
     x, gamma, dy, r, u = _parts(case)
     u = u if u_gamma else dy
-    mean = (u * x if ux else u).sum(-1, keepdim=True) / (divide_by or case.N)
+    v = u if mean_gamma else dy  # what the mean's sum multiplies by x
+    mean = (v * x if ux else v).sum(-1, keepdim=True) / (divide_by or case.N)
     dx = r * u + (sign * x * r.pow(power) * mean if term else 0)
     return {"dx": dx}
 
@@ -79,6 +81,17 @@ SYMPTOMS = [
         "u lacks gamma (u = dy instead of dy·gamma)",
         lambda c: _dx(c, u_gamma=False),
         "Load gamma and use u = dy · gamma in both terms.",
+    ),
+    Symptom(
+        "mean(u·x) is divided by N − 1 instead of N",
+        lambda c: _dx(c, divide_by=c.N - 1),
+        "It is a mean over the row's N columns, each counted once (N − 1 belongs to a sample variance, "
+        "not here): `mean_ux = tl.sum(u * x, axis=0) / N`.",
+    ),
+    Symptom(
+        "mean(u·x) is computed from dy·x: gamma is missing from the mean's u (u = dy · gamma)",
+        lambda c: _dx(c, mean_gamma=False),
+        "Both terms of dx use u = dy · gamma: `mean_ux = tl.sum(u * x, axis=0) / N`, with u, not dy.",
     ),
     Symptom(
         "the r³ term is added instead of subtracted",

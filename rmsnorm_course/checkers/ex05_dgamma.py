@@ -11,6 +11,8 @@ Symptoms recognised: a mean over rows instead of a sum; only the first
 BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the first
 BLOCK_M rows added at every step (rows without the step's start); every
 program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); the
+sum run in float16 (right to 3 digits only); the rows past M read, with no row mask
+or one off by one (``rows <= M``); the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless
@@ -26,8 +28,8 @@ import triton
 
 from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
-from .diagnose import Case, Symptom
-from .spec import ExerciseSpec, Launch, given, made, typed
+from .diagnose import Case, Symptom, _case_passes, evidence, first_difference, tolerance
+from .spec import PROBE, ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "05 · dgamma reduction"
 
@@ -90,6 +92,57 @@ SYMPTOMS = [
 ]
 
 
+def _rows_past(case: Case, rows: int) -> dict[str, torch.Tensor]:
+    """dgamma when the last step also reads ``rows`` rows past the partials, where :data:`~.spec.PROBE` lies."""
+    return {"dgamma": _sum(case)["dgamma"] + PROBE * rows}
+
+
+#: Reads past the partials' last row, modelled on the run with PROBE around the tensors.
+OUTSIDE = (
+    Symptom(
+        "the row mask is off by one: the last step reads row M, one past the partials' last row (M − 1)",
+        lambda c: _rows_past(c, 1 if c.M % BLOCK_M else 0),
+        "Rows are numbered 0 … M − 1: mask them with `rows[:, None] < M`, not `<= M`: "
+        "`mask = (rows[:, None] < M) & col_mask[None, :]`.",
+    ),
+    Symptom(
+        "the row mask lets the rows past M through: the last step reads all its BLOCK_M rows, past the partials' "
+        "last row (M − 1); the column mask is not the one at fault",
+        lambda c: _rows_past(c, triton.cdiv(c.M, BLOCK_M) * BLOCK_M - c.M),
+        "The last step of `range(0, M, BLOCK_M)` covers rows past M: mask the rows as well as the columns, "
+        "`mask = (rows[:, None] < M) & col_mask[None, :]`, in the tile's `tl.load` (with `other=0.0`).",
+    ),
+)
+
+
+#: How far a float16 sum may be from the float64 one, as a fraction of the column's Σ|partial| (see below).
+FLOAT16_SLACK = 2**-8
+
+
+def _summed_in_16_bits(runs) -> str | None:
+    """Every case right to float16's precision, some float32 case not to float32's: the sum ran in float16.
+
+    float16 keeps 11 significant bits: each value rounded, and each addition, is off by at most 2⁻¹¹ of
+    what it adds. FLOAT16_SLACK = 2⁻⁸ of the column's Σ|partial| leaves room for the additions of the
+    largest case (a float16 running sum stays under a third of it on every case). The article's integer
+    partials are exact in float16, so every slip of the sum's shape fails this bound there.
+    """
+    for run in runs:
+        err = (run.actual["dgamma"].double() - run.expected["dgamma"]).abs()
+        if not torch.all(err <= FLOAT16_SLACK * run.case.f64("partial").abs().sum(0)):
+            return None
+    off = [r for r in runs if r.case.inputs["dtype"] == torch.float32 and not _case_passes(r)]
+    if not off:
+        return None
+    run = off[0]
+    shown = evidence(run, "dgamma", first_difference(run.actual["dgamma"], run.expected["dgamma"],
+                                                     tolerance(run.actual["dgamma"])))
+    return ("dgamma is summed in float16: every case is right to float16's 3 digits, not to float32's: "
+            f"{shown}. The partials are float32, and so must the sum be: keep the accumulator in float32 "
+            "(`tl.zeros(..., dtype=tl.float32)`), add the tiles without `.to(tl.float16)`, and let the store "
+            "cast once, at the end, to dgamma's dtype.")
+
+
 EXAMPLE = ("partial = torch.randn(100, 257); dgamma = torch.empty(257); "
            "my_dgamma_kernel[(triton.cdiv(257, 32),)](partial, dgamma, 100, 257, 257, BLOCK_M=32, BLOCK_N=32)")
 MASK_EXAMPLE = ("With N = 257 columns the last program's lanes 257…287, and with M = 100 rows the rows 100…127 "
@@ -125,4 +178,6 @@ SPEC = ExerciseSpec(
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,
+    first_looks=(_summed_in_16_bits,),
+    outside=OUTSIDE,
 )

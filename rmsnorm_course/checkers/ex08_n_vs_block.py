@@ -7,7 +7,7 @@
    from :mod:`rmsnorm_course.teaching.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
    Recognised: the denominator sqrt(mean + eps) given instead of the output;
    the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
-   every N; the two numbers swapped.
+   every N; the two numbers swapped; eps left out (float32's tolerance hides it).
 2. The fix: a dx kernel that divides mean(u · x) by N, checked like exercise
    04 (:func:`rmsnorm_course.checkers.check_dx_kernel`).
 
@@ -27,7 +27,7 @@ from rmsnorm.article.forward import forward_op
 from rmsnorm.device import default_device
 from rmsnorm.testing import TOLERANCES
 from rmsnorm_course.teaching.buggy import rmsnorm_forward_kernel_block_mean
-from .diagnose import close, fmt
+from .diagnose import close, fmt, fmt_pair
 from .ex04_dx import SPEC as SPEC_DX
 from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
 
@@ -110,10 +110,7 @@ def judge(predict) -> Feedback:
         seen.append(observed(N))
     guess_t, seen_t = torch.tensor(guesses, dtype=torch.float64), torch.tensor(seen, dtype=torch.float64)
     if close(guess_t, seen_t, tol):
-        g = dict(zip(NS, seen))
-        return passed(EXERCISE, f"your hypothesis matches both kernels for N = {', '.join(map(str, NS))}: "
-                      f"257 ones give {g[257][0]:.7f} (÷N) and {g[257][1]:.6f} (÷BLOCK_SIZE = 512); "
-                      f"at N = 256 both give {g[256][1]:.7f}.")
+        return _without_eps(guesses, seen) or _matches_both(guesses, seen)
     if close(guess_t.flip(1), seen_t, tol):
         return wrong(EXERCISE, "your two numbers are swapped: return (y_correct, y_buggy).")
     column = 0 if not close(guess_t[:, 0], seen_t[:, 0], tol) else 1
@@ -129,3 +126,33 @@ def judge(predict) -> Feedback:
     i = next(i for i in range(len(NS)) if not close(guess_t[i, 1], seen_t[i, 1], tol))
     return wrong(EXERCISE, f"for N = {NS[i]} you predict y_buggy = {fmt(guesses[i][1])}, the buggy kernel gives "
                  f"{fmt(seen[i][1])} (BLOCK_SIZE = {_block(NS[i])}).")
+
+
+def _formula(N: int, eps: float) -> tuple[float, float]:
+    """(y_correct, y_buggy) of a row of N ones with ``eps``, in float64."""
+    return 1 / math.sqrt(1 + eps), 1 / math.sqrt(N / _block(N) + eps)
+
+
+def _without_eps(guesses, seen) -> Feedback | None:
+    """A prediction nearer the formula without eps than with it, in either number (float32's tolerance hides eps).
+
+    eps = 1e-6 moves each number by about 5e-7 of itself, 200 times less than float32's declared rtol of 1e-4,
+    so the kernels alone accept 1.0 for 0.9999995; the exercise gives eps, and the formula has it.
+    """
+    for column, (what, kernel) in enumerate((("y_correct", "the kernel"), ("y_buggy", "the buggy kernel"))):
+        if all(abs(g[column] - _formula(N, 0.0)[column]) < abs(g[column] - _formula(N, EPS)[column])
+               for N, g in zip(NS, guesses)):
+            i = NS.index(257)
+            mine, want = fmt_pair(guesses[i][column], _formula(257, EPS)[column])
+            return wrong(EXERCISE, f"your {what} leaves out eps: for N = 257 you predict {mine}, but "
+                         f"1/sqrt(mean + eps) with eps = {EPS:g} is {want} ({kernel} gives "
+                         f"{seen[i][column]:.7f}). float32's tolerance lets the difference pass, the formula "
+                         "does not: add eps to the mean inside the square root, for both numbers.")
+    return None
+
+
+def _matches_both(guesses, seen) -> Feedback:
+    g, k = dict(zip(NS, guesses)), dict(zip(NS, seen))
+    return passed(EXERCISE, f"your hypothesis matches both kernels for N = {', '.join(map(str, NS))}: for 257 "
+                  f"ones you predict {g[257][0]:.7f} (÷N) and {g[257][1]:.6f} (÷BLOCK_SIZE = 512), the kernels "
+                  f"give {k[257][0]:.7f} and {k[257][1]:.6f}; at N = 256 both give {k[256][1]:.7f}.")

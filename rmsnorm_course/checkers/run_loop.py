@@ -28,7 +28,7 @@ import torch
 
 from rmsnorm.device import interpreter_active
 from . import progress
-from .diagnose import Case, Outputs, Run, _case_passes, diagnose
+from .diagnose import Case, Outputs, Run, _case_passes, _matches, diagnose
 from .feedback import (
     Feedback,
     caused_by,
@@ -43,7 +43,7 @@ from .feedback import (
 from .gpu_compile import compile_error_message
 from .guards import Buffers, OutOfBounds, interpreter_guards
 from .preflight import first_line, masked_loads_without_other
-from .spec import ExerciseSpec, Launch
+from .spec import PROBE, ExerciseSpec, Launch
 
 #: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
 RAISED = " raised "
@@ -121,7 +121,8 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs
                     return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
                 want = spec.oracle(case)
                 if _nan_where_finite(outputs, want):
-                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds)
+                    found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds,
+                                         outside=spec.outside)
                     if found is not None:
                         return found
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
@@ -158,8 +159,12 @@ def _learner_line(error: BaseException) -> str:
     return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
 
 
-def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside) -> Feedback | None:
-    """NaN where a number was expected: an other-less masked load, or a read outside a tensor? None if neither."""
+def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, outside=()) -> Feedback | None:
+    """NaN where a number was expected: an other-less masked load, or a read outside a tensor? None if neither.
+
+    A read outside is run again with :data:`~.spec.PROBE` around every tensor; where one of ``outside`` (the
+    exercise's models of such reads) predicts that run's outputs, its words name the slip.
+    """
     name = name_of(kernel)
     if interpreter_active():
         outputs, _ = _launch(case, kernel, launch, bounds, nan_other=False)
@@ -174,10 +179,14 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside) ->
                          "with NaN, found them in the result. Pass `other=0` (the value that adds nothing to a sum).")
     if not reads_outside:
         return None
-    outputs, problem = _launch(case, kernel, launch, bounds, guard_value=1.0)
+    outputs, problem = _launch(case, kernel, launch, bounds, guard_value=PROBE)
     if problem is not None:
         return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
     if not _nan_where_finite(outputs, want):
+        run = Run(case, outputs, want)
+        named = next((s for s in outside if _matches(run, {**want, **s.model(case)})), None)
+        if named is not None:
+            return wrong(exercise, f"on {case.label}, {name} read outside its tensors: {named.summary}. {named.fix}")
         return wrong(exercise, f"on {case.label}, {name} read outside its tensors: its result depends on the memory "
                      "just before or after a tensor (or between rows), which the checker filled with NaN. Check the "
                      "row offset (`row * row_stride`, not `row * N` or `row * BLOCK_SIZE`) and the masks of every "

@@ -23,6 +23,11 @@ import torch
 
 from .diagnose import Case, Outputs, Run, Symptom
 
+#: What the guards hold in the second run of a kernel whose result came out NaN: a read outside a tensor then
+#: brings this number in, and an exercise's models of such reads (:attr:`ExerciseSpec.outside`) predict the result.
+#: Not 1: a row of ones read from outside would look like a row of 257 ones, and RMSNorm cannot tell them apart.
+PROBE = 2.0
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -96,6 +101,10 @@ class ExerciseSpec:
         bounds: under the interpreter, refuse an access outside every buffer before it happens; the
             symptoms then name the reads just outside a row (a NaN that reached a result is theirs to
             explain), which otherwise are "read outside its tensors".
+        outside: the classic reads outside a tensor (a row mask off by one, a row offset one row too
+            far), each a float64 model of the outputs when the memory around every tensor holds
+            :data:`PROBE`; tried on the case where the read showed, so that the message names
+            the address or mask at fault, not every suspect.
     """
 
     exercise: str
@@ -112,6 +121,7 @@ class ExerciseSpec:
     stride_fix: str | None = None
     nan_note: str | None = None
     bounds: bool = False
+    outside: tuple[Symptom, ...] = ()
 
 
 class Refused(Exception):

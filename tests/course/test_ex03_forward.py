@@ -6,6 +6,7 @@ Source: solutions/03_forward_kernel.ipynb.
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -14,6 +15,7 @@ import rmsnorm.article
 import wrong_variants as wv
 from checker_support import assert_named, assert_passes, assert_three_named, params
 from rmsnorm_course import checkers
+from rmsnorm_course.checkers.spec import PROBE
 
 
 def test_the_solution_passes():
@@ -35,3 +37,8 @@ def test_messages_of_distinct_numbers_show_distinct_digits():
     feedback = checkers.check_forward_kernel(wv.FORWARD["rstd kept in 16 bits"][0])
     shown = re.search(r"rstd\[\d+\] = ([-\d.e]+), expected ([-\d.e]+)", feedback.message)
     assert shown and shown.group(1) != shown.group(2), feedback
+
+
+def test_the_probe_around_the_tensors_tells_a_row_of_ones_from_the_probe():
+    # A row read from outside (x loaded one row too far) must not look like the first case, a row of 257 ones.
+    assert PROBE != 1.0 and not math.isclose(1 / math.sqrt(PROBE**2 + 1e-6), 1 / math.sqrt(1 + 1e-6))

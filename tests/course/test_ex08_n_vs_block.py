@@ -1,7 +1,8 @@
 """Exercise 08 · N vs BLOCK: the hypothesis and the fix pass, each wrong hypothesis is named, and the bug itself.
 
 The bug: dividing by BLOCK_SIZE is caught at N = 257, missed at N = 256 (rmsnorm_course.teaching.buggy).
-Wrong variants: wrong_variants.HYPOTHESIS, and wrong_variants.DX for the fix (exercise 04's kernels).
+Wrong variants: wrong_variants.HYPOTHESIS, and for the fix wrong_variants.FIX (the slips of its one line) and
+wrong_variants.DX (exercise 04's kernels).
 Source: solutions/08_n_vs_block_exercise.ipynb.
 """
 
@@ -18,8 +19,9 @@ import rmsnorm_course.teaching.buggy
 import wrong_variants as wv
 from checker_support import assert_named, assert_passes, assert_three_named, params
 from rmsnorm.article import backward_rows, forward_op
-from rmsnorm.testing import assert_close, make_inputs, oracle
+from rmsnorm.testing import TOLERANCES, assert_close, make_inputs, oracle
 from rmsnorm_course import checkers
+from rmsnorm_course.checkers.ex08_n_vs_block import EPS, NS, _formula, observed
 from rmsnorm_course.teaching.buggy import PAIRS, rmsnorm_dx_kernel_block_mean, rmsnorm_forward_kernel_block_mean
 
 RIGHT = {
@@ -36,6 +38,7 @@ def test_the_solution_passes(part):
 WRONG = [
     *params(wv.HYPOTHESIS, checkers.check_hypothesis),
     pytest.param(checkers.check_fixed_dx_kernel, *wv.DX["masked load of dy without other"], id="08 fix: no other="),
+    *[pytest.param(checkers.check_fixed_dx_kernel, *wv.FIX[name], id=f"08 fix: {name}") for name in wv.FIX],
 ]
 
 
@@ -46,6 +49,15 @@ def test_each_wrong_variant_is_named(check, variant, expected, monkeypatch):
 
 def test_at_least_three_wrong_variants_are_named():
     assert_three_named(wv.HYPOTHESIS)
+
+
+def test_float32s_tolerance_alone_would_accept_a_prediction_without_eps():
+    # Why the hypothesis checker compares with the formula too: against the kernels, 1.0 passes for 0.9999995,
+    # while with and without eps the formula's numbers lie further apart than float32 computes them (6e-8).
+    without = torch.tensor([_formula(N, 0.0) for N in NS], dtype=torch.float64)
+    seen = torch.tensor([observed(N) for N in NS], dtype=torch.float64)
+    torch.testing.assert_close(without, seen, **TOLERANCES[torch.float32])
+    assert min(abs(a - b) for N in NS for a, b in zip(_formula(N, 0.0), _formula(N, EPS))) > 4e-7
 
 
 def test_the_fix_checker_names_the_unfixed_kernel():

@@ -162,6 +162,7 @@ def variants() -> list[Variant]:
              lambda: c.check_fixed_dx_kernel(wv.DX["masked load of dy without other"][0]), False),
             ("08 fix", "the unfixed kernel",
              lambda: c.check_fixed_dx_kernel(rmsnorm_course.teaching.buggy.rmsnorm_dx_kernel_block_mean), False)]
+    out += _table("08 fix", wv.FIX, c.check_fixed_dx_kernel)
     out += _table("09", wv910.LONG_ROW, c.check_long_row_kernel)
     out += _table("10", wv910.ONE_PASS, c.check_one_pass_kernel)
     out += [("09", "never ends", lambda: c.check_long_row_kernel(wv910.NEVER_ENDS), True),

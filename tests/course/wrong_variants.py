@@ -430,3 +430,42 @@ HYPOTHESIS = {
     "three numbers": (_hypothesis("three numbers"), "must return two numbers (y_correct, y_buggy)"),
     "raises": (_hypothesis_raises, "raised ZeroDivisionError at line"),
 }
+
+
+# --------------------------------------------------------------------------- issue 36: what a fresh learner met
+# Appended to the tables above (so the parametrised tests and the verdict fixture pick them up), here at the end
+# so that the line numbers the fixture quotes for the variants above stay as they are.
+
+FORWARD["x loaded one row too far"] = (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + (row + 1) * x_row_stride + cols")), "read outside its tensors: the row offset of x's load points past the program's own row")
+# The line of 08's fix (`mean_ux = ...`) written with N - 1, or with dy where u = dy * gamma belongs.
+DX["mean(u·x) divided by N - 1"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (N - 1)")), "mean(u·x) is divided by N − 1 instead of N")
+DX["mean(dy·x) instead of mean(u·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(dy * x, axis=0) / N")), "gamma is missing from the mean's u")
+DGAMMA["row mask forgotten"] = (mutate(G, ("mask = (rows[:, None] < M) & col_mask[None, :]", "mask = col_mask[None, :]")), "read outside its tensors: the row mask lets the rows past M through")
+DGAMMA["row mask off by one"] = (mutate(G, ("rows[:, None] < M", "rows[:, None] <= M")), "read outside its tensors: the row mask is off by one: the last step reads row M")
+# The exercise's hinted shape, a (BLOCK_M, BLOCK_N) accumulator, kept in float16.
+DGAMMA["summed in float16"] = (mutate(
+    G, ("    total = tl.zeros((BLOCK_N,), dtype=tl.float32)\n", "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)\n"),
+    ("tile = tl.load(partial_ptr + offsets, mask=mask, other=0.0)", "acc += tl.load(partial_ptr + offsets, mask=mask, other=0.0).to(tl.float16)"),
+    ("        step = tl.sum(tile, axis=0) - lost  # a sum over rows, not a mean\n        new_total = total + step\n"
+     "        lost = (new_total - total) - step  # what rounding removed from step\n        total = new_total\n", ""),
+    ("cols, total, mask", "cols, tl.sum(acc, axis=0), mask")),
+    "dgamma is summed in float16: every case is right to float16's 3 digits, not to float32's: a random 1×257 partial gives dgamma[0] = 1.843, expected 1.842. The partials are float32, and so must the sum be: keep the accumulator in float32")
+
+
+def _predict_without_eps(N):
+    """Both numbers without eps: within float32's tolerance of the kernels, yet not the exercise's formula."""
+    return 1.0, 1 / math.sqrt(N / triton.next_power_of_2(N))
+
+
+HYPOTHESIS["eps left out"] = (_predict_without_eps, "your y_correct leaves out eps: for N = 257 you predict 1.0000000, but 1/sqrt(mean + eps) with eps = 1e-06 is 0.9999995")
+
+
+def _predict_y_buggy_without_eps(N):
+    """eps in y_correct, left out of y_buggy alone."""
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(N / triton.next_power_of_2(N))
+
+
+HYPOTHESIS["eps left out of y_buggy"] = (_predict_y_buggy_without_eps, "your y_buggy leaves out eps: for N = 257 you predict 1.411459, but 1/sqrt(mean + eps) with eps = 1e-06 is 1.411458 (the buggy kernel gives 1.4114")
+
+#: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
+FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)")}
