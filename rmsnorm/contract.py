@@ -35,7 +35,7 @@ import os
 
 import torch
 
-from .device import INTERPRET_ENV, interpreter_active
+from .device import INTERPRET_ENV, interpreter_active, interpreter_split
 
 try:  # torch built without distributed support has no DTensor, and so cannot pass one
     from torch.distributed.tensor import DTensor
@@ -77,6 +77,15 @@ def _require_device(name: str, t: torch.Tensor, expected: torch.device) -> None:
 
 def _require_kernel_device(name: str, t: torch.Tensor) -> None:
     """A device the kernels can run on: CUDA, or the CPU while the interpreter is on."""
+    if interpreter_split():
+        seen = os.environ.get(INTERPRET_ENV, "<unset>")
+        raise InterpreterUnavailableError(
+            f"rmsnorm: triton was imported before {INTERPRET_ENV} was set as it is now ({INTERPRET_ENV}={seen}), "
+            "so Triton's own functions and the package's kernels disagree on the interpreter and no kernel can "
+            "run. Something imported triton first: building a Hugging Face model, torch.compile, or an "
+            f"import of triton itself. Restart Python (in Jupyter: restart the kernel) and set {INTERPRET_ENV} "
+            "at the very top, before importing torch, transformers or rmsnorm"
+        )
     if t.device.type == "cpu":
         if not interpreter_active():
             seen = os.environ.get(INTERPRET_ENV, "<unset>")
@@ -188,6 +197,9 @@ def refuse_dtensor(name: str, t) -> None:
 
 _DTYPES = frozenset(FAST_DTYPES)
 _INTERPRETED = interpreter_active()
+#: Triton's library and the package's kernels disagree on the interpreter: every input goes to the rules,
+#: where :func:`_require_kernel_device` names the cause.
+_SPLIT = interpreter_split()
 #: Types a weight may have on the quick path (a DTensor Parameter has type DTensor, so it takes the rules).
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -200,7 +212,7 @@ def _plainly_valid(x, weight, eps) -> bool:
     (or that the input is valid in a rarer way: an int eps, an empty tensor, the interpreter).
     tests/library/test_fast_user_code.py holds it to the rules, one broken rule at a time.
     """
-    if type(x) is not torch.Tensor or x.layout is not torch.strided or x.dim() != 2 or x.dtype not in _DTYPES:
+    if _SPLIT or type(x) is not torch.Tensor or x.layout is not torch.strided or x.dim() != 2 or x.dtype not in _DTYPES:
         return False
     if not (x.is_cuda or (_INTERPRETED and x.device.type == "cpu" and x.dtype is not torch.bfloat16)):
         return False

@@ -35,9 +35,9 @@ def is_interpreted(kernel) -> bool:
 def interpreter_active() -> bool:
     """True when the library's kernels run in Triton's interpreter.
 
-    A probe kernel, defined at the first call and never launched, is asked: Triton makes the
-    same decision for it as for every kernel of the package (from ``TRITON_INTERPRET`` as it was
-    when triton was imported). Also True on a GPU machine started with ``TRITON_INTERPRET=1``.
+    A probe kernel, defined at the first call (when :mod:`rmsnorm` is imported) and never launched,
+    is asked: ``@triton.jit`` reads ``TRITON_INTERPRET`` when it decorates, so the probe gets the same
+    answer as the package's kernels. Also True on a GPU machine started with ``TRITON_INTERPRET=1``.
     """
     import triton
 
@@ -48,8 +48,24 @@ def interpreter_active() -> bool:
     return is_interpreted(_probe)
 
 
+@functools.cache
+def interpreter_split() -> bool:
+    """True when the package's kernels and Triton's own library (``tl.sum``…) disagree on the interpreter.
+
+    Triton's library is decorated when triton is imported, the package's kernels when :mod:`rmsnorm`
+    is: ``TRITON_INTERPRET`` set between the two (after building a Hugging Face model or a
+    ``torch.compile``, which import triton) gives interpreted kernels that call compiled library
+    functions, which Triton refuses with "Cannot call @triton.jit'd outside of the scope of a kernel".
+    """
+    import triton.language as tl
+
+    return is_interpreted(tl.standard.sum) != interpreter_active()
+
+
 def describe_backend() -> str:
     """One line saying where the kernels run: ``'GPU: NVIDIA H200'`` or the interpreter."""
+    if interpreter_split():
+        return f"nowhere: {INTERPRET_ENV} changed between importing triton and importing rmsnorm"
     if interpreter_active():
         return "CPU, Triton interpreter (TRITON_INTERPRET=1)"
     if not torch.cuda.is_available():

@@ -115,6 +115,27 @@ def test_too_late_or_refused_the_course_leaves_it_off_and_the_launch_names_the_f
 
 
 @no_cuda
+def test_the_variable_set_after_triton_but_before_rmsnorm_is_named_at_the_first_launch():
+    # A model engineer's order: build a Hugging Face model (it imports triton), then set the variable and
+    # import rmsnorm. The package's kernels are then interpreted and Triton's tl.sum is not.
+    done = _python("""
+        import os, triton, torch
+        os.environ["TRITON_INTERPRET"] = "1"
+        import rmsnorm, rmsnorm.article
+        print(rmsnorm.interpreter_active(), rmsnorm.device.interpreter_split(), "nowhere" in rmsnorm.describe_backend())
+        for call in (lambda: rmsnorm.rmsnorm(torch.ones(2, 4), torch.ones(4)),
+                     lambda: rmsnorm.FastRMSNorm(4)(torch.ones(2, 4)),
+                     lambda: rmsnorm.article.forward_op(torch.ones(2, 4), torch.ones(4))):
+            try:
+                call()
+            except rmsnorm.InterpreterUnavailableError as error:
+                print("refused", "imported before" in str(error) and "at the very top" in str(error))
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"] + ["refused", "True"] * 3
+
+
+@no_cuda
 def test_variable_set_before_python_allows_importing_triton_first():
     done = _python("""
         import triton
