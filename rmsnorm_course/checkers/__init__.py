@@ -20,13 +20,14 @@ with the grid and arguments the package's launchers give their kernels
 (``forward_op``, ``backward_rows``, ``reduce_gamma_gradient``), so the kernel must
 have the signature of the package kernel it replaces; 09 and 10 with signatures of
 their own (those of :mod:`rmsnorm_course.teaching.long_row` and
-:mod:`rmsnorm_course.teaching.one_pass`). Exercises 01, 02, 06, 07 and 11–13 check a
-function, a class or a reading against an oracle: each checked answer is a frozen
+:mod:`rmsnorm_course.teaching.one_pass`). Exercises 01, 02, 06, 07, 08's hypothesis and 11–13
+check a function, a class or a reading against an oracle: each checked answer is a frozen
 :class:`~rmsnorm_course.checkers.spec.FunctionSpec` (reference, cases, the learner's run, oracle,
 symptoms, messages; ``SPEC`` in its module, ``PREDICTION_SPEC``/``READING_SPEC`` in 07's,
-``FRACTION_SPEC``/``PICK_SPEC`` in 12's), judged in the same child, under the same time limit, by one
-harness, ``check(spec, answer, **given)`` (:mod:`rmsnorm_course.checkers.functions`; ``given`` is what
-the notebook hands along, such as a table of samples). Exercise 08's hypothesis still has a judge of its own.
+``HYPOTHESIS_SPEC`` in 08's, ``FRACTION_SPEC``/``PICK_SPEC`` in 12's), judged in the same child,
+under the same time limit, by one harness, ``check(spec, answer, **given)``
+(:mod:`rmsnorm_course.checkers.functions`; ``given`` is what the notebook hands along, such as a
+table of samples).
 
 Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
 """

@@ -8,6 +8,8 @@
    Recognised: the denominator sqrt(mean + eps) given instead of the output;
    the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
    every N; the two numbers swapped; eps left out (float32's tolerance hides it).
+   A :class:`~rmsnorm_course.checkers.spec.FunctionSpec` (:data:`HYPOTHESIS_SPEC`), judged by
+   :func:`rmsnorm_course.checkers.functions.check`.
 2. The fix: a dx kernel that divides mean(u · x) by N, checked like exercise
    04 (:func:`rmsnorm_course.checkers.check_dx_kernel`).
 
@@ -27,9 +29,11 @@ from rmsnorm.article.forward import forward_op
 from rmsnorm.device import default_device
 from rmsnorm.testing import TOLERANCES
 from rmsnorm_course.teaching.buggy import rmsnorm_forward_kernel_block_mean
-from .diagnose import close, fmt, fmt_pair
+from .diagnose import Case, close, fmt, fmt_pair
 from .ex04_dx import SPEC as SPEC_DX
-from .feedback import Feedback, describe_error, is_not_implemented, name_of, never_raises, not_done, passed, wrong
+from .feedback import Feedback, name_of
+from .functions import calling, check
+from .spec import FunctionSpec, Refused
 
 EXERCISE = "08 · hypothesis"
 EXERCISE_FIX = "08 · fixed dx kernel"
@@ -73,7 +77,122 @@ WRONG_HYPOTHESES = [
 ]
 
 
-@never_raises(EXERCISE)
+def _cases(predict) -> list[Case]:
+    """One case per row length of :data:`NS`: a row of N ones (gamma = 1, eps = 1e-6)."""
+    return [Case(f"a row of {N} ones", {"N": N}) for N in NS]
+
+
+def _run(predict, case: Case) -> dict:
+    """The learner's (y_correct, y_buggy) for the case's N; refused unless it is two real numbers."""
+    N = case.inputs["N"]
+    guess = calling(name_of(predict), predict, N, example=f"predict({N})")
+    if not (isinstance(guess, (tuple, list)) and len(guess) == 2
+            and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in guess)):
+        raise Refused(f"{name_of(predict)}({N}) must return two numbers (y_correct, y_buggy); got {guess!r}")
+    return {"guess": tuple(float(v) for v in guess)}
+
+
+def _guesses(runs) -> torch.Tensor:
+    return torch.tensor([r.actual["guess"] for r in runs], dtype=torch.float64)
+
+
+def _seen(runs) -> torch.Tensor:
+    return torch.tensor([r.expected["seen"] for r in runs], dtype=torch.float64)
+
+
+def _close(runs, column: int | None = None, flip: bool = False) -> bool:
+    guess, seen = _guesses(runs), _seen(runs)
+    guess = guess.flip(1) if flip else guess
+    if column is not None:
+        guess, seen = guess[:, column], seen[:, column]
+    return close(guess, seen, TOLERANCES[torch.float32])
+
+
+def _first_off(runs, column: int) -> int:
+    """The index of the first N whose ``column`` the learner got wrong."""
+    guess, seen = _guesses(runs), _seen(runs)
+    return next(i for i in range(len(runs)) if not close(guess[i, column], seen[i, column], TOLERANCES[torch.float32]))
+
+
+def _swapped(runs) -> str | None:
+    if _close(runs) or not _close(runs, flip=True):
+        return None
+    return "your two numbers are swapped: return (y_correct, y_buggy)."
+
+
+def _y_correct_off(runs) -> str | None:
+    if _close(runs, column=0):
+        return None
+    i = _first_off(runs, 0)
+    return (f"for N = {NS[i]} you predict y_correct = {fmt(runs[i].actual['guess'][0])}, the kernel gives "
+            f"{fmt(runs[i].expected['seen'][0])}: dividing by N, mean(x²) = 1 for any row of ones, so "
+            "y = 1/sqrt(1 + eps).")
+
+
+def _y_buggy_off(runs) -> str | None:
+    """The wrong hypothesis the learner's y_buggy matches (:data:`WRONG_HYPOTHESES`), or where it is off."""
+    if _close(runs, column=1):
+        return None
+    guess, i = _guesses(runs)[:, 1], _first_off(runs, 1)
+    mine, seen = fmt(runs[i].actual["guess"][1]), fmt(runs[i].expected["seen"][1])
+    for what, model, fix in WRONG_HYPOTHESES:
+        if close(guess, torch.tensor([model(N) for N in NS], dtype=torch.float64), TOLERANCES[torch.float32]):
+            return f"your y_buggy is {what}: for N = {NS[i]} you predict {mine}, the buggy kernel gives {seen}. {fix}"
+    return (f"for N = {NS[i]} you predict y_buggy = {mine}, the buggy kernel gives {seen} "
+            f"(BLOCK_SIZE = {_block(NS[i])}).")
+
+
+def _formula(N: int, eps: float) -> tuple[float, float]:
+    """(y_correct, y_buggy) of a row of N ones with ``eps``, in float64."""
+    return 1 / math.sqrt(1 + eps), 1 / math.sqrt(N / _block(N) + eps)
+
+
+def _without_eps(runs) -> str | None:
+    """A prediction nearer the formula without eps than with it, in either number (float32's tolerance hides eps).
+
+    eps = 1e-6 moves each number by about 5e-7 of itself, 200 times less than float32's declared rtol of 1e-4,
+    so the kernels alone accept 1.0 for 0.9999995; the exercise gives eps, and the formula has it.
+    """
+    if not _close(runs):
+        return None
+    guesses, seen = [r.actual["guess"] for r in runs], [r.expected["seen"] for r in runs]
+    for column, (what, kernel) in enumerate((("y_correct", "the kernel"), ("y_buggy", "the buggy kernel"))):
+        if all(abs(g[column] - _formula(N, 0.0)[column]) < abs(g[column] - _formula(N, EPS)[column])
+               for N, g in zip(NS, guesses)):
+            i = NS.index(257)
+            mine, want = fmt_pair(guesses[i][column], _formula(257, EPS)[column])
+            return (f"your {what} leaves out eps: for N = 257 you predict {mine}, but "
+                    f"1/sqrt(mean + eps) with eps = {EPS:g} is {want} ({kernel} gives "
+                    f"{seen[i][column]:.7f}). float32's tolerance lets the difference pass, the formula "
+                    "does not: add eps to the mean inside the square root, for both numbers.")
+    return None
+
+
+def _matches_both(runs) -> str:
+    g = {r.case.inputs["N"]: r.actual["guess"] for r in runs}
+    k = {r.case.inputs["N"]: r.expected["seen"] for r in runs}
+    return (f"your hypothesis matches both kernels for N = {', '.join(map(str, NS))}: for 257 "
+            f"ones you predict {g[257][0]:.7f} (÷N) and {g[257][1]:.6f} (÷BLOCK_SIZE = 512), the kernels "
+            f"give {k[257][0]:.7f} and {k[257][1]:.6f}; at N = 256 both give {k[256][1]:.7f}.")
+
+
+#: Exercise 08.1, declared: the answer is ``predict(N) -> (y_correct, y_buggy)``; each case a row of N ones,
+#: its oracle what the package's kernel and the ÷BLOCK_SIZE kernel give. Every run is taken as it comes
+#: (``verify``); the first looks then name what is wrong, in order: eps left out, the numbers swapped,
+#: y_correct, y_buggy (a wrong hypothesis of :data:`WRONG_HYPOTHESES`, or the first N where it is off).
+HYPOTHESIS_SPEC = FunctionSpec(
+    exercise=EXERCISE,
+    reference=None,
+    cases=_cases,
+    run=_run,
+    oracle=lambda case: {"seen": observed(case.inputs["N"])},
+    symptoms=(),
+    success=_matches_both,
+    verify=lambda run: None,
+    first_looks=(_without_eps, _swapped, _y_correct_off, _y_buggy_off),
+)
+
+
 def check_hypothesis(predict) -> Feedback:
     """Compare a learner's prediction for rows of ones with what the two kernels really give.
 
@@ -86,73 +205,4 @@ def check_hypothesis(predict) -> Feedback:
 
     Source: solutions/08_n_vs_block_exercise.ipynb.
     """
-    from . import isolate
-
-    return isolate.run_python_check(EXERCISE, judge, [predict], f"your {name_of(predict)}")
-
-
-def judge(predict) -> Feedback:
-    """In the checker's child process: the learner's predictions against both kernels."""
-    name = name_of(predict)
-    tol = TOLERANCES[torch.float32]
-    guesses, seen = [], []
-    for N in NS:
-        try:
-            guess = predict(N)
-        except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
-            if is_not_implemented(error):
-                return not_done(EXERCISE, name)
-            return wrong(EXERCISE, describe_error(name, error, f"predict({N})"))
-        if not (isinstance(guess, (tuple, list)) and len(guess) == 2
-                and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in guess)):
-            return wrong(EXERCISE, f"{name}({N}) must return two numbers (y_correct, y_buggy); got {guess!r}")
-        guesses.append(tuple(float(v) for v in guess))
-        seen.append(observed(N))
-    guess_t, seen_t = torch.tensor(guesses, dtype=torch.float64), torch.tensor(seen, dtype=torch.float64)
-    if close(guess_t, seen_t, tol):
-        return _without_eps(guesses, seen) or _matches_both(guesses, seen)
-    if close(guess_t.flip(1), seen_t, tol):
-        return wrong(EXERCISE, "your two numbers are swapped: return (y_correct, y_buggy).")
-    column = 0 if not close(guess_t[:, 0], seen_t[:, 0], tol) else 1
-    if column == 0:
-        i = next(i for i in range(len(NS)) if not close(guess_t[i, 0], seen_t[i, 0], tol))
-        return wrong(EXERCISE, f"for N = {NS[i]} you predict y_correct = {fmt(guesses[i][0])}, the kernel gives "
-                     f"{fmt(seen[i][0])}: dividing by N, mean(x²) = 1 for any row of ones, so y = 1/sqrt(1 + eps).")
-    for what, model, fix in WRONG_HYPOTHESES:
-        if close(guess_t[:, 1], torch.tensor([model(N) for N in NS], dtype=torch.float64), tol):
-            i = next(i for i in range(len(NS)) if not close(guess_t[i, 1], seen_t[i, 1], tol))
-            return wrong(EXERCISE, f"your y_buggy is {what}: for N = {NS[i]} you predict {fmt(guesses[i][1])}, "
-                         f"the buggy kernel gives {fmt(seen[i][1])}. {fix}")
-    i = next(i for i in range(len(NS)) if not close(guess_t[i, 1], seen_t[i, 1], tol))
-    return wrong(EXERCISE, f"for N = {NS[i]} you predict y_buggy = {fmt(guesses[i][1])}, the buggy kernel gives "
-                 f"{fmt(seen[i][1])} (BLOCK_SIZE = {_block(NS[i])}).")
-
-
-def _formula(N: int, eps: float) -> tuple[float, float]:
-    """(y_correct, y_buggy) of a row of N ones with ``eps``, in float64."""
-    return 1 / math.sqrt(1 + eps), 1 / math.sqrt(N / _block(N) + eps)
-
-
-def _without_eps(guesses, seen) -> Feedback | None:
-    """A prediction nearer the formula without eps than with it, in either number (float32's tolerance hides eps).
-
-    eps = 1e-6 moves each number by about 5e-7 of itself, 200 times less than float32's declared rtol of 1e-4,
-    so the kernels alone accept 1.0 for 0.9999995; the exercise gives eps, and the formula has it.
-    """
-    for column, (what, kernel) in enumerate((("y_correct", "the kernel"), ("y_buggy", "the buggy kernel"))):
-        if all(abs(g[column] - _formula(N, 0.0)[column]) < abs(g[column] - _formula(N, EPS)[column])
-               for N, g in zip(NS, guesses)):
-            i = NS.index(257)
-            mine, want = fmt_pair(guesses[i][column], _formula(257, EPS)[column])
-            return wrong(EXERCISE, f"your {what} leaves out eps: for N = 257 you predict {mine}, but "
-                         f"1/sqrt(mean + eps) with eps = {EPS:g} is {want} ({kernel} gives "
-                         f"{seen[i][column]:.7f}). float32's tolerance lets the difference pass, the formula "
-                         "does not: add eps to the mean inside the square root, for both numbers.")
-    return None
-
-
-def _matches_both(guesses, seen) -> Feedback:
-    g, k = dict(zip(NS, guesses)), dict(zip(NS, seen))
-    return passed(EXERCISE, f"your hypothesis matches both kernels for N = {', '.join(map(str, NS))}: for 257 "
-                  f"ones you predict {g[257][0]:.7f} (÷N) and {g[257][1]:.6f} (÷BLOCK_SIZE = 512), the kernels "
-                  f"give {k[257][0]:.7f} and {k[257][1]:.6f}; at N = 256 both give {k[256][1]:.7f}.")
+    return check(HYPOTHESIS_SPEC, predict)

@@ -12,7 +12,6 @@ Source: solutions/*.ipynb (every check cell).
 
 from __future__ import annotations
 
-import functools
 import html
 import inspect
 import traceback
@@ -157,19 +156,6 @@ def describe_error(name: str, error: BaseException, example: str = "") -> str:
         how = (" Under Triton's interpreter a loop variable (and a plain integer argument) is a Python int, "
                "which has no `.to`: write `tl.cast(row, tl.int64)`, which works on the GPU too." + how)
     return f"{name} raised {type(original).__name__}{where}: {first}.{how}"
-
-
-def never_raises(exercise: str):
-    """Decorator: a checker that meets an error of its own returns a "wrong" Feedback saying so, never raises."""
-    def decorate(check):
-        @functools.wraps(check)
-        def checked(*args, **kwargs):
-            try:
-                return check(*args, **kwargs)
-            except Exception as error:  # noqa: BLE001 - a checker never raises in a learner's notebook
-                return checker_failed(exercise, error)
-        return checked
-    return decorate
 
 
 def checker_failed(exercise: str, error: BaseException) -> Feedback:

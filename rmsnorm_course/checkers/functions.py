@@ -1,4 +1,4 @@
-"""How a learner's Python function or class is judged: one harness for exercises 01, 02, 06, 07 and 11–13.
+"""How a learner's Python function or class is judged: one harness for exercises 01, 02, 06, 07, 08 and 11–13.
 
 :func:`check` ships the exercise's :class:`~rmsnorm_course.checkers.spec.FunctionSpec`, the
 learner's answer and what the notebook hands along with it (a table of samples, a committed CSV)
@@ -9,6 +9,7 @@ An error of the learner's code becomes "not done yet" (the skeleton's NotImpleme
 "wrong" with the learner's line (:func:`~rmsnorm_course.checkers.feedback.describe_error`).
 
 Source: solutions/01_formula.ipynb, 02_reference.ipynb, 06_autograd_and_training.ipynb, 07_benchmark.ipynb,
+08_n_vs_block_exercise.ipynb (the hypothesis),
 11_extending_the_contract.ipynb, 12_tuning_and_side_by_side.ipynb, 13_into_a_model.ipynb.
 """
 

@@ -6,7 +6,7 @@ kernel against any spec, and ships the spec (cloudpickled, with the learner's
 kernel source) to the checker's child process, where
 :func:`rmsnorm_course.checkers.run_loop.judge` runs it: one run loop, one time
 limit, one error translator. Every Python exercise, of numbers, readings or fakes
-checked against an oracle (01, 02, 06, 07, 11–13), is one frozen :class:`FunctionSpec`
+checked against an oracle (01, 02, 06, 07, 08's hypothesis, 11–13), is one frozen :class:`FunctionSpec`
 (07 and 12, two answers each, one spec per answer), judged in the same child,
 under the same time limit, by :func:`rmsnorm_course.checkers.functions.check`.
 A new exercise is a spec plus its symptoms.
@@ -144,8 +144,8 @@ class Raised(Exception):
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """One Python exercise (01, 02, 06, 07, 11–13): a learner's function or class, its cases, oracle, symptoms and
-    messages.
+    """One Python exercise (01, 02, 06, 07, 08's hypothesis, 11–13): a learner's function or class, its cases,
+    oracle, symptoms and messages.
 
     :func:`rmsnorm_course.checkers.functions.check` judges any answer against any such spec, in the
     checker's child process (the spec travels there cloudpickled, with the answer): ``cases``, then for each
@@ -158,7 +158,8 @@ class FunctionSpec:
             ``given`` is what the notebook hands along (07's samples, 12's and 13's committed tables).
         run: (answer, case) -> the learner's outputs on the case. It raises :class:`Raised` where the
             learner's code raised and :class:`Refused` for an answer of the wrong kind, shape or dtype.
-        oracle: case -> the float64 outputs (any values where ``verify`` compares them, as 07's and 11–13's do).
+        oracle: case -> the float64 outputs (any values where ``verify`` compares them or
+            ``first_looks`` do, as 07's, 08's and 11–13's do).
         symptoms: the classic slips, each a float64 model with its words, tried in order.
         success: runs -> the message of an answer that passes.
         example: a call the learner can run to see a whole traceback.

@@ -70,6 +70,7 @@ def test_a_kernel_error_names_the_learners_line_and_shows_a_call():
 
 
 MEDIAN, PERCENT, FRACTION, PICK, SHARE = wv._median(), wv._percent(), wv11._fraction(), wv11._pick(), wv13._share()
+HYPOTHESIS = wv._hypothesis("right")
 #: Each Python exercise: how the notebook calls its checker, and the answer that reaches the child.
 PYTHON_EXERCISES = {
     "01": (lambda: checkers.check_by_hand(_solution_row), _solution_row),
@@ -78,6 +79,7 @@ PYTHON_EXERCISES = {
     "07 · prediction": (lambda: checkers.check_prediction(_prediction), _prediction),
     "07 · reading": (lambda: checkers.check_benchmark_reading(MEDIAN, PERCENT, _samples(), _prediction),
                      (MEDIAN, PERCENT)),
+    "08 · hypothesis": (lambda: checkers.check_hypothesis(HYPOTHESIS), HYPOTHESIS),
     "11": (lambda: checkers.check_fake_implementation(wv11.fake_forward, wv11.fake_backward),
            (wv11.fake_forward, wv11.fake_backward)),
     "12 · fraction": (lambda: checkers.check_copy_fraction(FRACTION), FRACTION),
