@@ -62,6 +62,9 @@ def _providers(x, weight, dy, eps):
         norm = Gemma3RMSNorm(x.shape[1], eps=eps).to(x.device, weight.dtype)
         with torch.no_grad():
             norm.weight.copy_(weight)
+        # Every shape compiles Gemma3RMSNorm.forward's one code object again: without a reset, dynamo's
+        # recompile limit (8) is reached by the fifth shape and the rest run eagerly, unnoticed.
+        torch._dynamo.reset()
         step = torch.compile(norm.forward, dynamic=False)
         x_leaf = x.detach().clone().requires_grad_()
         y = step(x_leaf)
@@ -70,6 +73,16 @@ def _providers(x, weight, dy, eps):
 
     return {"fast_offset0": lambda: fast(0.0), "fast_offset1": lambda: fast(1.0), "liger": liger, "quack": quack,
             "compile": compiled}
+
+
+def _version(distribution: str) -> str | None:
+    """The installed version of a peer (None when absent), for the environment file."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
 
 
 def _check(name, calls, x, weight, dy, eps):
@@ -96,7 +109,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from rmsnorm.testing import make_inputs
-    from rmsnorm_lab.eager import eager_provenance
+    from rmsnorm_lab import environment_info
     from rmsnorm_lab.providers import EPS, one_line
     from rmsnorm_lab.results import backward_bytes, forward_bytes
     from rmsnorm_lab.sidebyside import GRID
@@ -127,8 +140,7 @@ def main(argv=None) -> int:
         torch.cuda.empty_cache()
     args.out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(args.out / "offset.csv", index=False)
-    environment = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, eps=EPS,
-                       eager=eager_provenance())
+    environment = environment_info() | {"eps": EPS, "quack": _version("quack-kernels"), "calls": args.calls}
     (args.out / "offset_environment.json").write_text(json.dumps(environment, indent=1, default=str) + "\n")
     return 0
 
