@@ -104,8 +104,8 @@ def _takes_more_than_x(module) -> str | None:
                 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if not required:
         return None
-    return (f"its forward takes {', '.join(required)} besides x (a gated norm: y · silu(gate) for Qwen3.5's "
-            "Qwen3_5RMSNormGated); FastRMSNorm takes x only, so it stays as it is")
+    return (f"its forward takes {', '.join(required)} besides x (a gated norm, y · silu(gate), such as "
+            "Qwen3.5's Qwen3_5RMSNormGated); FastRMSNorm takes x only, so it stays as it is")
 
 
 def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, build: Build | None = None) -> Swapped:
