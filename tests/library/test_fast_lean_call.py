@@ -162,7 +162,7 @@ def test_one_key_never_stands_for_two_of_tritons_kernels():
         P = num_programs(cfg, x.device, rows)
         y, rstd = torch.empty(M, N, device="cuda", dtype=x.dtype), torch.empty(M, device="cuda")
         triton_pick = rmsnorm_fast_forward_kernel[(P,)](  # Triton's own binder, not our cache
-            x, x.stride(0), x, y, y.stride(0), rstd, M, N, 1e-6, False, cfg.one_block(N), cfg.BLOCK_M, cfg.BLOCK_N,
+            x, x.stride(0), x, y, y.stride(0), rstd, M, N, 1e-6, False, 0.0, cfg.one_block(N), cfg.BLOCK_M, cfg.BLOCK_N,
             P < rows, cfg.num_stages, row_align_hint(x.element_size(), N, x.stride(0), N), num_warps=cfg.num_warps)
         key = forward_key(x, x, y, rstd, cfg, P < rows, False)
         assert picks.setdefault(key, triton_pick) is triton_pick, f"one key, two kernels: M={M}, {x.dtype}"
