@@ -6,7 +6,9 @@ ignored, eps added after the square root, multiplying by the RMS instead of
 its inverse, rstd stored as the RMS, squares computed in float16 (overflow
 past 65504), rstd rounded to 16 bits, x loaded or y stored without the row's
 offset (every row reads, or writes into, the first row), x loaded from a later row
-(``(row + 1) * x_row_stride``: the last program reads past x); plus, before any launch, unmasked
+(``(row + 1) * x_row_stride``: the last program reads past x), gamma loaded with the row's offset; and
+(:mod:`rmsnorm_course.checkers.ex03_symptoms`) ``tl.max`` for ``tl.sum``, eps added after ``tl.rsqrt`` or
+divided by N, the square of the row's sum, rstd stored as mean(x²); plus, before any launch, unmasked
 loads/stores and a wrong signature; and, after, unwritten elements (outputs
 start as NaN; a block narrower than the row is named), float16-only failures,
 and what every kernel check finds (:mod:`rmsnorm_course.checkers.kernels`): reads or
@@ -24,14 +26,13 @@ import triton
 from rmsnorm.article.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Symptom, close, evidence, first_difference, tolerance
+from .ex03_symptoms import GAMMA_ROW_OFFSET
+from .ex03_symptoms import SYMPTOMS as MORE_SYMPTOMS
+from .ex03_symptoms import outputs as _outputs
+from .guards import GUARD
 from .spec import PROBE, ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "03 · forward kernel"
-
-
-def _outputs(case: Case, rstd: torch.Tensor, gamma: bool = True) -> dict[str, torch.Tensor]:
-    y = case.f64("x") * rstd * (case.f64("gamma") if gamma else 1.0)
-    return {"y": y, "rstd": rstd.reshape(-1)}
 
 
 def correct(case: Case) -> dict[str, torch.Tensor]:
@@ -105,6 +106,7 @@ SYMPTOMS = [
         lambda c: {"y": _last_row_in_first(correct(c)["y"])},
         "Store at `y_ptr + row * y_row_stride + cols` (the other rows of y are never written).",
     ),
+    *MORE_SYMPTOMS,
 ]
 
 
@@ -136,6 +138,7 @@ OUTSIDE = (
         _next_row,
         "Rows are numbered from 0 and program `row` owns row `row`: load x at `x_ptr + row * x_row_stride + cols`.",
     ),
+    GAMMA_ROW_OFFSET,
 )
 
 
@@ -153,7 +156,8 @@ def launch(case: Case) -> Launch:
         " (y has a row stride of its own: here its rows are 16 elements further apart than x's)"
         if case.row_stride else "")
     BLOCK_SIZE = triton.next_power_of_2(N)
-    tensors = (given("x", case.inputs["x"], case.row_stride), given("gamma", case.inputs["gamma"]),
+    gamma_room = GUARD + M * case.stride + BLOCK_SIZE  # gamma read at a row's offset still lands in its guard
+    tensors = (given("x", case.inputs["x"], case.row_stride), given("gamma", case.inputs["gamma"], room=gamma_room),
                made("y", (M, N), case.dtype, y_row_stride, fix=fix), made("rstd", (M,), torch.float32))
     return Launch(tensors, (M,), ("x", "gamma", "y", "rstd", case.stride, y_row_stride or N, N,
                                   float(case.eps)), {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps_for(BLOCK_SIZE)})

@@ -7,7 +7,10 @@ u = dy · gamma: mean(u · x) divided by BLOCK_SIZE, or by N − 1; the
 −x · r³ · mean(u · x) term missing; r or r² instead of r³; mean(u) instead of
 mean(u · x); gamma missing from u, or from the mean alone (dy · x); the second
 term added instead of subtracted; partial without rstd or with gamma; offsets
-(or x's load) without the row's offset; plus the pre-launch checks (signature,
+(or x's load) without the row's offset; and (:mod:`rmsnorm_course.checkers.ex04_symptoms`)
+mean(u · x) not divided by N, taken with ``tl.max``, with an extra rstd, or of x · x; u for x in
+the r³ term; dx and partial stored in each other's place; partial with rstd twice; rstd loaded at
+``row * row_stride``; plus the pre-launch checks (signature,
 masks) and unwritten elements.
 
 Source: solutions/04_backward_derivation.ipynb and
@@ -21,8 +24,10 @@ import triton
 
 from rmsnorm.article.backward import rmsnorm_dx_kernel
 from rmsnorm.article.forward import forward_op, num_warps_for
-from .cases import describe, row_cases
+from .cases import describe, random_case, row_cases
 from .diagnose import Case, Symptom
+from .ex04_symptoms import OUTSIDE, more_symptoms
+from .guards import GUARD
 from .spec import ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "04 · dx kernel"
@@ -34,12 +39,14 @@ def _parts(case: Case):
     return x, gamma, dy, r, dy * gamma
 
 
-def _dx(case: Case, *, u_gamma=True, mean_gamma=True, power=3, sign=-1.0, divide_by=None, ux=True, term=True):
+def _dx(case: Case, *, u_gamma=True, mean_gamma=True, power=3, sign=-1.0, divide_by=None, ux=True, term=True,
+        mean=None, term_x=True):
     x, gamma, dy, r, u = _parts(case)
     u = u if u_gamma else dy
     v = u if mean_gamma else dy  # what the mean's sum multiplies by x
-    mean = (v * x if ux else v).sum(-1, keepdim=True) / (divide_by or case.N)
-    dx = r * u + (sign * x * r.pow(power) * mean if term else 0)
+    if mean is None:
+        mean = (v * x if ux else v).sum(-1, keepdim=True) / (divide_by or case.N)
+    dx = r * u + (sign * (x if term_x else u) * r.pow(power) * mean if term else 0)
     return {"dx": dx}
 
 
@@ -48,6 +55,8 @@ def correct(case: Case) -> dict[str, torch.Tensor]:
     x, gamma, dy, r, _ = _parts(case)
     return {**_dx(case), "partial": dy * x * r}
 
+
+MORE_SYMPTOMS = more_symptoms(_parts, _dx)
 
 SYMPTOMS = [
     Symptom(
@@ -118,6 +127,7 @@ SYMPTOMS = [
         lambda c: _dx_from_first_x(c),
         "Load x at `x_ptr + offsets`, like dy: `offsets = row * row_stride + cols`.",
     ),
+    *MORE_SYMPTOMS,
 ]
 
 
@@ -150,7 +160,7 @@ def launch(case: Case) -> Launch:
     _, rstd = forward_op(case.inputs["x"], case.inputs["gamma"], case.eps)
     M, N, stride = case.M, case.N, case.row_stride
     tensors = (given("x", case.inputs["x"], stride), given("gamma", case.inputs["gamma"]),
-               given("dy", case.inputs["dy"], stride), given("rstd", rstd),
+               given("dy", case.inputs["dy"], stride), given("rstd", rstd, room=GUARD + M * case.stride),
                made("dx", (M, N), case.dtype, stride), made("partial", (M, N), torch.float32, stride))
     BLOCK_SIZE = triton.next_power_of_2(N)
     return Launch(tensors, (M,), ("x", "gamma", "dy", "rstd", "dx", "partial", case.stride, N),
@@ -158,7 +168,9 @@ def launch(case: Case) -> Launch:
 
 
 def _cases() -> list[Case]:
-    return row_cases(with_dy=True)
+    # x of scale 3 (rstd ≈ 1/3): a slip that adds or drops a factor rstd changes the result threefold there.
+    return [*row_cases(with_dy=True), random_case(Case, "5×257 float32 with values of scale 3 (rstd ≈ 1/3)", 5, 257,
+                                                  seed=11, scale=3.0, names=("x", "gamma", "dy"))]
 
 
 def _success(runs) -> str:
@@ -182,4 +194,5 @@ SPEC = ExerciseSpec(
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,
+    outside=OUTSIDE,
 )

@@ -12,7 +12,9 @@ BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the first
 BLOCK_M rows added at every step (rows without the step's start); every
 program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); the
 sum run in float16 (right to 3 digits only); the rows past M read, with no row mask
-or one off by one (``rows <= M``); the
+or one off by one (``rows <= M``); and
+(:mod:`rmsnorm_course.checkers.ex05_symptoms`) a loop to N or over ``range(0, BLOCK_M)``, an
+accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along ``axis=1``; the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless
@@ -29,6 +31,7 @@ import triton
 from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
 from .diagnose import Case, Symptom, _case_passes, evidence, first_difference, tolerance
+from .ex05_symptoms import SYMPTOMS as MORE_SYMPTOMS
 from .spec import PROBE, ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "05 · dgamma reduction"
@@ -89,6 +92,7 @@ SYMPTOMS = [
         "Program pid owns columns pid · BLOCK_N … pid · BLOCK_N + BLOCK_N − 1: `cols = pid * BLOCK_N + tl.arange(0, "
         "BLOCK_N)` (the columns past the first BLOCK_N are never written).",
     ),
+    *MORE_SYMPTOMS,
 ]
 
 

@@ -105,6 +105,13 @@ FORWARD = {
     "x loaded without the row's offset": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + cols")), "every row reads the first row: the load address of x lacks the row's offset (`row * x_row_stride`)"),
     "y stored without the row's offset": (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + cols")), "every row writes into the first row of y: the store address lacks the row's offset (`row * y_row_stride`)"),
     "y stored with x's row stride": (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + row * x_row_stride + cols")), "it wrote outside y (between its rows, element offset 300): check the store's mask (`cols < N`) and its address, `y_ptr + row * y_row_stride + cols` (y has a row stride of its own"),
+    # A learner's walk through 03: the reduction, eps and rstd's store, gamma's address.
+    "max instead of sum": (mutate(F, ("tl.sum(x * x, axis=0)", "tl.max(x * x, axis=0)")), "`tl.max` where the mean of the squares needs `tl.sum`"),
+    "eps added after rsqrt": (mutate(F, ("tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)", "tl.rsqrt(tl.sum(x * x, axis=0) / N) + eps")), "eps is added after `tl.rsqrt`"),
+    "square of the sum": (mutate(F, ("tl.sum(x * x, axis=0) / N", "tl.sum(x, axis=0) * tl.sum(x, axis=0) / N")), "the square of the row's sum"),
+    "eps divided by N": (mutate(F, ("tl.sum(x * x, axis=0) / N + eps", "(tl.sum(x * x, axis=0) + eps) / N")), "eps is divided by N"),
+    "stores the mean square as rstd": (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, tl.sum(x * x, axis=0) / N)")), "rstd holds mean(x²)"),
+    "gamma loaded with the row's offset": (mutate(F, ("gamma_ptr + cols", "gamma_ptr + row * x_row_stride + cols")), "gamma's load has the row's offset"),
 }
 
 #: Exercise 04 (and 08's fix): name → (kernel, substring).
@@ -133,7 +140,46 @@ DX = {
     # Issue 18: the row's offset left out of every address, or out of x's load alone.
     "offsets without the row's offset": (mutate(D, ("offsets = row * row_stride + cols", "offsets = cols")), "every row reads and writes the first row: the offsets lack the row's offset"),
     "x loaded without the row's offset": (mutate(D, ("x = tl.load(x_ptr + offsets,", "x = tl.load(x_ptr + cols,")), "every row reads the first row of x: its load address lacks the row's offset (`x_ptr + cols`)"),
+    # A learner's walk through 04 and 08: the mean, the terms, the stores, rstd's address.
+    "mean(u·x) not divided by N": (mutate(D, ("mean_ux = tl.sum(u * x, axis=0) / N", "mean_ux = tl.sum(u * x, axis=0)")), "mean(u·x) is not divided by N"),
+    "dx and partial stores swapped": (mutate(D, ("tl.store(dx_ptr + offsets, dx,", "tl.store(partial_ptr + offsets, dx,"), ("tl.store(partial_ptr + offsets, dy * x * rstd,", "tl.store(dx_ptr + offsets, dy * x * rstd,")), "dx and partial are swapped"),
+    "max instead of sum in mean(u·x)": (mutate(D, ("tl.sum(u * x, axis=0)", "tl.max(u * x, axis=0)")), "`tl.max` where mean(u·x) needs `tl.sum`"),
+    "u instead of x in the r³ term": (mutate(D, ("x * rstd * rstd * rstd * mean_ux", "u * rstd * rstd * rstd * mean_ux")), "the r³ term multiplies u where it needs x"),
+    "partial with rstd squared": (mutate(D, ("dy * x * rstd, mask", "dy * x * rstd * rstd, mask")), "partial has rstd twice"),
+    "rstd loaded with the row stride": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + row * row_stride)")), "rstd's load has the row stride"),
+    "mean(u·x·rstd)": (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * rstd, axis=0) / N")), "mean(u·x) is multiplied by rstd"),
+    "mean(x·x) instead of mean(u·x)": (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(x * x, axis=0) / N")), "mean(x·x)"),
 }
+
+#: The dgamma kernel with a 2-D accumulator, summed over its rows once after the loop (no Kahan), as learners write it.
+ACC2D = (
+    "    total = tl.zeros((BLOCK_N,), dtype=tl.float32)\n"
+    "    lost = tl.zeros((BLOCK_N,), dtype=tl.float32)  # Kahan: low bits the running total dropped\n",
+    "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n",
+)
+ACC2D_BODY = (
+    "        tile = tl.load(partial_ptr + offsets, mask=mask, other=0.0)  # (BLOCK_M, BLOCK_N)\n"
+    "        step = tl.sum(tile, axis=0) - lost  # a sum over rows, not a mean\n"
+    "        new_total = total + step\n"
+    "        lost = (new_total - total) - step  # what rounding removed from step\n"
+    "        total = new_total\n",
+    "        acc += tl.load(partial_ptr + offsets, mask=mask, other=0.0)\n"
+    "    total = tl.sum(acc, axis=0)\n",
+)
+
+
+def _acc2d(*slips: tuple[str, str]):
+    """The 2-D accumulator kernel with ``slips`` applied to its text (each occurring once)."""
+    body = ACC2D_BODY[1]
+    loop = "    for start in range(0, M, BLOCK_M):  # fixed order: deterministic\n"
+    for old, new in slips:
+        if old in body:
+            body = body.replace(old, new)
+        else:
+            loop = loop.replace(old, new)
+    return mutate(G, ACC2D, (ACC2D_BODY[0], body),
+                  ("    for start in range(0, M, BLOCK_M):  # fixed order: deterministic\n", loop))
+
 
 #: Exercise 05: name → (kernel, substring).
 DGAMMA = {
@@ -156,6 +202,12 @@ DGAMMA = {
     # Issue 18: the loop's row offsets without the step's start; the columns without the program's start.
     "rows without the step's start": (mutate(G, ("rows = start + tl.arange(0, BLOCK_M)", "rows = tl.arange(0, BLOCK_M)")), "every step adds the first BLOCK_M rows again: the row offsets lack the step's start: a random 100×33 partial"),
     "columns without the program's start": (mutate(G, ("cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)", "cols = tl.arange(0, BLOCK_N)")), "every program sums the first BLOCK_N columns: the column offsets lack the program's start (`pid * BLOCK_N`)"),
+    # A learner's walk through 05, on a 2-D accumulator summed once after the loop.
+    "2-D accumulator: loop to N": (_acc2d(("range(0, M, BLOCK_M)", "range(0, N, BLOCK_M)")), "the loop over rows runs to N"),
+    "2-D accumulator: max over rows": (_acc2d(("tl.sum(acc, axis=0)", "tl.max(acc, axis=0)")), "`tl.max` where dgamma needs `tl.sum`"),
+    "2-D accumulator: sum over axis 1": (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc, axis=1)")), "`axis=1`"),
+    "2-D accumulator overwritten": (_acc2d(("acc += tl.load", "acc = tl.load")), "only the last step's rows are counted"),
+    "max over each step's rows": (mutate(G, ("tl.sum(tile, axis=0)", "tl.max(tile, axis=0)")), "`tl.max` where dgamma needs `tl.sum`"),
 }
 
 
@@ -468,4 +520,5 @@ def _predict_y_buggy_without_eps(N):
 HYPOTHESIS["eps left out of y_buggy"] = (_predict_y_buggy_without_eps, "your y_buggy leaves out eps: for N = 257 you predict 1.411459, but 1/sqrt(mean + eps) with eps = 1e-06 is 1.411458 (the buggy kernel gives 1.4114")
 
 #: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
-FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)")}
+FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)", "mean(u·x·rstd)",
+                                   "mean(x·x) instead of mean(u·x)")}

@@ -1,0 +1,70 @@
+"""More wrong dx kernels of exercise 04 (and of 08's fix), modelled in float64: the mean, the terms, the stores.
+
+:func:`more_symptoms` extends :data:`rmsnorm_course.checkers.ex04_dx.SYMPTOMS`
+(tried after them), from that module's own model of dx; :data:`OUTSIDE` models
+rstd loaded at ``row * row_stride``, on the run with :data:`~.spec.PROBE` around the
+tensors. Each message names the line at fault and the fix.
+
+Source: solutions/04_backward_derivation.ipynb and solutions/08_n_vs_block_exercise.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .diagnose import Case, Symptom
+from .spec import PROBE
+
+_MEAN = "`mean_ux = tl.sum(u * x, axis=0) / N`"
+
+
+def more_symptoms(parts, dx) -> list[Symptom]:
+    """The symptoms, given ex04's ``parts`` (case → x, gamma, dy, r, u) and ``dx`` (its model of a dx slip)."""
+
+    def max_mean(case: Case) -> torch.Tensor:
+        x, _, _, _, u = parts(case)
+        top = (u * x).amax(-1, keepdim=True)
+        return (top.clamp(min=0.0) if case.block_size > case.N else top) / case.N  # masked lanes hold 0
+
+    def swapped(case: Case) -> dict[str, torch.Tensor]:
+        x, _, dy, r, _ = parts(case)
+        return {"dx": dy * x * r, "partial": dx(case)["dx"]}
+
+    return [
+        Symptom("mean(u·x) is not divided by N: `mean_ux` is the row's sum", lambda c: dx(c, divide_by=1),
+                f"It is a mean over the row's N columns: {_MEAN}."),
+        Symptom("dx and partial are swapped: dx holds dy·x·rstd and partial holds dx (each store has the other's "
+                "pointer)", swapped,
+                "Store dx at `dx_ptr + offsets` and dy · x · rstd at `partial_ptr + offsets`."),
+        Symptom("mean(u·x) is taken with `tl.max` where mean(u·x) needs `tl.sum` (the row's largest u·x, not their "
+                "sum)", lambda c: dx(c, mean=max_mean(c)), f"Add every u·x of the row: {_MEAN}."),
+        Symptom("the r³ term multiplies u where it needs x (`u * rstd * rstd * rstd * mean_ux`)",
+                lambda c: dx(c, term_x=False), "dx = r·u − x·r³·mean(u·x): `dx = rstd * u - x * rstd * rstd * rstd * "
+                "mean_ux`."),
+        Symptom("partial has rstd twice (it holds dy·x·rstd²)",
+                lambda c: {"partial": parts(c)[2] * parts(c)[0] * parts(c)[3].square()},
+                "∂y/∂gamma = x·r: store partial = `dy * x * rstd`, with one rstd."),
+        Symptom("mean(u·x) is multiplied by rstd (`tl.sum(u * x * rstd, axis=0) / N`): the r³ term already holds "
+                "every rstd", lambda c: dx(c, mean=(parts(c)[4] * parts(c)[0] * parts(c)[3]).mean(-1, keepdim=True)),
+                f"The mean is of u·x alone: {_MEAN}; dx = r·u − x·r³·mean(u·x)."),
+        Symptom("mean_ux is mean(x·x), the mean of the squares, where it needs mean(u·x) (u = dy · gamma)",
+                lambda c: dx(c, mean=parts(c)[0].square().mean(-1, keepdim=True)),
+                f"Multiply u, not x, by x: {_MEAN}."),
+    ]
+
+
+def _rstd_row_stride(case: Case) -> dict[str, torch.Tensor]:
+    """dx and partial when program `row` loads rstd at `rstd_ptr + row * row_stride`: rows ≥ 1 read PROBE."""
+    x, gamma, dy = case.f64("x"), case.f64("gamma"), case.f64("dy")
+    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.eps)
+    r[1:] = PROBE
+    u = dy * gamma
+    return {"dx": r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True), "partial": dy * x * r}
+
+
+#: rstd read at the row stride, for :attr:`~.spec.ExerciseSpec.outside`.
+OUTSIDE = (
+    Symptom("rstd's load has the row stride (`rstd_ptr + row * row_stride`): row 1 onwards reads past rstd's M "
+            "values", _rstd_row_stride,
+            "rstd has one value per row, one after the other: `rstd = tl.load(rstd_ptr + row)`."),
+)
