@@ -63,10 +63,6 @@ SYMPTOMS = [
     Symptom("the loop over rows runs to N, the number of columns, not to M (`range(0, N, BLOCK_M)`)",
             lambda c: steps(c, range(0, c.N, BLOCK_M)),
             f"The loop walks down the rows: {_LOOP}; the columns are the program's own `cols`."),
-    Symptom("the loop is `range(0, BLOCK_M)`: it steps one row at a time over the first BLOCK_M starts, adding rows "
-            "several times and never reaching the rows past 2 · BLOCK_M",
-            lambda c: steps(c, range(0, BLOCK_M)),
-            f"Step through the rows one tile at a time: {_LOOP}."),
     Symptom("only the last step's rows are counted: the accumulator is overwritten (`acc = ...`) at every step "
             "instead of added to (`acc += ...`)",
             lambda c: steps(c, [(c.M - 1) // BLOCK_M * BLOCK_M]),
