@@ -13,8 +13,9 @@ refused before it happens (under the interpreter), a loop that never ends is
 stopped (:mod:`rmsnorm_course.checkers.isolate`).
 
 Symptoms recognised (each modelled in float64, :mod:`rmsnorm_course.checkers.ex09_symptoms`):
-mean divided by BLOCK_SIZE; the accumulator reset inside the loop (only the
-last block counted); the last, partial block skipped (``N // BLOCK_SIZE``
+mean divided by BLOCK_SIZE or by the padded length (``cdiv(N, BLOCK_SIZE) * BLOCK_SIZE``);
+pass 1 over ``range(0, BLOCK_SIZE)``; y stored without the row's offset; the
+accumulator reset inside the loop (only the last block counted); the last, partial block skipped (``N // BLOCK_SIZE``
 blocks); the loop bound off by one (``range(0, N - 1, BLOCK_SIZE)``); gamma
 loaded with the row's offset; each block normalised by its own sum (one pass,
 rstd stored per block); an address without the block's start (x in both

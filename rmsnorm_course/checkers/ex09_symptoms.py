@@ -61,7 +61,8 @@ def _gamma_row_offset(case: Case) -> dict[str, torch.Tensor]:
 
 
 def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at: bool = True,
-             mask: str = "start + cols < N") -> dict[str, torch.Tensor]:
+            mask: str = "start + cols < N", pass1: str = "range(0, N, BLOCK_SIZE)",
+            y_row: bool = True) -> dict[str, torch.Tensor]:
     """The reference loop run in float64 on the case's memory (NaN around x and gamma), with one slip or none.
 
     Args:
@@ -69,6 +70,8 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
         x1, x2: whether x's load address in pass 1 / pass 2 includes the block's start (`x_row + start + cols`).
         gamma_at, y_at: the same for gamma's load and y's store.
         mask: "start + cols < N", "cols < N" or "start + cols < BLOCK_SIZE".
+        pass1: pass 1's loop, "range(0, N, BLOCK_SIZE)" or "range(0, BLOCK_SIZE)" (starts 0, 1, …, BLOCK_SIZE − 1).
+        y_row: whether y's store address includes the row's offset (`y_ptr + row * row_stride + …`).
 
     Returns:
         y (never-written elements NaN) and rstd, as the interpreter would leave them (programs and blocks in order).
@@ -86,7 +89,7 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
     rstd = torch.empty(M, dtype=torch.float64)
     for r in range(M):
         sum_sq = torch.zeros(B, dtype=torch.float64)
-        for start in range(0, N, B):  # pass 1
+        for start in (range(0, N, B) if pass1 == "range(0, N, BLOCK_SIZE)" else range(0, B)):  # pass 1
             x = torch.where(live(start), x_memory[r * S + start * x1 + lanes], 0.0)
             sum_sq += x * x
         rstd[r] = torch.rsqrt(sum_sq.sum() / N + case.eps)
@@ -94,7 +97,7 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
             on = live(start)
             x = torch.where(on, x_memory[r * S + start * x2 + lanes], 0.0)
             gamma = torch.where(on, gamma_memory[start * gamma_at + lanes], 0.0)
-            y_memory[(r * S + start * y_at + lanes)[on]] = (x * rstd[r] * gamma)[on]
+            y_memory[(r * S * y_row + start * y_at + lanes)[on]] = (x * rstd[r] * gamma)[on]
     return {"y": torch.stack([y_memory[r * S: r * S + N] for r in range(M)]), "rstd": rstd}
 
 
@@ -106,6 +109,12 @@ SYMPTOMS = [
         "the mean is divided by BLOCK_SIZE instead of N",
         lambda c: _model(c, divide_by=c.block),
         "The loop visits cdiv(N, BLOCK_SIZE) blocks, but the row has N values: divide the sum of squares by N.",
+    ),
+    Symptom(
+        "the mean is divided by the padded length `tl.cdiv(N, BLOCK_SIZE) * BLOCK_SIZE` instead of N",
+        lambda c: _model(c, divide_by=-(-c.N // c.block) * c.block),
+        "The lanes past the row add zeros, but the row has N values: "
+        "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`.",
     ),
     Symptom(
         "the accumulator is reset inside the loop: only the last block's squares are counted",
@@ -164,6 +173,17 @@ SYMPTOMS = [
         "every block writes into the first block of y: the store address lacks the block's start",
         lambda c: emulate(c, y_at=False),
         "Store at `y_ptr + row * row_stride + start + cols` (the columns past the first block are never written).",
+    ),
+    Symptom(
+        "every row writes into row 0 of y: the store address lacks the row's offset (`y_ptr + start + cols`)",
+        lambda c: emulate(c, y_row=False),
+        "Store at `y_ptr + row * row_stride + start + cols` (rows 1 onwards are never written).",
+    ),
+    Symptom(
+        "pass 1 loops over `range(0, BLOCK_SIZE)`: starts 0, 1, 2, … one column apart, so the sum of squares adds "
+        "overlapping windows, not the row's blocks",
+        lambda c: emulate(c, pass1="range(0, BLOCK_SIZE)"),
+        "Step over the row block by block: `for start in range(0, N, BLOCK_SIZE)`, in pass 1 as in pass 2.",
     ),
     Symptom(
         "the mask lacks the block's start (`cols < N`): the last block reads past the end of the row",

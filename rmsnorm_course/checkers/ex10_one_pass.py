@@ -24,8 +24,9 @@ once); every program starting at row 0; offsets from ``pid`` instead of the
 loop's ``row``; rstd loaded at ``pid``; the accumulator reset inside the loop;
 the partial stored inside the loop (a program without rows never stores it);
 the partial never stored; the partial stored at the row's index instead of the
-program's, or with its rows BLOCK_SIZE apart (writes outside partial, told
-apart by where they land); an accumulator in 16 bits; plus a wrong signature,
+program's, or with its rows BLOCK_SIZE or row_stride apart (writes outside
+partial, told apart by where they land); dx's second term without rstd; an
+accumulator in 16 bits; plus a wrong signature,
 unmasked accesses, a kernel a GPU would not compile (checked under the
 interpreter too), a masked load without ``other=`` whose lanes reach a result,
 rows addressed with N instead of row_stride, a time-out.
@@ -65,16 +66,27 @@ def grid_cases() -> list[GridCase]:
 
 
 def _partial_outside(case: GridCase):
-    """Words for a write outside the (P, N) partial, from the offsets written (row index or BLOCK_SIZE apart)."""
-    P, N, block = case.programs, case.N, triton.next_power_of_2(case.N)
+    """Words for a write outside the (P, N) partial, from the offsets written: each stride is named only where the
+    offsets are exactly those of its store (rows BLOCK_SIZE or row_stride apart, or at the row's index)."""
+    M, P, N, block, stride = case.M, case.programs, case.N, triton.next_power_of_2(case.N), case.stride
+
+    def apart(step: int) -> set[int]:
+        return {p * step + c for p in range(P) for c in range(N)} - set(range(P * N))
 
     def explain(offsets: list[int]) -> str:
-        if block > N and all(0 <= o and o % block < N for o in offsets):
-            return (f"the partial's rows were stored BLOCK_SIZE = {block} elements apart (`pid * BLOCK_SIZE + cols`), "
-                    f"while partial is a ({P}, N) tensor whose row p starts at element p · N = p · {N}: the last "
-                    "programs wrote past its end. Store at `partial_ptr + pid * N + cols`")
-        return (f"the partial was written outside its {P} rows (at row {offsets[0] // N}): it has one row per "
-                "program, not per data row. Store it once, after the loop, at `partial_ptr + pid * N + cols`")
+        shown = set(offsets)
+        for step, name, code in ((block, "BLOCK_SIZE", "pid * BLOCK_SIZE + cols"),
+                                 (stride, "row_stride", "pid * row_stride + cols")):
+            if step > N and shown == apart(step):
+                return (f"the partial's rows were stored {name} = {step} elements apart (`{code}`), while partial is "
+                        f"a ({P}, N) tensor whose row p starts at element p · N = p · {N}: the last programs wrote "
+                        "past its end. Store at `partial_ptr + pid * N + cols`")
+        if shown == set(range(P * N, M * N)):  # every row r ≥ P stored at r · N
+            return (f"the partial was written outside its {P} rows (at row {offsets[0] // N}): it has one row per "
+                    "program, not per data row. Store it once, after the loop, at `partial_ptr + pid * N + cols`")
+        return (f"the partial was written outside its {P} rows (element offset {offsets[0]}): partial is a ({P}, N) "
+                f"tensor whose row p starts at element p · N = p · {N}. Store it once, after the loop, at "
+                "`partial_ptr + pid * N + cols`")
     return explain
 
 

@@ -22,12 +22,17 @@ def _terms(case):
     return x, gamma, dy, rstd, x * rstd
 
 
-def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_rows=0.0):
-    """float64 dx and (P, N) partial of a variant; ``term`` is what each row adds to its program's partial."""
+def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_rows=0.0, second_rstd=True):
+    """float64 dx and (P, N) partial of a variant; ``term`` is what each row adds to its program's partial.
+
+    ``second_rstd=False``: dx = rstd · u − x̂ · mean(u · x̂) (rstd on the first term only).
+    """
     x, gamma, dy, rstd, x_hat = _terms(case)
     u = dy * gamma
     mean_ux = (u * x_hat).sum(-1, keepdim=True) / (divide_by or case.N)
     dx = (u - x_hat * mean_ux) * (rstd if dx_rstd else 1.0)
+    if not second_rstd:
+        dx = u * rstd - x_hat * mean_ux
     added = {"dy·x̂": dy * x_hat, "dy·x": dy * x, "dy": dy, "u·x̂": u * x_hat}[term]
     P = case.programs
     partial = torch.zeros(P, case.N, dtype=torch.float64)
@@ -77,6 +82,9 @@ SYMPTOMS = [
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
     Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
             "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),
+    Symptom("dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only",
+            lambda c: _model(c, second_rstd=False),
+            "dx = rstd · (u − x̂ · mean(u · x̂)): rstd multiplies both terms, `(u - x_hat * mean_ux) * rstd`."),
     Symptom("the dgamma partial adds dy · x, without rstd", lambda c: _model(c, term="dy·x"),
             "dgamma = Σ dy · x̂ with x̂ = x · rstd: add `dy * x_hat`, not `dy * x`."),
     Symptom("the dgamma partial adds dy alone, without x̂ (that is LayerNorm's dβ, not RMSNorm's dgamma)",

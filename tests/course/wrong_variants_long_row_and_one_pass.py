@@ -126,6 +126,16 @@ LONG_ROW = {
         mutate(L, ("tl.store(y_ptr + row * row_stride", "tl.store(y_ptr + row * N")),
         "it wrote outside y (between its rows, element offset 100): check the store's mask, `start + cols < N`, and "
         "its address, `y_ptr + row * row_stride + start + cols`"),
+    # t36: the padded length, a pass 1 of BLOCK_SIZE steps, y without the row's offset.
+    "divides by the padded length": (
+        mutate(L, ("/ N + eps", "/ (tl.cdiv(N, BLOCK_SIZE) * BLOCK_SIZE) + eps")),
+        "the mean is divided by the padded length"),
+    "pass 1 over range(0, BLOCK_SIZE)": (
+        mutate(L, (LOOP_1, LOOP_1.replace("range(0, N, BLOCK_SIZE)", "range(0, BLOCK_SIZE)"))),
+        "pass 1 loops over `range(0, BLOCK_SIZE)`"),
+    "y stored without the row's offset": (
+        mutate(L, ("tl.store(y_ptr + row * row_stride + start + cols", "tl.store(y_ptr + start + cols")),
+        "every row writes into row 0 of y: the store address lacks the row's offset"),
 }
 
 #: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).
@@ -193,6 +203,13 @@ ONE_PASS = {
     "row cast with .to (fails under the interpreter)": (
         mutate(B, ("tl.cast(row, tl.int64) * row_stride + cols", "row.to(tl.int64) * row_stride + cols")),
         "has no `.to`: write `tl.cast(row, tl.int64)`, which works on the GPU too"),
+    # t36: rstd on dx's first term only, the partial's rows row_stride apart.
+    "dx with rstd on its first term only": (
+        mutate(B, ("(u - x_hat * mean_ux) * rstd", "rstd * u - x_hat * mean_ux")),
+        "dx's second term misses its rstd"),
+    "partial rows row_stride apart (pid * row_stride)": (
+        mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * row_stride + cols")),
+        "the partial's rows were stored row_stride = 107 elements apart"),
 }
 
 #: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).
