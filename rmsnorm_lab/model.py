@@ -73,9 +73,13 @@ SIZES = (
 )
 #: ``--quick``: a CPU logic check of the whole run (Triton's interpreter, float32, nothing meaningful timed).
 QUICK = ModelSize("quick", layers=2, hidden=64, intermediate=128, heads=4, seq=16, batch=2, vocab=128)
-#: Gemma 3 and Qwen3.5 at the GPU-bound width, 2 layers (Qwen3.5: linear attention, then full), 4 × 1024 tokens.
-FAMILY_SIZES = {f: ModelSize("gpu_bound", layers=2, hidden=2048, intermediate=5632, heads=16, seq=1024, batch=4,
-                             family=f) for f in ("gemma3", "qwen3_5")}
+#: Gemma 3 and Qwen3.5 (Qwen3.5: linear attention, then full, alternating): GPU-bound at Llama's GPU-bound size;
+#: host-bound at 2 layers and 4 × 1024 tokens, where Gemma 3's step time is mostly the host's.
+FAMILY_SIZES = {f: (ModelSize("gpu_bound", layers=4, hidden=2048, intermediate=5632, heads=16, seq=2048, batch=4,
+                              family=f),
+                    ModelSize("host_bound", layers=2, hidden=2048, intermediate=5632, heads=16, seq=1024, batch=4,
+                              family=f))
+                for f in ("gemma3", "qwen3_5")}
 VARIANTS = ("original", "fast", "liger")
 MODES = ("eager", "compile")
 #: A variant is timed only if its logits' error against the float32 run is at most this × the original's.

@@ -5,7 +5,8 @@
     python3 scripts/benchmark_model.py --out results/h200 --models gemma3,qwen3_5 --name model_step_gemma_qwen
 
 --models picks the families (rmsnorm_lab.model_families): llama at its two sizes, as below; gemma3 and
-qwen3_5 at rmsnorm_lab.model.FAMILY_SIZES (hidden 2048, 2 layers, 4 x 1024 tokens), Liger's variant
+qwen3_5 at rmsnorm_lab.model.FAMILY_SIZES (hidden 2048; GPU-bound as Llama's, host-bound at 2 layers and
+4 x 1024 tokens), Liger's variant
 being its own patch of the norms there; Qwen3.5's gated norms stay in place (norms_left). --name
 names the three files (default model_step).
 
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
     if args.quick:
         sizes = [dataclasses.replace(bench.QUICK, family=m) for m in models]
     else:
-        sizes = [s for m in models for s in (bench.SIZES if m == "llama" else (bench.FAMILY_SIZES[m],))]
+        sizes = [s for m in models for s in (bench.SIZES if m == "llama" else bench.FAMILY_SIZES[m])]
     if args.layers and not args.quick:
         sizes[0] = dataclasses.replace(sizes[0], layers=args.layers)
     if args.compile_sizes is None:
