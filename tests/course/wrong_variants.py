@@ -522,3 +522,11 @@ HYPOTHESIS["eps left out of y_buggy"] = (_predict_y_buggy_without_eps, "your y_b
 #: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
 FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)", "mean(u·x·rstd)",
                                    "mean(x·x) instead of mean(u·x)")}
+
+# --------------------------------------------------------------------------- issue 36: slips named by their code
+# Appended here too, so that the line numbers the fixture quotes for the variants above stay as they are.
+
+# 03: y without rstd; eps added to every square inside the sum; BLOCK_SIZE without `: tl.constexpr`.
+FORWARD["y without rstd"] = (mutate(F, ("y = x * rstd * gamma", "y = x * gamma")), "y lacks rstd: `y = x * gamma`")
+FORWARD["eps added to every square"] = (mutate(F, ("tl.sum(x * x, axis=0) / N + eps", "tl.sum(x * x + eps, axis=0) / N")), "eps is added to every square inside the sum (`tl.sum(x * x + eps, axis=0)`)")
+FORWARD["BLOCK_SIZE without tl.constexpr"] = (mutate(F, ("BLOCK_SIZE: tl.constexpr", "BLOCK_SIZE")), "declares `BLOCK_SIZE` without `: tl.constexpr`: write `BLOCK_SIZE: tl.constexpr`")
