@@ -530,3 +530,8 @@ FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) i
 FORWARD["y without rstd"] = (mutate(F, ("y = x * rstd * gamma", "y = x * gamma")), "y lacks rstd: `y = x * gamma`")
 FORWARD["eps added to every square"] = (mutate(F, ("tl.sum(x * x, axis=0) / N + eps", "tl.sum(x * x + eps, axis=0) / N")), "eps is added to every square inside the sum (`tl.sum(x * x + eps, axis=0)`)")
 FORWARD["BLOCK_SIZE without tl.constexpr"] = (mutate(F, ("BLOCK_SIZE: tl.constexpr", "BLOCK_SIZE")), "declares `BLOCK_SIZE` without `: tl.constexpr`: write `BLOCK_SIZE: tl.constexpr`")
+# 04 (and 08's fix, its `mean_ux` line): the mean or partial without dy; rstd loaded without the row.
+DX["mean(gamma·x) without dy"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(gamma * x, axis=0) / N")), "mean(u·x) is computed without dy (`tl.sum(gamma * x, axis=0)`)")
+DX["partial without dy"] = (mutate(D, ("dy * x * rstd, mask", "x * rstd, mask")), "partial lacks dy")
+DX["rstd loaded without the row"] = (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr)")), "every row uses row 0's rstd: rstd's load has no row offset (`tl.load(rstd_ptr)`)")
+FIX["mean(gamma·x) without dy"] = DX["mean(gamma·x) without dy"]
