@@ -535,3 +535,17 @@ DX["mean(gamma·x) without dy"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.s
 DX["partial without dy"] = (mutate(D, ("dy * x * rstd, mask", "x * rstd, mask")), "partial lacks dy")
 DX["rstd loaded without the row"] = (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr)")), "every row uses row 0's rstd: rstd's load has no row offset (`tl.load(rstd_ptr)`)")
 FIX["mean(gamma·x) without dy"] = DX["mean(gamma·x) without dy"]
+
+
+# 08: the ratio upside down, 1/sqrt(BLOCK_SIZE / N + eps) (within float32's tolerance of the denominator
+# sqrt(N / BLOCK_SIZE + eps), named apart by the learner's own digits); BLOCK_SIZE taken as 2N.
+def _predict_ratio_upside_down(N):
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(triton.next_power_of_2(N) / N + 1e-6)
+
+
+def _predict_block_twice_n(N):
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(N / (2 * N) + 1e-6)
+
+
+HYPOTHESIS["ratio upside down"] = (_predict_ratio_upside_down, "your y_buggy is 1/sqrt(BLOCK_SIZE / N + eps): the ratio is upside down")
+HYPOTHESIS["BLOCK_SIZE taken as 2N"] = (_predict_block_twice_n, "your y_buggy is computed with BLOCK_SIZE = 2N")
