@@ -549,3 +549,39 @@ def _predict_block_twice_n(N):
 
 HYPOTHESIS["ratio upside down"] = (_predict_ratio_upside_down, "your y_buggy is 1/sqrt(BLOCK_SIZE / N + eps): the ratio is upside down")
 HYPOTHESIS["BLOCK_SIZE taken as 2N"] = (_predict_block_twice_n, "your y_buggy is computed with BLOCK_SIZE = 2N")
+
+
+# 06: the tensors saved in one order and unpacked in another, or passed to backward_rows in another order (it
+# refuses weight and rstd).
+class _SavedInAnotherOrder(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, rstd, weight)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+class _CallInAnotherOrder(_SavedInAnotherOrder):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, rstd, dy.contiguous(), weight, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+AUTOGRAD["saved in one order and unpacked in another"] = (_SavedInAnotherOrder, "your backward unpacks `ctx.saved_tensors` in another order than forward saved them with `ctx.save_for_backward(...)`: `weight` holds rstd and `rstd` holds weight")
+AUTOGRAD["backward_rows called with weight and rstd swapped"] = (_CallInAnotherOrder, "your call of backward_rows passes rstd where it takes weight and weight where it takes rstd, and it refuses them")
