@@ -207,7 +207,8 @@ def _compare(run: Run) -> str | None:
             hint = HINTS[what]
             if run.case.eps != 1e-6:
                 hint = (f"the other cases pass: eps = {run.case.eps} is not passed on. Hand forward's `eps` to "
-                        "forward_op(x, weight, eps), keep it as `ctx.eps` and pass it to backward_rows.")
+                        "forward_op(x, weight, eps): the rstd it returns holds eps, and dx depends on eps only "
+                        "through that rstd, so backward needs no eps of its own.")
             return f"{shown}: {hint}"
     return None
 

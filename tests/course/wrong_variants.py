@@ -585,3 +585,19 @@ class _CallInAnotherOrder(_SavedInAnotherOrder):
 
 AUTOGRAD["saved in one order and unpacked in another"] = (_SavedInAnotherOrder, "your backward unpacks `ctx.saved_tensors` in another order than forward saved them with `ctx.save_for_backward(...)`: `weight` holds rstd and `rstd` holds weight")
 AUTOGRAD["backward_rows called with weight and rstd swapped"] = (_CallInAnotherOrder, "your call of backward_rows passes rstd where it takes weight and weight where it takes rstd, and it refuses them")
+
+
+# 06, passing: backward hands backward_rows a hard-coded eps. Its kernel never reads eps (the saved rstd holds it),
+# so nothing can tell, and the exercise no longer asks to keep eps on ctx.
+class EpsHardCodedInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
