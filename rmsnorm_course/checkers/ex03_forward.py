@@ -8,12 +8,12 @@ past 65504), rstd rounded to 16 bits, x loaded or y stored without the row's
 offset (every row reads, or writes into, the first row), x loaded from a later row
 (``(row + 1) * x_row_stride``: the last program reads past x), gamma loaded with the row's offset; and
 (:mod:`rmsnorm_course.checkers.ex03_symptoms`) ``tl.max`` for ``tl.sum``, eps added after ``tl.rsqrt`` or
-divided by N, the square of the row's sum, rstd stored as mean(x²); plus, before any launch, unmasked
-loads/stores and a wrong signature; and, after, unwritten elements (outputs
-start as NaN; a block narrower than the row is named), float16-only failures,
-and what every kernel check finds (:mod:`rmsnorm_course.checkers.kernels`): reads or
-writes outside the tensors, a write into an input, a masked load without
-``other=``, a crash, an endless loop, code the GPU compiler rejects.
+divided by N, the square of the row's sum, y without rstd, eps added to every square in the sum, rstd stored
+as mean(x²); plus, before any launch, unmasked loads/stores and a wrong signature (BLOCK_SIZE without
+``: tl.constexpr`` named at its line); and, after, unwritten elements (outputs start as NaN; a block
+narrower than the row is named), float16-only failures, and what every kernel check finds
+(:mod:`rmsnorm_course.checkers.kernels`): reads or writes outside the tensors, a write into an input, a
+masked load without ``other=``, a crash, an endless loop, code the GPU compiler rejects.
 
 Source: solutions/03_forward_kernel.ipynb.
 """

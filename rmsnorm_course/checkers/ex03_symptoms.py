@@ -1,4 +1,4 @@
-"""More wrong forwards of exercise 03, modelled in float64: slips of the reduction, of eps and of rstd's store.
+"""More wrong forwards of exercise 03, modelled in float64: slips of the reduction, of eps, of y and of rstd's store.
 
 :data:`SYMPTOMS` extend :data:`rmsnorm_course.checkers.ex03_forward.SYMPTOMS`
 (tried after them); :func:`gamma_row_offset` models, on the run with
@@ -59,6 +59,17 @@ SYMPTOMS = [
         "eps is divided by N with the sum of squares, (Σ x² + eps) / N, where it is added to the mean",
         lambda c: outputs(c, torch.rsqrt((sum_of_squares(c) + c.eps) / c.N)),
         "Divide the sum alone, then add eps: `tl.sum(x * x, axis=0) / N + eps` (mind the parentheses).",
+    ),
+    Symptom(
+        "y lacks rstd: `y = x * gamma` scales x by gamma alone (rstd is right, and stored, but never multiplies x)",
+        lambda c: {"y": c.f64("x") * c.f64("gamma")},
+        "y = x · rstd · gamma: write `y = x * rstd * gamma`.",
+    ),
+    Symptom(
+        "eps is added to every square inside the sum (`tl.sum(x * x + eps, axis=0)`): the block's BLOCK_SIZE lanes, "
+        "padding included, each add eps, so the mean gets eps · BLOCK_SIZE / N where it needs eps once",
+        lambda c: outputs(c, torch.rsqrt((sum_of_squares(c) + c.block_size * c.eps) / c.N)),
+        "Sum the squares alone, divide by N, then add eps once: `rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`.",
     ),
     Symptom(
         "y is right but rstd holds mean(x²), the mean of the squares, not rstd = 1/sqrt(mean(x²) + eps)",

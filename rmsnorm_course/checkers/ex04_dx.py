@@ -9,9 +9,9 @@ mean(u · x); gamma missing from u, or from the mean alone (dy · x); the second
 term added instead of subtracted; partial without rstd or with gamma; offsets
 (or x's load) without the row's offset; and (:mod:`rmsnorm_course.checkers.ex04_symptoms`)
 mean(u · x) not divided by N, taken with ``tl.max``, with an extra rstd, or of x · x; u for x in
-the r³ term; dx and partial stored in each other's place; partial with rstd twice; rstd loaded at
-``row * row_stride``; plus the pre-launch checks (signature,
-masks) and unwritten elements.
+the r³ term; dx and partial stored in each other's place; partial with rstd twice; mean(gamma · x),
+without dy; partial without dy; rstd loaded at ``rstd_ptr`` alone (row 0's for every row) or at
+``row * row_stride``; plus the pre-launch checks (signature, masks) and unwritten elements.
 
 Source: solutions/04_backward_derivation.ipynb and
 solutions/08_n_vs_block_exercise.ipynb.

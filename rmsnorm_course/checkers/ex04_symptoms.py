@@ -26,6 +26,11 @@ def more_symptoms(parts, dx) -> list[Symptom]:
         top = (u * x).amax(-1, keepdim=True)
         return (top.clamp(min=0.0) if case.block_size > case.N else top) / case.N  # masked lanes hold 0
 
+    def first_rstd(case: Case) -> dict[str, torch.Tensor]:
+        x, _, dy, r, u = parts(case)
+        r0 = r[:1].expand_as(r)  # every program loads rstd_ptr[0]
+        return {"dx": r0 * u - x * r0.pow(3) * (u * x).sum(-1, keepdim=True) / case.N, "partial": dy * x * r0}
+
     def swapped(case: Case) -> dict[str, torch.Tensor]:
         x, _, dy, r, _ = parts(case)
         return {"dx": dy * x * r, "partial": dx(case)["dx"]}
@@ -50,6 +55,13 @@ def more_symptoms(parts, dx) -> list[Symptom]:
         Symptom("mean_ux is mean(x·x), the mean of the squares, where it needs mean(u·x) (u = dy · gamma)",
                 lambda c: dx(c, mean=parts(c)[0].square().mean(-1, keepdim=True)),
                 f"Multiply u, not x, by x: {_MEAN}."),
+        Symptom("mean(u·x) is computed without dy (`tl.sum(gamma * x, axis=0)`): the mean's u lacks dy (u = dy · "
+                "gamma)", lambda c: dx(c, mean=(parts(c)[1] * parts(c)[0]).mean(-1, keepdim=True)),
+                f"Both terms of dx use u = dy · gamma: {_MEAN}, with u, not gamma."),
+        Symptom("partial lacks dy (it holds x·rstd)", lambda c: {"partial": parts(c)[0] * parts(c)[3]},
+                "Store partial = `dy * x * rstd`: dgamma = Σ_rows dy · x · r."),
+        Symptom("every row uses row 0's rstd: rstd's load has no row offset (`tl.load(rstd_ptr)`)", first_rstd,
+                "rstd has one value per row, one after the other: `rstd = tl.load(rstd_ptr + row)`."),
     ]
 
 

@@ -9,7 +9,8 @@ Mistakes recognised: backward returning two gradients instead of three
 no gradient for weight; dy passed on
 without ``.contiguous()``; a forward or backward that does not call the
 package's kernels (``forward_op``, ``backward_rows``); ``ctx`` not holding
-what backward needs.
+what backward needs; the saved tensors unpacked in another order than they were
+saved (backward_rows then refuses weight or rstd: named from the traceback's frames).
 
 Source: solutions/06_autograd_and_training.ipynb.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import traceback
 
 import torch
 
@@ -58,7 +60,55 @@ def _count_launches():
         _device.new_output = original
 
 
-def _explain_autograd_error(error: BaseException) -> str | None:
+def _role(value, case: Case) -> str | None:
+    """Which of the saved tensors ``value`` is, by its shape: x (M, N), weight (N,) or rstd (M,) float32."""
+    if not isinstance(value, torch.Tensor) or case is None:
+        return None
+    M, N = case.inputs["x"].shape
+    if tuple(value.shape) == (M, N):
+        return "x"
+    if tuple(value.shape) == (N,) and value.dtype == case.inputs["weight"].dtype:
+        return "weight"
+    if tuple(value.shape) == (M,) and value.dtype == torch.float32:
+        return "rstd"
+    return None
+
+
+def _saved_order(error: BaseException, case: Case | None) -> str | None:
+    """backward_rows refused x, weight or rstd because it got another of the three there: name the order at fault.
+
+    The frames of the traceback still hold what backward_rows received and the names of the learner's backward:
+    a name that holds another saved tensor (``weight`` holding rstd) means ``ctx.saved_tensors`` was unpacked in
+    another order than ``ctx.save_for_backward`` saved it; names that hold their own tensor, passed in other
+    places, mean the call's order; else both orders are worth a look.
+    """
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+    inside = next((i for i, f in enumerate(frames) if f.f_code.co_name == "backward_rows"
+                   and f.f_globals.get("__name__") == "rmsnorm.article.backward"), None)
+    if not inside:
+        return None
+    # The learner's backward: the last frame before backward_rows outside torch (its compiler.disable wraps it).
+    outer = [f for f in frames[:inside] if not str(f.f_globals.get("__name__", "")).startswith("torch")]
+    got, caller = frames[inside].f_locals, (outer[-1].f_locals if outer else {})
+    misplaced = [(p, _role(got.get(p), case)) for p in ("x", "weight", "rstd")]
+    if any(role is None for _, role in misplaced) or all(p == role for p, role in misplaced):
+        return None
+    order = "`ctx.save_for_backward(x, weight, rstd)` in forward, `x, weight, rstd = ctx.saved_tensors` in backward"
+    if all(caller.get(p) is got.get(p) for p in ("x", "weight", "rstd")):
+        names = " and ".join(f"`{p}` holds {role}" for p, role in misplaced if p != role)
+        return (f"your backward unpacks `ctx.saved_tensors` in another order than forward saved them with "
+                f"`ctx.save_for_backward(...)`: {names}, so backward_rows refuses them ({error}). saved_tensors "
+                f"gives the tensors back in the order they were saved: save and unpack them in one order, {order}.")
+    places = " and ".join(f"{role} where it takes {p}" for p, role in misplaced if p != role)
+    if all(_role(caller.get(p), case) == p for p in ("x", "weight", "rstd")):  # right names, called out of order
+        return (f"your call of backward_rows passes {places}, and it refuses them ({error}): its arguments come in "
+                "the order `backward_rows(x, weight, dy.contiguous(), rstd, eps)`.")
+    return (f"backward_rows gets {places}, and refuses them ({error}): check the order of the tensors where forward "
+            f"saves them and backward unpacks them ({order}), and in the call, "
+            "`backward_rows(x, weight, dy.contiguous(), rstd, eps)`.")
+
+
+def _explain_autograd_error(error: BaseException, case: Case | None = None) -> str | None:
     text = str(error)
     count = re.search(r"incorrect number of gradients \(expected (\d+), got (\d+)\)", text)
     if count:
@@ -75,6 +125,8 @@ def _explain_autograd_error(error: BaseException) -> str | None:
     if isinstance(error, ContractError) and "dy must be contiguous" in text:
         return ("backward received a dy that is not contiguous (here the loss reads y transposed) and passed it "
                 "on: backward_rows refuses it. Pass `dy.contiguous()` (a copy only when needed).")
+    if isinstance(error, ContractError) and (order := _saved_order(error, case)) is not None:
+        return order
     if isinstance(error, AttributeError) and ("ctx" in text or "saved_tensors" in text):
         return (f"{text}: save the tensors backward needs in forward with `ctx.save_for_backward(x, weight, rstd)` "
                 "and keep eps as `ctx.eps = eps`.")
@@ -155,7 +207,8 @@ def _compare(run: Run) -> str | None:
             hint = HINTS[what]
             if run.case.eps != 1e-6:
                 hint = (f"the other cases pass: eps = {run.case.eps} is not passed on. Hand forward's `eps` to "
-                        "forward_op(x, weight, eps), keep it as `ctx.eps` and pass it to backward_rows.")
+                        "forward_op(x, weight, eps): the rstd it returns holds eps, and dx depends on eps only "
+                        "through that rstd, so backward needs no eps of its own.")
             return f"{shown}: {hint}"
     return None
 
@@ -174,7 +227,7 @@ SPEC = FunctionSpec(
         "were left unchanged."),
     example="x = torch.randn(3, 257, requires_grad=True); MyRMSNormFunction.apply(x, torch.ones(257), 1e-6).sum()"
             ".backward()",
-    explain=lambda error, case: _explain_autograd_error(error),
+    explain=_explain_autograd_error,
     verify=_compare,
 )
 

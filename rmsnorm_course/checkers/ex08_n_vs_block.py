@@ -6,8 +6,9 @@
    next_power_of_2(N). The checker runs the package's kernel and the buggy one
    from :mod:`rmsnorm_course.teaching.buggy` on rows of 3, 256, 257 and 1000 ones and compares.
    Recognised: the denominator sqrt(mean + eps) given instead of the output;
-   the mean itself; the square root forgotten; BLOCK_SIZE taken as 512 for
-   every N; the two numbers swapped; eps left out (float32's tolerance hides it).
+   the mean itself; the square root forgotten; the ratio upside down
+   (BLOCK_SIZE / N); BLOCK_SIZE taken as 2N, or as 512 for every N; the two
+   numbers swapped; eps left out (float32's tolerance hides it).
    A :class:`~rmsnorm_course.checkers.spec.FunctionSpec` (:data:`HYPOTHESIS_SPEC`), judged by
    :func:`rmsnorm_course.checkers.functions.check`.
 2. The fix: a dx kernel that divides mean(u · x) by N, checked like exercise
@@ -71,6 +72,14 @@ WRONG_HYPOTHESES = [
     ("computed with BLOCK_SIZE rounded down to a power of two (256 for N = 257)",
      lambda N: 1 / math.sqrt(N / (1 << (N.bit_length() - 1)) + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N) rounds up: 512 for N = 257, so that the block covers the whole row."),
+    ("1/sqrt(BLOCK_SIZE / N + eps): the ratio is upside down",
+     lambda N: 1 / math.sqrt(_block(N) / N + EPS),
+     "The sum of N ones is N, and the buggy kernel divides it by BLOCK_SIZE: the mean is N / BLOCK_SIZE (at most 1), "
+     "not BLOCK_SIZE / N, and y = 1 / sqrt(N / BLOCK_SIZE + eps)."),
+    ("computed with BLOCK_SIZE = 2N (the mean is 1/2 for every N)",
+     lambda N: 1 / math.sqrt(N / (2 * N) + EPS),
+     "BLOCK_SIZE = triton.next_power_of_2(N), the smallest power of two ≥ N, not 2N: 4 for N = 3, 256 for N = 256 "
+     "(where the bug hides), 512 for N = 257; then y = 1 / sqrt(N / BLOCK_SIZE + eps)."),
     ("computed with BLOCK_SIZE = 512 for every N",
      lambda N: 1 / math.sqrt(N / 512 + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N): 4 for N = 3, 256 for N = 256 (where the bug hides), 1024 for N = 1000."),
@@ -135,9 +144,16 @@ def _y_buggy_off(runs) -> str | None:
         return None
     guess, i = _guesses(runs)[:, 1], _first_off(runs, 1)
     mine, seen = fmt(runs[i].actual["guess"][1]), fmt(runs[i].expected["seen"][1])
+    # Two hypotheses can agree to float32's tolerance (sqrt(N / B + eps) and 1/sqrt(B / N + eps) differ by about
+    # eps): the learner's float64 numbers are nearest the one they computed.
+    near = []
     for what, model, fix in WRONG_HYPOTHESES:
-        if close(guess, torch.tensor([model(N) for N in NS], dtype=torch.float64), TOLERANCES[torch.float32]):
-            return f"your y_buggy is {what}: for N = {NS[i]} you predict {mine}, the buggy kernel gives {seen}. {fix}"
+        want = torch.tensor([model(N) for N in NS], dtype=torch.float64)
+        if close(guess, want, TOLERANCES[torch.float32]):
+            near.append((float((guess - want).abs().max()), what, fix))
+    if near:
+        _, what, fix = min(near, key=lambda hypothesis: hypothesis[0])
+        return f"your y_buggy is {what}: for N = {NS[i]} you predict {mine}, the buggy kernel gives {seen}. {fix}"
     return (f"for N = {NS[i]} you predict y_buggy = {mine}, the buggy kernel gives {seen} "
             f"(BLOCK_SIZE = {_block(NS[i])}).")
 

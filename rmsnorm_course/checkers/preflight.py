@@ -1,8 +1,9 @@
 """Reading a learner's kernel before it runs: the skeleton, the signature, unmasked accesses, loads without ``other=``.
 
 :func:`preflight` never runs the kernel: a skeleton says "not done yet", a
-wrong signature or an unmasked block access is named with its line, before
-anything is launched (:func:`rmsnorm_course.checkers.kernels.check` calls it first).
+wrong signature (a block width without ``: tl.constexpr`` included) or an
+unmasked block access is named with its line, before anything is launched
+(:func:`rmsnorm_course.checkers.kernels.check` calls it first).
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 """
@@ -58,6 +59,15 @@ def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback |
             f"{' and '.join(by_keyword)} last and spelled exactly (the launcher passes them by name).",
         )
     first = first_line(kernel)
+    learner = inspect.signature(kernel.fn).parameters
+    for p in by_keyword:
+        if "constexpr" not in str(learner[p].annotation):
+            return wrong(
+                exercise,
+                f"the signature of {name}, line {first + _parameter_line(source, p) - 1} of your cell, declares "
+                f"`{p}` without `: tl.constexpr`: write `{p}: tl.constexpr`. A block's width (`tl.arange(0, {p})`) "
+                "must be known when the kernel compiles, and only a `tl.constexpr` parameter is.",
+            )
     for line, call in unmasked_accesses(source):
         return wrong(
             exercise,
@@ -65,6 +75,14 @@ def preflight(exercise: str, kernel, reference, mask_example: str) -> Feedback |
             "and `other=0` for a load.",
         )
     return None
+
+
+def _parameter_line(source: str, parameter: str) -> int:
+    """Line of ``parameter`` in the kernel's ``def`` (within the kernel's source; the ``def`` line if not found)."""
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.FunctionDef):
+            return next((arg.lineno for arg in node.args.args if arg.arg == parameter), node.lineno)
+    return 1
 
 
 def raises_not_implemented(source: str) -> bool:

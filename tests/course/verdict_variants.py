@@ -152,6 +152,7 @@ def variants() -> list[Variant]:
     out += _table("04", wv.DX, c.check_dx_kernel)
     out += _table("05", wv.DGAMMA, c.check_dgamma_kernel)
     out += _table("06", wv.AUTOGRAD, c.check_autograd_function)
+    out += [("06", "eps hard-coded in backward", lambda: c.check_autograd_function(wv.EpsHardCodedInBackward), False)]
     out += [("07 reading", name, (lambda a=args: c.check_benchmark_reading(*a, _samples(), _prediction)), False)
             for name, (args, _) in wv.BENCHMARK.items()]
     out += [("07 reading", "not a table",

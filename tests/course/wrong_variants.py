@@ -522,3 +522,82 @@ HYPOTHESIS["eps left out of y_buggy"] = (_predict_y_buggy_without_eps, "your y_b
 #: Exercise 08's fix: the slips of its one line, `mean_ux = ...` (exercise 04's checker names them too).
 FIX = {name: DX[name] for name in ("mean(u·x) divided by N - 1", "mean(dy·x) instead of mean(u·x)", "mean(u·x·rstd)",
                                    "mean(x·x) instead of mean(u·x)")}
+
+# --------------------------------------------------------------------------- issue 36: slips named by their code
+# Appended here too, so that the line numbers the fixture quotes for the variants above stay as they are.
+
+# 03: y without rstd; eps added to every square inside the sum; BLOCK_SIZE without `: tl.constexpr`.
+FORWARD["y without rstd"] = (mutate(F, ("y = x * rstd * gamma", "y = x * gamma")), "y lacks rstd: `y = x * gamma`")
+FORWARD["eps added to every square"] = (mutate(F, ("tl.sum(x * x, axis=0) / N + eps", "tl.sum(x * x + eps, axis=0) / N")), "eps is added to every square inside the sum (`tl.sum(x * x + eps, axis=0)`)")
+FORWARD["BLOCK_SIZE without tl.constexpr"] = (mutate(F, ("BLOCK_SIZE: tl.constexpr", "BLOCK_SIZE")), "declares `BLOCK_SIZE` without `: tl.constexpr`: write `BLOCK_SIZE: tl.constexpr`")
+# 04 (and 08's fix, its `mean_ux` line): the mean or partial without dy; rstd loaded without the row.
+DX["mean(gamma·x) without dy"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(gamma * x, axis=0) / N")), "mean(u·x) is computed without dy (`tl.sum(gamma * x, axis=0)`)")
+DX["partial without dy"] = (mutate(D, ("dy * x * rstd, mask", "x * rstd, mask")), "partial lacks dy")
+DX["rstd loaded without the row"] = (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr)")), "every row uses row 0's rstd: rstd's load has no row offset (`tl.load(rstd_ptr)`)")
+FIX["mean(gamma·x) without dy"] = DX["mean(gamma·x) without dy"]
+
+
+# 08: the ratio upside down, 1/sqrt(BLOCK_SIZE / N + eps) (within float32's tolerance of the denominator
+# sqrt(N / BLOCK_SIZE + eps), named apart by the learner's own digits); BLOCK_SIZE taken as 2N.
+def _predict_ratio_upside_down(N):
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(triton.next_power_of_2(N) / N + 1e-6)
+
+
+def _predict_block_twice_n(N):
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(N / (2 * N) + 1e-6)
+
+
+HYPOTHESIS["ratio upside down"] = (_predict_ratio_upside_down, "your y_buggy is 1/sqrt(BLOCK_SIZE / N + eps): the ratio is upside down")
+HYPOTHESIS["BLOCK_SIZE taken as 2N"] = (_predict_block_twice_n, "your y_buggy is computed with BLOCK_SIZE = 2N")
+
+
+# 06: the tensors saved in one order and unpacked in another, or passed to backward_rows in another order (it
+# refuses weight and rstd).
+class _SavedInAnotherOrder(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, rstd, weight)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+class _CallInAnotherOrder(_SavedInAnotherOrder):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, rstd, dy.contiguous(), weight, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+AUTOGRAD["saved in one order and unpacked in another"] = (_SavedInAnotherOrder, "your backward unpacks `ctx.saved_tensors` in another order than forward saved them with `ctx.save_for_backward(...)`: `weight` holds rstd and `rstd` holds weight")
+AUTOGRAD["backward_rows called with weight and rstd swapped"] = (_CallInAnotherOrder, "your call of backward_rows passes rstd where it takes weight and weight where it takes rstd, and it refuses them")
+
+
+# 06, passing: backward hands backward_rows a hard-coded eps. Its kernel never reads eps (the saved rstd holds it),
+# so nothing can tell, and the exercise no longer asks to keep eps on ctx.
+class EpsHardCodedInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
