@@ -226,3 +226,18 @@ FAR_OUTSIDE = {
         mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * N * 100000000 + cols")),
         "made a store at"),
 }
+
+# a36: pass 1 adding x (a NaN from a negative mean, not a read outside), eps in every lane, the accumulator
+# created inside the loop (the compiler for a GPU does not know it after the loop).
+LONG_ROW["pass 1 adds x, not x²"] = (mutate(L, ("sum_sq += x * x", "sum_sq += x")), "pass 1 adds x, not x² (`sum_sq += x`)")
+LONG_ROW["eps added in every lane"] = (
+    mutate(L, ("sum_sq += x * x", "sum_sq += x * x + eps"), ("/ N + eps)", "/ N)")),
+    "eps is added to every lane of every block (`sum_sq += x * x + eps`), so the mean gets eps × (padded length) / N")
+LONG_ROW["eps added in every lane and to the mean"] = (
+    mutate(L, ("sum_sq += x * x", "sum_sq += x * x + eps")),
+    "eps is added to every lane of every block (`sum_sq += x * x + eps`) as well as to the mean")
+LONG_ROW["accumulator created inside the loop"] = (
+    mutate(L, ("    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n", ""),
+           ("        sum_sq += x * x\n", "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n        sum_sq += x * x\n")),
+    "`sum_sq` is created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
+    "create it once, before the loop")
