@@ -25,7 +25,9 @@ loop's ``row``; rstd loaded at ``pid``; the accumulator reset inside the loop;
 the partial stored inside the loop (a program without rows never stores it);
 the partial never stored; the partial stored at the row's index instead of the
 program's, or with its rows BLOCK_SIZE or row_stride apart (writes outside
-partial, told apart by where they land); dx's second term without rstd; an
+partial, told apart by where they land); dx's second term without rstd (or the mean
+taken of u · x, which gives the same numbers: both named); each row's term stored
+in place of the sum; ``row = pid``; the loop started at ``pid * P``; an
 accumulator in 16 bits; plus a wrong signature,
 unmasked accesses, a kernel a GPU would not compile (checked under the
 interpreter too), a masked load without ``other=`` whose lanes reach a result,

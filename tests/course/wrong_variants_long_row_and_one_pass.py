@@ -196,7 +196,7 @@ ONE_PASS = {
                                       "every program starts at row 0 (`range(0, M, P)`)"),
     "accumulator reset inside the loop": (
         mutate(B, (ROW_LOOP, ROW_LOOP + "        dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n")),
-        "each program's partial holds its last row only"),
+        "the accumulator is reset or overwritten inside the loop"),
     "dy loaded without other=": (
         mutate(B, ("dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)", "dy = tl.load(dy_ptr + offsets, mask=mask)")),
         NO_OTHER),
@@ -206,7 +206,7 @@ ONE_PASS = {
     # t36: rstd on dx's first term only, the partial's rows row_stride apart.
     "dx with rstd on its first term only": (
         mutate(B, ("(u - x_hat * mean_ux) * rstd", "rstd * u - x_hat * mean_ux")),
-        "dx's second term misses its rstd"),
+        "or rstd multiplies u only (`rstd * u - x_hat * mean_ux`)"),
     "partial rows row_stride apart (pid * row_stride)": (
         mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * row_stride + cols")),
         "the partial's rows were stored row_stride = 107 elements apart"),
@@ -241,3 +241,22 @@ LONG_ROW["accumulator created inside the loop"] = (
            ("        sum_sq += x * x\n", "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n        sum_sq += x * x\n")),
     "`sum_sq` is created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
     "create it once, before the loop")
+
+# a36: the mean over u · x (dx's line is right), each row's term stored in place of the sum, `row = pid`, the
+# loop started at pid * P (a NaN from rows never visited, not a read outside), the accumulator overwritten.
+ONE_PASS["mean of u · x, not u · x̂"] = (
+    mutate(B, ("tl.sum(u * x_hat, axis=0) / N", "tl.sum(u * x, axis=0) / N")),
+    "either the mean is taken of u · x where u · x̂ belongs (`mean_ux = tl.sum(u * x, axis=0) / N`)")
+ONE_PASS["each row's term stored in the partial"] = (
+    mutate(B, (STORE, ""), ("        dgamma_acc += dy * x_hat\n",
+                            "        tl.store(partial_ptr + pid * N + cols, dy * x_hat, mask=mask)\n")),
+    "each row's dy · x̂ is stored in the partial in place of the program's sum")
+ONE_PASS["row = pid"] = (
+    mutate(B, (ROW_LOOP, ROW_LOOP + "        row = pid\n")),
+    "the loop's `row` is not used: every address uses `pid` (`row = pid`)")
+ONE_PASS["rows from pid * P"] = (
+    mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(pid * P, M, P)"))),
+    "program pid starts at row pid · P (`range(pid * P, M, P)`): the rows between are never visited")
+ONE_PASS["accumulator overwritten (=, not +=)"] = (
+    mutate(B, ("dgamma_acc += dy * x_hat", "dgamma_acc = dy * x_hat")),
+    "the accumulator is reset or overwritten inside the loop (`dgamma_acc = ...` where `dgamma_acc += ...` belongs)")
