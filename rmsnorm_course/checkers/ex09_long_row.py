@@ -24,8 +24,8 @@ passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
 writes the first block); the mask without the block's start (``cols < N``) or
 against BLOCK_SIZE; the sum of squares accumulated in float16; plus, before
 any launch, an unmasked load or store and a wrong signature; a kernel a GPU
-would not compile (checked under the interpreter too; an accumulator created inside the loop is named); and, after, a masked
-load without ``other=`` whose lanes reach y, rows addressed with N instead of
+would not compile (checked under the interpreter too; an accumulator created inside the
+loop is named); and, after, a masked load without ``other=`` whose lanes reach y, rows addressed with N instead of
 row_stride, writes outside y or rstd, unwritten elements, a time-out,
 float16-only failures.
 

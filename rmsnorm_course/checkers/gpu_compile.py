@@ -115,10 +115,10 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     made_inside = _MADE_INSIDE.search(last)
     if interpreted() and made_inside:  # the interpreter ran it, so the name exists: it is made inside a loop
         variable = made_inside.group(1)
-        return (f"the interpreter runs {name}, but {REJECTS}{where}: {last}. `{variable}` is created inside a loop (or an "
-                "`if`), and the compiler does not carry a variable made there past it: create it once, before the "
-                f"loop, as what it will be (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, "
-                "`0.0` for a single number), and inside the loop only add to it.")
+        return (f"the interpreter runs {name}, but {REJECTS}{where}: {last}. `{variable}` is created inside a loop "
+                "(or an `if`), and the compiler does not carry a variable made there past it: create it once, "
+                f"before the loop, as what it will be (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` "
+                "for a block, `0.0` for a single number), and inside the loop only add to it.")
     if interpreted():
         return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
                 f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")
