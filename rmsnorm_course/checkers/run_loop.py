@@ -31,6 +31,7 @@ from . import progress
 from .diagnose import Case, Outputs, Run, _case_passes, _matches, diagnose
 from .feedback import (
     Feedback,
+    _chain,
     caused_by,
     describe_error,
     is_not_implemented,
@@ -126,6 +127,10 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs
                     if found is not None:
                         return found
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
+                words = spec.explain_error(case, error) if spec.explain_error is not None else None
+                if words is not None:  # says RAISED, as describe_error does
+                    return wrong(exercise, f"on {case.label}, {name} raised {type(_chain(error)[-1]).__name__}"
+                                 f"{_learner_line(error)}: {words}")
                 return _error_feedback(exercise, kernel, case, error, spec.example)
             results.append(outputs)
     return results
