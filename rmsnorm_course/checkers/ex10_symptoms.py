@@ -10,6 +10,8 @@ Source: solutions/10_one_pass_backward.ipynb.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import triton
 
@@ -79,17 +81,45 @@ def correct(case) -> dict[str, torch.Tensor]:
     return _model(case)
 
 
+#: One rstd short on dx's second term: the mean taken of u · x, or rstd on u only (the same numbers).
+ONE_RSTD_SHORT = Symptom(
+    "dx's second term misses one rstd: either the mean is taken of u · x where u · x̂ belongs "
+    "(`mean_ux = tl.sum(u * x, axis=0) / N`), or rstd multiplies u only (`rstd * u - x_hat * mean_ux`)",
+    lambda c: _model(c, second_rstd=False),
+    "The mean is over u · x̂: `mean_ux = tl.sum(u * x_hat, axis=0) / N`; and rstd multiplies both terms of "
+    "dx: `(u - x_hat * mean_ux) * rstd`.")
+
+#: The two lines that give :data:`ONE_RSTD_SHORT`'s numbers, each with its own summary and fix.
+_ONE_RSTD_SHORT_LINES = (
+    (re.compile(r"tl\.sum\(\s*(?:u\s*\*\s*x|x\s*\*\s*u)\b"),
+     "the mean is taken of u · x where u · x̂ belongs (`tl.sum(u * x, axis=0)`), so it lacks one rstd "
+     "(x̂ = x · rstd) and dx's second term with it",
+     "The mean is over u · x̂: `mean_ux = tl.sum(u * x_hat, axis=0) / N` (your dx line is then right)."),
+    (re.compile(r"rstd\s*\*\s*u\s*-"),
+     "dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only",
+     "dx = rstd · (u − x̂ · mean(u · x̂)): rstd multiplies both terms, `(u - x_hat * mean_ux) * rstd`."),
+)
+
+
+def by_source(message: str, source: str) -> str:
+    """:data:`ONE_RSTD_SHORT`'s message for the one of its two lines found in ``source``; else ``message``."""
+    head, tail = f"{ONE_RSTD_SHORT.summary}: ", f". {ONE_RSTD_SHORT.fix}"
+    if not (message.startswith(head) and message.endswith(tail)):
+        return message
+    found = [(summary, fix) for pattern, summary, fix in _ONE_RSTD_SHORT_LINES if pattern.search(source)]
+    if len(found) != 1:
+        return message
+    summary, fix = found[0]
+    return f"{summary}: {message[len(head):-len(tail)]}. {fix}"
+
+
 SYMPTOMS = [
     Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N",
             lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
     Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
             "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),
-    Symptom("dx's second term misses one rstd: either the mean is taken of u · x where u · x̂ belongs "
-            "(`mean_ux = tl.sum(u * x, axis=0) / N`), or rstd multiplies u only (`rstd * u - x_hat * mean_ux`)",
-            lambda c: _model(c, second_rstd=False),
-            "The mean is over u · x̂: `mean_ux = tl.sum(u * x_hat, axis=0) / N`; and rstd multiplies both terms of "
-            "dx: `(u - x_hat * mean_ux) * rstd`."),
+    ONE_RSTD_SHORT,
     Symptom("the dgamma partial adds dy · x, without rstd", lambda c: _model(c, term="dy·x"),
             "dgamma = Σ dy · x̂ with x̂ = x · rstd: add `dy * x_hat`, not `dy * x`."),
     Symptom("the dgamma partial adds dy alone, without x̂ (that is LayerNorm's dβ, not RMSNorm's dgamma)",

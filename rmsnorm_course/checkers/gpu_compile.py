@@ -112,13 +112,16 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     # Both wordings say REJECTS: kernels.verdict recognises a GPU's own compile error by it.
     lines = message.strip().splitlines()
     last = lines[-1] if lines else ""
-    made_inside = _MADE_INSIDE.search(last)
-    if interpreted() and made_inside:  # the interpreter ran it, so the name exists: it is made inside a loop
+    made_inside = _MADE_INSIDE.search(message)
+    if made_inside:  # under the interpreter it ran, so the name exists: it is made inside a loop (or an `if`)
         variable = made_inside.group(1)
-        return (f"the interpreter runs {name}, but {REJECTS}{where}: {last}. `{variable}` is created inside a loop "
-                "(or an `if`), and the compiler does not carry a variable made there past it: create it once, "
-                f"before the loop, as what it will be (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` "
-                "for a block, `0.0` for a single number), and inside the loop only add to it.")
+        hint = (f"created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
+                f"{MADE_IN_LOOP} (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a "
+                "single number), and inside the loop only add to it.")
+        if interpreted():
+            return f"the interpreter runs {name}, but {REJECTS}{where}: {last}. `{variable}` is {hint}"
+        how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
+        return f"{name} does not compile: {REJECTS}{where}: {last}. If `{variable}` is {hint}{how}"
     if interpreted():
         return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
                 f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")
@@ -134,7 +137,9 @@ _LOOP_VARIABLE = ("a variable changed in a loop must keep its dtype and shape, s
                   "will be: `tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a single number")
 _CONSTEXPR_WIDTH = "a block's width must be a `tl.constexpr`"
 #: The compiler's words for a name it does not know: under the interpreter, one first assigned inside a loop.
-_MADE_INSIDE = re.compile(r"NameError\('(\w+) is not defined'\)")
+_MADE_INSIDE = re.compile(r"NameError\W+(?:name )?'?(\w+)'? is not defined")
+#: What a message about such a name asks for.
+MADE_IN_LOOP = "create it once, before the loop, as what it will be"
 
 
 def compile_error_message(kernel, error: BaseException, example: str = "") -> str | None:

@@ -78,7 +78,7 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
     In this order: the kernel's errors, writes outside, reads outside and NaN
     from masked lanes (:func:`run_cases`); then each of the spec's first looks;
     then its symptoms (:func:`~rmsnorm_course.checkers.diagnose.diagnose`) and,
-    where the spec says, the hints of :func:`refine`.
+    where the spec says, the hints of :func:`refine` and the words its ``by_source`` reads in the kernel's text.
     """
     cases = spec.cases()
     outputs = run_cases(spec, kernel, cases)
@@ -90,6 +90,8 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
         if message is not None:
             return wrong(spec.exercise, message)
     feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs))
+    if spec.by_source is not None and not feedback.passed:
+        feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
     if spec.stride_fix is None:
         return feedback
     return refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)

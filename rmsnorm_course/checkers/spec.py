@@ -108,6 +108,9 @@ class ExerciseSpec:
         explain_error: (case, error) -> what an error the kernel raised on that case means here, or None
             (the run loop's own words then): 05's shapes of BLOCK_M for BLOCK_N, which only its case with
             BLOCK_M ≠ BLOCK_N can raise.
+        by_source: (message, the kernel's source) -> the message: where two slips give the same numbers
+            and one symptom names both, the line that is in the kernel picks the one (10's mean of u · x
+            or rstd on dx's first term only).
     """
 
     exercise: str
@@ -126,6 +129,7 @@ class ExerciseSpec:
     bounds: bool = False
     outside: tuple[Symptom, ...] = ()
     explain_error: Callable[[Case, BaseException], str | None] | None = None
+    by_source: Callable[[str, str], str] | None = None
 
 
 class Refused(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel as L
 from rmsnorm_course.checkers.ex10_one_pass import one_pass_backward_kernel as B
-from wrong_variants import GPU_REJECTS, NO_OTHER, mutate
+from wrong_variants import GPU_REJECTS, MADE_IN_LOOP, NO_OTHER, mutate
 
 LOOP_1 = "    for start in range(0, N, BLOCK_SIZE):  # pass 1: the whole row's sum of squares\n"
 LOOP_2 = "    for start in range(0, N, BLOCK_SIZE):  # pass 2: read x again, normalise, write y\n"
@@ -206,7 +206,7 @@ ONE_PASS = {
     # t36: rstd on dx's first term only, the partial's rows row_stride apart.
     "dx with rstd on its first term only": (
         mutate(B, ("(u - x_hat * mean_ux) * rstd", "rstd * u - x_hat * mean_ux")),
-        "or rstd multiplies u only (`rstd * u - x_hat * mean_ux`)"),
+        "dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only"),
     "partial rows row_stride apart (pid * row_stride)": (
         mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * row_stride + cols")),
         "the partial's rows were stored row_stride = 107 elements apart"),
@@ -239,14 +239,14 @@ LONG_ROW["eps added in every lane and to the mean"] = (
 LONG_ROW["accumulator created inside the loop"] = (
     mutate(L, ("    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n", ""),
            ("        sum_sq += x * x\n", "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n        sum_sq += x * x\n")),
-    "`sum_sq` is created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
-    "create it once, before the loop")
+    MADE_IN_LOOP)
 
 # a36: the mean over u · x (dx's line is right), each row's term stored in place of the sum, `row = pid`, the
-# loop started at pid * P (a NaN from rows never visited, not a read outside), the accumulator overwritten.
+# loop started at pid * P (a NaN from rows never visited, not a read outside). (The accumulator overwritten,
+# `dgamma_acc = dy * x_hat`, gives the numbers of the reset, and its words now say both.)
 ONE_PASS["mean of u · x, not u · x̂"] = (
     mutate(B, ("tl.sum(u * x_hat, axis=0) / N", "tl.sum(u * x, axis=0) / N")),
-    "either the mean is taken of u · x where u · x̂ belongs (`mean_ux = tl.sum(u * x, axis=0) / N`)")
+    "the mean is taken of u · x where u · x̂ belongs (`tl.sum(u * x, axis=0)`), so it lacks one rstd")
 ONE_PASS["each row's term stored in the partial"] = (
     mutate(B, (STORE, ""), ("        dgamma_acc += dy * x_hat\n",
                             "        tl.store(partial_ptr + pid * N + cols, dy * x_hat, mask=mask)\n")),
@@ -257,6 +257,3 @@ ONE_PASS["row = pid"] = (
 ONE_PASS["rows from pid * P"] = (
     mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(pid * P, M, P)"))),
     "program pid starts at row pid · P (`range(pid * P, M, P)`): the rows between are never visited")
-ONE_PASS["accumulator overwritten (=, not +=)"] = (
-    mutate(B, ("dgamma_acc += dy * x_hat", "dgamma_acc = dy * x_hat")),
-    "the accumulator is reset or overwritten inside the loop (`dgamma_acc = ...` where `dgamma_acc += ...` belongs)")
