@@ -114,14 +114,15 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     last = lines[-1] if lines else ""
     made_inside = _MADE_INSIDE.search(message)
     if made_inside:  # under the interpreter it ran, so the name exists: it is made inside a loop (or an `if`)
+        # The error comes before the line here: "rejects it at line" stays the words of the other refusals.
         variable = made_inside.group(1)
         hint = (f"created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
                 f"{MADE_IN_LOOP} (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a "
                 "single number), and inside the loop only add to it.")
         if interpreted():
-            return f"the interpreter runs {name}, but {REJECTS}{where}: {last}. `{variable}` is {hint}"
+            return f"the interpreter runs {name}, but {REJECTS}: {last}{where}. `{variable}` is {hint}"
         how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
-        return f"{name} does not compile: {REJECTS}{where}: {last}. If `{variable}` is {hint}{how}"
+        return f"{name} does not compile: {REJECTS}: {last}{where}. If `{variable}` is {hint}{how}"
     if interpreted():
         return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
                 f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")

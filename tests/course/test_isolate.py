@@ -72,7 +72,8 @@ def test_a_name_the_gpu_compiler_does_not_know_is_one_made_inside_a_loop(monkeyp
     monkeypatch.setattr(gpu_compile, "interpreted", lambda: False)
     gpu = gpu_compile.gpu_rejects(*args)
     for message in (cpu, gpu):
-        assert wv.GPU_REJECTS in message and wv.MADE_IN_LOOP in message and "`sum_sq = tl.zeros(" in message
+        assert gpu_compile.REJECTS in message and wv910.MADE_IN_LOOP in message and "`sum_sq = tl.zeros(" in message
+        assert "at line 25 of your cell, `rstd = tl.rsqrt(" in message and wv.GPU_REJECTS not in message  # its own
     assert "`sum_sq` is created inside a loop" in cpu and "If `sum_sq` is created inside a loop" in gpu
 
 
@@ -218,7 +219,7 @@ def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, mon
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
     feedback = check(variant)  # the interpreter's judge and the GPU's
     assert_verdict(feedback, expected)
-    if expected not in (wv.GPU_REJECTS, wv.MADE_IN_LOOP):  # worded as on a GPU (nothing ran); the interpreter runs it
+    if expected not in (wv.GPU_REJECTS, wv910.MADE_IN_LOOP):  # worded as on a GPU (nothing ran); the interpreter ran
         monkeypatch.setattr(isolate, "judges", lambda: (True,))
         assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words
 

@@ -25,7 +25,6 @@ import triton
 import rmsnorm.article
 import rmsnorm_course.teaching.buggy
 from rmsnorm.article import backward_rows, forward_op, reduce_gamma_gradient
-from rmsnorm_course.checkers import gpu_compile
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="rmsnorm_wrong_variants_"))
 _COUNTER = itertools.count()
@@ -74,8 +73,6 @@ NEVER_ENDS = "did not finish in"
 READ_OUTSIDE = "read outside its tensors"
 NO_OTHER = "has a mask but no `other=`"
 GPU_REJECTS = "Triton's compiler for a GPU rejects it at line"
-#: A variable created inside a loop and used after it: the GPU compiler does not know it there (the interpreter does).
-MADE_IN_LOOP = gpu_compile.MADE_IN_LOOP
 
 #: Exercise 03: name → (kernel, substring the feedback must contain).
 FORWARD = {

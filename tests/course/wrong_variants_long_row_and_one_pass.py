@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel as L
 from rmsnorm_course.checkers.ex10_one_pass import one_pass_backward_kernel as B
-from wrong_variants import GPU_REJECTS, MADE_IN_LOOP, NO_OTHER, mutate
+from rmsnorm_course.checkers.gpu_compile import MADE_IN_LOOP
+from wrong_variants import GPU_REJECTS, NO_OTHER, mutate
 
 LOOP_1 = "    for start in range(0, N, BLOCK_SIZE):  # pass 1: the whole row's sum of squares\n"
 LOOP_2 = "    for start in range(0, N, BLOCK_SIZE):  # pass 2: read x again, normalise, write y\n"
