@@ -5,7 +5,9 @@ judged. Cases: the article's two rows of partials [1, 2] and [3, 4] (sum [4, 6],
 mean [2, 3]); a 17×5 block of ones; M = 1; M = 17; M = 100 = 3 × 32 + 4 (the loop over
 BLOCK_M and its last, partial step); N = 256 and 257 (nine programs of
 BLOCK_N = 32 columns, the last one masked); N = 1000; rows 96 elements
-apart (the row stride, not N); float16 dgamma.
+apart (the row stride, not N); float16 dgamma; and a 100×70 partial launched with
+BLOCK_M = 64 and BLOCK_N = 16 (every other case with BLOCK_M = BLOCK_N = 32, where
+one may stand for the other unseen).
 
 Symptoms recognised: a mean over rows instead of a sum; only the first
 BLOCK_M rows added (no loop); the last M mod BLOCK_M rows dropped; the first
@@ -14,7 +16,9 @@ program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); t
 sum run in float16 (right to 3 digits only); the rows past M read, with no row mask
 or one off by one (``rows <= M``); and
 (:mod:`rmsnorm_course.checkers.ex05_symptoms`) a loop to N or over ``range(0, BLOCK_M)``, an
-accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along ``axis=1``; the
+accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along ``axis=1``
+(which raises where BLOCK_M ≠ BLOCK_N: :func:`_blocks_mixed`), the loop stepped by BLOCK_N,
+the columns from ``pid * BLOCK_M``; the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless
@@ -32,6 +36,8 @@ from rmsnorm.article.reduction import BLOCK_M, BLOCK_N, rmsnorm_dgamma_kernel
 from rmsnorm.device import default_device
 from .diagnose import Case, Symptom, _case_passes, evidence, first_difference, tolerance
 from .ex05_symptoms import SYMPTOMS as MORE_SYMPTOMS
+from .ex05_symptoms import block_m, block_n
+from .feedback import _chain
 from .spec import PROBE, ExerciseSpec, Launch, given, made, typed
 
 EXERCISE = "05 · dgamma reduction"
@@ -42,8 +48,8 @@ def partial_cases() -> list[Case]:
     device = default_device()
     g = torch.Generator().manual_seed(5)
 
-    def case(label, partial, dtype=torch.float32, row_stride=None):
-        return Case(label, {"partial": partial.to(device), "dtype": dtype}, row_stride=row_stride)
+    def case(label, partial, dtype=torch.float32, row_stride=None, **blocks):
+        return Case(label, {"partial": partial.to(device), "dtype": dtype, **blocks}, row_stride=row_stride)
 
     return [
         case("the article's partials [[1, 2], [3, 4]]", torch.tensor([[1.0, 2.0], [3.0, 4.0]])),
@@ -56,6 +62,8 @@ def partial_cases() -> list[Case]:
         case("a random 40×1000 partial", torch.randn(40, 1000, generator=g)),
         case("a random 37×70 partial with rows 96 elements apart (row stride 96, not N)",
              torch.randn(37, 70, generator=g), row_stride=96),
+        case("a random 100×70 partial launched with BLOCK_M = 64 rows per step and BLOCK_N = 16 columns per program",
+             torch.randn(100, 70, generator=g), BLOCK_M=64, BLOCK_N=16),
     ]
 
 
@@ -71,24 +79,24 @@ SYMPTOMS = [
         "(M = 1 cannot tell them apart; M = 17 can).",
     ),
     Symptom(
-        f"only the first BLOCK_M = {BLOCK_M} rows are added",
-        lambda c: _sum(c, BLOCK_M),
+        "only the first BLOCK_M rows are added: the rows past the first tile are never read",
+        lambda c: _sum(c, block_m(c)),
         "Loop over the rows, `for start in range(0, M, BLOCK_M)`, adding one BLOCK_M × BLOCK_N tile per step.",
     ),
     Symptom(
-        f"the last M mod BLOCK_M rows are dropped (a partial step of fewer than {BLOCK_M} rows)",
-        lambda c: _sum(c, c.M // BLOCK_M * BLOCK_M),
+        "the last M mod BLOCK_M rows are dropped (the last, partial step of fewer than BLOCK_M rows)",
+        lambda c: _sum(c, c.M // block_m(c) * block_m(c)),
         "Loop with `range(0, M, BLOCK_M)` and mask the rows of the last step with `rows < M`.",
     ),
     Symptom(
         "every step adds the first BLOCK_M rows again: the row offsets lack the step's start",
-        lambda c: {"dgamma": triton.cdiv(c.M, BLOCK_M) * c.f64("partial")[:BLOCK_M].sum(0)},
+        lambda c: {"dgamma": triton.cdiv(c.M, block_m(c)) * c.f64("partial")[:block_m(c)].sum(0)},
         "Step `start` covers rows start … start + BLOCK_M − 1: `rows = start + tl.arange(0, BLOCK_M)`.",
     ),
     Symptom(
         "every program sums the first BLOCK_N columns: the column offsets lack the program's start (`pid * BLOCK_N`)",
-        lambda c: {"dgamma": torch.cat([c.f64("partial")[:, :BLOCK_N].sum(0),
-                                        torch.full((max(0, c.N - BLOCK_N),), float("nan"), dtype=torch.float64)])},
+        lambda c: {"dgamma": torch.cat([c.f64("partial")[:, :block_n(c)].sum(0),
+                                        torch.full((max(0, c.N - block_n(c)),), float("nan"), dtype=torch.float64)])},
         "Program pid owns columns pid · BLOCK_N … pid · BLOCK_N + BLOCK_N − 1: `cols = pid * BLOCK_N + tl.arange(0, "
         "BLOCK_N)` (the columns past the first BLOCK_N are never written).",
     ),
@@ -105,14 +113,14 @@ def _rows_past(case: Case, rows: int) -> dict[str, torch.Tensor]:
 OUTSIDE = (
     Symptom(
         "the row mask is off by one: the last step reads row M, one past the partials' last row (M − 1)",
-        lambda c: _rows_past(c, 1 if c.M % BLOCK_M else 0),
+        lambda c: _rows_past(c, 1 if c.M % block_m(c) else 0),
         "Rows are numbered 0 … M − 1: mask them with `rows[:, None] < M`, not `<= M`: "
         "`mask = (rows[:, None] < M) & col_mask[None, :]`.",
     ),
     Symptom(
         "the row mask lets the rows past M through: the last step reads all its BLOCK_M rows, past the partials' "
         "last row (M − 1); the column mask is not the one at fault",
-        lambda c: _rows_past(c, triton.cdiv(c.M, BLOCK_M) * BLOCK_M - c.M),
+        lambda c: _rows_past(c, triton.cdiv(c.M, block_m(c)) * block_m(c) - c.M),
         "The last step of `range(0, M, BLOCK_M)` covers rows past M: mask the rows as well as the columns, "
         "`mask = (rows[:, None] < M) & col_mask[None, :]`, in the tile's `tl.load` (with `other=0.0`).",
     ),
@@ -147,6 +155,18 @@ def _summed_in_16_bits(runs) -> str | None:
             "cast once, at the end, to dgamma's dtype.")
 
 
+def _blocks_mixed(case: Case, error: BaseException) -> str | None:
+    """Words for shapes that disagree only where BLOCK_M ≠ BLOCK_N: a BLOCK_M shape where BLOCK_N belongs."""
+    rows, width = block_m(case), block_n(case)
+    if rows == width or "incompatible dimensions" not in "".join(map(str, _chain(error))):
+        return None
+    return (f"shapes that agree while BLOCK_M = BLOCK_N = {BLOCK_M} do not here, with BLOCK_M = {rows} and "
+            f"BLOCK_N = {width}: a block of BLOCK_M values meets one of BLOCK_N. Most often it is a sum along "
+            "`axis=1`, which gives BLOCK_M values, one per row, where dgamma's store takes BLOCK_N, one per column. "
+            "The tile is (BLOCK_M, BLOCK_N), rows by columns: sum it down its rows, `tl.sum(tile, axis=0)`; the rows "
+            "come from `tl.arange(0, BLOCK_M)`, the columns from `tl.arange(0, BLOCK_N)`.")
+
+
 EXAMPLE = ("partial = torch.randn(100, 257); dgamma = torch.empty(257); "
            "my_dgamma_kernel[(triton.cdiv(257, 32),)](partial, dgamma, 100, 257, 257, BLOCK_M=32, BLOCK_N=32)")
 MASK_EXAMPLE = ("With N = 257 columns the last program's lanes 257…287, and with M = 100 rows the rows 100…127 "
@@ -157,14 +177,15 @@ def launch(case: Case) -> Launch:
     """The launch ``reduce_gamma_gradient`` makes, on a guarded copy of the partials."""
     M, N = case.inputs["partial"].shape
     tensors = (given("partial", case.inputs["partial"], case.row_stride), made("dgamma", (N,), case.inputs["dtype"]))
-    return Launch(tensors, (triton.cdiv(N, BLOCK_N),), ("partial", "dgamma", M, N, case.stride),
-                  {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N})
+    return Launch(tensors, (triton.cdiv(N, block_n(case)),), ("partial", "dgamma", M, N, case.stride),
+                  {"BLOCK_M": block_m(case), "BLOCK_N": block_n(case)})
 
 
 def _success(runs) -> str:
     article = runs[0].actual["dgamma"].tolist()
     return (f"dgamma matches the float64 column sums on {len(runs)} cases (M = 1 … 100, N = 2 … 257, rows further "
-            f"apart than N, float32 and float16); nothing outside the tensors was read or written; it compiles for a "
+            f"apart than N, float32 and float16, BLOCK_M = BLOCK_N = 32 and BLOCK_M = 64, "
+            f"BLOCK_N = 16); nothing outside the tensors was read or written; it compiles for a "
             f"GPU; the article's partials [[1, 2], [3, 4]] give {article}.")
 
 
@@ -184,4 +205,5 @@ SPEC = ExerciseSpec(
     mask_note=MASK_EXAMPLE,
     first_looks=(_summed_in_16_bits,),
     outside=OUTSIDE,
+    explain_error=_blocks_mixed,
 )

@@ -16,11 +16,21 @@ from rmsnorm.article.reduction import BLOCK_M, BLOCK_N
 from .diagnose import Case, Symptom
 
 
+def block_m(case: Case) -> int:
+    """BLOCK_M the case is launched with (rows per step): the module's, or the case's own."""
+    return case.inputs.get("BLOCK_M", BLOCK_M)
+
+
+def block_n(case: Case) -> int:
+    """BLOCK_N the case is launched with (columns per program): the module's, or the case's own."""
+    return case.inputs.get("BLOCK_N", BLOCK_N)
+
+
 def _tiles(case: Case, starts) -> list[torch.Tensor]:
     """The (BLOCK_M, N) tiles a loop over ``starts`` loads: rows start … start + BLOCK_M − 1, rows ≥ M read as 0."""
-    partial = case.f64("partial")
-    padded = torch.cat([partial, torch.zeros(BLOCK_M + max(starts, default=0), case.N, dtype=torch.float64)])
-    return [padded[s: s + BLOCK_M] for s in starts]
+    partial, rows = case.f64("partial"), block_m(case)
+    padded = torch.cat([partial, torch.zeros(rows + max(starts, default=0), case.N, dtype=torch.float64)])
+    return [padded[s: s + rows] for s in starts]
 
 
 def steps(case: Case, starts) -> dict[str, torch.Tensor]:
@@ -29,7 +39,7 @@ def steps(case: Case, starts) -> dict[str, torch.Tensor]:
     The tiles are added in float32, as the kernel's accumulator adds them: a loop that adds a row up to 32 times
     is off the float64 sum by more than float32's tolerance on the columns whose sum is near 0.
     """
-    acc = torch.zeros(BLOCK_M, case.N, dtype=torch.float32)
+    acc = torch.zeros(block_m(case), case.N, dtype=torch.float32)
     for tile in _tiles(case, starts):
         acc += tile.float()
     return {"dgamma": acc.double().sum(0)}
@@ -37,21 +47,24 @@ def steps(case: Case, starts) -> dict[str, torch.Tensor]:
 
 def _max_of_steps(case: Case) -> dict[str, torch.Tensor]:
     """`tl.max(tile, axis=0)` added at every step."""
-    return {"dgamma": sum(t.amax(0) for t in _tiles(case, range(0, case.M, BLOCK_M)))}
+    return {"dgamma": sum(t.amax(0) for t in _tiles(case, range(0, case.M, block_m(case))))}
 
 
 def _max_of_acc(case: Case) -> dict[str, torch.Tensor]:
     """A (BLOCK_M, BLOCK_N) accumulator of the tiles, reduced with `tl.max(acc, axis=0)`."""
-    return {"dgamma": sum(_tiles(case, range(0, case.M, BLOCK_M))).amax(0)}
+    return {"dgamma": sum(_tiles(case, range(0, case.M, block_m(case)))).amax(0)}
 
 
 def _sum_axis_1(case: Case) -> dict[str, torch.Tensor]:
     """`tl.sum(acc, axis=1)` (BLOCK_M = BLOCK_N): column pid · BLOCK_N + i gets lane i's rows over the program's
-    columns."""
-    acc = sum(_tiles(case, range(0, case.M, BLOCK_M)))  # (BLOCK_M, N)
+    columns. With BLOCK_M ≠ BLOCK_N the store's shapes differ: the kernel raises (no model)."""
+    rows, width = block_m(case), block_n(case)
+    if rows != width:
+        raise RuntimeError("tl.sum(acc, axis=1) has BLOCK_M values, the store BLOCK_N lanes")
+    acc = sum(_tiles(case, range(0, case.M, rows)))  # (BLOCK_M, N)
     out = torch.empty(case.N, dtype=torch.float64)
-    for pid in range(triton.cdiv(case.N, BLOCK_N)):
-        cols = slice(pid * BLOCK_N, min(case.N, pid * BLOCK_N + BLOCK_N))
+    for pid in range(triton.cdiv(case.N, width)):
+        cols = slice(pid * width, min(case.N, pid * width + width))
         lanes = acc[:, cols].sum(1)
         out[cols] = lanes[: cols.stop - cols.start]
     return {"dgamma": out}
@@ -59,13 +72,23 @@ def _sum_axis_1(case: Case) -> dict[str, torch.Tensor]:
 
 _LOOP = "`for start in range(0, M, BLOCK_M)`"
 
+def _columns_from(case: Case, step: int) -> dict[str, torch.Tensor]:
+    """Program pid sums columns pid · ``step`` … pid · ``step`` + BLOCK_N − 1 (rightly); the others stay NaN."""
+    out = torch.full((case.N,), float("nan"), dtype=torch.float64)
+    total = case.f64("partial").sum(0)
+    for pid in range(triton.cdiv(case.N, block_n(case))):
+        cols = slice(min(case.N, pid * step), min(case.N, pid * step + block_n(case)))
+        out[cols] = total[cols]
+    return {"dgamma": out}
+
+
 SYMPTOMS = [
     Symptom("the loop over rows runs to N, the number of columns, not to M (`range(0, N, BLOCK_M)`)",
-            lambda c: steps(c, range(0, c.N, BLOCK_M)),
+            lambda c: steps(c, range(0, c.N, block_m(c))),
             f"The loop walks down the rows: {_LOOP}; the columns are the program's own `cols`."),
     Symptom("only the last step's rows are counted: the accumulator is overwritten (`acc = ...`) at every step "
             "instead of added to (`acc += ...`)",
-            lambda c: steps(c, [(c.M - 1) // BLOCK_M * BLOCK_M]),
+            lambda c: steps(c, [(c.M - 1) // block_m(c) * block_m(c)]),
             "Add each tile to the accumulator: `acc += tl.load(...)` (or `total += tl.sum(tile, axis=0)`)."),
     Symptom("the rows are reduced with `tl.max` where dgamma needs `tl.sum` (each column keeps its largest value)",
             _max_of_steps, "dgamma is a column sum: `tl.sum(tile, axis=0)` (or `tl.sum(acc, axis=0)`)."),
@@ -73,4 +96,17 @@ SYMPTOMS = [
             _max_of_acc, "dgamma is a column sum: `tl.sum(acc, axis=0)`."),
     Symptom("the tile is summed along `axis=1`, across the columns, where dgamma sums down the rows (`axis=0`)",
             _sum_axis_1, "Sum over the rows, keeping one value per column: `tl.sum(acc, axis=0)`."),
+    Symptom("the loop over rows steps by BLOCK_N, the columns' block, not by BLOCK_M (`range(0, M, BLOCK_N)`): "
+            "each step adds BLOCK_M rows, so where BLOCK_M ≠ BLOCK_N rows are skipped or added more than once",
+            lambda c: steps(c, range(0, c.M, block_n(c))),
+            f"Each step adds the BLOCK_M rows of its tile: {_LOOP}."),
+    Symptom("the columns start at `pid * BLOCK_M`, the rows' block, not at `pid * BLOCK_N`: where BLOCK_M ≠ BLOCK_N "
+            "the programs' columns leave gaps (or overlap) and some columns are never written",
+            lambda c: _columns_from(c, block_m(c)),
+            "Program pid owns the BLOCK_N columns from pid · BLOCK_N: `cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)`."),
+    Symptom("the loop over rows is `range(0, BLOCK_M)`: its steps start at rows 0, 1, 2, … one row apart, so each adds "
+            "an overlapping window of BLOCK_M rows (the first rows counted many times) and the rows from "
+            "2 · BLOCK_M − 1 on are never reached",
+            lambda c: steps(c, range(0, block_m(c))),
+            f"Step over the rows one tile at a time: {_LOOP}."),
 ]

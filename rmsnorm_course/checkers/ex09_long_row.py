@@ -14,7 +14,8 @@ stopped (:mod:`rmsnorm_course.checkers.isolate`).
 
 Symptoms recognised (each modelled in float64, :mod:`rmsnorm_course.checkers.ex09_symptoms`):
 mean divided by BLOCK_SIZE or by the padded length (``cdiv(N, BLOCK_SIZE) * BLOCK_SIZE``);
-pass 1 over ``range(0, BLOCK_SIZE)``; y stored without the row's offset; the
+pass 1 over ``range(0, BLOCK_SIZE)``; y stored without the row's offset; pass 1 adding x, not x²;
+eps added in every lane (``sum_sq += x * x + eps``); the
 accumulator reset inside the loop (only the last block counted); the last, partial block skipped (``N // BLOCK_SIZE``
 blocks); the loop bound off by one (``range(0, N - 1, BLOCK_SIZE)``); gamma
 loaded with the row's offset; each block normalised by its own sum (one pass,
@@ -23,8 +24,8 @@ passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
 writes the first block); the mask without the block's start (``cols < N``) or
 against BLOCK_SIZE; the sum of squares accumulated in float16; plus, before
 any launch, an unmasked load or store and a wrong signature; a kernel a GPU
-would not compile (checked under the interpreter too); and, after, a masked
-load without ``other=`` whose lanes reach y, rows addressed with N instead of
+would not compile (checked under the interpreter too; an accumulator created inside the
+loop is named); and, after, a masked load without ``other=`` whose lanes reach y, rows addressed with N instead of
 row_stride, writes outside y or rstd, unwritten elements, a time-out,
 float16-only failures.
 

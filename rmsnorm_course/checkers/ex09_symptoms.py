@@ -20,11 +20,15 @@ from .diagnose import Case, Symptom, close, tolerance
 
 
 def _model(case, sum_cols: slice | None = None, y_cols: int | None = None, per_block: bool = False,
-           divide_by: float | None = None) -> dict[str, torch.Tensor]:
-    """float64 outputs of a loop that sums x² over ``sum_cols`` and writes y on columns < ``y_cols``."""
+           divide_by: float | None = None, power: int = 2, eps_times: float = 1.0) -> dict[str, torch.Tensor]:
+    """float64 outputs of a loop that sums x² over ``sum_cols`` and writes y on columns < ``y_cols``.
+
+    ``power=1``: the loop adds x, not x² (a negative sum makes rstd NaN). ``eps_times``: eps counted that many
+    times in the mean (eps added to every lane of every block adds padded length / N of it).
+    """
     x, gamma = case.f64("x"), case.f64("gamma")
-    N, eps = case.N, case.eps
-    sumsq = x[:, sum_cols or slice(None)].square().sum(-1, keepdim=True)
+    N, eps = case.N, case.eps * eps_times
+    sumsq = x[:, sum_cols or slice(None)].pow(power).sum(-1, keepdim=True)
     rstd = torch.rsqrt(sumsq / (divide_by or N) + eps)
     y = x * rstd * gamma
     if per_block:
@@ -40,6 +44,11 @@ def _model(case, sum_cols: slice | None = None, y_cols: int | None = None, per_b
 def correct(case: Case) -> dict[str, torch.Tensor]:
     """The float64 oracle: rstd = 1/sqrt(mean(x²) + eps), y = x · rstd · gamma."""
     return _model(case)
+
+
+def _padded(case: Case) -> int:
+    """Lanes of every block of a row: cdiv(N, BLOCK_SIZE) · BLOCK_SIZE."""
+    return -(-case.N // case.block) * case.block
 
 
 def _last_start(case: Case) -> int:
@@ -112,8 +121,27 @@ SYMPTOMS = [
     ),
     Symptom(
         "the mean is divided by the padded length `tl.cdiv(N, BLOCK_SIZE) * BLOCK_SIZE` instead of N",
-        lambda c: _model(c, divide_by=-(-c.N // c.block) * c.block),
+        lambda c: _model(c, divide_by=_padded(c)),
         "The lanes past the row add zeros, but the row has N values: "
+        "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`.",
+    ),
+    Symptom(
+        "pass 1 adds x, not x² (`sum_sq += x`): the sum of a row's values can be negative, and the square root of "
+        "a negative mean is NaN",
+        lambda c: _model(c, power=1),
+        "rstd needs the mean of the squares: `sum_sq += x * x`.",
+    ),
+    Symptom(
+        "eps is added to every lane of every block (`sum_sq += x * x + eps`), so the mean gets eps × "
+        "(padded length) / N instead of eps once",
+        lambda c: _model(c, eps_times=_padded(c) / c.N),
+        "eps belongs to the mean, once per row, after the loop: `sum_sq += x * x` in the loop, then "
+        "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`.",
+    ),
+    Symptom(
+        "eps is added to every lane of every block (`sum_sq += x * x + eps`) as well as to the mean",
+        lambda c: _model(c, eps_times=1 + _padded(c) / c.N),
+        "eps belongs to the mean, once per row, after the loop: `sum_sq += x * x` in the loop, then "
         "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`.",
     ),
     Symptom(

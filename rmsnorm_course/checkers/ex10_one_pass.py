@@ -25,7 +25,10 @@ loop's ``row``; rstd loaded at ``pid``; the accumulator reset inside the loop;
 the partial stored inside the loop (a program without rows never stores it);
 the partial never stored; the partial stored at the row's index instead of the
 program's, or with its rows BLOCK_SIZE or row_stride apart (writes outside
-partial, told apart by where they land); dx's second term without rstd; an
+partial, told apart by where they land); dx's second term without rstd, or the mean
+taken of u · x (the same numbers: the line found in the kernel's text names
+one, :func:`~.ex10_symptoms.by_source`, else both are named); each row's term stored
+in place of the sum; ``row = pid``; the loop started at ``pid * P``; an
 accumulator in 16 bits; plus a wrong signature,
 unmasked accesses, a kernel a GPU would not compile (checked under the
 interpreter too), a masked load without ``other=`` whose lanes reach a result,
@@ -42,7 +45,7 @@ import triton
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 from .cases import GridCase, describe, random_case
 from .diagnose import _case_passes
-from .ex10_symptoms import SYMPTOMS, correct
+from .ex10_symptoms import SYMPTOMS, by_source, correct
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
@@ -134,7 +137,7 @@ SPEC = ExerciseSpec(
                       "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
                       "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),
     cases=grid_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
-    first_looks=(_short_partial,),
+    first_looks=(_short_partial,), by_source=by_source,
     mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
                "which `mask = cols < N` leaves out"),
     **checked_rows("the inputs", "a row (a mask past N, another row's offset)"),

@@ -10,6 +10,8 @@ Source: solutions/10_one_pass_backward.ipynb.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import triton
 
@@ -45,15 +47,18 @@ def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_
     return {"dx": dx, "partial": partial}
 
 
-def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str = "pid", reset: bool = False):
+def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str = "pid", reset: bool = False,
+            store_each: bool = False):
     """The reference loop in float64, programs in order, with one slip or none.
 
     Args:
         case: a :class:`~rmsnorm_course.checkers.cases.GridCase`.
         offsets_at: "row" (`row * row_stride + cols`) or "pid" (`pid * row_stride + cols`) for x, dy and dx.
         rstd_at: "row" (`rstd_ptr + row`) or "pid".
-        first_row: "pid" (`range(pid, M, P)`) or "0" (`range(0, M, P)`).
+        first_row: "pid" (`range(pid, M, P)`), "0" (`range(0, M, P)`) or "pid * P" (`range(pid * P, M, P)`).
         reset: the accumulator is set to zeros at the top of every turn of the loop.
+        store_each: each row's dy · x̂ is stored in the program's partial row, in the loop (a program without
+            rows never stores: NaN).
 
     Returns:
         dx (rows never written NaN) and the (P, N) partial.
@@ -61,13 +66,13 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
     x, gamma, dy, rstd, _ = _terms(case)
     M, N, P = case.M, case.N, case.programs
     dx = torch.full((M, N), float("nan"), dtype=torch.float64)
-    partial = torch.zeros(P, N, dtype=torch.float64)
+    partial = torch.full((P, N), float("nan") if store_each else 0.0, dtype=torch.float64)
     for p in range(P):
-        for row in range(p if first_row == "pid" else 0, M, P):
+        for row in range({"pid": p, "0": 0, "pid * P": p * P}[first_row], M, P):
             at, r = (row if offsets_at == "row" else p), rstd[row if rstd_at == "row" else p]
             x_hat, u = x[at] * r, dy[at] * gamma
             dx[at] = (u - x_hat * (u * x_hat).sum() / N) * r
-            partial[p] = (0 if reset else partial[p]) + dy[at] * x_hat
+            partial[p] = (0 if reset or store_each else partial[p]) + dy[at] * x_hat
     return {"dx": dx, "partial": partial}
 
 
@@ -76,15 +81,45 @@ def correct(case) -> dict[str, torch.Tensor]:
     return _model(case)
 
 
+#: One rstd short on dx's second term: the mean taken of u · x, or rstd on u only (the same numbers).
+ONE_RSTD_SHORT = Symptom(
+    "dx's second term misses one rstd: either the mean is taken of u · x where u · x̂ belongs "
+    "(`mean_ux = tl.sum(u * x, axis=0) / N`), or rstd multiplies u only (`rstd * u - x_hat * mean_ux`)",
+    lambda c: _model(c, second_rstd=False),
+    "The mean is over u · x̂: `mean_ux = tl.sum(u * x_hat, axis=0) / N`; and rstd multiplies both terms of "
+    "dx: `(u - x_hat * mean_ux) * rstd`.")
+
+#: The two lines that give :data:`ONE_RSTD_SHORT`'s numbers, each with its own summary and fix.
+_ONE_RSTD_SHORT_LINES = (
+    (re.compile(r"tl\.sum\(\s*(?:u\s*\*\s*x|x\s*\*\s*u)\b"),
+     "the mean is taken of u · x where u · x̂ belongs (`tl.sum(u * x, axis=0)`), so it lacks one rstd "
+     "(x̂ = x · rstd) and dx's second term with it",
+     "The mean is over u · x̂: `mean_ux = tl.sum(u * x_hat, axis=0) / N` (your dx line is then right)."),
+    (re.compile(r"rstd\s*\*\s*u\s*-"),
+     "dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only",
+     "dx = rstd · (u − x̂ · mean(u · x̂)): rstd multiplies both terms, `(u - x_hat * mean_ux) * rstd`."),
+)
+
+
+def by_source(message: str, source: str) -> str:
+    """:data:`ONE_RSTD_SHORT`'s message for the one of its two lines found in ``source``; else ``message``."""
+    head, tail = f"{ONE_RSTD_SHORT.summary}: ", f". {ONE_RSTD_SHORT.fix}"
+    if not (message.startswith(head) and message.endswith(tail)):
+        return message
+    found = [(summary, fix) for pattern, summary, fix in _ONE_RSTD_SHORT_LINES if pattern.search(source)]
+    if len(found) != 1:
+        return message
+    summary, fix = found[0]
+    return f"{summary}: {message[len(head):-len(tail)]}. {fix}"
+
+
 SYMPTOMS = [
     Symptom("mean(u · x̂) is divided by BLOCK_SIZE instead of N",
             lambda c: _model(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
     Symptom("dx misses its last factor rstd", lambda c: _model(c, dx_rstd=False),
             "dx = rstd · (u − x̂ · mean(u · x̂)): multiply by rstd once more."),
-    Symptom("dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only",
-            lambda c: _model(c, second_rstd=False),
-            "dx = rstd · (u − x̂ · mean(u · x̂)): rstd multiplies both terms, `(u - x_hat * mean_ux) * rstd`."),
+    ONE_RSTD_SHORT,
     Symptom("the dgamma partial adds dy · x, without rstd", lambda c: _model(c, term="dy·x"),
             "dgamma = Σ dy · x̂ with x̂ = x · rstd: add `dy * x_hat`, not `dy * x`."),
     Symptom("the dgamma partial adds dy alone, without x̂ (that is LayerNorm's dβ, not RMSNorm's dgamma)",
@@ -111,8 +146,23 @@ SYMPTOMS = [
     Symptom("every program starts at row 0 (`range(0, M, P)`): the rows of the other programs are never written, "
             "and rows 0, P, 2P, … are added to every partial", lambda c: emulate(c, first_row="0"),
             "Program pid starts at its own row: `for row in range(pid, M, P)`."),
-    Symptom("the accumulator is reset inside the loop: each program's partial holds its last row only",
+    Symptom("the accumulator is reset or overwritten inside the loop (`dgamma_acc = ...` where "
+            "`dgamma_acc += ...` belongs): each program's partial holds its last row only",
             lambda c: emulate(c, reset=True),
             "Create `dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` once, before the loop; inside, only add "
             "to it."),
+    Symptom("each row's dy · x̂ is stored in the partial in place of the program's sum: the store inside the loop "
+            "overwrites the partial row by row, so it holds the program's last row, and a program without rows never "
+            "stores", lambda c: emulate(c, store_each=True),
+            "Add each row to the accumulator, `dgamma_acc += dy * x_hat`, and store `dgamma_acc` once, after the "
+            "loop: `tl.store(partial_ptr + pid * N + cols, dgamma_acc, mask=mask)`."),
+    Symptom("the loop's `row` is not used: every address uses `pid` (`row = pid`), so each program reads x and dy, "
+            "loads rstd and writes dx at row pid again and again, and the other rows are never written",
+            lambda c: emulate(c, offsets_at="pid", rstd_at="pid"),
+            "Inside the loop the row is the loop's variable: `for row in range(pid, M, P)`, then "
+            "`offsets = tl.cast(row, tl.int64) * row_stride + cols` and `tl.load(rstd_ptr + row)`."),
+    Symptom("program pid starts at row pid · P (`range(pid * P, M, P)`): the rows between are never visited (their "
+            "dx is never written, so it stays NaN), and rows P, 2P, … are added to several programs' partials",
+            lambda c: emulate(c, first_row="pid * P"),
+            "Program pid starts at its own row and steps by P: `for row in range(pid, M, P)` (rows pid, pid + P, …)."),
 ]

@@ -17,6 +17,7 @@ import inspect
 import json
 import os
 import pickle
+import re
 import select
 import subprocess
 import sys
@@ -111,6 +112,17 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
     # Both wordings say REJECTS: kernels.verdict recognises a GPU's own compile error by it.
     lines = message.strip().splitlines()
     last = lines[-1] if lines else ""
+    made_inside = _MADE_INSIDE.search(message)
+    if made_inside:  # under the interpreter it ran, so the name exists: it is made inside a loop (or an `if`)
+        # The error comes before the line here: "rejects it at line" stays the words of the other refusals.
+        variable = made_inside.group(1)
+        hint = (f"created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
+                f"{MADE_IN_LOOP} (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a "
+                "single number), and inside the loop only add to it.")
+        if interpreted():
+            return f"the interpreter runs {name}, but {REJECTS}: {last}{where}. `{variable}` is {hint}"
+        how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
+        return f"{name} does not compile: {REJECTS}: {last}{where}. If `{variable}` is {hint}{how}"
     if interpreted():
         return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
                 f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")
@@ -125,6 +137,10 @@ REJECTS = "Triton's compiler for a GPU rejects it"
 _LOOP_VARIABLE = ("a variable changed in a loop must keep its dtype and shape, so start an accumulator as what it "
                   "will be: `tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a single number")
 _CONSTEXPR_WIDTH = "a block's width must be a `tl.constexpr`"
+#: The compiler's words for a name it does not know: under the interpreter, one first assigned inside a loop.
+_MADE_INSIDE = re.compile(r"NameError\W+(?:name )?'?(\w+)'? is not defined")
+#: What a message about such a name asks for.
+MADE_IN_LOOP = "create it once, before the loop, as what it will be"
 
 
 def compile_error_message(kernel, error: BaseException, example: str = "") -> str | None:

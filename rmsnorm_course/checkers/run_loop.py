@@ -31,6 +31,7 @@ from . import progress
 from .diagnose import Case, Outputs, Run, _case_passes, _matches, diagnose
 from .feedback import (
     Feedback,
+    _chain,
     caused_by,
     describe_error,
     is_not_implemented,
@@ -77,7 +78,7 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
     In this order: the kernel's errors, writes outside, reads outside and NaN
     from masked lanes (:func:`run_cases`); then each of the spec's first looks;
     then its symptoms (:func:`~rmsnorm_course.checkers.diagnose.diagnose`) and,
-    where the spec says, the hints of :func:`refine`.
+    where the spec says, the hints of :func:`refine` and the words its ``by_source`` reads in the kernel's text.
     """
     cases = spec.cases()
     outputs = run_cases(spec, kernel, cases)
@@ -89,6 +90,8 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
         if message is not None:
             return wrong(spec.exercise, message)
     feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs))
+    if spec.by_source is not None and not feedback.passed:
+        feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
     if spec.stride_fix is None:
         return feedback
     return refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)
@@ -126,6 +129,10 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs
                     if found is not None:
                         return found
             except Exception as error:  # noqa: BLE001 - any learner error becomes feedback
+                words = spec.explain_error(case, error) if spec.explain_error is not None else None
+                if words is not None:  # says RAISED, as describe_error does
+                    return wrong(exercise, f"on {case.label}, {name} raised {type(_chain(error)[-1]).__name__}"
+                                 f"{_learner_line(error)}: {words}")
                 return _error_feedback(exercise, kernel, case, error, spec.example)
             results.append(outputs)
     return results

@@ -105,6 +105,12 @@ class ExerciseSpec:
             far), each a float64 model of the outputs when the memory around every tensor holds
             :data:`PROBE`; tried on the case where the read showed, so that the message names
             the address or mask at fault, not every suspect.
+        explain_error: (case, error) -> what an error the kernel raised on that case means here, or None
+            (the run loop's own words then): 05's shapes of BLOCK_M for BLOCK_N, which only its case with
+            BLOCK_M ≠ BLOCK_N can raise.
+        by_source: (message, the kernel's source) -> the message: where two slips give the same numbers
+            and one symptom names both, the line that is in the kernel picks the one (10's mean of u · x
+            or rstd on dx's first term only).
     """
 
     exercise: str
@@ -122,6 +128,8 @@ class ExerciseSpec:
     nan_note: str | None = None
     bounds: bool = False
     outside: tuple[Symptom, ...] = ()
+    explain_error: Callable[[Case, BaseException], str | None] | None = None
+    by_source: Callable[[str, str], str] | None = None
 
 
 class Refused(Exception):

@@ -16,6 +16,16 @@ import wrong_variants_long_row_and_one_pass as wv
 from checker_support import assert_passes, needs_interpreter
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex10_one_pass import grid_cases, one_pass_backward_kernel
+from rmsnorm_course.checkers.ex10_symptoms import ONE_RSTD_SHORT, by_source
+
+
+def test_one_rstd_short_names_the_line_in_the_kernel_or_both():
+    # The mean of u · x and rstd on dx's first term give the same numbers: the kernel's text picks the line.
+    message = f"{ONE_RSTD_SHORT.summary}: a case gives dx[0, 0] = 1, expected 2. {ONE_RSTD_SHORT.fix}"
+    assert by_source(message, "mean_ux = tl.sum(u * x, axis=0) / N").startswith("the mean is taken of u · x")
+    assert by_source(message, "dx = rstd * u - x_hat * mean_ux").startswith("dx's second term misses its rstd")
+    assert by_source(message, "neither line") == message  # both named
+    assert by_source("another message", "mean_ux = tl.sum(u * x, axis=0) / N") == "another message"
 
 
 def test_the_solution_passes():

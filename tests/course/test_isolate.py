@@ -62,6 +62,21 @@ def test_the_gpu_compile_message_says_what_ran(monkeypatch):
     )
 
 
+def test_a_name_the_gpu_compiler_does_not_know_is_one_made_inside_a_loop(monkeypatch):
+    # Under the interpreter the kernel ran, so the name exists: it was made inside a loop (or an `if`). On a GPU
+    # nothing ran (it may be a typo): the message says "if". Both ask for it once, before the loop.
+    args = ("`my_kernel`", 25, "rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)",
+            "NameError('sum_sq is not defined')", "my_kernel[(3,)](x)")
+    monkeypatch.setattr(gpu_compile, "interpreted", lambda: True)
+    cpu = gpu_compile.gpu_rejects(*args)
+    monkeypatch.setattr(gpu_compile, "interpreted", lambda: False)
+    gpu = gpu_compile.gpu_rejects(*args)
+    for message in (cpu, gpu):
+        assert gpu_compile.REJECTS in message and wv910.MADE_IN_LOOP in message and "`sum_sq = tl.zeros(" in message
+        assert "at line 25 of your cell, `rstd = tl.rsqrt(" in message and wv.GPU_REJECTS not in message  # its own
+    assert "`sum_sq` is created inside a loop" in cpu and "If `sum_sq` is created inside a loop" in gpu
+
+
 def test_a_gpu_compile_error_is_named_however_deep_it_is_wrapped():
     # A GPU child's launch may wrap the compiler's error more than once; one exception walker finds it.
     from triton.compiler.errors import CompilationError
@@ -204,7 +219,7 @@ def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, mon
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
     feedback = check(variant)  # the interpreter's judge and the GPU's
     assert_verdict(feedback, expected)
-    if expected != wv.GPU_REJECTS:  # worded as on a GPU (nothing ran), and the interpreter alone runs it
+    if expected not in (wv.GPU_REJECTS, wv910.MADE_IN_LOOP):  # worded as on a GPU (nothing ran); the interpreter ran
         monkeypatch.setattr(isolate, "judges", lambda: (True,))
         assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words
 

@@ -185,7 +185,7 @@ def _acc2d(*slips: tuple[str, str]):
 DGAMMA = {
     "skeleton": (mutate(G, ("    pid = tl.program_id(0)", "    raise NotImplementedError()\n    pid = tl.program_id(0)")), "not done yet"),
     "mean over rows": (mutate(G, ("cols, total, mask", "cols, total / M, mask")), "dgamma is a mean over rows, not a sum: the article's partials [[1, 2], [3, 4]] gives dgamma = [2.000, 3.000], expected [4.000, 6.000]"),
-    "no loop over rows": (mutate(G, ("range(0, M, BLOCK_M)", "range(0, 1)")), "only the first BLOCK_M = 32 rows are added"),
+    "no loop over rows": (mutate(G, ("range(0, M, BLOCK_M)", "range(0, 1)")), "only the first BLOCK_M rows are added: the rows past the first tile are never read"),
     "last partial step dropped": (mutate(G, ("range(0, M, BLOCK_M)", "range(0, M // BLOCK_M * BLOCK_M, BLOCK_M)")), "the last M mod BLOCK_M rows are dropped"),
     "unmasked store": (mutate(G, ("cols, total, mask=col_mask)", "cols, total)")), "has no mask"),
     "unmasked load": (mutate(G, ("offsets, mask=mask, other=0.0)", "offsets)")), "has no mask"),
@@ -205,7 +205,7 @@ DGAMMA = {
     # A learner's walk through 05, on a 2-D accumulator summed once after the loop.
     "2-D accumulator: loop to N": (_acc2d(("range(0, M, BLOCK_M)", "range(0, N, BLOCK_M)")), "the loop over rows runs to N"),
     "2-D accumulator: max over rows": (_acc2d(("tl.sum(acc, axis=0)", "tl.max(acc, axis=0)")), "`tl.max` where dgamma needs `tl.sum`"),
-    "2-D accumulator: sum over axis 1": (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc, axis=1)")), "`axis=1`"),
+    "2-D accumulator: sum over axis 1": (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc, axis=1)")), "Most often it is a sum along `axis=1`, which gives BLOCK_M values, one per row"),
     "2-D accumulator overwritten": (_acc2d(("acc += tl.load", "acc = tl.load")), "only the last step's rows are counted"),
     "max over each step's rows": (mutate(G, ("tl.sum(tile, axis=0)", "tl.max(tile, axis=0)")), "`tl.max` where dgamma needs `tl.sum`"),
 }
@@ -601,3 +601,19 @@ class EpsHardCodedInBackward(torch.autograd.Function):
         x, weight, rstd = ctx.saved_tensors
         dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
         return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+# a36: BLOCK_M for BLOCK_N (the loop's step, the columns' start), and a loop over range(0, BLOCK_M), which the
+# case launched with BLOCK_M = 64, BLOCK_N = 16 tells apart.
+DGAMMA["loop steps by BLOCK_N"] = (
+    mutate(G, ("range(0, M, BLOCK_M)", "range(0, M, BLOCK_N)")),
+    "the loop over rows steps by BLOCK_N, the columns' block, not by BLOCK_M (`range(0, M, BLOCK_N)`)")
+DGAMMA["columns from pid * BLOCK_M"] = (
+    mutate(G, ("cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)", "cols = pid * BLOCK_M + tl.arange(0, BLOCK_N)")),
+    "the columns start at `pid * BLOCK_M`, the rows' block, not at `pid * BLOCK_N`")
+DGAMMA["loop over range(0, BLOCK_M)"] = (
+    mutate(G, ("range(0, M, BLOCK_M)", "range(0, BLOCK_M)")), "the loop over rows is `range(0, BLOCK_M)`")
+DGAMMA["one row per step over range(0, BLOCK_M)"] = (
+    mutate(G, ("range(0, M, BLOCK_M)", "range(0, BLOCK_M)"), ("rows = start + tl.arange(0, BLOCK_M)", "rows = start + tl.arange(0, 1)"),
+           ("(BLOCK_M, BLOCK_N)", "(1, BLOCK_N)")),
+    "only the first BLOCK_M rows are added: the rows past the first tile are never read")

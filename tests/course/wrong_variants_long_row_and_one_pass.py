@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel as L
 from rmsnorm_course.checkers.ex10_one_pass import one_pass_backward_kernel as B
+from rmsnorm_course.checkers.gpu_compile import MADE_IN_LOOP
 from wrong_variants import GPU_REJECTS, NO_OTHER, mutate
 
 LOOP_1 = "    for start in range(0, N, BLOCK_SIZE):  # pass 1: the whole row's sum of squares\n"
@@ -196,7 +197,7 @@ ONE_PASS = {
                                       "every program starts at row 0 (`range(0, M, P)`)"),
     "accumulator reset inside the loop": (
         mutate(B, (ROW_LOOP, ROW_LOOP + "        dgamma_acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n")),
-        "each program's partial holds its last row only"),
+        "the accumulator is reset or overwritten inside the loop"),
     "dy loaded without other=": (
         mutate(B, ("dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0)", "dy = tl.load(dy_ptr + offsets, mask=mask)")),
         NO_OTHER),
@@ -206,7 +207,7 @@ ONE_PASS = {
     # t36: rstd on dx's first term only, the partial's rows row_stride apart.
     "dx with rstd on its first term only": (
         mutate(B, ("(u - x_hat * mean_ux) * rstd", "rstd * u - x_hat * mean_ux")),
-        "dx's second term misses its rstd"),
+        "dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only"),
     "partial rows row_stride apart (pid * row_stride)": (
         mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * row_stride + cols")),
         "the partial's rows were stored row_stride = 107 elements apart"),
@@ -226,3 +227,34 @@ FAR_OUTSIDE = {
         mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * N * 100000000 + cols")),
         "made a store at"),
 }
+
+# a36: pass 1 adding x (a NaN from a negative mean, not a read outside), eps in every lane, the accumulator
+# created inside the loop (the compiler for a GPU does not know it after the loop).
+LONG_ROW["pass 1 adds x, not x²"] = (mutate(L, ("sum_sq += x * x", "sum_sq += x")), "pass 1 adds x, not x² (`sum_sq += x`)")
+LONG_ROW["eps added in every lane"] = (
+    mutate(L, ("sum_sq += x * x", "sum_sq += x * x + eps"), ("/ N + eps)", "/ N)")),
+    "eps is added to every lane of every block (`sum_sq += x * x + eps`), so the mean gets eps × (padded length) / N")
+LONG_ROW["eps added in every lane and to the mean"] = (
+    mutate(L, ("sum_sq += x * x", "sum_sq += x * x + eps")),
+    "eps is added to every lane of every block (`sum_sq += x * x + eps`) as well as to the mean")
+LONG_ROW["accumulator created inside the loop"] = (
+    mutate(L, ("    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n", ""),
+           ("        sum_sq += x * x\n", "        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)\n        sum_sq += x * x\n")),
+    MADE_IN_LOOP)
+
+# a36: the mean over u · x (dx's line is right), each row's term stored in place of the sum, `row = pid`, the
+# loop started at pid * P (a NaN from rows never visited, not a read outside). (The accumulator overwritten,
+# `dgamma_acc = dy * x_hat`, gives the numbers of the reset, and its words now say both.)
+ONE_PASS["mean of u · x, not u · x̂"] = (
+    mutate(B, ("tl.sum(u * x_hat, axis=0) / N", "tl.sum(u * x, axis=0) / N")),
+    "the mean is taken of u · x where u · x̂ belongs (`tl.sum(u * x, axis=0)`), so it lacks one rstd")
+ONE_PASS["each row's term stored in the partial"] = (
+    mutate(B, (STORE, ""), ("        dgamma_acc += dy * x_hat\n",
+                            "        tl.store(partial_ptr + pid * N + cols, dy * x_hat, mask=mask)\n")),
+    "each row's dy · x̂ is stored in the partial in place of the program's sum")
+ONE_PASS["row = pid"] = (
+    mutate(B, (ROW_LOOP, ROW_LOOP + "        row = pid\n")),
+    "the loop's `row` is not used: every address uses `pid` (`row = pid`)")
+ONE_PASS["rows from pid * P"] = (
+    mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(pid * P, M, P)"))),
+    "program pid starts at row pid · P (`range(pid * P, M, P)`): the rows between are never visited")
