@@ -151,8 +151,8 @@ def make_inputs(M: int, N: int, dtype: torch.dtype = torch.float32, device=None,
     return x.to(device, dtype), weight.to(device, weight_dtype or dtype), dy.to(device, dtype)
 
 
-def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False) -> torch.Tensor:
-    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + eps), in float64 on the CPU.
+def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False, on=None) -> torch.Tensor:
+    """The rstd every kernel's is compared with: 1 / sqrt(mean(x²) + eps), in float64 (on the CPU by default).
 
     The one place the course writes this oracle (the reference formula, on
     exactly the values the kernel saw: float16 inputs are up-cast, not re-drawn).
@@ -161,13 +161,14 @@ def rstd_oracle(x: torch.Tensor, eps: float = 1e-6, *, keepdim: bool = False) ->
         x: (..., N) tensor, any floating dtype, any device.
         eps: added to mean(x²) before the square root.
         keepdim: keep the reduced dimension, (..., 1), to broadcast against x.
+        on: the device to compute on (default the CPU); a wide check passes x's own device.
 
     Returns:
-        (...,) float64 on the CPU, or (..., 1) with ``keepdim``.
+        (...,) float64 on ``on``, or (..., 1) with ``keepdim``.
 
     Source: notebooks/03_forward_kernel.ipynb §5 (rstd, one per row).
     """
-    x64 = x.detach().to("cpu", torch.float64)
+    x64 = x.detach().to(on or "cpu", torch.float64)
     return torch.rsqrt(x64.square().mean(-1, keepdim=keepdim) + eps)
 
 
