@@ -19,6 +19,7 @@ import time
 
 import pandas as pd
 import torch
+import triton
 
 from rmsnorm import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
@@ -42,8 +43,9 @@ def forward_candidates(N: int, dtype: torch.dtype):
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
     row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
     warps, one program per row block or 4-8 per SM with 1 or 3 stages; at one-block widths from
-    4096 also the loop rung (blocks of 2048 and 4096); for looped rows up to N = 16384 also one
-    block of 16384.
+    4096 also the loop rung (blocks of 2048 and 4096); for looped rows up to N = 32768 also the whole
+    row in one block (8, 16 or 32 warps), and for every looped row loop blocks of 8192 and 16384
+    columns at 16 or 32 warps.
 
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
@@ -65,9 +67,14 @@ def forward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
-    if not base.one_block(N) and N <= 16384:  # the whole row in one block instead of the loop
+    if not base.one_block(N) and N <= 32768:  # the whole row in one block instead of the loop
         for warps in (8, 16, 32):
-            yield FastConfig(BLOCK_M=1, BLOCK_N=16384, num_warps=warps, programs_per_sm=None, num_stages=1)
+            yield FastConfig(BLOCK_M=1, BLOCK_N=triton.next_power_of_2(N), num_warps=warps, programs_per_sm=None,
+                             num_stages=1)
+    if not base.one_block(N):  # wider loop blocks with a warp per 256-512 elements (wide rows, one row a program)
+        for block_n, warps in itertools.product((8192, 16384), (16, 32)):
+            if base.BLOCK_N < block_n < N:
+                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
 
 
 def backward_candidates(N: int, dtype: torch.dtype):

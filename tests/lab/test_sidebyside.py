@@ -62,6 +62,16 @@ def test_the_forward_sweep_tries_the_loop_rung_where_one_block_would_do(N):
     assert loop_widths == ({b for b in (2048, 4096) if b < N} if N >= 4096 else set())
 
 
+@pytest.mark.parametrize("N", [12289, 32768, 65536, 262144])
+def test_the_forward_sweep_tries_wider_loop_blocks_and_one_block_for_looped_rows(N):
+    assert not forward_config(N, torch.bfloat16).one_block(N)
+    candidates = set(forward_candidates(N, torch.bfloat16))
+    loops = {(c.BLOCK_N, c.num_warps) for c in candidates if not c.one_block(N)}
+    assert {(b, w) for b in (8192, 16384) for w in (16, 32) if b < N} <= loops
+    whole = {c.num_warps for c in candidates if c.one_block(N)}
+    assert whole == ({8, 16, 32} if N <= 32768 else set())
+
+
 def test_ratio_table_divides_the_other_providers_time_by_the_fast_time():
     table = pd.DataFrame([
         dict(M=1, N=2, dtype="float16", pass_="forward", provider="fast", us=10.0),
