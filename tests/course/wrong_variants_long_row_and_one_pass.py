@@ -60,7 +60,7 @@ LONG_ROW = {
     "loop bound off by one": (
         mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, N - 1,")),
                (LOOP_2, LOOP_2.replace("range(0, N,", "range(0, N - 1,"))),
-        "off by one"),
+        "the loop bound is off by one"),
     "gamma loaded with the row offset": (
         mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(gamma_ptr + row * row_stride + start + cols")),
         "gamma is loaded with the row's offset"),
