@@ -17,7 +17,7 @@ Source: solutions/*.ipynb; the tolerance table is the original article's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +25,7 @@ import triton
 
 from rmsnorm.testing import TOLERANCES
 from .feedback import Feedback, passed, wrong
+from .shapes import describe
 
 #: Tolerance of float64 outputs (the reference exercise keeps float64 in float64).
 FLOAT64_TOLERANCE = {"atol": 1e-12, "rtol": 1e-10}
@@ -202,7 +203,8 @@ def _case_passes(run: Run) -> bool:
     return all(close(run.actual.get(name), exp, _tol(run, name)) for name, exp in run.expected.items())
 
 
-def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], success: str) -> Feedback:
+def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], success: str,
+             parts: Mapping[str, str] | None = None) -> Feedback:
     """Passed, a named symptom, or the first mismatch, for the learner's outputs on every case.
 
     Args:
@@ -211,6 +213,8 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
             ``expected`` holds float64 tensors, ``actual`` the learner's.
         symptoms: the wrong variants to recognise, most specific first.
         success: the message when every case passes.
+        parts: where no symptom matches, describe the shape of the error (:func:`~.shapes.describe`) with these
+            words for the parts of the code (None: no description, the first mismatch only).
 
     Returns:
         A :class:`Feedback` (never raises for a wrong answer).
@@ -245,6 +249,10 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
     if fp32_ok and run.case.dtype == torch.float16:
         message = ("every float32 case passes, but not float16: " + message
                    + " Convert each loaded value to float32 (`.to(tl.float32)`) before you compute with it.")
+    elif parts is not None:
+        shape = describe(runs, name, lambda r: _tol(r, name), parts)
+        if shape is not None:
+            message = f"{shape} For example, {message}"
     return wrong(exercise, message)
 
 

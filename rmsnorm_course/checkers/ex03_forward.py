@@ -203,6 +203,10 @@ SPEC = ExerciseSpec(
     launch=launch,
     oracle=correct,
     symptoms=tuple(SYMPTOMS),
+    parts={"row_scale": "the row's scale is wrong: rstd = 1/sqrt(mean(x²) + eps) (the sum of the squares, its divisor "
+                        "N, eps); x · gamma, the per-element part, is right",
+           "column_factor": "gamma is wrong: its load (`gamma_ptr + cols`) or the product `x * rstd * gamma`; "
+                            "the rest is right"},
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,

@@ -191,6 +191,10 @@ SPEC = ExerciseSpec(
     launch=launch,
     oracle=correct,
     symptoms=tuple(SYMPTOMS),
+    parts={"row_scale": "a factor of rstd is wrong: rstd's load (`rstd_ptr + row`) or the powers of rstd in dx's "
+                        "terms (`rstd * u`, `x * rstd * rstd * rstd * mean_ux`); the per-element part is right",
+           "partial.row_scale": "partial's factor rstd is wrong (partial = dy · x · rstd); dy · x is right",
+           "column_factor": "gamma is wrong: its load (`gamma_ptr + cols`) or u = dy · gamma; the rest is right"},
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,

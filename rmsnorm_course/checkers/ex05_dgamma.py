@@ -200,6 +200,10 @@ SPEC = ExerciseSpec(
     launch=launch,
     oracle=_sum,
     symptoms=tuple(SYMPTOMS),
+    parts={"columns_from": "the column offsets of each program (`pid * BLOCK_N + tl.arange(0, BLOCK_N)`), the same "
+                           "in the tile's load and in the store, and the column mask (`cols < N`)",
+           "few_columns": "the column offsets of each program (`pid * BLOCK_N + tl.arange(0, BLOCK_N)`) in the "
+                          "tile's load and in the store: a program past the first works on other columns"},
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,

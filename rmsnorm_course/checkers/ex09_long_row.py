@@ -105,6 +105,10 @@ SPEC = ExerciseSpec(
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
     cases=loop_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
+    parts={"row_scale": "the row's scale is wrong: rstd from pass 1 (the sum of the squares of every block, the "
+                        "last partial one included, divided by N, plus eps); pass 2's x · gamma is right",
+           "columns_from": "the loop over the blocks (`range(0, N, BLOCK_SIZE)`) and the block's start in each "
+                           "address (`start + cols`)"},
     first_looks=(_sum_in_16_bits,),
     mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
                "past the row, which `mask = start + cols < N` leaves out"),

@@ -137,6 +137,10 @@ SPEC = ExerciseSpec(
                       "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
                       "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),
     cases=grid_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
+    parts={"row_offset": "the row offset in every load and store (`row * row_stride + cols`, and rstd at "
+                         "`rstd_ptr + row`): each row the loop visits, not row 0, is read and written",
+           "row_scale": "a factor of rstd is wrong: rstd's load (`rstd_ptr + row`) or the powers of rstd in "
+                        "dx = (u - x_hat · mean_ux) · rstd; the per-element part is right"},
     first_looks=(_short_partial,), by_source=by_source,
     mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
                "which `mask = cols < N` leaves out"),

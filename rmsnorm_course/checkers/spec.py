@@ -16,7 +16,7 @@ Source: solutions/01_formula.ipynb … 13_into_a_model.ipynb.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -111,6 +111,9 @@ class ExerciseSpec:
         by_source: (message, the kernel's source) -> the message: where two slips give the same numbers
             and one symptom names both, the line that is in the kernel picks the one (10's mean of u · x
             or rstd on dx's first term only).
+        parts: where no symptom matches, the words for the part of the code behind each shape of error
+            (:data:`~rmsnorm_course.checkers.shapes.PARTS`: a key, or ``"output.key"`` for one output, to its
+            words); an empty mapping keeps the generic words.
     """
 
     exercise: str
@@ -130,6 +133,7 @@ class ExerciseSpec:
     outside: tuple[Symptom, ...] = ()
     explain_error: Callable[[Case, BaseException], str | None] | None = None
     by_source: Callable[[str, str], str] | None = None
+    parts: Mapping[str, str] = field(default_factory=dict)
 
 
 class Refused(Exception):

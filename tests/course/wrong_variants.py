@@ -112,6 +112,10 @@ FORWARD = {
     "eps divided by N": (mutate(F, ("tl.sum(x * x, axis=0) / N + eps", "(tl.sum(x * x, axis=0) + eps) / N")), "eps is divided by N"),
     "stores the mean square as rstd": (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, tl.sum(x * x, axis=0) / N)")), "rstd holds mean(x²)"),
     "gamma loaded with the row's offset": (mutate(F, ("gamma_ptr + cols", "gamma_ptr + row * x_row_stride + cols")), "gamma's load has the row's offset"),
+    # Issue 36: slips no symptom names, described by the shape of their error.
+    "mean divided by N + 1": (mutate(F, ("/ N + eps", "/ (N + 1) + eps")), "each row of y is off by one factor: the row's scale is wrong: rstd = 1/sqrt(mean(x²) + eps)"),
+    "gamma applied twice": (mutate(F, ("y = x * rstd * gamma", "y = x * rstd * gamma * gamma")), "each column of y is off by one factor, the same in every row: gamma is wrong"),
+    "x loaded with other=1": (mutate(F, ("cols, mask=mask, other=0).to(tl.float32)\n    gamma", "cols, mask=mask, other=1).to(tl.float32)\n    gamma")), "Every case whose N fills its blocks exactly (a multiple of BLOCK_SIZE) passes, and every failing case ends in a partial block: check whether the padding lanes"),
 }
 
 #: Exercise 04 (and 08's fix): name → (kernel, substring).
@@ -149,6 +153,9 @@ DX = {
     "rstd loaded with the row stride": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + row * row_stride)")), "rstd's load has the row stride"),
     "mean(u·x·rstd)": (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * rstd, axis=0) / N")), "mean(u·x) is multiplied by rstd"),
     "mean(x·x) instead of mean(u·x)": (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(x * x, axis=0) / N")), "mean(x·x)"),
+    # Issue 36: slips no symptom names, described by the shape of their error.
+    "dx's terms subtracted the wrong way round": (mutate(D, ("dx = rstd * u - x * rstd * rstd * rstd * mean_ux", "dx = x * rstd * rstd * rstd * mean_ux - rstd * u")), "dx has the wrong sign: every value is the right one times −1"),
+    "dx without its leading rstd": (mutate(D, ("dx = rstd * u - x * rstd * rstd * rstd * mean_ux", "dx = u - x * rstd * rstd * mean_ux")), "each row of dx is off by one factor: a factor of rstd is wrong"),
 }
 
 #: The dgamma kernel with a 2-D accumulator, summed over its rows once after the loop (no Kahan), as learners write it.
@@ -208,6 +215,8 @@ DGAMMA = {
     "2-D accumulator: sum over axis 1": (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc, axis=1)")), "Most often it is a sum along `axis=1`, which gives BLOCK_M values, one per row"),
     "2-D accumulator overwritten": (_acc2d(("acc += tl.load", "acc = tl.load")), "only the last step's rows are counted"),
     "max over each step's rows": (mutate(G, ("tl.sum(tile, axis=0)", "tl.max(tile, axis=0)")), "`tl.max` where dgamma needs `tl.sum`"),
+    # Issue 36: a slip no symptom names, described by the shape of its error.
+    "tile loaded without the program's column start": (mutate(G, ("* partial_row_stride + cols[None, :]", "* partial_row_stride + tl.arange(0, BLOCK_N)[None, :]")), "the first columns of dgamma are right and the columns from column 16 or 32 (by case) on are wrong: check the column offsets of each program"),
 }
 
 

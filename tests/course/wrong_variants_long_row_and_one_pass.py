@@ -60,7 +60,7 @@ LONG_ROW = {
     "loop bound off by one": (
         mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, N - 1,")),
                (LOOP_2, LOOP_2.replace("range(0, N,", "range(0, N - 1,"))),
-        "off by one"),
+        "the loop bound is off by one"),
     "gamma loaded with the row offset": (
         mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(gamma_ptr + row * row_stride + start + cols")),
         "gamma is loaded with the row's offset"),
@@ -137,6 +137,10 @@ LONG_ROW = {
     "y stored without the row's offset": (
         mutate(L, ("tl.store(y_ptr + row * row_stride + start + cols", "tl.store(y_ptr + start + cols")),
         "every row writes into row 0 of y: the store address lacks the row's offset"),
+    # Issue 36: a slip no symptom names, described by the shape of its error.
+    "pass 1 from the second block": (
+        mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(BLOCK_SIZE, N,"))),
+        "each row of y is off by one factor: the row's scale is wrong: rstd from pass 1"),
 }
 
 #: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).
@@ -211,6 +215,10 @@ ONE_PASS = {
     "partial rows row_stride apart (pid * row_stride)": (
         mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid * row_stride + cols")),
         "the partial's rows were stored row_stride = 107 elements apart"),
+    # Issue 36: a slip no symptom names, described by the shape of its error.
+    "x loaded without the row's offset": (
+        mutate(B, ("x = tl.load(x_ptr + offsets,", "x = tl.load(x_ptr + cols,")),
+        "row 0 of dx is right and every other row is wrong: check the row offset in every load and store"),
 }
 
 #: Exercise 10, a row loop that never ends (its own test: it runs into the time limit, CPU only).
