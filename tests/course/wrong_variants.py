@@ -617,3 +617,35 @@ DGAMMA["one row per step over range(0, BLOCK_M)"] = (
     mutate(G, ("range(0, M, BLOCK_M)", "range(0, BLOCK_M)"), ("rows = start + tl.arange(0, BLOCK_M)", "rows = start + tl.arange(0, 1)"),
            ("(BLOCK_M, BLOCK_N)", "(1, BLOCK_N)")),
     "only the first BLOCK_M rows are added: the rows past the first tile are never read")
+
+
+# q36: 06's backward returning the (M, N) partial as weight's gradient (autograd sums it to (N,): it passed), None
+# for x's gradient (the checker crashed), dgamma divided by M.
+class _PartialAsDgamma(EpsHardCodedInBackward):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        dgamma = reduce_gamma_gradient(partial, weight.dtype)  # noqa: F841 - computed, then not returned
+        return dx, partial, None
+
+
+class _NoneForDx(EpsHardCodedInBackward):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        return None, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+class _DgammaOverM(EpsHardCodedInBackward):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        return dx, reduce_gamma_gradient(partial, weight.dtype) / x.shape[0], None
+
+
+AUTOGRAD["partial returned as dgamma"] = (_PartialAsDgamma, "backward returns the (M, N) partial as the weight's gradient")
+AUTOGRAD["None for x's gradient"] = (_NoneForDx, "backward returns None for x's gradient")
+AUTOGRAD["dgamma divided by M"] = (_DgammaOverM, "weight.grad is the right gradient divided by M = 17: off by a constant factor")
