@@ -177,7 +177,7 @@ def _watching(function_class, returned: list):
 
 def _raw_gradients(returned: list, case: Case) -> None:
     """Refuse what backward returned where autograd would hide it or fail on it: a None for x, an (M, N) dgamma."""
-    if not returned or not isinstance(returned[-1], tuple) or len(returned[-1]) != 3:
+    if not returned or not isinstance(returned[-1], (tuple, list)) or len(returned[-1]) != 3:
         return  # autograd itself names a wrong count
     dx, dgamma, _ = returned[-1]
     M, N = case.inputs["x"].shape
