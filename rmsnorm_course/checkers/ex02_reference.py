@@ -8,7 +8,9 @@ eps = 0.5 with a row of zeros; float16, and float16 values of scale 300 (standar
 Mistakes recognised: no keepdim (shape error, or wrong numbers when M = N);
 the mean over rows or over the whole tensor; LayerNorm's mean subtraction;
 gamma, eps, or the inverse missing; eps after the root; computing in float16
-(overflow); the output not cast back to x's dtype; float64 computed in float32.
+(overflow); the output not cast back to x's dtype; float64 computed in float32; and the formula slips shared
+with 03 and 09 (:mod:`rmsnorm_course.checkers.formula_slips`): the sum of the squares for their mean, the square
+of the mean, eps multiplied, x not squared.
 
 Source: solutions/02_reference.ipynb.
 """
@@ -21,6 +23,7 @@ from rmsnorm.reference import rmsnorm_reference
 from rmsnorm.testing import TOLERANCES, make_inputs
 from .diagnose import Case, Symptom, close
 from .feedback import Feedback, name_of
+from .formula_slips import y_slips
 from .functions import calling, check
 from .spec import FunctionSpec, Refused
 
@@ -101,6 +104,10 @@ SYMPTOMS = [
     Symptom("x² is computed in float16, where it overflows past 65504", _in_dtype,
             "Dtype policy: compute in float32 (float64 stays float64), `x.to(dtype)`, "
             "then cast y back with `.to(x.dtype)`."),
+    # The forward's formula slips, shared with 03 and 09 (sqrt for rsqrt and gamma missing are named above).
+    *y_slips(lambda c, r, gamma=True: _y(c, rstd=r, gamma=gamma),
+             "`r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)`", "`y = x * r * gamma`",
+             ("sum", "square of the mean", "eps multiplied", "x not squared"), rstd="r"),
 ]
 
 

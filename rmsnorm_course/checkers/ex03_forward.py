@@ -196,6 +196,7 @@ def _success(runs) -> str:
 SPEC = ExerciseSpec(
     exercise=EXERCISE,
     reference=rmsnorm_forward_kernel,
+    int64_row='`row = tl.program_id(0).to(tl.int64)`',
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32",
                       "x_row_stride": "i32", "y_row_stride": "i32", "N": "i32", "eps": "fp32",
                       "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),

@@ -14,6 +14,7 @@ import torch
 
 from .cases import sum_of_squares
 from .diagnose import Case, Symptom
+from .formula_slips import y_slips
 from .spec import PROBE
 
 
@@ -81,6 +82,9 @@ SYMPTOMS = [
         lambda c: {"rstd": (sum_of_squares(c) / c.N + c.eps).reshape(-1)},
         "Store the same `rstd` that multiplies x: `tl.store(rstd_ptr + row, rstd)`; the backward reuses it.",
     ),
+    # The forward's formula slips, shared with 02 and 09 (sqrt for rsqrt and gamma missing are named before).
+    *y_slips(outputs, "`rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`", "`y = x * rstd * gamma`",
+             ("sum", "square of the mean", "eps multiplied", "x not squared")),
 ]
 
 #: gamma's load with the row's offset, for :attr:`~.spec.ExerciseSpec.outside`.

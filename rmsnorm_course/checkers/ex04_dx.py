@@ -40,8 +40,8 @@ def _parts(case: Case):
 
 
 def _dx(case: Case, *, u_gamma=True, mean_gamma=True, power=3, sign=-1.0, divide_by=None, ux=True, term=True,
-        mean=None, term_x=True):
-    x, gamma, dy, r, u = _parts(case)
+        mean=None, term_x=True, parts=None):
+    x, gamma, dy, r, u = (parts or _parts)(case)
     u = u if u_gamma else dy
     v = u if mean_gamma else dy  # what the mean's sum multiplies by x
     if mean is None:
@@ -54,6 +54,16 @@ def correct(case: Case) -> dict[str, torch.Tensor]:
     """The float64 oracle: dx = r·u − x·r³·mean(u·x) and partial = dy·x·r."""
     x, gamma, dy, r, _ = _parts(case)
     return {**_dx(case), "partial": dy * x * r}
+
+
+def u_without_gamma(parts=None) -> Symptom:
+    """u = dy without gamma, on 04's model of dx; ``parts`` (case → x, gamma, dy, rstd (M, 1), u) another
+    exercise's inputs (10 loads its rstd), so that every exercise computing dx names this slip in one way."""
+    return Symptom(
+        "u lacks gamma (u = dy instead of dy·gamma)",
+        lambda c: {"dx": _dx(c, u_gamma=False, parts=parts)["dx"]},
+        "Load gamma and use u = dy · gamma in both terms.",
+    )
 
 
 MORE_SYMPTOMS = more_symptoms(_parts, _dx)
@@ -86,11 +96,7 @@ SYMPTOMS = [
         lambda c: _dx(c, ux=False),
         "The r³ term is x·r³·mean(u·x): multiply u by x before summing the row.",
     ),
-    Symptom(
-        "u lacks gamma (u = dy instead of dy·gamma)",
-        lambda c: _dx(c, u_gamma=False),
-        "Load gamma and use u = dy · gamma in both terms.",
-    ),
+    u_without_gamma(),
     Symptom(
         "mean(u·x) is divided by N − 1 instead of N",
         lambda c: _dx(c, divide_by=c.N - 1),

@@ -62,6 +62,13 @@ def more_symptoms(parts, dx) -> list[Symptom]:
                 "Store partial = `dy * x * rstd`: dgamma = Σ_rows dy · x · r."),
         Symptom("every row uses row 0's rstd: rstd's load has no row offset (`tl.load(rstd_ptr)`)", first_rstd,
                 "rstd has one value per row, one after the other: `rstd = tl.load(rstd_ptr + row)`."),
+        Symptom("mean(u·x) is divided by N + 1 instead of N", lambda c: dx(c, divide_by=c.N + 1),
+                f"It is a mean over the row's N columns, each counted once: {_MEAN}."),
+        Symptom("partial is stored at dx's pointer (`tl.store(dx_ptr + offsets, dy * x * rstd, ...)`): dx holds "
+                "dy·x·rstd and partial is never written",
+                lambda c: {"dx": parts(c)[2] * parts(c)[0] * parts(c)[3], "partial": None},
+                "Store dy · x · rstd at partial's pointer: `tl.store(partial_ptr + offsets, dy * x * rstd, "
+                "mask=mask)`."),
     ]
 
 

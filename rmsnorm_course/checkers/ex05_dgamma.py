@@ -193,6 +193,8 @@ def _success(runs) -> str:
 SPEC = ExerciseSpec(
     exercise=EXERCISE,
     reference=rmsnorm_dgamma_kernel,
+    accumulator="tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+    int64_row='`offsets = rows[:, None].to(tl.int64) * partial_row_stride + cols[None, :]`',
     signatures=typed({"partial_ptr": "*fp32", "dgamma_ptr": "*{t}", "M": "i32", "N": "i32",
                       "partial_row_stride": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"},
                      {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}),

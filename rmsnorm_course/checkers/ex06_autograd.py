@@ -10,7 +10,9 @@ no gradient for weight; dy passed on
 without ``.contiguous()``; a forward or backward that does not call the
 package's kernels (``forward_op``, ``backward_rows``); ``ctx`` not holding
 what backward needs; the saved tensors unpacked in another order than they were
-saved (backward_rows then refuses weight or rstd: named from the traceback's frames).
+saved (backward_rows then refuses weight or rstd: named from the traceback's frames); and, from what backward
+itself returns (autograd would sum an (M, N) gradient down to weight's shape): the (M, N) partial returned as
+weight's gradient, None for x's gradient; a gradient off by a constant factor (dgamma / M).
 
 Source: solutions/06_autograd_and_training.ipynb.
 """
@@ -154,13 +156,50 @@ def _cases(function_class) -> list[Case]:
     return cases
 
 
+def _watching(function_class, returned: list):
+    """``function_class`` with its backward's raw return value recorded in ``returned``.
+
+    autograd sums a gradient that broadcasts to its input's shape down to that shape (an (M, N) dgamma becomes
+    ``partial.sum(0)``): only what backward itself returns shows it.
+    """
+    learners = function_class.backward
+
+    class Watched(function_class):
+        @staticmethod
+        def backward(ctx, *grads):
+            out = learners(ctx, *grads)
+            returned.append(out)
+            return out
+
+    Watched.__name__ = Watched.__qualname__ = function_class.__name__
+    return Watched
+
+
+def _raw_gradients(returned: list, case: Case) -> None:
+    """Refuse what backward returned where autograd would hide it or fail on it: a None for x, an (M, N) dgamma."""
+    if not returned or not isinstance(returned[-1], (tuple, list)) or len(returned[-1]) != 3:
+        return  # autograd itself names a wrong count
+    dx, dgamma, _ = returned[-1]
+    M, N = case.inputs["x"].shape
+    if dx is None:
+        raise Refused(f"on {case.label}, backward returns None for x's gradient: x.grad stays empty. Return dx from "
+                      "backward_rows first: `return dx, dgamma, None`.")
+    if isinstance(dgamma, torch.Tensor) and dgamma.dim() == 2 and tuple(dgamma.shape) == (M, N):
+        raise Refused(f"on {case.label}, backward returns the (M, N) partial as the weight's gradient "
+                      f"(shape {tuple(dgamma.shape)}; weight has shape ({N},)): autograd sums it over the rows for "
+                      "you, but the exercise is the Triton column sum: return reduce_gamma_gradient(...)'s result, "
+                      "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`, `return dx, dgamma, None`.")
+
+
 def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
     """Apply the learner's Function and back-propagate; refused where the kernels did not run or an input changed."""
     name, label = name_of(function_class), case.label
     x = case.inputs["x"].clone().requires_grad_(True)
     weight = case.inputs["weight"].clone().requires_grad_(True)
+    returned: list = []
+    watched = _watching(function_class, returned)
     with _count_launches() as launches:
-        y = calling(f"{name}.forward", function_class.apply, x, weight, case.eps)
+        y = calling(f"{name}.forward", watched.apply, x, weight, case.eps)
         if not isinstance(y, torch.Tensor):
             raise Refused(f"on {label}, forward returned a {type(y).__name__}, not the tensor y.")
         if y.dtype != x.dtype or y.shape != x.shape:
@@ -169,6 +208,7 @@ def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
                           "return y from forward_op as it is (same dtype and shape as x).")
         loss = (y.t().float() * case.inputs["loss_weight"]).sum()  # dy = loss_weight.t(): not contiguous
         calling(f"{name}.backward", loss.backward)
+    _raw_gradients(returned, case)
     for tensor, what in ((x, "x"), (weight, "weight")):
         if not torch.equal(tensor.detach(), case.inputs[what]):
             raise Refused(f"on {label}, {what} changed: your forward or backward wrote into an input "
@@ -183,6 +223,8 @@ def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
                       "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`.")
     if weight.grad is None:
         raise Refused("weight got no gradient (None): backward must return dgamma as its second value.")
+    if x.grad is None:
+        raise Refused(f"on {label}, x got no gradient (None): backward must return dx from backward_rows first.")
     return {"y": y, "x.grad": x.grad, "weight.grad": weight.grad}
 
 
@@ -197,12 +239,39 @@ HINTS = {"y": "forward must return y from forward_op(x, weight, eps).",
          "weight.grad": "backward must return dgamma = reduce_gamma_gradient(partial, weight.dtype) second."}
 
 
+_MADE = {"y": "forward_op(x, weight, eps)'s y", "x.grad": "backward_rows's dx",
+         "weight.grad": "reduce_gamma_gradient(partial, weight.dtype)'s dgamma"}
+
+
+def _constant_factor(run: Run, what: str) -> str | None:
+    """``what`` is the oracle's times one constant (dgamma / M, dx * 2): name the factor, and M or N where it is one."""
+    got, want = run.actual[what].detach().double().cpu(), run.expected[what].detach().double().cpu()
+    if got.shape != want.shape:
+        return None
+    big = want.abs() > 1e-3 * want.abs().max().clamp(min=1e-30)
+    if int(big.sum()) < 2:
+        return None
+    ratio = (got[big] / want[big])
+    k = float(ratio.median())
+    if not (abs(k) > 1e-12 and abs(k - 1) > 1e-2) or not close(got, want * k, tolerance(run.actual[what])):
+        return None
+    M, N = run.case.inputs["x"].shape
+    named = {M: "M", N: "N"}
+    factor = next((f"divided by {named[n]} = {n}" for n in named if n > 1 and abs(k * n - 1) < 1e-3),
+                  next((f"multiplied by {named[n]} = {n}" for n in named if n > 1 and abs(k / n - 1) < 1e-3),
+                       f"multiplied by {k:.4g}"))
+    return (f"on {run.case.label}, {what} is the right gradient {factor}: off by a constant factor. Return "
+            f"{_MADE[what]} as it is, without scaling it.")
+
+
 def _compare(run: Run) -> str | None:
     """The first of y, x.grad, weight.grad that differs from the oracle, with what to change."""
     for what in ("y", "x.grad", "weight.grad"):
         got, want = run.actual[what], run.expected[what]
         tol = tolerance(got)
         if not close(got, want, tol):
+            if run.case.eps == 1e-6 and (scaled := _constant_factor(run, what)) is not None:
+                return scaled
             shown = evidence(Run(run.case, {what: got}, {what: want}), what, first_difference(got, want, tol))
             hint = HINTS[what]
             if run.case.eps != 1e-6:

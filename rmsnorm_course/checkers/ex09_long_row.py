@@ -4,7 +4,7 @@ The learner's kernel has a fixed signature (one program per row)::
 
     kernel(x_ptr, gamma_ptr, y_ptr, rstd_ptr, row_stride, N, eps, BLOCK_SIZE)
 
-and the checker launches it with a grid of M programs and a BLOCK_SIZE
+and the checker launches it with a grid of M programs (rows not cast to int64 named once it passes) and a BLOCK_SIZE
 *smaller* than N (16, 32 or 64), so the kernel must loop over column blocks:
 pass 1 sums x², pass 2 reads x again and writes y. Every tensor sits inside a
 NaN-filled buffer (:mod:`rmsnorm_course.checkers.guards`): a read outside the row
@@ -102,6 +102,8 @@ def _success(runs) -> str:
 #: in all cases but one, BLOCK_SIZE < N.
 SPEC = ExerciseSpec(
     exercise="09 · looped forward kernel", reference=long_row_forward_kernel,
+    looped_row=True,
+    int64_row='`row = tl.program_id(0).to(tl.int64)`',
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
     cases=loop_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,

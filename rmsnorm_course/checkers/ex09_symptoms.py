@@ -17,6 +17,7 @@ import torch
 
 from .cases import FLOAT16_MAX
 from .diagnose import Case, Symptom, close, tolerance
+from .formula_slips import y_slips
 
 
 def _model(case, sum_cols: slice | None = None, y_cols: int | None = None, per_block: bool = False,
@@ -224,6 +225,11 @@ SYMPTOMS = [
         lambda c: emulate(c, mask="start + cols < BLOCK_SIZE"),
         "The row has N columns: `mask = start + cols < N`.",
     ),
+    # The forward's formula slips, shared with 02 and 03 (pass 1 adding x, not x², is named above).
+    *y_slips(lambda c, r, gamma=True: {"y": c.f64("x") * r * (c.f64("gamma") if gamma else 1.0), "rstd": r.reshape(-1)},
+             "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)` (after pass 1 has added `x * x`)",
+             "`tl.store(y_ptr + row * row_stride + start + cols, x * rstd * gamma, mask=mask)` with gamma loaded "
+             "at `gamma_ptr + start + cols`", ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied")),
 ]
 
 

@@ -133,6 +133,8 @@ def _short_partial(runs) -> str | None:
 #: Exercise 10, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with a grid of P programs.
 SPEC = ExerciseSpec(
     exercise="10 · one-pass backward loop", reference=one_pass_backward_kernel,
+    int64_row=("`offsets = tl.cast(row, tl.int64) * row_stride + cols` (`row.to(tl.int64)` fails under the "
+               "interpreter, where a `range` loop's variable is a Python int)"),
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "rstd_ptr": "*fp32", "dy_ptr": "*{t}", "dx_ptr": "*{t}",
                       "partial_ptr": "*fp32", "row_stride": "i32", "M": "i32", "N": "i32",
                       "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 512}),

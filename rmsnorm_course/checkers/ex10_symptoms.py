@@ -16,6 +16,7 @@ import torch
 import triton
 
 from .diagnose import Symptom
+from .ex04_dx import u_without_gamma
 
 
 def _terms(case):
@@ -165,4 +166,6 @@ SYMPTOMS = [
             "dx is never written, so it stays NaN), and rows P, 2P, … are added to several programs' partials",
             lambda c: emulate(c, first_row="pid * P"),
             "Program pid starts at its own row and steps by P: `for row in range(pid, M, P)` (rows pid, pid + P, …)."),
+    # 04's dx slips, on 10's loaded rstd (shared: one model, one wording).
+    u_without_gamma(lambda c: (*_terms(c)[:4], _terms(c)[2] * _terms(c)[1])),
 ]

@@ -13,6 +13,7 @@ Triton's ``triton.compile`` and ``triton.compiler.ASTSource``.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
@@ -21,6 +22,7 @@ import re
 import select
 import subprocess
 import sys
+import textwrap
 import time
 
 from rmsnorm.device import interpreter_active as interpreted
@@ -101,49 +103,95 @@ def finish_gpu_compile(server, limit_s: float | None = None) -> dict | None:
             return result if result.get("ok") is not None else None
 
 
-def gpu_rejects(name: str, line: int | None, text: str, message: str, example: str = "") -> str:
+#: The accumulator most exercises start before a loop (an :class:`~.spec.ExerciseSpec` may declare its own).
+ACCUMULATOR = "tl.zeros([BLOCK_SIZE], dtype=tl.float32)"
+
+
+def accumulated_in_loop(source: str, variable: str) -> bool | None:
+    """Whether a loop of ``source`` adds to ``variable`` (``v += …``, ``v = v + …``); None when unreadable."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    for loop in (n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))):
+        for node in (n for statement in loop.body for n in ast.walk(statement)):
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == variable:
+                return True
+            assigned = isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == variable for t in node.targets)
+            if assigned and any(isinstance(v, ast.Name) and v.id == variable for v in ast.walk(node.value)):
+                return True
+    return False
+
+
+def gpu_rejects(name: str, line: int | None, text: str, message: str, example: str = "", source: str = "",
+                accumulator: str = ACCUMULATOR) -> str:
     """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile).
 
     Under the interpreter it says that the interpreter ran the kernel; on a GPU, where nothing
     ran, it says only that the kernel does not compile, and shows a call (``example``) that
-    gives the whole compiler error.
+    gives the whole compiler error. ``source`` (the kernel's text) tells an accumulator made inside a loop from a
+    variable merely defined there; ``accumulator`` is the exercise's own (``tl.zeros((BLOCK_M, BLOCK_N), …)`` in 05).
     """
     where = f" at line {line} of your cell, `{text}`" if line else ""
     # Both wordings say REJECTS: kernels.verdict recognises a GPU's own compile error by it.
     lines = message.strip().splitlines()
     last = lines[-1] if lines else ""
     made_inside = _MADE_INSIDE.search(message)
+    if FLOOR_ON_FLOAT.search(message) and "//" in text:
+        if interpreted():
+            return f"the interpreter runs {name}, but {REJECTS}{where}: {last} {floor_division(text)}"
+        return f"{name} does not compile: {REJECTS}{where}: {last} {floor_division(text)}"
     if made_inside:  # under the interpreter it ran, so the name exists: it is made inside a loop (or an `if`)
         # The error comes before the line here: "rejects it at line" stays the words of the other refusals.
         variable = made_inside.group(1)
         hint = (f"created inside a loop (or an `if`), and the compiler does not carry a variable made there past it: "
-                f"{MADE_IN_LOOP} (`{variable} = tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a "
+                f"{MADE_IN_LOOP} (`{variable} = {accumulator}` for a block, `0.0` for a "
                 "single number), and inside the loop only add to it.")
+        if source and accumulated_in_loop(source, variable) is False:  # not an accumulator: a value made in the loop
+            hint = ("defined only inside a loop (or an `if`) and used after it, and the compiler does not carry a "
+                    "variable made there past it: use it only inside the loop, or compute it before the loop "
+                    "(from what exists there) if the code after the loop needs it.")
         if interpreted():
             return f"the interpreter runs {name}, but {REJECTS}: {last}{where}. `{variable}` is {hint}"
         how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
         return f"{name} does not compile: {REJECTS}: {last}{where}. If `{variable}` is {hint}{how}"
     if interpreted():
         return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
-                f"interpreter is lenient; the GPU is not: e.g. {_LOOP_VARIABLE}, and {_CONSTEXPR_WIDTH}.)")
+                f"interpreter is lenient; the GPU is not: e.g. {_loop_variable(accumulator)}, and {_CONSTEXPR_WIDTH}.)")
     how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
     return (f"{name} does not compile: {REJECTS}{where}: {last} (common causes: a keyword "
-            f"the function does not take; {_LOOP_VARIABLE}; {_CONSTEXPR_WIDTH}.){how}")
+            f"the function does not take; {_loop_variable(accumulator)}; {_CONSTEXPR_WIDTH}.){how}")
 
 
 #: Words of every message for a kernel the GPU compiler refuses.
 REJECTS = "Triton's compiler for a GPU rejects it"
 #: The two GPU-only rules a kernel that runs in the interpreter most often breaks.
-_LOOP_VARIABLE = ("a variable changed in a loop must keep its dtype and shape, so start an accumulator as what it "
-                  "will be: `tl.zeros([BLOCK_SIZE], dtype=tl.float32)` for a block, `0.0` for a single number")
+def _loop_variable(accumulator: str = ACCUMULATOR) -> str:
+    return ("a variable changed in a loop must keep its dtype and shape, so start an accumulator as what it "
+            f"will be: `{accumulator}` for a block, `0.0` for a single number")
+
+
+_LOOP_VARIABLE = _loop_variable()
 _CONSTEXPR_WIDTH = "a block's width must be a `tl.constexpr`"
 #: The compiler's words for a name it does not know: under the interpreter, one first assigned inside a loop.
 _MADE_INSIDE = re.compile(r"NameError\W+(?:name )?'?(\w+)'? is not defined")
+#: Triton's words for an integer-only operator (``//``, ``%``) on a float block or number.
+FLOOR_ON_FLOAT = re.compile(r"unexpected type (fp|bf)\d+")
+
+
+def floor_division(line: str) -> str:
+    """What a message about ``//`` on float values says, with the learner's ``line`` written with ``/``."""
+    code = line.split("#")[0].strip().replace("//", "/")
+    return "`//` is integer (floor) division, which Triton refuses on float values: use `/`" + (
+        f": `{code}`." if code else ".")
+
 #: What a message about such a name asks for.
 MADE_IN_LOOP = "create it once, before the loop, as what it will be"
 
 
-def compile_error_message(kernel, error: BaseException, example: str = "") -> str | None:
+def compile_error_message(kernel, error: BaseException, example: str = "",
+                          accumulator: str = ACCUMULATOR) -> str | None:
     """For a Triton CompilationError (a GPU compiling the learner's kernel): the message with its line; else None.
 
     ``example`` is a call the learner can run to see the compiler's whole error (see :func:`gpu_rejects`).
@@ -167,4 +215,8 @@ def compile_error_message(kernel, error: BaseException, example: str = "") -> st
         pass
     cause = found.__cause__ or found
     message = f"{type(cause).__name__}: {cause}" if cause is not found else str(found)
-    return gpu_rejects(name_of(kernel), line, text, message, example)
+    try:
+        source = inspect.getsource(kernel.fn)
+    except (OSError, TypeError, AttributeError):
+        source = ""
+    return gpu_rejects(name_of(kernel), line, text, message, example, source, accumulator)

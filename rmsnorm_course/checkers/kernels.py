@@ -16,6 +16,8 @@ calls, in this order, helpers that return without calling back:
 4. :func:`~rmsnorm_course.checkers.gpu_compile.finish_gpu_compile` reads the compile's answer, and
    :func:`verdict` makes one verdict of it all: "wrong" when any judge says so, in the words a CPU
    machine gives.
+5. Where the exercise asks for the row index in int64 (``ExerciseSpec.int64_row``), a kernel that passes but
+   multiplies an int32 row index by a stride (:func:`~rmsnorm_course.checkers.preflight.rows_without_int64`) is named.
 
 Source: solutions/03_forward_kernel.ipynb, 04_backward_derivation.ipynb,
 05_gamma_reduction.ipynb, 08_n_vs_block_exercise.ipynb, 09_the_long_row.ipynb,
@@ -28,8 +30,8 @@ import inspect
 from collections.abc import Sequence
 
 from . import gpu_compile, isolate
-from .feedback import Feedback, checker_failed, name_of, wrong
-from .preflight import masked_loads_without_other, preflight, unmasked_accesses  # noqa: F401 (re-exported)
+from .feedback import Feedback, checker_failed, name_of, source_of, wrong
+from .preflight import first_line, masked_loads_without_other, preflight, rows_without_int64, unmasked_accesses  # noqa: F401
 from .run_loop import RAISED, judge
 from .shipping import KernelSource, kernel_spec
 from .spec import ExerciseSpec
@@ -72,10 +74,31 @@ def _check(spec: ExerciseSpec, kernel) -> Feedback:
     if any(o.kind in ("crashed", "timeout") for o in outcomes):
         gpu_compile.cancel_gpu_compile(compiling)
         return verdict(spec.exercise, name, outcomes, None)
-    return verdict(spec.exercise, name, outcomes, gpu_compile.finish_gpu_compile(compiling))
+    result = verdict(spec.exercise, name, outcomes, gpu_compile.finish_gpu_compile(compiling),
+                     source_of(kernel) or "", spec.accumulator)
+    if result.passed and spec.int64_row is not None:
+        return _int32_row(spec, kernel) or result
+    return result
 
 
-def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compiled: dict | None) -> Feedback:
+def _int32_row(spec: ExerciseSpec, kernel) -> Feedback | None:
+    """A kernel that passes, but multiplies an int32 row index by a stride where the exercise asks for int64."""
+    found = rows_without_int64(source_of(kernel) or "")
+    if not found:
+        return None
+    line, statement, row = found[0]
+    return wrong(
+        spec.exercise,
+        f"every case gives the right numbers, but line {first_line(kernel) + line - 1} of your cell, `{statement}`, "
+        f"multiplies the row index `{row}` by a stride in int32 (`tl.program_id` and a `range` loop's variable are "
+        "int32): once M · stride passes 2^31 elements (4 GiB of float16, e.g. 32768 rows of 65536), the offset "
+        "overflows int32 and the kernel reads and writes the wrong memory. The exercise asks for the row index in "
+        f"int64 before it meets a stride: {spec.int64_row}.",
+    )
+
+
+def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compiled: dict | None, source: str = "",
+            accumulator: str = gpu_compile.ACCUMULATOR) -> Feedback:
     """One verdict from the judges' outcomes (in the order of :func:`~.isolate.judges`) and the CPU's compile check.
 
     In this order: a judge that crashed or ran out of time; the interpreter's
@@ -89,6 +112,8 @@ def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compi
         outcomes: the interpreter's :class:`~rmsnorm_course.checkers.isolate.Outcome`, then the GPU's if there is one,
             each with its ``feedback``.
         compiled: the answer of :func:`~rmsnorm_course.checkers.gpu_compile.finish_gpu_compile`, or None.
+        source: the kernel's text, and accumulator: the exercise's accumulator, for
+            :func:`~rmsnorm_course.checkers.gpu_compile.gpu_rejects`.
     """
     ended = next((o for o in outcomes if o.kind in ("crashed", "timeout")), None)
     if ended is not None:
@@ -97,7 +122,8 @@ def verdict(exercise: str, name: str, outcomes: Sequence[isolate.Outcome], compi
     raised = not interpreted.passed and RAISED in interpreted.message  # the interpreter's own error says more
     if compiled is not None and not compiled["ok"] and not raised:
         return wrong(
-            exercise, gpu_compile.gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"])
+            exercise, gpu_compile.gpu_rejects(name, compiled.get("line"), compiled.get("text", ""), compiled["message"],
+                                              source=source, accumulator=accumulator)
         )
     rejected = [f for f in on_gpu if gpu_compile.REJECTS in f.message]  # the GPU compiled it in its child
     if rejected and not raised:

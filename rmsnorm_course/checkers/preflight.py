@@ -3,7 +3,8 @@
 :func:`preflight` never runs the kernel: a skeleton says "not done yet", a
 wrong signature (a block width without ``: tl.constexpr`` included) or an
 unmasked block access is named with its line, before anything is launched
-(:func:`rmsnorm_course.checkers.kernels.check` calls it first).
+(:func:`rmsnorm_course.checkers.kernels.check` calls it first). :func:`rows_without_int64` finds a row index
+multiplied by a stride in int32; kernels.check names it once the kernel passes, where the exercise asks for int64.
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 """
@@ -160,4 +161,82 @@ def masked_loads_without_other(source: str) -> list[tuple[int, str]]:
         has_other = len(node.args) > 2 or any(k.arg == "other" for k in node.keywords)
         if has_mask and not has_other:
             found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+# --------------------------------------------------------------------------- row offsets in int32
+
+
+def _is_int64_cast(node) -> bool:
+    """``v.to(tl.int64)``, ``tl.cast(v, tl.int64)`` (or ``v.to(dtype=tl.int64)``)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cast")):
+        return False
+    args = [*node.args, *(k.value for k in node.keywords)]
+    return any(isinstance(a, ast.Attribute) and a.attr in ("int64", "uint64") for a in args)
+
+
+def _mentions(node, names: set[str]) -> bool:
+    return any(isinstance(sub, ast.Name) and sub.id in names for sub in ast.walk(node))
+
+
+def _program_id(node) -> bool:
+    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "program_id"
+               for sub in ast.walk(node))
+
+
+def _widened(node, wide: set[str]) -> bool:
+    return any(_is_int64_cast(sub) for sub in ast.walk(node)) or _mentions(node, wide)
+
+
+def rows_without_int64(source: str) -> list[tuple[int, str, str]]:
+    """Every row index (from ``tl.program_id`` or a ``range`` loop's variable) multiplied by a stride in int32.
+
+    A name is a row index when it is assigned from ``tl.program_id``, is a ``for … in range(…)`` variable, or is
+    assigned from such a name; it is widened when an assignment of it casts to int64 (``.to(tl.int64)``,
+    ``tl.cast(…, tl.int64)``) or uses a widened name. A product whose one side is a parameter named ``*stride*``
+    and whose other side uses a row index, with no cast to int64 and no widened name, is computed in int32.
+
+    Returns:
+        (line number within the kernel's source, the line's statement, the row index's name) per product.
+    """
+    tree = ast.parse(textwrap.dedent(source))
+    function = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    if function is None:
+        return []
+    strides = {a.arg for a in function.args.args if "stride" in a.arg}
+    rows = {n.target.id for n in ast.walk(tree) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+            and isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name) and n.iter.func.id == "range"}
+    assigns = [(t.id, n.value) for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+               and n.value is not None
+               for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+               for t in ast.walk(target) if isinstance(t, ast.Name)]
+    wide: set[str] = set()
+    for _ in range(len(assigns) + 1):  # names may depend on later names inside loops
+        before = (len(rows), len(wide))
+        for name, value in assigns:
+            if _program_id(value) or _mentions(value, rows):
+                rows.add(name)
+            if _widened(value, wide):
+                wide.add(name)
+        if (len(rows), len(wide)) == before:
+            break
+    statements = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.For, ast.While, ast.If)):
+            for sub in ast.walk(node):
+                statements.setdefault(id(sub), node)
+    found, seen = [], set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for index, stride in ((node.left, node.right), (node.right, node.left)):
+            if not (isinstance(stride, ast.Name) and stride.id in strides) or _widened(index, wide):
+                continue
+            named = next((sub.id for sub in ast.walk(index) if isinstance(sub, ast.Name) and sub.id in rows), None)
+            if named is None and not _program_id(index):
+                continue
+            statement = statements.get(id(node), node)
+            if statement.lineno not in seen:
+                seen.add(statement.lineno)
+                found.append((statement.lineno, ast.unparse(statement), named or "tl.program_id(0)"))
     return sorted(found)

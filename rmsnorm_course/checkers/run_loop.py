@@ -21,6 +21,7 @@ Source: solutions/03_forward_kernel.ipynb, 04_backward_derivation.ipynb,
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 
@@ -41,7 +42,14 @@ from .feedback import (
     source_of,
     wrong,
 )
-from .gpu_compile import compile_error_message
+from .gpu_compile import (
+    ACCUMULATOR,
+    FLOOR_ON_FLOAT,
+    MADE_IN_LOOP,
+    accumulated_in_loop,
+    compile_error_message,
+    floor_division,
+)
 from .guards import Buffers, OutOfBounds, interpreter_guards
 from .preflight import first_line, masked_loads_without_other
 from .spec import PROBE, ExerciseSpec, Launch
@@ -92,9 +100,41 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
     feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts)
     if spec.by_source is not None and not feedback.passed:
         feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
-    if spec.stride_fix is None:
+    if spec.stride_fix is not None:
+        feedback = refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)
+    return looped_row(spec.exercise, feedback, runs) if spec.looped_row else feedback
+
+
+#: The end of diagnose's sentence about a value still NaN (what follows it is a hint).
+_STILL_NAN = "is still NaN: never written, or computed from NaN."
+
+
+def looped_row(exercise: str, feedback: Feedback, runs: Sequence[Run]) -> Feedback:
+    """Where the block is narrower than the row by design (09): the row's last columns unwritten are a loop's end.
+
+    diagnose's hint for the columns from a power of two on (a fixed block width) does not apply there; the tail of
+    the row left unwritten (in every row) means the column loop stopped before N.
+    """
+    if feedback.passed or _STILL_NAN not in feedback.message:
         return feedback
-    return refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)
+    for run in runs:
+        for name, want in run.expected.items():
+            got = run.actual.get(name)
+            if not isinstance(got, torch.Tensor) or got.dim() < 2 or tuple(got.shape) != tuple(want.shape):
+                continue
+            nan = torch.isnan(got.detach().cpu()) & ~torch.isnan(want)
+            if not nan.any():
+                continue
+            columns = nan.reshape(-1, nan.shape[-1]).any(0)
+            written = torch.nonzero(~columns).reshape(-1)
+            width = int(written[-1]) + 1 if written.numel() else 0
+            if width == 0 or columns[:width].any() or not columns[width:].all():
+                return feedback
+            head = feedback.message.split(_STILL_NAN)[0] + _STILL_NAN
+            return wrong(exercise, f"{head} The columns past {width - 1} are never written: the column loop stops "
+                         "early, before its last block: loop `range(0, N, BLOCK_SIZE)`, and mask that last block "
+                         "with `start + cols < N`.")
+    return feedback
 
 
 def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs] | Feedback:
@@ -133,12 +173,13 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs
                 if words is not None:  # says RAISED, as describe_error does
                     return wrong(exercise, f"on {case.label}, {name} raised {type(_chain(error)[-1]).__name__}"
                                  f"{_learner_line(error)}: {words}")
-                return _error_feedback(exercise, kernel, case, error, spec.example)
+                return _error_feedback(exercise, kernel, case, error, spec.example, spec.accumulator)
             results.append(outputs)
     return results
 
 
-def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example: str) -> Feedback:
+def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example: str,
+                    accumulator: str = ACCUMULATOR) -> Feedback:
     """What an exception from the learner's kernel means, in words (one translator for every kernel exercise)."""
     name = name_of(kernel)
     outside = caused_by(error, OutOfBounds)
@@ -148,14 +189,37 @@ def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example
                      "(`row * row_stride`), the column offset, and the mask.")
     if is_not_implemented(error):
         return not_done(exercise, name)
-    rejected = compile_error_message(kernel, error, example)
+    rejected = compile_error_message(kernel, error, example, accumulator)
     if rejected is not None:  # on a GPU the kernel is compiled here, in the child
         return wrong(exercise, rejected)
+    frame = learner_frame(error)
+    if FLOOR_ON_FLOAT.search(str(_chain(error)[-1])) and frame is not None and "//" in (frame.line or ""):
+        return wrong(exercise, f"on {case.label}: {name} raised TypeError{_learner_line(error)}: "
+                     f"{floor_division(frame.line or '')}")
+    unbound = _unbound_after_loop(kernel, error, accumulator)
+    if unbound is not None:
+        return wrong(exercise, f"on {case.label}: {name} raised UnboundLocalError{_learner_line(error)}: {unbound}")
     if "illegal memory access" in str(error) or "illegal address" in str(error):
         return wrong(exercise, f"on {case.label}, your kernel {name} read or wrote outside the tensor: "
                      "CUDA stopped it with an illegal memory access. Check the row offset "
                      "(`row * row_stride`) and the masks (`cols < N`, also on the last row).")
     return wrong(exercise, f"on {case.label}: " + describe_error(name, error, example))  # says RAISED
+
+
+def _unbound_after_loop(kernel, error: BaseException, accumulator: str) -> str | None:
+    """A name made only inside a loop, read after a loop that ran no step for this program: what to do, or None."""
+    original = _chain(error)[-1]
+    found = re.search(r"local variable '(\w+)'", str(original))
+    if not isinstance(original, UnboundLocalError) or found is None:
+        return None
+    variable = found.group(1)
+    reason = (f"`{variable}` is defined only inside the loop and used after it, and a program whose loop runs no "
+              "step (a program with no rows of its own) never defines it; a GPU's compiler refuses it anyway: it "
+              "does not carry a variable made inside a loop past it.")
+    if accumulated_in_loop(source_of(kernel) or "", variable):
+        return (f"{reason} {MADE_IN_LOOP} (`{variable} = {accumulator}` for a block, `0.0` for a single number), "
+                "and inside the loop only add to it.")
+    return f"{reason} Use it only inside the loop, or compute it before the loop if the code after the loop needs it."
 
 
 def _learner_line(error: BaseException) -> str:

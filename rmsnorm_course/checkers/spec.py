@@ -108,6 +108,11 @@ class ExerciseSpec:
         explain_error: (case, error) -> what an error the kernel raised on that case means here, or None
             (the run loop's own words then): 05's shapes of BLOCK_M for BLOCK_N, which only its case with
             BLOCK_M ≠ BLOCK_N can raise.
+        int64_row: where the exercise asks for the row index in int64, the cast it shows (a kernel that passes
+            but multiplies an int32 row index by a stride is then named, with this fix; None: not checked).
+        looped_row: the block is narrower than the row by design (09): the row's last columns left unwritten are
+            named as a column loop that stops early, not as a fixed block width.
+        accumulator: the accumulator the exercise starts before its loop, as advice shows it (05's is 2-D).
         by_source: (message, the kernel's source) -> the message: where two slips give the same numbers
             and one symptom names both, the line that is in the kernel picks the one (10's mean of u · x
             or rstd on dx's first term only).
@@ -134,6 +139,9 @@ class ExerciseSpec:
     explain_error: Callable[[Case, BaseException], str | None] | None = None
     by_source: Callable[[str, str], str] | None = None
     parts: Mapping[str, str] = field(default_factory=dict)
+    int64_row: str | None = None
+    accumulator: str = "tl.zeros([BLOCK_SIZE], dtype=tl.float32)"
+    looped_row: bool = False
 
 
 class Refused(Exception):

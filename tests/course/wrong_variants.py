@@ -626,3 +626,88 @@ DGAMMA["one row per step over range(0, BLOCK_M)"] = (
     mutate(G, ("range(0, M, BLOCK_M)", "range(0, BLOCK_M)"), ("rows = start + tl.arange(0, BLOCK_M)", "rows = start + tl.arange(0, 1)"),
            ("(BLOCK_M, BLOCK_N)", "(1, BLOCK_N)")),
     "only the first BLOCK_M rows are added: the rows past the first tile are never read")
+
+
+# q36: 06's backward returning the (M, N) partial as weight's gradient (autograd sums it to (N,): it passed), None
+# for x's gradient (the checker crashed), dgamma divided by M.
+class _PartialAsDgamma(EpsHardCodedInBackward):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        dgamma = reduce_gamma_gradient(partial, weight.dtype)  # noqa: F841 - computed, then not returned
+        return dx, partial, None
+
+
+class _NoneForDx(EpsHardCodedInBackward):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        return None, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+class _DgammaOverM(EpsHardCodedInBackward):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, 1e-6)
+        return dx, reduce_gamma_gradient(partial, weight.dtype) / x.shape[0], None
+
+
+AUTOGRAD["partial returned as dgamma"] = (_PartialAsDgamma, "backward returns the (M, N) partial as the weight's gradient")
+AUTOGRAD["None for x's gradient"] = (_NoneForDx, "backward returns None for x's gradient")
+AUTOGRAD["dgamma divided by M"] = (_DgammaOverM, "weight.grad is the right gradient divided by M = 17: off by a constant factor")
+
+
+# q36: the row index multiplied by a stride in int32, where the exercise asks for int64 (the numbers are right).
+FORWARD["row index not cast to int64"] = (
+    mutate(F, ("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)")),
+    "multiplies the row index `row` by a stride in int32")
+DGAMMA["row index not cast to int64"] = (
+    mutate(G, ("rows[:, None].to(tl.int64) * partial_row_stride", "rows[:, None] * partial_row_stride")),
+    "multiplies the row index `rows` by a stride in int32")
+
+
+# q36: 05's accumulator made 1-D: the GPU compiler refuses it; the advice shows 05's own (BLOCK_M, BLOCK_N) shape.
+DGAMMA["2-D accumulator made 1-D"] = (
+    mutate(G, (ACC2D[0], ACC2D[1].replace("(BLOCK_M, BLOCK_N)", "(BLOCK_N,)")), ACC2D_BODY),
+    "`tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)` for a block")
+
+
+# q36: `//` on float values (Triton's TypeError "unexpected type fp32"), in 03's mean and 08's fix.
+FORWARD["floor division by N"] = (
+    mutate(F, ("tl.sum(x * x, axis=0) / N", "tl.sum(x * x, axis=0) // N")),
+    "`//` is integer (floor) division, which Triton refuses on float values: use `/`")
+FIX["floor division by N"] = (
+    mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) // N")),
+    "`//` is integer (floor) division, which Triton refuses on float values: use `/`")
+
+
+# q36: the forward's formula slips shared by 02, 03 and 09 (formula_slips.y_slips).
+def _reference_ms(kind):
+    def my_reference(x, g, eps=1e-6):
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        xf, gf = x.to(dtype), g.to(dtype)
+        ms = {"sum": xf.square().sum(-1, keepdim=True), "square of the mean": xf.mean(-1, keepdim=True).square(),
+              "x not squared": xf.mean(-1, keepdim=True)}.get(kind, xf.square().mean(-1, keepdim=True))
+        r = torch.rsqrt(ms * eps) if kind == "eps multiplied" else torch.rsqrt(ms + eps)
+        return (xf * r * gf).to(x.dtype)
+    return my_reference
+
+
+REFERENCE["sum of squares, not their mean"] = (_reference_ms("sum"), "r uses the sum of the squares where their mean belongs")
+REFERENCE["square of the mean"] = (_reference_ms("square of the mean"), "r uses the square of the mean, mean(x)²")
+REFERENCE["eps multiplied"] = (_reference_ms("eps multiplied"), "eps multiplies the mean of the squares")
+REFERENCE["x not squared"] = (_reference_ms("x not squared"), "r uses the mean of x, not of x²")
+_MEAN_03 = "tl.sum(x * x, axis=0) / N + eps"
+FORWARD["sum of squares, not their mean"] = (mutate(F, (_MEAN_03, "tl.sum(x * x, axis=0) + eps")), "rstd uses the sum of the squares where their mean belongs")
+FORWARD["square of the mean"] = (mutate(F, (_MEAN_03, "(tl.sum(x, axis=0) / N) * (tl.sum(x, axis=0) / N) + eps")), "rstd uses the square of the mean, mean(x)²")
+FORWARD["eps multiplied"] = (mutate(F, (_MEAN_03, "tl.sum(x * x, axis=0) / N * eps")), "eps multiplies the mean of the squares")
+FORWARD["x not squared"] = (mutate(F, (_MEAN_03, "tl.sum(x, axis=0) / N + eps")), "rstd uses the mean of x, not of x²")
+# q36: 04's partial stored at dx's pointer; 08's fix dividing by N + 1 (04's dx slips, shared).
+DX["partial stored at dx's pointer"] = (
+    mutate(D, ("tl.store(partial_ptr + offsets, dy * x * rstd, mask=mask)", "tl.store(dx_ptr + offsets, dy * x * rstd, mask=mask)")),
+    "partial is stored at dx's pointer")
+FIX["mean(u·x) divided by N + 1"] = (
+    mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (N + 1)")), "mean(u·x) is divided by N + 1 instead of N")

@@ -266,3 +266,34 @@ ONE_PASS["row = pid"] = (
 ONE_PASS["rows from pid * P"] = (
     mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(pid * P, M, P)"))),
     "program pid starts at row pid · P (`range(pid * P, M, P)`): the rows between are never visited")
+
+
+# q36: the row index multiplied by a stride in int32, where the exercise asks for int64 (the numbers are right).
+LONG_ROW["row index not cast to int64"] = (
+    mutate(L, ("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)")),
+    "multiplies the row index `row` by a stride in int32")
+ONE_PASS["row index not cast to int64"] = (
+    mutate(B, ("tl.cast(row, tl.int64) * row_stride", "row * row_stride")),
+    "multiplies the row index `row` by a stride in int32")
+# q36: a row index made inside the loop and used after it: not an accumulator, so no "only add to it".
+ONE_PASS["row index made in the loop, used after it"] = (
+    mutate(B, ("        offsets = tl.cast(row, tl.int64) * row_stride + cols\n",
+               "        r64 = tl.cast(row, tl.int64)\n        offsets = r64 * row_stride + cols\n"),
+           ("dgamma_acc, mask=mask)", "dgamma_acc, mask=mask & (r64 < M))")),
+    "`r64` is defined only inside the loop and used after it")
+LONG_ROW["row pointer made in pass 1, used in pass 2"] = (
+    mutate(L, ("    x_row = x_ptr + row * row_stride\n", ""),
+           (LOOP_1, LOOP_1 + "        x_row = x_ptr + row * row_stride\n")),
+    "`x_row` is defined only inside a loop (or an `if`) and used after it")
+# q36: pass 2 stops one column early: the last columns are never written (09's block is narrower than the row).
+LONG_ROW["pass 2 loops to N - 1"] = (
+    mutate(L, (LOOP_2, LOOP_2.replace("range(0, N, BLOCK_SIZE)", "range(0, N - 1, BLOCK_SIZE)"))),
+    "are never written: the column loop stops early")
+# q36: the forward's formula slips shared with 02 and 03 (formula_slips.y_slips).
+_RSTD_9 = "tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)"
+LONG_ROW["sqrt for rsqrt"] = (mutate(L, (_RSTD_9, "tl.sqrt(tl.sum(sum_sq, axis=0) / N + eps)")), "rstd is computed with sqrt where rsqrt belongs")
+LONG_ROW["gamma not applied"] = (mutate(L, ("x * rstd * gamma", "x * rstd")), "gamma is not applied (y = x · rstd)")
+LONG_ROW["sum of squares, not their mean"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) + eps)")), "rstd uses the sum of the squares where their mean belongs")
+LONG_ROW["eps multiplied"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) / N * eps)")), "eps multiplies the mean of the squares")
+# q36: 10's u without gamma, named by 04's model (shared).
+ONE_PASS["u = dy, without gamma"] = (mutate(B, ("        u = dy * gamma\n", "        u = dy\n")), "u lacks gamma (u = dy instead of dy·gamma)")

@@ -1,0 +1,68 @@
+"""Slips of RMSNorm's formula shared by the exercises that compute the same quantity, modelled in float64.
+
+:func:`y_slips` makes, for one exercise's model of its outputs from rstd, the
+Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
+sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
+square of the mean, eps multiplied, x not squared. Each exercise picks those it
+does not already name and gives its own code for the fix. The dx slips are
+shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
+
+Source: solutions/02_reference.ipynb, 03_forward_kernel.ipynb, 09_the_long_row.ipynb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .diagnose import Case, Symptom
+
+#: case, rstd of shape (M, 1) in float64, whether gamma is applied → the exercise's float64 outputs.
+Outputs = Callable[..., dict[str, torch.Tensor]]
+
+ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "x not squared")
+
+
+def _ms(case: Case) -> torch.Tensor:
+    return case.f64("x").square().mean(-1, keepdim=True)
+
+
+def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...] = ALL,
+            rstd: str = "rstd") -> list[Symptom]:
+    """The forward's formula slips in ``which`` (names of :data:`ALL`), in that order.
+
+    Args:
+        outputs: (case, rstd, gamma=True) → the exercise's float64 outputs.
+        rstd_code: the exercise's line for rstd, in backquotes (the fix of the rstd slips).
+        y_code: the exercise's line for y, in backquotes (the fix of gamma's slip).
+        rstd: the exercise's name for 1/sqrt(mean(x²) + eps) (02 calls it r).
+    """
+    slips = {
+        "sqrt": Symptom(
+            f"{rstd} is computed with sqrt where rsqrt belongs: y is multiplied by the RMS, sqrt(mean(x²) + eps), "
+            "instead of its inverse",
+            lambda c: outputs(c, torch.sqrt(_ms(c) + c.eps)),
+            f"{rstd} = 1/sqrt(mean(x²) + eps): {rstd_code}."),
+        "gamma": Symptom(
+            f"gamma is not applied (y = x · {rstd})",
+            lambda c: outputs(c, torch.rsqrt(_ms(c) + c.eps), gamma=False),
+            f"y = x · {rstd} · gamma: {y_code}."),
+        "sum": Symptom(
+            f"{rstd} uses the sum of the squares where their mean belongs (Σ x², not divided by N)",
+            lambda c: outputs(c, torch.rsqrt(_ms(c) * c.N + c.eps)),
+            f"Divide the sum of the squares by N: {rstd_code}."),
+        "square of the mean": Symptom(
+            f"{rstd} uses the square of the mean, mean(x)², where the mean of the squares, mean(x²), belongs",
+            lambda c: outputs(c, torch.rsqrt(c.f64("x").mean(-1, keepdim=True).square() + c.eps)),
+            f"Square each element, then take the mean: {rstd_code}."),
+        "eps multiplied": Symptom(
+            "eps multiplies the mean of the squares (rsqrt(mean(x²) · eps)) where it is added to it",
+            lambda c: outputs(c, torch.rsqrt(_ms(c) * c.eps)),
+            f"Add eps: {rstd_code}."),
+        "x not squared": Symptom(
+            f"{rstd} uses the mean of x, not of x² (x is not squared: a row whose mean is negative gives NaN)",
+            lambda c: outputs(c, torch.rsqrt(c.f64("x").mean(-1, keepdim=True) + c.eps)),
+            f"Square x before the sum: {rstd_code}."),
+    }
+    return [slips[name] for name in which]
