@@ -1,9 +1,9 @@
 """The shape of an error no symptom names: which part of the result is off, and how, over every case.
 
-When a learner's outputs match no symptom, :func:`~rmsnorm_course.checkers.diagnose.diagnose`
-used to give only the first mismatching number. :func:`describe` looks at the whole
-wrong output on every failing case and names the pattern, with the part of the code
-that produces such a pattern:
+When a learner's outputs match no symptom, the first mismatching number alone tells them little.
+:func:`describe` looks at the whole wrong output on every failing case and names the pattern,
+with the part of the code that produces such a pattern
+(:func:`~rmsnorm_course.checkers.diagnose.diagnose` puts it before that number):
 
 - every value times one factor (the sign flipped, twice, half, or one factor per case);
 - only some rows wrong (row 0 right, the others wrong: the row offset; the rows from k on:
@@ -22,7 +22,7 @@ None and the message stays the first mismatch. An exercise words the parts of it
 through :attr:`~rmsnorm_course.checkers.spec.ExerciseSpec.parts`: a key of :data:`PARTS`
 (or ``"output.key"`` for one output) mapped to its words.
 
-Source: issue 36 (a learner's slip is named by the part of the code it concerns).
+Source: solutions/03-10 (the parts each exercise's kernel has); diagnose.py.
 """
 
 from __future__ import annotations
