@@ -10,7 +10,7 @@ the mean over rows or over the whole tensor; LayerNorm's mean subtraction;
 gamma, eps, or the inverse missing; eps after the root; computing in float16
 (overflow); the output not cast back to x's dtype; float64 computed in float32; and the formula slips shared
 with 03 and 09 (:mod:`rmsnorm_course.checkers.formula_slips`): the sum of the squares for their mean, the square
-of the mean, eps multiplied, x not squared.
+of the mean, eps multiplied, eps after the rsqrt, x not squared.
 
 Source: solutions/02_reference.ipynb.
 """
@@ -107,7 +107,7 @@ SYMPTOMS = [
     # The forward's formula slips, shared with 03 and 09 (sqrt for rsqrt and gamma missing are named above).
     *y_slips(lambda c, r, gamma=True: _y(c, rstd=r, gamma=gamma),
              "`r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)`", "`y = x * r * gamma`",
-             ("sum", "square of the mean", "eps multiplied", "x not squared"), rstd="r"),
+             ("sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared"), rstd="r"),
 ]
 
 

@@ -229,7 +229,8 @@ SYMPTOMS = [
     *y_slips(lambda c, r, gamma=True: {"y": c.f64("x") * r * (c.f64("gamma") if gamma else 1.0), "rstd": r.reshape(-1)},
              "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)` (after pass 1 has added `x * x`)",
              "`tl.store(y_ptr + row * row_stride + start + cols, x * rstd * gamma, mask=mask)` with gamma loaded "
-             "at `gamma_ptr + start + cols`", ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied")),
+             "at `gamma_ptr + start + cols`", ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied",
+                                                          "eps after rsqrt")),
 ]
 
 

@@ -3,7 +3,7 @@
 :func:`y_slips` makes, for one exercise's model of its outputs from rstd, the
 Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
 sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
-square of the mean, eps multiplied, x not squared. Each exercise picks those it
+square of the mean, eps multiplied, eps added after the rsqrt, x not squared. Each exercise picks those it
 does not already name and gives its own code for the fix. The dx slips are
 shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
 
@@ -21,7 +21,7 @@ from .diagnose import Case, Symptom
 #: case, rstd of shape (M, 1) in float64, whether gamma is applied → the exercise's float64 outputs.
 Outputs = Callable[..., dict[str, torch.Tensor]]
 
-ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "x not squared")
+ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared")
 
 
 def _ms(case: Case) -> torch.Tensor:
@@ -60,6 +60,11 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             "eps multiplies the mean of the squares (rsqrt(mean(x²) · eps)) where it is added to it",
             lambda c: outputs(c, torch.rsqrt(_ms(c) * c.eps)),
             f"Add eps: {rstd_code}."),
+        "eps after rsqrt": Symptom(
+            f"eps is added after the rsqrt, outside the root ({rstd} = rsqrt(mean(x²)) + eps: a row of zeros gives "
+            "rsqrt(0) = inf, and y = 0 · inf = NaN)",
+            lambda c: outputs(c, torch.rsqrt(_ms(c)) + c.eps),
+            f"eps belongs inside the root, added to the mean before the rsqrt: {rstd_code}."),
         "x not squared": Symptom(
             f"{rstd} uses the mean of x, not of x² (x is not squared: a row whose mean is negative gives NaN)",
             lambda c: outputs(c, torch.rsqrt(c.f64("x").mean(-1, keepdim=True) + c.eps)),

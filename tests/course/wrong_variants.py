@@ -691,7 +691,8 @@ def _reference_ms(kind):
         xf, gf = x.to(dtype), g.to(dtype)
         ms = {"sum": xf.square().sum(-1, keepdim=True), "square of the mean": xf.mean(-1, keepdim=True).square(),
               "x not squared": xf.mean(-1, keepdim=True)}.get(kind, xf.square().mean(-1, keepdim=True))
-        r = torch.rsqrt(ms * eps) if kind == "eps multiplied" else torch.rsqrt(ms + eps)
+        r = {"eps multiplied": lambda: torch.rsqrt(ms * eps),
+             "eps after rsqrt": lambda: torch.rsqrt(ms) + eps}.get(kind, lambda: torch.rsqrt(ms + eps))()
         return (xf * r * gf).to(x.dtype)
     return my_reference
 
@@ -711,3 +712,5 @@ DX["partial stored at dx's pointer"] = (
     "partial is stored at dx's pointer")
 FIX["mean(u·x) divided by N + 1"] = (
     mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (N + 1)")), "mean(u·x) is divided by N + 1 instead of N")
+# 02: eps added after the rsqrt (formula_slips.y_slips, shared with 09; 03 names it in its own words).
+REFERENCE["eps after rsqrt"] = (_reference_ms("eps after rsqrt"), "eps is added after the rsqrt, outside the root")

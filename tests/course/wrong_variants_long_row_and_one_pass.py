@@ -297,3 +297,5 @@ LONG_ROW["sum of squares, not their mean"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.s
 LONG_ROW["eps multiplied"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) / N * eps)")), "eps multiplies the mean of the squares")
 # q36: 10's u without gamma, named by 04's model (shared).
 ONE_PASS["u = dy, without gamma"] = (mutate(B, ("        u = dy * gamma\n", "        u = dy\n")), "u lacks gamma (u = dy instead of dy·gamma)")
+# 09: eps added after the rsqrt (formula_slips.y_slips, shared with 02).
+LONG_ROW["eps after rsqrt"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) / N) + eps")), "eps is added after the rsqrt, outside the root")
