@@ -711,3 +711,18 @@ DX["partial stored at dx's pointer"] = (
     "partial is stored at dx's pointer")
 FIX["mean(u·x) divided by N + 1"] = (
     mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (N + 1)")), "mean(u·x) is divided by N + 1 instead of N")
+# r36: formula slips of dx no symptom names, taken apart into dx's terms (dx_terms, shared by 04, 08's fix and 10).
+DX["u = x * gamma"] = (mutate(D, ("u = dy * gamma", "u = x * gamma")), "dx's u is x · gamma where dy · gamma belongs")
+DX["first term rstd * dy"] = (mutate(D, ("dx = rstd * u -", "dx = rstd * dy -")),
+                              "dx's first term is off: it is rstd · dy where rstd · u belongs (gamma is missing from u)")
+DX["mean(u·dy)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * dy, axis=0) / N")),
+                    "dy stands where x belongs in the mean")
+DX["x loaded from dy_ptr"] = (mutate(D, ("tl.load(x_ptr + offsets", "tl.load(dy_ptr + offsets")),
+                              "x is made from dy: x is loaded from dy_ptr")
+DX["partial = dy * rstd"] = (mutate(D, ("dy * x * rstd, mask", "dy * rstd, mask")),
+                             "partial is off: it holds dy · rstd where dy · x · rstd belongs (x is missing)")
+FIX["mean(u·x·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * x, axis=0) / N")),
+                      "the mean's product has an extra factor x")
+FIX["mean(u·dy)"] = DX["mean(u·dy)"]
+DX["mean(u·x) divided by 2N"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (2 * N)")),
+                                 "the second term, x · rstd³ · mean(u · x), is wrong: check mean_ux's line")
