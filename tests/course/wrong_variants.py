@@ -726,3 +726,13 @@ FIX["mean(u·x·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * 
 FIX["mean(u·dy)"] = DX["mean(u·dy)"]
 DX["mean(u·x) divided by 2N"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (2 * N)")),
                                  "the second term, x · rstd³ · mean(u · x), is wrong: check mean_ux's line")
+# r36: 05's 2-D accumulator summed without an axis, or started at ones.
+DGAMMA["tl.sum(acc) without axis"] = (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc)")),
+                                      "tl.sum without axis sums the whole tile to one number")
+DGAMMA["accumulator started at ones"] = (
+    mutate(G, (ACC2D[0], ACC2D[1].replace("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                                          "tl.full((BLOCK_M, BLOCK_N), 1.0, dtype=tl.float32)")), ACC2D_BODY),
+    "the accumulator starts at ones, not zeros")
+DGAMMA["1-D total started at ones"] = (
+    mutate(G, ("total = tl.zeros((BLOCK_N,), dtype=tl.float32)", "total = tl.full((BLOCK_N,), 1.0, dtype=tl.float32)")),
+    "the accumulator starts at ones, not zeros: each column's sum has 1 extra")
