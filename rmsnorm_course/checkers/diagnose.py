@@ -204,7 +204,8 @@ def _case_passes(run: Run) -> bool:
 
 
 def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], success: str,
-             parts: Mapping[str, str] | None = None) -> Feedback:
+             parts: Mapping[str, str] | None = None,
+             terms: Callable[[Sequence[Run], str], str | None] | None = None) -> Feedback:
     """Passed, a named symptom, or the first mismatch, for the learner's outputs on every case.
 
     Args:
@@ -215,6 +216,8 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         success: the message when every case passes.
         parts: where no symptom matches, describe the shape of the error (:func:`~.shapes.describe`) with these
             words for the parts of the code (None: no description, the first mismatch only).
+        terms: (runs, name of the first wrong output) -> words that take that output apart into its formula's
+            terms (:mod:`~.dx_terms`), tried before the shape of the error; None: not tried.
 
     Returns:
         A :class:`Feedback` (never raises for a wrong answer).
@@ -249,6 +252,8 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
     if fp32_ok and run.case.dtype == torch.float16:
         message = ("every float32 case passes, but not float16: " + message
                    + " Convert each loaded value to float32 (`.to(tl.float32)`) before you compute with it.")
+    elif terms is not None and (said := terms(runs, name)) is not None:
+        message = f"{said} For example, {message}"
     elif parts is not None:
         shape = describe(runs, name, lambda r: _tol(r, name), parts)
         if shape is not None:

@@ -11,7 +11,8 @@ term added instead of subtracted; partial without rstd or with gamma; offsets
 mean(u · x) not divided by N, taken with ``tl.max``, with an extra rstd, or of x · x; u for x in
 the r³ term; dx and partial stored in each other's place; partial with rstd twice; mean(gamma · x),
 without dy; partial without dy; rstd loaded at ``rstd_ptr`` alone (row 0's for every row) or at
-``row * row_stride``; plus the pre-launch checks (signature, masks) and unwritten elements.
+``row * row_stride``; plus the pre-launch checks (signature, masks) and unwritten elements. Where no
+symptom matches, :mod:`rmsnorm_course.checkers.dx_terms` names which of dx's terms (or partial's factors) is off.
 
 Source: solutions/04_backward_derivation.ipynb and
 solutions/08_n_vs_block_exercise.ipynb.
@@ -26,6 +27,7 @@ from rmsnorm.article.backward import rmsnorm_dx_kernel
 from rmsnorm.article.forward import forward_op, num_warps_for
 from .cases import describe, random_case, row_cases
 from .diagnose import Case, Symptom
+from .dx_terms import explainer
 from .ex04_symptoms import OUTSIDE, more_symptoms
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, given, made, typed
@@ -205,4 +207,5 @@ SPEC = ExerciseSpec(
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,
     outside=OUTSIDE,
+    terms=explainer(lambda c: _parts(c)[:4], "x"),
 )

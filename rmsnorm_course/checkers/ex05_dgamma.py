@@ -18,7 +18,7 @@ or one off by one (``rows <= M``); and
 (:mod:`rmsnorm_course.checkers.ex05_symptoms`) a loop to N or over ``range(0, BLOCK_M)``, an
 accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along ``axis=1``
 (which raises where BLOCK_M ≠ BLOCK_N: :func:`_blocks_mixed`), the loop stepped by BLOCK_N,
-the columns from ``pid * BLOCK_M``; the
+the columns from ``pid * BLOCK_M``, ``tl.sum(acc)`` without an axis, an accumulator started at ones; the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
 and writes outside the tensors, a masked load without ``other=``, an endless

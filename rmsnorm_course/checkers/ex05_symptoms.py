@@ -82,6 +82,23 @@ def _columns_from(case: Case, step: int) -> dict[str, torch.Tensor]:
     return {"dgamma": out}
 
 
+def _sum_no_axis(case: Case) -> dict[str, torch.Tensor]:
+    """`tl.sum(acc)` without an axis: one number per program, the sum of its whole tile, stored in all its columns."""
+    partial, width = case.f64("partial"), block_n(case)
+    out = torch.empty(case.N, dtype=torch.float64)
+    for pid in range(triton.cdiv(case.N, width)):
+        cols = slice(pid * width, min(case.N, pid * width + width))
+        out[cols] = partial[:, cols].sum()
+    return {"dgamma": out}
+
+
+def _started_at(case: Case, start: float) -> dict[str, torch.Tensor]:
+    """The column sums plus ``start`` (an accumulator started at ones adds 1 per row of its tile to each column)."""
+    return {"dgamma": case.f64("partial").sum(0) + start}
+
+
+_ZEROS = "`acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`"
+
 SYMPTOMS = [
     Symptom("the loop over rows runs to N, the number of columns, not to M (`range(0, N, BLOCK_M)`)",
             lambda c: steps(c, range(0, c.N, block_m(c))),
@@ -109,4 +126,11 @@ SYMPTOMS = [
             "2 · BLOCK_M − 1 on are never reached",
             lambda c: steps(c, range(0, block_m(c))),
             f"Step over the rows one tile at a time: {_LOOP}."),
+    Symptom("tl.sum without axis sums the whole tile to one number: every column of a program gets the same value, "
+            "the sum of all its rows and columns (`tl.sum(acc)`)", _sum_no_axis,
+            "Sum down the rows, one value per column: `tl.sum(acc, axis=0)`."),
+    Symptom("the accumulator starts at ones, not zeros: each column's sum has BLOCK_M extra, one per row of the tile",
+            lambda c: _started_at(c, float(block_m(c))), f"Start it at zeros: {_ZEROS}."),
+    Symptom("the accumulator starts at ones, not zeros: each column's sum has 1 extra",
+            lambda c: _started_at(c, 1.0), "Start it at zeros: `total = tl.zeros((BLOCK_N,), dtype=tl.float32)`."),
 ]

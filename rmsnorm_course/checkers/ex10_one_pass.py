@@ -32,7 +32,8 @@ in place of the sum; ``row = pid``; the loop started at ``pid * P``; an
 accumulator in 16 bits; plus a wrong signature,
 unmasked accesses, a kernel a GPU would not compile (checked under the
 interpreter too), a masked load without ``other=`` whose lanes reach a result,
-rows addressed with N instead of row_stride, a time-out.
+rows addressed with N instead of row_stride, a time-out. Where no symptom matches,
+:mod:`rmsnorm_course.checkers.dx_terms` (shared with 04) names which of dx's terms (or the partial's factors) is off.
 
 Source: solutions/10_one_pass_backward.ipynb.
 """
@@ -45,7 +46,8 @@ import triton
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 from .cases import GridCase, describe, random_case
 from .diagnose import _case_passes
-from .ex10_symptoms import SYMPTOMS, by_source, correct
+from .dx_terms import explainer
+from .ex10_symptoms import SYMPTOMS, by_program, by_source, correct, terms_of
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
@@ -143,7 +145,7 @@ SPEC = ExerciseSpec(
                          "`rstd_ptr + row`): each row the loop visits, not row 0, is read and written",
            "row_scale": "a factor of rstd is wrong: rstd's load (`rstd_ptr + row`) or the powers of rstd in "
                         "dx = (u - x_hat · mean_ux) · rstd; the per-element part is right"},
-    first_looks=(_short_partial,), by_source=by_source,
+    first_looks=(_short_partial,), by_source=by_source, terms=explainer(terms_of, "x̂", by_program),
     mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
                "which `mask = cols < N` leaves out"),
     **checked_rows("the inputs", "a row (a mask past N, another row's offset)"),

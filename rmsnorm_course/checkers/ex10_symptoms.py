@@ -25,6 +25,20 @@ def _terms(case):
     return x, gamma, dy, rstd, x * rstd
 
 
+def terms_of(case):
+    """x, gamma, dy and rstd (M, 1), float64: the inputs of dx's terms (:mod:`~.dx_terms`)."""
+    return _terms(case)[:4]
+
+
+def by_program(case, added: torch.Tensor) -> torch.Tensor:
+    """The (P, N) partial when program p adds ``added``'s rows p, p + P, … (zeros for a program without rows)."""
+    P = case.programs
+    partial = torch.zeros(P, case.N, dtype=torch.float64)
+    for p in range(P):
+        partial[p] = added[p::P].sum(0)
+    return partial
+
+
 def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_rows=0.0, second_rstd=True):
     """float64 dx and (P, N) partial of a variant; ``term`` is what each row adds to its program's partial.
 

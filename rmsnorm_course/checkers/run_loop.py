@@ -97,7 +97,7 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
         message = look(runs)
         if message is not None:
             return wrong(spec.exercise, message)
-    feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts)
+    feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts, spec.terms)
     if spec.by_source is not None and not feedback.passed:
         feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
     if spec.stride_fix is not None:

@@ -119,6 +119,8 @@ class ExerciseSpec:
         parts: where no symptom matches, the words for the part of the code behind each shape of error
             (:data:`~rmsnorm_course.checkers.shapes.PARTS`: a key, or ``"output.key"`` for one output, to its
             words); an empty mapping keeps the generic words.
+        terms: (runs, name of the first wrong output) -> words naming which term of its formula is off
+            (:func:`~rmsnorm_course.checkers.dx_terms.explainer`), tried before ``parts``; None: not tried.
     """
 
     exercise: str
@@ -139,6 +141,7 @@ class ExerciseSpec:
     explain_error: Callable[[Case, BaseException], str | None] | None = None
     by_source: Callable[[str, str], str] | None = None
     parts: Mapping[str, str] = field(default_factory=dict)
+    terms: Callable[[Sequence[Run], str], str | None] | None = None
     int64_row: str | None = None
     accumulator: str = "tl.zeros([BLOCK_SIZE], dtype=tl.float32)"
     looped_row: bool = False

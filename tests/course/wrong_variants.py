@@ -714,3 +714,28 @@ FIX["mean(u·x) divided by N + 1"] = (
     mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (N + 1)")), "mean(u·x) is divided by N + 1 instead of N")
 # 02: eps added after the rsqrt (formula_slips.y_slips, shared with 09; 03 names it in its own words).
 REFERENCE["eps after rsqrt"] = (_reference_ms("eps after rsqrt"), "eps is added after the rsqrt, outside the root")
+# r36: formula slips of dx no symptom names, taken apart into dx's terms (dx_terms, shared by 04, 08's fix and 10).
+DX["u = x * gamma"] = (mutate(D, ("u = dy * gamma", "u = x * gamma")), "dx's u is x · gamma where dy · gamma belongs")
+DX["first term rstd * dy"] = (mutate(D, ("dx = rstd * u -", "dx = rstd * dy -")),
+                              "dx's first term is off: it is rstd · dy where rstd · u belongs (gamma is missing from u)")
+DX["mean(u·dy)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * dy, axis=0) / N")),
+                    "dy stands where x belongs in the mean")
+DX["x loaded from dy_ptr"] = (mutate(D, ("tl.load(x_ptr + offsets", "tl.load(dy_ptr + offsets")),
+                              "x is made from dy: x is loaded from dy_ptr")
+DX["partial = dy * rstd"] = (mutate(D, ("dy * x * rstd, mask", "dy * rstd, mask")),
+                             "partial is off: it holds dy · rstd where dy · x · rstd belongs (x is missing)")
+FIX["mean(u·x·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * x, axis=0) / N")),
+                      "the mean's product has an extra factor x")
+FIX["mean(u·dy)"] = DX["mean(u·dy)"]
+DX["mean(u·x) divided by 2N"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (2 * N)")),
+                                 "the second term, x · rstd³ · mean(u · x), is wrong: check mean_ux's line")
+# r36: 05's 2-D accumulator summed without an axis, or started at ones.
+DGAMMA["tl.sum(acc) without axis"] = (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc)")),
+                                      "tl.sum without axis sums the whole tile to one number")
+DGAMMA["accumulator started at ones"] = (
+    mutate(G, (ACC2D[0], ACC2D[1].replace("tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                                          "tl.full((BLOCK_M, BLOCK_N), 1.0, dtype=tl.float32)")), ACC2D_BODY),
+    "the accumulator starts at ones, not zeros")
+DGAMMA["1-D total started at ones"] = (
+    mutate(G, ("total = tl.zeros((BLOCK_N,), dtype=tl.float32)", "total = tl.full((BLOCK_N,), 1.0, dtype=tl.float32)")),
+    "the accumulator starts at ones, not zeros: each column's sum has 1 extra")

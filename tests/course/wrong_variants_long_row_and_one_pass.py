@@ -299,3 +299,13 @@ LONG_ROW["eps multiplied"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=
 ONE_PASS["u = dy, without gamma"] = (mutate(B, ("        u = dy * gamma\n", "        u = dy\n")), "u lacks gamma (u = dy instead of dy·gamma)")
 # 09: eps added after the rsqrt (formula_slips.y_slips, shared with 02).
 LONG_ROW["eps after rsqrt"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) / N) + eps")), "eps is added after the rsqrt, outside the root")
+# r36: formula slips of 10's dx and partial, taken apart into their terms (dx_terms, shared with 04).
+ONE_PASS["mean of dy · x_hat"] = (mutate(B, ("tl.sum(u * x_hat, axis=0)", "tl.sum(dy * x_hat, axis=0)")),
+                                  "gamma is missing from the mean's u")
+ONE_PASS["gamma folded into x_hat"] = (mutate(B, ("x_hat = x * rstd\n", "x_hat = x * rstd * gamma\n")),
+                                       "gamma is folded into x̂")
+ONE_PASS["dx · x_hat accumulated"] = (
+    mutate(B, ("tl.store(dx_ptr + offsets, (u - x_hat * mean_ux) * rstd, mask=mask)",
+               "dx = (u - x_hat * mean_ux) * rstd\n        tl.store(dx_ptr + offsets, dx, mask=mask)"),
+           ("dgamma_acc += dy * x_hat", "dgamma_acc += dx * x_hat")),
+    "partial is off: it holds Σ dx · x̂ where Σ dy · x̂ belongs (dx stands where dy belongs)")

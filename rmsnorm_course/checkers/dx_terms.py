@@ -1,0 +1,162 @@
+"""dx taken apart into the formula's terms, where no symptom names the slip (04, 08's fix, 10).
+
+dx = rstd · (u − x̂ · mean(u · x̂)), with u = dy · gamma and x̂ = x · rstd: a first term
+rstd · u and a second term rstd · x̂ · mean(u · x̂) (04 writes it x · rstd³ · mean(u · x)).
+:func:`explainer` builds, for an exercise, the words :func:`~.diagnose.diagnose` puts before
+the first mismatch: each term's candidates (gamma missing from u, x where dy belongs, gamma
+folded into x̂, dy where x̂ belongs in the mean, an extra factor in the mean…) are combined,
+and the learner's dx is compared, on every case, with each combination (float64, at the
+checker's tolerance). A combination that fits names which term is right and which is off, and
+how. When none fits, a per-row least-squares fit of dx as a · (first term) + c · x̂ tells
+whether the first term is right and only the second term's mean is wrong. The partial
+(dy · x̂ per row, summed by program in 10) is compared in the same way with candidate products.
+
+Source: solutions/04_backward_derivation.ipynb, 08_n_vs_block_exercise.ipynb, 10_one_pass_backward.ipynb.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .diagnose import _tol, close
+
+
+def explainer(parts: Callable, hat: str, accumulate: Callable | None = None) -> Callable:
+    """The exercise's ``terms`` hook: (runs, name) -> words for dx's or partial's error, or None.
+
+    Args:
+        parts: case -> x, gamma, dy, rstd (M, 1), each float64.
+        hat: how the exercise writes the second term: "x" (04: x · rstd³ · mean(u · x)) or
+            "x̂" (10: rstd · x̂ · mean(u · x̂)).
+        accumulate: (case, per-row terms) -> the partial the kernel stores (10 sums the rows by program;
+            None: one partial row per row).
+    """
+
+    def explain(runs: Sequence, name: str) -> str | None:
+        if name == "dx":
+            return _dx_words(runs, parts, hat)
+        if name == "partial":
+            return _partial_words(runs, parts, hat, accumulate or (lambda case, t: t))
+        return None
+
+    return explain
+
+
+def _fits(runs, name: str, model: Callable) -> bool:
+    """Does ``model(case)`` match the learner's output ``name`` on every case (stored in its dtype)?"""
+    for run in runs:
+        actual = run.actual.get(name)
+        if not isinstance(actual, torch.Tensor):
+            return False
+        expected = model(run.case)
+        if not close(actual, expected.to(actual.dtype), _tol(run, name), equal_nan=True):
+            return False
+    return True
+
+
+def _pieces(case, parts, hat: str):
+    x, gamma, dy, r = parts(case)
+    u = dy * gamma
+    h, scale = (x, r.pow(3)) if hat == "x" else (x * r, r)
+    dy_h = dy if hat == "x" else dy * r  # what h becomes when x is loaded from dy
+    return x, gamma, dy, r, u, h, scale, dy_h
+
+
+def _dx_words(runs, parts, hat: str) -> str | None:
+    h_word = hat
+    second_right = "x · rstd³ · mean(u · x)" if hat == "x" else "rstd · x̂ · mean(u · x̂)"
+
+    def second_word(g: str, v: str, w: str) -> str:
+        return f"{g} · rstd³ · mean({v} · {w})" if hat == "x" else f"rstd · {g} · mean({v} · {w})"
+
+    # (words, why it is wrong or None, case -> tensor) for each part of dx
+    firsts = [("rstd · u", None, lambda p: p[3] * p[4]),
+              ("rstd · dy", "gamma is missing from u", lambda p: p[3] * p[2]),
+              ("rstd · x · gamma", "u is x · gamma: x stands where dy belongs", lambda p: p[3] * p[0] * p[1]),
+              ("u", "rstd is missing", lambda p: p[4])]
+    directions = [(h_word, None, lambda p: p[5]),
+                  (f"{h_word} · gamma", f"gamma is folded into {h_word}", lambda p: p[5] * p[1]),
+                  ("dy" if hat == "x" else "dy · rstd", f"{h_word} is made from dy: x is loaded from dy_ptr",
+                   lambda p: p[7])]
+    vs = [("u", None, lambda p, f: p[4]),
+          ("dy", "gamma is missing from the mean's u", lambda p, f: p[2]),
+          ("x · gamma", "the mean's u is x · gamma: x stands where dy belongs", lambda p, f: p[0] * p[1])]
+    ws = [("same", None, lambda p, g: g),
+          ("dy", f"dy stands where {h_word} belongs in the mean", lambda p, g: p[2]),
+          (f"{h_word} · x", "the mean's product has an extra factor x", lambda p, g: g * p[0])]
+    for (fw, fwhy, f), (gw, gwhy, g), (vw, vwhy, v), (ww, wwhy, w) in itertools.product(firsts, directions, vs, ws):
+        if fwhy is None and gwhy is None and vwhy is None and wwhy is None:
+            continue  # the right dx
+        if gwhy is not None and vwhy is not None:
+            continue  # one slip at a time in the second term's pieces, beyond the direction
+
+        def model(case, f=f, g=g, v=v, w=w):
+            p = _pieces(case, parts, hat)
+            gt = g(p)
+            return f(p) - p[6] * gt * (v(p, None) * w(p, gt)).sum(-1, keepdim=True) / case.N
+
+        if not _fits(runs, "dx", model):
+            continue
+        w_word = gw if ww == "same" else (ww.replace(h_word, gw, 1) if ww.startswith(h_word) else ww)
+        said = []
+        if fwhy is not None and fwhy.startswith("u is") and vwhy is not None and vwhy.startswith("the mean's u is"):
+            u_word = fw.removeprefix("rstd · ")  # one u, wrong in both terms
+            return (f"dx's u is {u_word} where dy · gamma belongs ({fwhy.split(': ', 1)[1]}), in both of dx's terms: "
+                    f"its first term is {fw} and its second {second_word(gw, vw, w_word)}: "
+                    f"u = dy · gamma, in both terms.")
+        if fwhy is None:
+            said.append("dx's first term, rstd · u, is right")
+        else:
+            said.append(f"dx's first term is off: it is {fw} where rstd · u belongs ({fwhy})")
+        whys = "; ".join(y for y in (gwhy, vwhy, wwhy) if y)
+        if whys:
+            said.append(f"its second term is off: it is {second_word(gw, vw, w_word)} where {second_right} "
+                        f"belongs ({whys})")
+        else:
+            said.append(f"its second term, {second_right}, is right")
+        return "; ".join(said) + "."
+    if _first_term_right(runs, parts, hat):
+        return (f"dx's first term, rstd · u, is right; the second term, {second_right}, is wrong: "
+                "check mean_ux's line.")
+    return None
+
+
+def _first_term_right(runs, parts, hat: str) -> bool:
+    """dx − rstd · u is, row by row, a multiple of x (least squares, within the checker's tolerance) on every case,
+    and dx is not right: only the second term's row factor, mean_ux, is wrong."""
+    for run in runs:
+        actual = run.actual.get("dx")
+        if not isinstance(actual, torch.Tensor) or not torch.isfinite(actual).all():
+            return False
+        x, gamma, dy, r = parts(run.case)
+        first = r * dy * gamma
+        rest = actual.detach().to("cpu", torch.float64) - first
+        den = (x * x).sum(-1, keepdim=True)
+        c = torch.where(den > 0, (rest * x).sum(-1, keepdim=True) / den.clamp(min=1e-300), torch.zeros_like(den))
+        if not close(actual, (first + c * x).to(actual.dtype), _tol(run, "dx")):
+            return False
+    return True
+
+
+def _partial_words(runs, parts, hat: str, accumulate) -> str | None:
+    xh = "x · rstd" if hat == "x" else "x̂"
+    sigma = "" if hat == "x" else "Σ "
+
+    def dx(p):
+        x, gamma, dy, r = p
+        u, xhat = dy * gamma, x * r
+        return r * (u - xhat * (u * xhat).mean(-1, keepdim=True))
+
+    candidates = [(f"dy · {xh}", None, lambda p: p[2] * p[0] * p[3]),
+                  ("dy · rstd", "x is missing", lambda p: p[2] * p[3]),
+                  ("dy · x", "rstd is missing", lambda p: p[2] * p[0]),
+                  (xh, "dy is missing", lambda p: p[0] * p[3]),
+                  (f"dx · {xh}", "dx stands where dy belongs", lambda p: dx(p) * p[0] * p[3]),
+                  (f"u · {xh}", "gamma is in it: u stands where dy belongs", lambda p: p[2] * p[1] * p[0] * p[3])]
+    for words, why, term in candidates[1:]:
+        if _fits(runs, "partial", lambda case, term=term: accumulate(case, term(parts(case)))):
+            return f"partial is off: it holds {sigma}{words} where {sigma}dy · {xh} belongs ({why})."
+    return None
