@@ -5,6 +5,7 @@ When a learner's outputs match no symptom, the first mismatching number alone te
 with the part of the code that produces such a pattern
 (:func:`~rmsnorm_course.checkers.diagnose.diagnose` puts it before that number):
 
+- every value a power of the right one (squared, inverted: what a store holds);
 - every value times one factor (the sign flipped, twice, half, or one factor per case);
 - only some rows wrong (row 0 right, the others wrong: the row offset; the rows from k on:
   the loop bounds or the grid);
@@ -46,6 +47,8 @@ PARTS = {
                      "the rest is right",
     "columns_from": "the column mask or the loop over blocks: the columns past that point (the last block)",
     "permuted": "an address: the row or column offsets, or two strides swapped",
+    "power": "what is stored: the value itself, not a power of it (a product such as `rstd * rstd`, a `1 / …`, or "
+             "sqrt where rsqrt belongs)",
     "padded": "whether the padding lanes (the columns from N up to BLOCK_SIZE) enter a result: the loads' `other=0.0`, "
               "the masks, and a mean that divides by N, not by BLOCK_SIZE",
     "few_rows": "the per-row addressing (`row * row_stride`) or the grid",
@@ -55,7 +58,8 @@ PARTS = {
 _Runs = Sequence  # of diagnose.Run
 #: (pattern, split of the cases) where the split adds nothing to the pattern (rows, or columns, again).
 _SAID = {(rows, "few_rows") for rows in ("row_offset", "rows_from", "some_rows", "row_scale")} | {
-    ("columns_from", "few_columns")}
+    ("columns_from", "few_columns")} | {
+    ("power", split) for split in ("padded", "few_rows", "few_columns")}  # a power passes where the value is 1
 
 
 def words(parts: Mapping[str, str] | None, name: str, key: str) -> str:
@@ -135,11 +139,20 @@ def _ratio(a: torch.Tensor, e: torch.Tensor, dim: int | None) -> torch.Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1), torch.ones_like(num))
 
 
+#: Powers of a positive right value a wrong one may be (rstd stored squared, inverted, its square root).
+_POWERS = ((2.0, "the square of"), (-1.0, "the inverse of"), (-2.0, "the inverse square of"),
+           (0.5, "the square root of"), (-0.5, "the inverse square root of"))
+
+
 def _element_shape(cases, name: str, tol: Callable, parts) -> tuple[str, str] | None:
     """How the wrong values relate to the right ones, the same way on every failing case."""
     def holds(model) -> bool:
         return all(_close(a, model(a, e), tol(run)) for run, a, e in cases)
 
+    for k, how in _POWERS:
+        if all((e > 0).all() and _close(a, e.pow(k), tol(run)) for run, a, e in cases):
+            return f"{name} holds {how} the right value on every failing case: check {words(parts, name, 'power')}.", \
+                "power"
     factors = [float(_ratio(a, e, None)) for _, a, e in cases]
     if holds(lambda a, e: _ratio(a, e, None) * e):
         if all(abs(f - factors[0]) <= 1e-3 * abs(factors[0]) for f in factors):

@@ -739,3 +739,5 @@ DGAMMA["accumulator started at ones"] = (
 DGAMMA["1-D total started at ones"] = (
     mutate(G, ("total = tl.zeros((BLOCK_N,), dtype=tl.float32)", "total = tl.full((BLOCK_N,), 1.0, dtype=tl.float32)")),
     "the accumulator starts at ones, not zeros: each column's sum has 1 extra")
+# 03: rstd stored squared, y right (shapes: a power of the right value).
+FORWARD["rstd stored squared"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, rstd * rstd)")), "rstd holds the square of the right value")

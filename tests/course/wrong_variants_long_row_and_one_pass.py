@@ -309,3 +309,5 @@ ONE_PASS["dx · x_hat accumulated"] = (
                "dx = (u - x_hat * mean_ux) * rstd\n        tl.store(dx_ptr + offsets, dx, mask=mask)"),
            ("dgamma_acc += dy * x_hat", "dgamma_acc += dx * x_hat")),
     "partial is off: it holds Σ dx · x̂ where Σ dy · x̂ belongs (dx stands where dy belongs)")
+# 09: rstd stored as its inverse, y right (shapes: a power of the right value).
+LONG_ROW["rstd stored as its inverse"] = (mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr + row, 1 / rstd)\n")), "rstd holds the inverse of the right value")
