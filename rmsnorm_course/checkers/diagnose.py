@@ -205,7 +205,7 @@ def _case_passes(run: Run) -> bool:
 
 def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], success: str,
              parts: Mapping[str, str] | None = None,
-             terms: Callable[[Sequence[Run], str], str | None] | None = None) -> Feedback:
+             terms: Callable[[Sequence[Run], str], str | None] | None = None, looped_row: bool = False) -> Feedback:
     """Passed, a named symptom, or the first mismatch, for the learner's outputs on every case.
 
     Args:
@@ -242,7 +242,7 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         )
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
-        hint = _narrow_block(nan)
+        hint = _loop_stops_early(nan) if looped_row else _narrow_block(nan)
         return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
                      f"from NaN.{hint}")
     fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
@@ -271,12 +271,27 @@ def _symptom_message(symptom: Symptom, runs: Sequence[Run], models: Sequence[Out
     return f"{symptom.summary}. {symptom.fix}".strip()
 
 
-def _narrow_block(nan: torch.Tensor) -> str:
-    """A hint when exactly the columns from a power of two on are unwritten: a block width written as a number."""
+def _written_width(nan: torch.Tensor) -> int | None:
+    """k when exactly the columns from k on are unwritten in some row (and the columns before k in none); else None."""
     columns = nan.reshape(-1, nan.shape[-1]).any(0)
     written = torch.nonzero(~columns).reshape(-1)
     width = int(written[-1]) + 1 if written.numel() else 0
-    if width >= 16 and width & (width - 1) == 0 and not columns[:width].any() and columns[width:].all():
+    return width if width and not columns[:width].any() and columns[width:].all() else None
+
+
+def _loop_stops_early(nan: torch.Tensor) -> str:
+    """Where the block is narrower than the row by design (09): the row's tail left unwritten is the loop's end."""
+    width = _written_width(nan) if nan.dim() >= 2 else None
+    if width is None:
+        return ""
+    return (f" The columns past {width - 1} are never written: the column loop stops early, before its last block: "
+            "loop `range(0, N, BLOCK_SIZE)`, and mask that last block with `start + cols < N`.")
+
+
+def _narrow_block(nan: torch.Tensor) -> str:
+    """A hint when exactly the columns from a power of two on are unwritten: a block width written as a number."""
+    width = _written_width(nan) or 0
+    if width >= 16 and width & (width - 1) == 0:
         return (f" Only the first {width} columns were written: the block covers only the first {width} columns. "
                 "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, "
                 "not a fixed width.")

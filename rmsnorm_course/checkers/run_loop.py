@@ -97,43 +97,12 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
         message = look(runs)
         if message is not None:
             return wrong(spec.exercise, message)
-    feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts, spec.terms)
+    feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts, spec.terms,
+                        spec.looped_row)
     if spec.by_source is not None and not feedback.passed:
         feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
     if spec.stride_fix is not None:
         feedback = refine(spec.exercise, feedback, runs, spec.symptoms, spec.stride_fix, spec.nan_note)
-    return looped_row(spec.exercise, feedback, runs) if spec.looped_row else feedback
-
-
-#: The end of diagnose's sentence about a value still NaN (what follows it is a hint).
-_STILL_NAN = "is still NaN: never written, or computed from NaN."
-
-
-def looped_row(exercise: str, feedback: Feedback, runs: Sequence[Run]) -> Feedback:
-    """Where the block is narrower than the row by design (09): the row's last columns unwritten are a loop's end.
-
-    diagnose's hint for the columns from a power of two on (a fixed block width) does not apply there; the tail of
-    the row left unwritten (in every row) means the column loop stopped before N.
-    """
-    if feedback.passed or _STILL_NAN not in feedback.message:
-        return feedback
-    for run in runs:
-        for name, want in run.expected.items():
-            got = run.actual.get(name)
-            if not isinstance(got, torch.Tensor) or got.dim() < 2 or tuple(got.shape) != tuple(want.shape):
-                continue
-            nan = torch.isnan(got.detach().cpu()) & ~torch.isnan(want)
-            if not nan.any():
-                continue
-            columns = nan.reshape(-1, nan.shape[-1]).any(0)
-            written = torch.nonzero(~columns).reshape(-1)
-            width = int(written[-1]) + 1 if written.numel() else 0
-            if width == 0 or columns[:width].any() or not columns[width:].all():
-                return feedback
-            head = feedback.message.split(_STILL_NAN)[0] + _STILL_NAN
-            return wrong(exercise, f"{head} The columns past {width - 1} are never written: the column loop stops "
-                         "early, before its last block: loop `range(0, N, BLOCK_SIZE)`, and mask that last block "
-                         "with `start + cols < N`.")
     return feedback
 
 
@@ -281,6 +250,7 @@ def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms, str
     others = [r for r in runs if not r.case.row_stride]
     if not named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
         return wrong(exercise, f"every case with row_stride = N passes, but not {strided[0].case.label}: {stride_fix}")
-    if nan_note is not None and "is still NaN" in feedback.message:
+    if nan_note is not None and feedback.message.endswith("is still NaN: never written, or computed from NaN."):
+        # only where diagnose named no cause of the NaN (a hint follows that sentence when it did)
         return wrong(exercise, f"{feedback.message} {nan_note}")
     return feedback
