@@ -77,6 +77,43 @@ def _table(step):
     return out.to_string(index=False)
 
 
+def _environment(args, asked: dict, rows, started, *, complete: bool) -> dict:
+    """Write the run's environment file (what was asked, what ran so far) and return it.
+
+    Written before the first step and again at the end, so a run cut by its caller keeps its provenance."""
+    import transformers
+
+    from rmsnorm_lab import environment_info
+    from rmsnorm_lab.step_profile import NAME_RULE_WORDS, SCOPE_WORDS
+
+    env = environment_info()
+    env["transformers"] = transformers.__version__
+    env["model_step"] = asked | {
+        "optimizer": "torch.optim.AdamW(lr=1e-5), defaults otherwise", "quick": args.quick, "budget_s": args.budget_s,
+        "step": "model(input_ids, labels=input_ids).loss; loss.backward(); optimizer.step(); "
+                "optimizer.zero_grad(set_to_none=True)",
+        "step_ms": "CUDA events around each step, median of the timed steps (min and max beside)",
+        "host_ms": "CPU wall time to issue one step (the events' end is waited for after it)",
+        "peak_mem_gib": "torch.cuda.max_memory_allocated() over the timed steps, minus what was allocated before the "
+                        "variant was built (the base model and the reference logits), GiB",
+        "check": f"logits on the step's batch against a float32 run of the same weights; timed only if the relative "
+                 f"error is at most {bench.LOGITS_ERROR_RATIO}x the original's; logits_within_tol: within the declared "
+                 f"{asked['dtype']} tolerance of the original's logits",
+        "norm_share": "norm kernels' device time in one profiled step / the median step time; "
+                      "amdahl_bound = 1 / (1 - share)",
+        "attribution": {"eager": SCOPE_WORDS, **{f"compile, {k}": v for k, v in NAME_RULE_WORDS.items()}},
+        "liger": "llama: LigerRMSNorm swapped in by swap_rmsnorm; gemma3, qwen3_5: liger_kernel.transformers' "
+                 "apply_liger_kernel_to_<family> on the instance, rms_norm=True, every other switch False",
+        "norms_left": "norm-like modules left in place: Qwen3.5's gated norms (Qwen3_5RMSNormGated)",
+        "not_run": sorted({f"{r['model']} {r['size']} {r['mode']} {r['variant']}: {r['check']}"
+                           for r in rows if r["check"] != "ok"}),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "complete": complete,  # False: the run was cut before its end; the CSVs hold the variants done by then
+    }
+    env["eager"] = eager_provenance()
+    (args.out / bench.files(args.name)[2]).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    return env
+
 def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status (0 also without a GPU)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -101,8 +138,6 @@ def main(argv=None) -> int:
     except ImportError:
         print("benchmark_model: transformers is not installed (pip install -e '.[models]'), nothing timed")
         return 0
-    from rmsnorm_lab import environment_info
-
     started = time.perf_counter()
     models = args.models.split(",")
     unknown = sorted(set(models) - set(FAMILIES))
@@ -126,9 +161,13 @@ def main(argv=None) -> int:
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__} | transformers "
           f"{transformers.__version__} | {len(plan)} variants, budget {args.budget_s:.0f} s")
     bases, rows, kernels, took = {}, [], [], {}
+    asked = {"models": models, "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes),
+             "variants": variants, "dtype": str(dtype).removeprefix("torch."), "steps": steps, "warmup": warmup}
+    _environment(args, asked, rows, started, complete=False)
     for size, variant, mode in plan:
         now, key = time.perf_counter(), (size.family, size.name)
-        estimate = took.get((*key, mode), took.get(mode, FIRST_ESTIMATE_S[mode]))
+        # Another family's time says little (Qwen3.5's linear attention compiles for minutes, Gemma 3 in seconds).
+        estimate = took.get((*key, mode), FIRST_ESTIMATE_S[mode])
         if now + estimate > started + args.budget_s:
             reason = f"{bench.OUT_OF_TIME} ({args.budget_s:.0f} s)"
             rows.append(dict(size=size.name, variant=variant, mode=mode, check=reason, model=size.family))
@@ -144,43 +183,14 @@ def main(argv=None) -> int:
                                     compile_backend="inductor" if cuda else "aot_eager")
         rows.append(row)
         kernels += ks
-        took[(*key, mode)] = took[mode] = time.perf_counter() - now
+        took[(*key, mode)] = time.perf_counter() - now
         _write(args.out, rows, kernels, args.name)
-        print(f"{size.family} {size.name} {mode} {variant}: {row['check']} ({took[mode]:.0f} s; "
+        print(f"{size.family} {size.name} {mode} {variant}: {row['check']} ({took[(*key, mode)]:.0f} s; "
               f"at {time.perf_counter() - started:.0f} s)")
     step = _write(args.out, rows, kernels, args.name)
-
-    from rmsnorm_lab.step_profile import NAME_RULE_WORDS, SCOPE_WORDS
-
-    env = environment_info()
-    env["transformers"] = transformers.__version__
-    env["model_step"] = {
-        "models": models, "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes),
-        "variants": variants,
-        "dtype": str(dtype).removeprefix("torch."), "optimizer": "torch.optim.AdamW(lr=1e-5), defaults otherwise",
-        "quick": args.quick, "steps": steps, "warmup": warmup, "budget_s": args.budget_s,
-        "step": "model(input_ids, labels=input_ids).loss; loss.backward(); optimizer.step(); "
-                "optimizer.zero_grad(set_to_none=True)",
-        "step_ms": "CUDA events around each step, median of the timed steps (min and max beside)",
-        "host_ms": "CPU wall time to issue one step (the events' end is waited for after it)",
-        "peak_mem_gib": "torch.cuda.max_memory_allocated() over the timed steps, minus what was allocated before the "
-                        "variant was built (the base model and the reference logits), GiB",
-        "check": f"logits on the step's batch against a float32 run of the same weights; timed only if the relative "
-                 f"error is at most {bench.LOGITS_ERROR_RATIO}x the original's; logits_within_tol: within the declared "
-                 f"{str(dtype).removeprefix('torch.')} tolerance of the original's logits",
-        "norm_share": "norm kernels' device time in one profiled step / the median step time; "
-                      "amdahl_bound = 1 / (1 - share)",
-        "attribution": {"eager": SCOPE_WORDS, **{f"compile, {k}": v for k, v in NAME_RULE_WORDS.items()}},
-        "liger": "llama: LigerRMSNorm swapped in by swap_rmsnorm; gemma3, qwen3_5: liger_kernel.transformers' "
-                 "apply_liger_kernel_to_<family> on the instance, rms_norm=True, every other switch False",
-        "norms_left": "norm-like modules left in place: Qwen3.5's gated norms (Qwen3_5RMSNormGated)",
-        "not_run": sorted({f"{r['model']} {r['size']} {r['mode']} {r['variant']}: {r['check']}"
-                           for r in rows if r["check"] != "ok"}),
-        "wall_seconds": round(time.perf_counter() - started, 1),
-    }
-    env["eager"] = eager_provenance()
-    (args.out / bench.files(args.name)[2]).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    env = _environment(args, asked, rows, started, complete=True)
     pd.set_option("display.width", 250)
+
     print(_table(step))
     print(f"\nwrote {args.out / bench.files(args.name)[0]} in {env['model_step']['wall_seconds']} s; "
           f"not run or not ok: {env['model_step']['not_run'] or 'none'}")

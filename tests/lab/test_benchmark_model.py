@@ -181,6 +181,22 @@ def test_a_spent_budget_leaves_every_variant_out_with_the_reason(tmp_path):
     assert _script().main(["--quick", "--out", str(tmp_path), "--budget-s", "0"]) == 0
     step = bench.load_model_step(tmp_path)
     assert step["check"].str.startswith(bench.OUT_OF_TIME).all() and step["step_ms"].isna().all()
+    assert json.loads((tmp_path / bench.ENVIRONMENT_FILE).read_text())["model_step"]["complete"] is True
+
+
+def test_a_run_cut_before_its_end_keeps_its_environment_file(tmp_path, monkeypatch):
+    """The caller's time limit can end a run in its first variant: what was asked and where it ran are on disk."""
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt  # as a `timeout` or a device call's limit would end it
+
+    monkeypatch.setattr(bench, "run_variant", cut)
+    with pytest.raises(KeyboardInterrupt):
+        _script().main(["--quick", "--out", str(tmp_path)])
+    env = json.loads((tmp_path / bench.ENVIRONMENT_FILE).read_text())
+    assert env["model_step"]["complete"] is False and env["model_step"]["variants"] == list(bench.VARIANTS)
+    assert env["torch"] == torch.__version__ and env["eager"]["verdict"]
 
 
 @pytest.mark.gpu
