@@ -7,7 +7,9 @@ Providers at the main grid's shapes (rmsnorm_lab.sidebyside.GRID), forward and b
 casting "gemma"), ``quack`` (quack.rmsnorm with weight_offset=1.0) and ``compile``
 (torch.compile of Gemma3RMSNorm.forward). Each is checked against the float64 oracle with offset
 (rmsnorm.testing.oracle) before it is timed with rmsnorm_lab.kernel_time_us; a missing peer is recorded
-as refused, a wrong one gets NaN and the reason. Never asserts a speed-up; without CUDA it says so.
+as refused, a wrong one gets NaN and the reason. Every provider is timed once per run (``--repeats`` runs, column
+``run``), so offset 1.0's cost over 0.0 is read beside each one's own run-to-run spread. Never asserts a speed-up;
+without CUDA it says so.
 
 Source: scripts/benchmark_fast.py; rmsnorm_lab/sidebyside.py.
 """
@@ -102,7 +104,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/h200"))
     parser.add_argument("--calls", type=int, default=20, help="profiled calls per pass")
+    parser.add_argument("--repeats", type=int, default=2, help="runs over every provider, one after the other")
     args = parser.parse_args(argv)
+    for option in ("calls", "repeats"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} must be at least 1; got {getattr(args, option)}")
     if not torch.cuda.is_available():
         print("benchmark_offset: no CUDA GPU here, nothing timed")
         return 0
@@ -118,29 +124,35 @@ def main(argv=None) -> int:
     rows = []
     for M, N, dtype in GRID:
         x, weight, dy = make_inputs(M, N, dtype, "cuda", draw_on_device=True)
+        base = dict(M=M, N=N, dtype=str(dtype)[6:])
+        checked = {}
         for name, build in _providers(x, weight, dy, EPS).items():
             try:
                 calls = build()
             except Exception as err:  # noqa: BLE001  a peer that is absent or cannot run is recorded, not fatal
-                rows.append(dict(M=M, N=N, dtype=str(dtype)[6:], provider=name, pass_="", us=float("nan"),
-                                 bytes=0, check=f"refused: {one_line(err)}"))
+                rows.append(base | dict(provider=name, run=0, pass_="", us=float("nan"), bytes=0,
+                                        check=f"refused: {one_line(err)}"))
                 continue
             try:
                 _check(name, calls, x, weight, dy, EPS)
-                check = "ok"
+                checked[name] = calls, "ok"
             except Exception as err:  # noqa: BLE001
-                check = f"wrong: {one_line(err)}"
-            for pass_, call, nbytes in (("forward", calls[0], forward_bytes(M, N, dtype, dtype)),
-                                        ("backward", calls[1], backward_bytes(M, N, dtype, dtype))):
-                us = kernel_time_us(call, calls=args.calls, warmup=3) if check == "ok" else float("nan")
-                rows.append(dict(M=M, N=N, dtype=str(dtype)[6:], provider=name, pass_=pass_, us=us, bytes=nbytes,
-                                 check=check))
-                print(f"{M}x{N} {dtype} {name} {pass_}: {us:.1f} us ({check[:60]})")
-        del x, weight, dy
+                checked[name] = calls, f"wrong: {one_line(err)}"
+        # Every provider once per run, the runs one after the other: offset 1.0's cost is read against offset 0.0
+        # timed minutes apart at most, and each provider's run-to-run spread says how much of it is noise.
+        for run in range(args.repeats):
+            for name, (calls, check) in checked.items():
+                for pass_, call, nbytes in (("forward", calls[0], forward_bytes(M, N, dtype, dtype)),
+                                            ("backward", calls[1], backward_bytes(M, N, dtype, dtype))):
+                    us = kernel_time_us(call, calls=args.calls, warmup=3) if check == "ok" else float("nan")
+                    rows.append(base | dict(provider=name, run=run, pass_=pass_, us=us, bytes=nbytes, check=check))
+                    print(f"{M}x{N} {dtype} {name} run {run} {pass_}: {us:.1f} us ({check[:60]})")
+        del x, weight, dy, checked
         torch.cuda.empty_cache()
     args.out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(args.out / "offset.csv", index=False)
-    environment = environment_info() | {"eps": EPS, "quack": _version("quack-kernels"), "calls": args.calls}
+    environment = environment_info() | {"eps": EPS, "quack": _version("quack-kernels"), "calls": args.calls,
+                                      "repeats": args.repeats}
     (args.out / "offset_environment.json").write_text(json.dumps(environment, indent=1, default=str) + "\n")
     return 0
 
