@@ -6,7 +6,10 @@ writes the blocks between their ``<!-- name:start -->`` / ``<!-- name:end -->`` 
 
 - :func:`render_summary` — README.md: the fast path against its peers, geometric means and worst shapes
   (fast.csv, fast_weak.csv and their environment records);
-- :func:`render_model_step` — training steps of a Llama with each norm (model_step.csv);
+- :func:`render_model_step` — training steps of a model with each norm (model_step.csv and
+  model_step_gemma_qwen.csv, one table per model);
+- :func:`render_offset` — Gemma's (1 + weight): offset 1.0 against 0.0 and the peers with their offsets
+  (offset.csv), and the plain norm's kernels before and after offset came in (kernel_time_offset_zero.csv);
 - :func:`render_host_probe` — where the fast path's host time goes (host_time_probe.txt);
 - :func:`render_sweeps` — the configuration table before each recorded sweep and the sweep's best
   (fast_tuning.csv, the runs that recorded ``table_when_swept``);
@@ -25,7 +28,8 @@ import pandas as pd
 
 from .sidebyside import PEERS, best_peer_table, ratio_table
 
-__all__ = ["render_cliffs", "render_host_probe", "render_model_step", "render_summary", "render_sweeps"]
+__all__ = ["OFFSET_COST", "ZERO_OFFSET_COST", "offset_cost", "render_cliffs", "render_host_probe", "render_model_step",
+           "render_offset", "render_summary", "render_sweeps", "zero_offset_cost"]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _NAMES = {"compile": "compile", "liger": "Liger", "quack": "QuACK", "eager": "eager"}
@@ -79,8 +83,13 @@ def render_summary(grids: list[tuple[str, pd.DataFrame]], environments: list[dic
 
 
 def render_model_step(step: pd.DataFrame) -> str:
-    """Training steps (model_step.csv): per size, mode and norm, the step's median, spread, the kernels'
-    and the norm kernels' share of it, the Amdahl bound that share implies and the speed-up over the original."""
+    """Training steps (model_step.csv): per model, size, mode and norm, the step's median, spread, the kernels'
+    and the norm kernels' share of it, the Amdahl bound that share implies and the speed-up over the original.
+    A file of one model gives one table; of several (``model`` column), one headed table each."""
+    models = list(dict.fromkeys(step["model"])) if "model" in step else [None]
+    if len(models) > 1:
+        return "\n\n".join(f"**{_MODELS.get(m, m)}**\n\n" + render_model_step(step[step["model"] == m])
+                           for m in models)
     lines = []
     for size, group in step.groupby("size", sort=False):
         first = group.iloc[0]
@@ -99,6 +108,72 @@ def render_model_step(step: pd.DataFrame) -> str:
         lines += ["", "Not timed: " + "; ".join(f"{r.size} {r.mode} {r.variant}: {r.check}"
                                                  for r in failed.itertuples()) + "."]
     return "\n".join(lines)
+
+
+_MODELS = {"llama": "Llama", "gemma3": "Gemma 3", "qwen3_5": "Qwen3.5"}
+
+#: Issue 38's targets: offset 1.0 costs at most 3 % over offset 0.0; offset 0.0 costs nothing (within 2 %).
+OFFSET_COST, ZERO_OFFSET_COST = 1.03, 1.02
+
+
+def offset_cost(offset: pd.DataFrame) -> pd.DataFrame:
+    """Per shape and pass (offset.csv): offset 0.0's and 1.0's kernel time (mean over runs), their ratio, and
+    offset 0.0's run-to-run spread (max over min − 1; 0 with one run), besides each peer's time over offset 1.0's."""
+    timed = offset[offset["check"] == "ok"]
+    keys = ["M", "N", "dtype", "pass_"]
+    mean = timed.pivot_table(index=keys, columns="provider", values="us", aggfunc="mean", sort=False)
+    runs = timed[timed["provider"] == "fast_offset0"].groupby(keys, sort=False)["us"]
+    table = pd.DataFrame({"offset0_us": mean["fast_offset0"], "offset1_us": mean["fast_offset1"]})
+    table["offset1_over_0"] = table["offset1_us"] / table["offset0_us"]
+    table["offset0_spread"] = runs.max() / runs.min() - 1
+    for peer in ("liger", "quack", "compile"):
+        if peer in mean:
+            table[peer] = mean[peer] / table["offset1_us"]
+    return table
+
+
+def zero_offset_cost(before_after: pd.DataFrame) -> pd.DataFrame:
+    """Per shape and pass (kernel_time_offset_zero.csv): the new checkout's kernel time over the old one's (means
+    over their runs), with each checkout's run-to-run spread."""
+    keys = ["M", "N", "dtype", "pass"]
+    by = before_after.groupby([*keys, "checkout"], sort=False)["kernel_us"]
+    mean, spread = by.mean().unstack(), (by.max() / by.min() - 1).unstack()
+    return pd.DataFrame({"new_over_old": mean["new"] / mean["old"], "new_spread": spread["new"],
+                         "old_spread": spread["old"]})
+
+
+def render_offset(offset: pd.DataFrame, before_after: pd.DataFrame | None, environment: dict) -> str:
+    """Gemma's (1 + weight) on the GPU: per main-grid shape and pass, offset 1.0's kernel time over 0.0's and each
+    peer's (with its own offset) over offset 1.0's, the count within :data:`OFFSET_COST`; then offset 0.0 against
+    the commit before offset (:data:`ZERO_OFFSET_COST`)."""
+    table = offset_cost(offset)
+    runs = environment.get("repeats", 1)
+    peers = [p for p in ("liger", "quack", "compile") if p in table]
+    lines = [f"Kernel time (profiler, L2 flushed, mean of {environment['calls']} calls, {runs} run"
+             f"{'s' if runs > 1 else ''}; every output checked against the float64 oracle with its offset first), "
+             f"{environment['device']['name']}, torch {environment['torch']}, triton {environment['triton']}, eager "
+             f"{environment['eager_rms_norm']['verdict']}. Peers: ratio of their time to offset 1.0's (above 1: "
+             f"the fast path is faster).", "",
+             "| shape | pass | offset 0.0, µs | offset 1.0, µs | 1.0 / 0.0 | " + " | ".join(
+                 f"{_NAMES.get(p, p)} / fast" for p in peers) + " |", "|---" * (5 + len(peers)) + "|"]
+    for (M, N, dtype, pass_), r in table.iterrows():
+        lines.append(f"| {M} × {N} {_SHORT[dtype]} | {pass_} | {r.offset0_us:.1f} | {r.offset1_us:.1f} | "
+                     f"{r.offset1_over_0:.3f} | " + " | ".join(f"{r[p]:.2f}" for p in peers) + " |")
+    within = int((table["offset1_over_0"] <= OFFSET_COST).sum())
+    worst = table["offset1_over_0"].idxmax()
+    lines += ["", f"Offset 1.0 is within {OFFSET_COST - 1:.0%} of offset 0.0 at {within} of {len(table)} shape-passes"
+              f"; the largest ratio is {table['offset1_over_0'].max():.3f} ({worst[0]} × {worst[1]} "
+              f"{_SHORT[worst[2]]} {worst[3]})."]
+    if runs > 1:
+        lines[-1] += f" Offset 0.0's own run-to-run spread there is {table.loc[worst, 'offset0_spread']:.1%}."
+    if before_after is not None:
+        zero = zero_offset_cost(before_after)
+        within = int(((zero["new_over_old"] - 1).abs() <= ZERO_OFFSET_COST - 1).sum())
+        lines += ["", f"Offset 0.0 against the kernels before offset (kernel_time_offset_zero.csv): new / old from "
+                      f"{zero['new_over_old'].min():.3f} to {zero['new_over_old'].max():.3f}, within "
+                      f"{ZERO_OFFSET_COST - 1:.0%} at {within} of {len(zero)} shape-passes; each checkout's "
+                      f"run-to-run spread reaches {zero[['new_spread', 'old_spread']].max().max():.1%}."]
+    return "\n".join(lines).replace("%", " %").replace("  %", " %")
 
 
 _PROBE_LINE = re.compile(r"multithreading=(\w+)\s+(.+?)\s+fwd\+bwd host\s+([\d.]+) us\s+fwd\s+([\d.]+) us")

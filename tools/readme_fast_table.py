@@ -260,10 +260,13 @@ def updated_summary(readme: str, folder: Path) -> str:
     return _block(readme, SUMMARY, lambda: render_summary(grids, environments))
 
 
+ZERO_FILE = "kernel_time_offset_zero.csv"
+
+
 def updated_results(page: str, folder: Path) -> str:
     """results/h200/README.md with every block rendered from the files of ``folder``."""
     from rmsnorm_lab import pages
-    from rmsnorm_lab.model import STEP_FILE, load_model_step
+    from rmsnorm_lab.model import STEP_FILE, files, load_model_step
     from rmsnorm_lab.results import WHOLE_CALL_FILE, load_fast_table, load_whole_call
 
     def present(name):
@@ -276,6 +279,12 @@ def updated_results(page: str, folder: Path) -> str:
         "host-probe": ("host_time_probe.txt",
                        lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
         "model-step-table": (STEP_FILE, lambda: pages.render_model_step(load_model_step(folder))),
+        "model-step-gemma-qwen-table": (files("model_step_gemma_qwen")[0], lambda: pages.render_model_step(
+            load_model_step(folder, "model_step_gemma_qwen"))),
+        "offset-table": ("offset.csv", lambda: pages.render_offset(
+            pd.read_csv(folder / "offset.csv"),
+            pd.read_csv(folder / ZERO_FILE) if present(ZERO_FILE) else None,
+            _environment(folder, "offset_environment.json"))),
         "sweeps-table": ("fast_tuning.csv", lambda: pages.render_sweeps(pd.read_csv(folder / "fast_tuning.csv"))),
         "cliffs-table": ("cliffs.csv", lambda: pages.render_cliffs(pd.read_csv(folder / "cliffs.csv"),
                                                                    _environment(folder, "cliffs_environment.json"))),

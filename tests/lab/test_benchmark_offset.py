@@ -31,3 +31,56 @@ def test_a_count_below_one_is_refused_before_anything_runs(option, tmp_path, cap
         _load_script().main(["--out", str(tmp_path / "out"), option, "0"])
     assert exit_.value.code == 2 and f"{option} must be at least 1; got 0" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# The committed run (results/h200) and the tables the results page renders from it.
+import pandas as pd  # noqa: E402
+
+from rmsnorm_lab import RESULTS_DIR, pages  # noqa: E402
+from rmsnorm_lab import model as step_bench  # noqa: E402
+
+committed = pytest.mark.skipif(not (RESULTS_DIR / "offset.csv").is_file(), reason="offset.csv not committed yet")
+
+
+def _offset_rows(us: dict) -> pd.DataFrame:
+    """offset.csv rows of one shape: {(provider, run): µs} for the forward."""
+    return pd.DataFrame([dict(M=8, N=256, dtype="bfloat16", provider=p, run=r, pass_="forward", us=t, bytes=1,
+                              check="ok") for (p, r), t in us.items()])
+
+
+def test_offset_cost_is_the_mean_ratio_beside_offset_zeros_own_spread():
+    rows = _offset_rows({("fast_offset0", 0): 10.0, ("fast_offset1", 0): 10.5, ("quack", 0): 12.0,
+                         ("fast_offset0", 1): 11.0, ("fast_offset1", 1): 10.5, ("quack", 1): 9.0})
+    cost = pages.offset_cost(rows).iloc[0]
+    assert cost["offset0_us"] == 10.5 and cost["offset1_over_0"] == 1.0
+    assert cost["offset0_spread"] == pytest.approx(0.1) and cost["quack"] == pytest.approx(10.5 / 10.5)
+    assert "liger" not in pages.offset_cost(rows)  # a peer that was not run has no column
+
+
+def test_a_wrong_provider_is_not_timed_into_the_cost():
+    rows = _offset_rows({("fast_offset0", 0): 10.0, ("fast_offset1", 0): 10.0})
+    rows = pd.concat([rows, _offset_rows({("liger", 0): float("nan")}).assign(check="wrong: y off")])
+    assert "liger" not in pages.offset_cost(rows)
+
+
+@committed
+def test_offset_zero_costs_nothing_at_any_shape():
+    """Issue 38: the plain norm's kernels after offset came in are within 2 % of before, at every shape and pass."""
+    zero = pages.zero_offset_cost(pd.read_csv(RESULTS_DIR / "kernel_time_offset_zero.csv"))
+    assert len(zero) == 20 and ((zero["new_over_old"] - 1).abs() <= pages.ZERO_OFFSET_COST - 1).all(), zero
+
+
+@committed
+def test_every_provider_passed_the_oracle_with_its_offset_before_it_was_timed():
+    offset = pd.read_csv(RESULTS_DIR / "offset.csv")
+    assert set(offset["provider"]) == {"fast_offset0", "fast_offset1", "liger", "quack", "compile"}
+    assert (offset["check"] == "ok").all() and offset["us"].gt(0).all()
+
+
+@committed
+def test_gemma3_eager_with_the_swap_steps_no_slower_than_the_original_or_liger():
+    """Issue 38's step target, at both sizes: FastRMSNorm swapped into Gemma 3, eager."""
+    step = step_bench.load_model_step(RESULTS_DIR, "model_step_gemma_qwen")
+    gemma = step[(step["model"] == "gemma3") & (step["mode"] == "eager") & (step["check"] == "ok")]
+    ms = gemma.set_index(["size", "variant"])["step_ms"].unstack()
+    assert len(ms) == 2 and (ms["fast"] <= ms["original"]).all() and (ms["fast"] <= ms["liger"]).all(), ms
