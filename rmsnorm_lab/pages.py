@@ -189,19 +189,20 @@ def render_host_probe(text: str) -> str:
 
 
 def render_sweeps(tuning: pd.DataFrame) -> str:
-    """Sweeps that recorded the table they were run against (``table_when_swept``): per sweep, dtype, width and
-    pass, the fastest row of that table's configuration and the sweep's fastest row (µs, L2-cold)."""
-    lines = ["| sweep | dtype | N | pass | table when swept, µs | sweep's best, µs | best / then |",
-             "|---|---|---|---|---|---|---|"]
+    """Sweeps that recorded the table they were run against (``table_when_swept``): per sweep and shape (dtype, N,
+    M) and pass, the fastest row of that table's configuration and the sweep's fastest row (µs, L2-cold)."""
+    lines = ["| sweep | dtype | N | M | pass | table when swept, µs | sweep's best, µs | best / then |",
+             "|---|---|---|---|---|---|---|---|"]
     swept = tuning[tuning["table_when_swept"].notna() & tuning["us"].notna()]
     for sweep, rows in swept.groupby("sweep"):
-        keys = ["dtype", "N", "pass_"]
+        keys = ["dtype", "N", "M", "pass_"]
         then = rows[rows["table_when_swept"] == 1].groupby(keys)["us"].min()
         best = rows.groupby(keys)["us"].min()
         for key in best.index:
             old = then.get(key, math.nan)
             cells = ("—", "—") if math.isnan(old) else (f"{old:.1f}", f"{best[key] / old:.2f}×")
-            lines.append(f"| {sweep} | {key[0]} | {key[1]} | {key[2]} | {cells[0]} | {best[key]:.1f} | {cells[1]} |")
+            lines.append(f"| {sweep} | {key[0]} | {key[1]} | {key[2]} | {key[3]} | {cells[0]} | {best[key]:.1f} | "
+                         f"{cells[1]} |")
     return "\n".join(lines)
 
 

@@ -134,14 +134,15 @@ def config_of(row) -> FastConfig:
 
 
 def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
-    """One committed sweep, per (dtype, N, pass_): the table when swept, the table today, the sweep's best (µs).
+    """One committed sweep, per (dtype, N, M, pass_): the table when swept, the table today, the sweep's best (µs).
 
     Args:
         sweep: rows of ``fast_tuning.csv`` from one sweep that has the ``table_when_swept`` column
             (the runs that recorded it); failed rows (``us`` NaN) are left out.
 
     Returns:
-        DataFrame indexed by (dtype, N, pass_) with columns ``then`` (the fastest row of the table's
+        DataFrame indexed by (dtype, N, M, pass_) (a sweep may time one width at several M) with
+        columns ``then`` (the fastest row of the table's
         configuration at the time of the sweep), ``now`` (the fastest row of the configuration
         :func:`rmsnorm.forward_config` / :func:`~rmsnorm.backward_config` choose today) and
         ``best``; NaN where today's configuration was not a candidate of that sweep.
@@ -149,7 +150,7 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
     timed = sweep[sweep["us"].notna()]
     table = {"forward": forward_config, "backward": backward_config}
     today = timed.apply(lambda r: config_of(r) == table[r["pass_"]](int(r["N"]), getattr(torch, r["dtype"])), axis=1)
-    keys = ["dtype", "N", "pass_"]
+    keys = ["dtype", "N", "M", "pass_"]
     return pd.DataFrame({"then": timed[timed["table_when_swept"] == 1].groupby(keys)["us"].min(),
                          "now": timed[today].groupby(keys)["us"].min(),
                          "best": timed.groupby(keys)["us"].min()})
@@ -204,7 +205,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
 
     Returns:
         One dict per candidate: M, N, dtype (a name), pass_, the config's fields, us
-        (L2-cold kernel time, µs; NaN when it failed) and error ("" or the failure in one line).
+        (L2-cold kernel time, µs; NaN when it failed), error ("" or the failure in one line) and
+        table_when_swept (1 for the table's own configuration, else 0: what the sweep is read against).
 
     Raises:
         BenchmarkUnavailableError: no CUDA GPU.
@@ -219,6 +221,7 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         y0, rstd = rmsnorm_fast_forward(x, weight, EPS)
         dx0, dg0 = rmsnorm_fast_backward(x, weight, rstd, dy)
         sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
+        table = {"forward": forward_config(N, dtype), "backward": backward_config(N, dtype)}
         for pass_, cands in ((p, sweeps[p]) for p in passes):
             for cfg in cands:
                 if time.perf_counter() - started > budget_s:
@@ -240,7 +243,7 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
                 except Exception as err:  # noqa: BLE001
                     us, error = float("nan"), f"{type(err).__name__}: {str(err)[:200]}"
                 rows.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, **cfg.__dict__,
-                                 us=us, error=error))
+                                 us=us, error=error, table_when_swept=int(cfg == table[pass_])))
         key = (M, N, str(dtype).removeprefix("torch."))
         timed = [r for r in rows if (r["M"], r["N"], r["dtype"]) == key and r["us"] == r["us"]]  # NaN: failed
         best = {p: min((r for r in timed if r["pass_"] == p), key=lambda r: r["us"], default=None)

@@ -48,17 +48,14 @@ def main(argv=None) -> int:
         return 0
     import pandas as pd
 
-    from rmsnorm import backward_config
     from rmsnorm_lab.cliffs import measure, rows_for
     from rmsnorm_lab.results import environment_info
-    from rmsnorm_lab.tuning import config_of, tune
+    from rmsnorm_lab.tuning import tune
 
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     shapes = [(rows_for(n, getattr(torch, d)), n, getattr(torch, d)) for d, n in WIDTHS]
     sweep = pd.DataFrame(tune(shapes, args.tune_budget, ["backward"], 15))
-    sweep["table_when_swept"] = sweep.apply(
-        lambda r: int(config_of(r) == backward_config(int(r["N"]), getattr(torch, r["dtype"]))), axis=1)
     sweep.to_csv(args.out / "sweep9.csv", index=False)
     rows = []
     for d in ("float32", "bfloat16"):
