@@ -51,7 +51,8 @@ FAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: truncating instead of rounding to nearest, and adds bf16 values as integers.
 INTERPRETER_BF16_REASON = (
     "Triton's CPU interpreter computes bfloat16 wrongly (it adds bf16 bit patterns as integers "
-    "and truncates float32 -> bf16 stores instead of rounding to nearest), so bf16 runs on a GPU only"
+    "and truncates float32 -> bf16 stores instead of rounding to nearest), so bf16 runs on a GPU only: "
+    "on the CPU keep x and the weight in float32 or float16 (model.float())"
 )
 
 

@@ -44,19 +44,24 @@ class Swapped(int):
     """What :func:`swap_rmsnorm` returns: the number of modules replaced (an ``int``, as it always was).
 
     Attributes:
+        names: the dotted names of the modules replaced (a module shared by several parents: each name).
         left: {module name: why it was left in place}, for each norm-like module (a weight and an
             eps) that was not replaced: a gated norm (Qwen3.5's ``linear_attn.norm``), a LayerNorm.
+        already: how many FastRMSNorm modules the model held before the call (a second swap: all of them).
     """
 
+    names: tuple[str, ...]
     left: dict[str, str]
+    already: int
 
-    def __new__(cls, count: int, left: dict[str, str]):
+    def __new__(cls, count: int, left: dict[str, str], names: tuple[str, ...] = (), already: int = 0):
         swapped = super().__new__(cls, count)
-        swapped.left = left
+        swapped.left, swapped.names, swapped.already = left, tuple(names), already
         return swapped
 
     def __repr__(self) -> str:
-        return f"Swapped({int(self)}, left={self.left!r})"
+        already = f", already={self.already}" if self.already else ""
+        return f"Swapped({int(self)}, left={self.left!r}{already})"
 
 
 def _fast(n: int, eps, weight, offset: float = 0.0) -> torch.nn.Module:
@@ -90,7 +95,8 @@ def _structure(module) -> str | None:
         if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
             return f"its epsilon is {eps!r}; the fast path needs a finite real number > 0"
     if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
-        return "it has hooks registered, which the new module would not have"
+        return ("it has hooks registered, which the new module would not have: remove them (handle.remove()), "
+            "swap, then register them on the new module")
     return None
 
 
@@ -152,7 +158,9 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
 
     Returns:
         :class:`Swapped`: an ``int``, the number of modules replaced (0 when there is none), whose
-        ``left`` maps each norm-like module left in place to why (a gated norm; a LayerNorm).
+        ``names`` are the replaced modules' dotted names, ``left`` maps each norm-like module left in
+        place to why (a gated norm; a LayerNorm), and ``already`` counts the FastRMSNorm modules the
+        model held before (a second swap returns 0 with ``already`` > 0).
 
     Raises:
         ContractError: (a ValueError) before anything is replaced, naming each module that
@@ -167,7 +175,8 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
     if dtype is not None and dtype not in FAST_DTYPES:
         raise ContractError(f"dtype must be float32, float16 or bfloat16 for the fast path; got {dtype}")
     verdicts: dict[int, tuple[str | None, float]] = {}
-    places, refused, left = [], {}, {}  # refused: reason -> the modules refused for it, named once each
+    places, replaced, refused, left = [], [], {}, {}  # refused: reason -> the modules refused for it, named once each
+    already = sum(isinstance(m, FastRMSNorm) for m in model.modules())
     for parent_name, parent in model.named_modules(remove_duplicate=False):
         for name, child in parent.named_children():
             if isinstance(child, FastRMSNorm) or not _candidate(child):
@@ -181,6 +190,7 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             reason, offset = verdicts[id(child)]
             if reason is None:
                 places.append((parent, name, child, offset))
+                replaced.append(full)
             else:
                 left[full] = f"{type(child).__name__}: {reason}"
     refusals = [f"{', '.join(names)}: {reason}" for reason, names in refused.items()]
@@ -205,7 +215,7 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             new[id(child)] = module.train(child.training)
     for parent, name, child, _ in places:
         setattr(parent, name, new[id(child)])
-    return Swapped(len(new), left)
+    return Swapped(len(new), left, replaced, already)
 
 
 def _verdict(module, dtype) -> tuple[str | None, float]:

@@ -324,8 +324,10 @@ def test_contract_errors_name_the_rule_before_anything_is_allocated(device):
 @cpu_only
 def test_bf16_is_refused_under_the_interpreter_with_the_reason():
     x = torch.ones(2, 8, dtype=torch.bfloat16)
-    with pytest.raises(ContractError, match="computes bfloat16 wrongly"):
+    with pytest.raises(ContractError, match="computes bfloat16 wrongly") as refused:
         rmsnorm_fast_forward(x, torch.ones(8))
+    assert "on the CPU keep x and the weight in float32 or float16" in str(refused.value)  # what to do
+    assert rmsnorm_fast_forward(x.float(), torch.ones(8))[0].dtype == torch.float32  # and doing it works
     with pytest.raises(ContractError, match="weight is bfloat16 on the CPU"):
         rmsnorm_fast_forward(x.float(), torch.ones(8, dtype=torch.bfloat16))
 

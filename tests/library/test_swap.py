@@ -112,8 +112,11 @@ def test_a_norm_is_recognised_by_behaviour_not_by_its_name():
 def test_a_shared_norm_becomes_one_module_and_a_second_swap_changes_nothing():
     norm = LlamaRMSNorm(64)
     model = torch.nn.ModuleDict({"a": torch.nn.Sequential(norm), "b": torch.nn.Sequential(norm)})
-    assert swap_rmsnorm(model) == 1 and model["a"][0] is model["b"][0] and model["a"][0].weight is norm.weight
-    assert swap_rmsnorm(model) == 0
+    first = swap_rmsnorm(model)
+    assert first == 1 and model["a"][0] is model["b"][0] and model["a"][0].weight is norm.weight
+    assert first.names == ("a.0", "b.0") and first.already == 0  # one module, under both of its names
+    second = swap_rmsnorm(model)
+    assert second == 0 and second.names == () and second.already == 1 and "already=1" in repr(second)
 
 
 class _CentredRMSNorm(torch.nn.Module):
@@ -158,7 +161,7 @@ REFUSED = {
     "float64 weight": (lambda: LlamaRMSNorm(64).double(), None, "its weight is torch.float64"),
     "centred": (lambda: _CentredRMSNorm(64), None, "it subtracts the row's mean (that is LayerNorm)"),
     "eps outside the root": (lambda: _EpsOutsideRMSNorm(64), None, "it adds eps outside the square root"),
-    "hooks": (_hooked, None, "it has hooks registered"),
+    "hooks": (_hooked, None, "it has hooks registered, which the new module would not have: remove them"),
 }
 
 
