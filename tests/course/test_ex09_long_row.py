@@ -30,8 +30,8 @@ def test_each_wrong_variant_is_named(name):
     support.assert_each_wrong_variant_is_named("09", name)
 
 
-def test_every_variant_has_its_own_message():
-    support.assert_every_variant_has_its_own_message("09")
+def test_every_variant_has_its_own_expected_words():
+    support.assert_the_expected_words_are_distinct("09")
 
 
 @needs_interpreter

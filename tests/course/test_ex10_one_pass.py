@@ -37,8 +37,8 @@ def test_each_wrong_variant_is_named(name):
     support.assert_each_wrong_variant_is_named("10", name)
 
 
-def test_every_variant_has_its_own_message():
-    support.assert_every_variant_has_its_own_message("10")
+def test_every_variant_has_its_own_expected_words():
+    support.assert_the_expected_words_are_distinct("10")
 
 
 @needs_interpreter
