@@ -33,6 +33,7 @@ __all__ = ["OFFSET_COST", "ZERO_OFFSET_COST", "offset_cost", "render_cliffs", "r
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _NAMES = {"compile": "compile", "liger": "Liger", "quack": "QuACK", "eager": "eager"}
+_MODELS = {"llama": "Llama", "gemma3": "Gemma 3", "qwen3_5": "Qwen3.5"}
 
 
 def _geomean(values: pd.Series) -> float:
@@ -110,15 +111,13 @@ def render_model_step(step: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-_MODELS = {"llama": "Llama", "gemma3": "Gemma 3", "qwen3_5": "Qwen3.5"}
-
 #: Issue 38's targets: offset 1.0 costs at most 3 % over offset 0.0; offset 0.0 costs nothing (within 2 %).
 OFFSET_COST, ZERO_OFFSET_COST = 1.03, 1.02
 
 
 def offset_cost(offset: pd.DataFrame) -> pd.DataFrame:
     """Per shape and pass (offset.csv): offset 0.0's and 1.0's kernel time (mean over runs), their ratio, and
-    offset 0.0's run-to-run spread (max over min − 1; 0 with one run), besides each peer's time over offset 1.0's."""
+    offset 0.0's run-to-run spread (max over min − 1; 0 with one run), beside each peer's time over offset 1.0's."""
     timed = offset[offset["check"] == "ok"]
     keys = ["M", "N", "dtype", "pass_"]
     mean = timed.pivot_table(index=keys, columns="provider", values="us", aggfunc="mean", sort=False)
@@ -173,7 +172,7 @@ def render_offset(offset: pd.DataFrame, before_after: pd.DataFrame | None, envir
                       f"{zero['new_over_old'].min():.3f} to {zero['new_over_old'].max():.3f}, within "
                       f"{ZERO_OFFSET_COST - 1:.0%} at {within} of {len(zero)} shape-passes; each checkout's "
                       f"run-to-run spread reaches {zero[['new_spread', 'old_spread']].max().max():.1%}."]
-    return "\n".join(lines).replace("%", " %").replace("  %", " %")
+    return "\n".join(lines).replace("%", " %")
 
 
 _PROBE_LINE = re.compile(r"multithreading=(\w+)\s+(.+?)\s+fwd\+bwd host\s+([\d.]+) us\s+fwd\s+([\d.]+) us")
