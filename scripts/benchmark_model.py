@@ -114,6 +114,7 @@ def _environment(args, asked: dict, rows, started, *, complete: bool) -> dict:
     (args.out / bench.files(args.name)[2]).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
     return env
 
+
 def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status (0 also without a GPU)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -190,7 +191,6 @@ def main(argv=None) -> int:
     step = _write(args.out, rows, kernels, args.name)
     env = _environment(args, asked, rows, started, complete=True)
     pd.set_option("display.width", 250)
-
     print(_table(step))
     print(f"\nwrote {args.out / bench.files(args.name)[0]} in {env['model_step']['wall_seconds']} s; "
           f"not run or not ok: {env['model_step']['not_run'] or 'none'}")
