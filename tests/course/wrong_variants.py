@@ -741,3 +741,35 @@ DGAMMA["1-D total started at ones"] = (
     "the accumulator starts at ones, not zeros: each column's sum has 1 extra")
 # 03: rstd stored squared, y right (shapes: a power of the right value).
 FORWARD["rstd stored squared"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, rstd * rstd)")), "rstd holds the square of the right value")
+
+
+# s36: 06's backward_rows handed a tensor in another's place: named from what it got and what forward saved.
+class _SavesY(_SavedInAnotherOrder):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(y, weight, rstd)
+        ctx.eps = eps
+        return y
+
+
+class _SavesYForRstd(_SavedInAnotherOrder):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, y)
+        ctx.eps = eps
+        return y
+
+
+class _XAndDySwapped(_CallInAnotherOrder):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(dy.contiguous(), weight, x, rstd, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+AUTOGRAD["forward saves y for x"] = (_SavesY, "backward_rows gets y (forward's output) where it takes x: forward saves (y, weight, rstd): x is not among them")
+AUTOGRAD["forward saves y for rstd"] = (_SavesYForRstd, "backward_rows gets y (forward's output) where it takes rstd, and refuses it (rstd must have shape (M,) = (1,); got (1, 257)): forward saves (x, weight, y): rstd is not among them")
+AUTOGRAD["x and dy swapped in the call"] = (_XAndDySwapped, "backward_rows gets dy where it takes x and x where it takes dy: the call passes them in another order")
