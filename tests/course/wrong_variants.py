@@ -773,3 +773,17 @@ class _XAndDySwapped(_CallInAnotherOrder):
 AUTOGRAD["forward saves y for x"] = (_SavesY, "backward_rows gets y (forward's output) where it takes x: forward saves (y, weight, rstd): x is not among them")
 AUTOGRAD["forward saves y for rstd"] = (_SavesYForRstd, "backward_rows gets y (forward's output) where it takes rstd, and refuses it (rstd must have shape (M,) = (1,); got (1, 257)): forward saves (x, weight, y): rstd is not among them")
 AUTOGRAD["x and dy swapped in the call"] = (_XAndDySwapped, "backward_rows gets dy where it takes x and x where it takes dy: the call passes them in another order")
+# s36: gamma inside the mean of the squares, x in gamma's place (formula_slips, shared by 02, 03 and 09).
+def _reference_gamma_in_mean(x, g, eps=1e-6):
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, gf = x.to(dtype), g.to(dtype)
+    return (xf * torch.rsqrt((xf * gf).square().mean(-1, keepdim=True) + eps) * gf).to(x.dtype)
+
+
+REFERENCE["gamma inside the mean"] = (
+    _reference_gamma_in_mean,
+    "gamma is applied before normalising: r is computed from (x · gamma)²")
+FORWARD["gamma inside the mean"] = (mutate(F, ("tl.sum(x * x, axis=0)", "tl.sum((x * gamma) * (x * gamma), axis=0)")),
+                                    "gamma is applied before normalising: rstd is computed from (x · gamma)²")
+FORWARD["x in gamma's place"] = (mutate(F, ("y = x * rstd * gamma", "y = x * rstd * x")),
+                                 "y = x · rstd · x: x stands where gamma belongs")

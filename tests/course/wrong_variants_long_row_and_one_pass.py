@@ -311,3 +311,8 @@ ONE_PASS["dx · x_hat accumulated"] = (
     "partial is off: it holds Σ dx · x̂ where Σ dy · x̂ belongs (dx stands where dy belongs)")
 # 09: rstd stored as its inverse, y right (shapes: a power of the right value).
 LONG_ROW["rstd stored as its inverse"] = (mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr + row, 1 / rstd)\n")), "rstd holds the inverse of the right value")
+# s36: pass 1's mask from row_stride (emulated on the case's memory); gamma read from x's row (formula_slips).
+LONG_ROW["pass 1 masked with row_stride"] = (mutate(L, _mask(MASK_1, "start + cols < row_stride")),
+                                             "pass 1's mask compares with row_stride instead of N")
+LONG_ROW["gamma read from x's row"] = (mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(x_row + start + cols")),
+                                       "y = x · rstd · x: x stands where gamma belongs")
