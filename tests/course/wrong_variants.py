@@ -721,14 +721,15 @@ DX["first term rstd * dy"] = (mutate(D, ("dx = rstd * u -", "dx = rstd * dy -"))
 DX["mean(u·dy)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * dy, axis=0) / N")),
                     "dy stands where x belongs in the mean")
 DX["x loaded from dy_ptr"] = (mutate(D, ("tl.load(x_ptr + offsets", "tl.load(dy_ptr + offsets")),
-                              "x is made from dy: x is loaded from dy_ptr")
+                              "x is made from dy: x is loaded from dy_ptr). partial is off as well: it holds "
+                              "dy · dy · rstd where dy · x · rstd belongs")
 DX["partial = dy * rstd"] = (mutate(D, ("dy * x * rstd, mask", "dy * rstd, mask")),
                              "partial is off: it holds dy · rstd where dy · x · rstd belongs (x is missing)")
 FIX["mean(u·x·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * x, axis=0) / N")),
                       "the mean's product has an extra factor x")
 FIX["mean(u·dy)"] = DX["mean(u·dy)"]
 DX["mean(u·x) divided by 2N"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (2 * N)")),
-                                 "the second term, x · rstd³ · mean(u · x), is wrong: check mean_ux's line")
+                                 "the sum of mean(u · x) is divided by 2 · N where N belongs")
 # r36: 05's 2-D accumulator summed without an axis, or started at ones.
 DGAMMA["tl.sum(acc) without axis"] = (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc)")),
                                       "tl.sum without axis sums the whole tile to one number")
@@ -787,3 +788,15 @@ FORWARD["gamma inside the mean"] = (mutate(F, ("tl.sum(x * x, axis=0)", "tl.sum(
                                     "gamma is applied before normalising: rstd is computed from (x · gamma)²")
 FORWARD["x in gamma's place"] = (mutate(F, ("y = x * rstd * gamma", "y = x * rstd * x")),
                                  "y = x · rstd · x: x stands where gamma belongs")
+# s36: the mean's divisor named (dx_terms); y_buggy predicted with a BLOCK_SIZE strictly greater than N.
+FIX["mean(u·x) divided by row_stride"] = (
+    mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / row_stride")),
+    "the sum of mean(u · x) is divided by row_stride (= 300 on the case whose rows are 300 apart")
+
+
+def _predict_block_above_n(N):
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(N / triton.next_power_of_2(N + 1) + 1e-6)
+
+
+HYPOTHESIS["BLOCK_SIZE strictly greater than N"] = (_predict_block_above_n,
+                                                    "your y_buggy is computed with a BLOCK_SIZE strictly greater than N")

@@ -303,7 +303,9 @@ LONG_ROW["eps after rsqrt"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis
 ONE_PASS["mean of dy · x_hat"] = (mutate(B, ("tl.sum(u * x_hat, axis=0)", "tl.sum(dy * x_hat, axis=0)")),
                                   "gamma is missing from the mean's u")
 ONE_PASS["gamma folded into x_hat"] = (mutate(B, ("x_hat = x * rstd\n", "x_hat = x * rstd * gamma\n")),
-                                       "gamma is folded into x̂")
+                                       "gamma is folded into x̂). partial is off as well: it holds Σ u · x̂ where "
+                                       "Σ dy · x̂ belongs (gamma is in it: u stands where dy belongs, or gamma is "
+                                       "folded into x̂)")
 ONE_PASS["dx · x_hat accumulated"] = (
     mutate(B, ("tl.store(dx_ptr + offsets, (u - x_hat * mean_ux) * rstd, mask=mask)",
                "dx = (u - x_hat * mean_ux) * rstd\n        tl.store(dx_ptr + offsets, dx, mask=mask)"),
