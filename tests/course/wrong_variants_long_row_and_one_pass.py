@@ -318,3 +318,6 @@ LONG_ROW["pass 1 masked with row_stride"] = (mutate(L, _mask(MASK_1, "start + co
                                              "pass 1's mask compares with row_stride instead of N")
 LONG_ROW["gamma read from x's row"] = (mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(x_row + start + cols")),
                                        "y = x · rstd · x: x stands where gamma belongs")
+# s36: the row loop stops one row short: the last row alone is NaN, every row before right (diagnose).
+ONE_PASS["row loop bound M - 1"] = (mutate(B, ("range(pid, M, P)", "range(pid, M - 1, P)")),
+                                    "Only the last row (row 16) is NaN, every column, and every row before is right")
