@@ -108,7 +108,7 @@ SYMPTOMS = [
     *y_slips(lambda c, r, gamma=True: _y(c, rstd=r, gamma=gamma),
              "`r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)`", "`y = x * r * gamma`",
              ("sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared", "gamma in the mean",
-              "x for gamma"), rstd="r"),
+              "x for gamma", "rstd not applied"), rstd="r"),
 ]
 
 

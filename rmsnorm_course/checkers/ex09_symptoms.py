@@ -240,7 +240,8 @@ SYMPTOMS = [
              "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)` (after pass 1 has added `x * x`)",
              "`tl.store(y_ptr + row * row_stride + start + cols, x * rstd * gamma, mask=mask)` with gamma loaded "
              "at `gamma_ptr + start + cols`", ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied",
-                                                          "eps after rsqrt", "gamma in the mean", "x for gamma")),
+                                                          "eps after rsqrt", "gamma in the mean", "x for gamma",
+                                                          "rstd not applied")),
 ]
 
 

@@ -4,7 +4,7 @@
 Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
 sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
 square of the mean, eps multiplied, eps added after the rsqrt, x not squared, gamma inside the mean of the
-squares, x loaded in gamma's place. Each exercise picks those it
+squares, x loaded in gamma's place, rstd never applied to y. Each exercise picks those it
 does not already name and gives its own code for the fix. The dx slips are
 shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
 
@@ -23,7 +23,7 @@ from .diagnose import Case, Symptom
 Outputs = Callable[..., dict[str, torch.Tensor]]
 
 ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared",
-       "gamma in the mean", "x for gamma")
+       "gamma in the mean", "x for gamma", "rstd not applied")
 
 
 def gamma_of(case: Case, gamma) -> torch.Tensor | float:
@@ -88,5 +88,9 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             "in y's line)",
             lambda c: outputs(c, torch.rsqrt(_ms(c) + c.eps), gamma=c.f64("x")),
             f"gamma has one value per column, its own: {y_code}."),
+        "rstd not applied": Symptom(
+            f"y lacks {rstd}: x is scaled by gamma alone (y = x · gamma), {rstd} never multiplies it",
+            lambda c: {"y": outputs(c, torch.ones_like(_ms(c)))["y"]},
+            f"y = x · {rstd} · gamma: {y_code}."),
     }
     return [slips[name] for name in which]

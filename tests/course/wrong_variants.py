@@ -800,3 +800,12 @@ def _predict_block_above_n(N):
 
 HYPOTHESIS["BLOCK_SIZE strictly greater than N"] = (_predict_block_above_n,
                                                     "your y_buggy is computed with a BLOCK_SIZE strictly greater than N")
+
+
+def _reference_without_r(x, g, eps=1e-6):
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return (x.to(dtype) * g.to(dtype)).to(x.dtype)
+
+
+# s36: y = x · gamma, r never applied (formula_slips, shared by 02 and 09).
+REFERENCE["r never applied"] = (_reference_without_r, "y lacks r: x is scaled by gamma alone (y = x · gamma)")

@@ -321,3 +321,6 @@ LONG_ROW["gamma read from x's row"] = (mutate(L, ("tl.load(gamma_ptr + start + c
 # s36: the row loop stops one row short: the last row alone is NaN, every row before right (diagnose).
 ONE_PASS["row loop bound M - 1"] = (mutate(B, ("range(pid, M, P)", "range(pid, M - 1, P)")),
                                     "Only the last row (row 16) is NaN, every column, and every row before is right")
+# s36: pass 2 stores x · gamma, rstd never applied (formula_slips).
+LONG_ROW["rstd never applied in pass 2"] = (mutate(L, ("x * rstd * gamma", "x * gamma")),
+                                            "y lacks rstd: x is scaled by gamma alone (y = x · gamma)")
