@@ -809,3 +809,9 @@ def _reference_without_r(x, g, eps=1e-6):
 
 # s36: y = x · gamma, r never applied (formula_slips, shared by 02 and 09).
 REFERENCE["r never applied"] = (_reference_without_r, "y lacks r: x is scaled by gamma alone (y = x · gamma)")
+# s36: dy loaded without the row's offset: every row reads row 0's dy (04's symptom, shared by 08's fix).
+DX["dy loaded without the row's offset"] = (mutate(D, ("tl.load(dy_ptr + offsets", "tl.load(dy_ptr + cols")),
+                                            "every row reads the first row of dy: its load address lacks the row's offset")
+# s36: x loaded from y_ptr: every output of every case NaN, as the checker fills them (run_loop).
+FORWARD["x loaded from y_ptr"] = (mutate(F, ("tl.load(x_ptr + row", "tl.load(y_ptr + row")),
+                                  "Every output of every case is NaN, as the checker fills the outputs before the launch")
