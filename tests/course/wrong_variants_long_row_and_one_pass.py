@@ -284,7 +284,7 @@ ONE_PASS["row index made in the loop, used after it"] = (
 LONG_ROW["row pointer made in pass 1, used in pass 2"] = (
     mutate(L, ("    x_row = x_ptr + row * row_stride\n", ""),
            (LOOP_1, LOOP_1 + "        x_row = x_ptr + row * row_stride\n")),
-    "`x_row` is defined only inside a loop (or an `if`) and used after it")
+    "`x_row` is made in one loop and read in another, which the compiler does not allow")
 # q36: pass 2 stops one column early: the last columns are never written (09's block is narrower than the row).
 LONG_ROW["pass 2 loops to N - 1"] = (
     mutate(L, (LOOP_2, LOOP_2.replace("range(0, N, BLOCK_SIZE)", "range(0, N - 1, BLOCK_SIZE)"))),
@@ -324,3 +324,6 @@ ONE_PASS["row loop bound M - 1"] = (mutate(B, ("range(pid, M, P)", "range(pid, M
 # s36: pass 2 stores x · gamma, rstd never applied (formula_slips).
 LONG_ROW["rstd never applied in pass 2"] = (mutate(L, ("x * rstd * gamma", "x * gamma")),
                                             "y lacks rstd: x is scaled by gamma alone (y = x · gamma)")
+# s36: pass 2 reads pass 1's x instead of loading its own (gpu_compile: made in one loop, read in another).
+LONG_ROW["pass 2 reuses pass 1's x"] = (mutate(L, (X_2, "        gamma")),
+                                        "`x` is made in one loop and read in another, which the compiler does not allow")
