@@ -174,10 +174,10 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
                     "(from what exists there) if the code after the loop needs it.")
             if read_in_a_later_loop(source, variable):
                 hint = (f"made in one loop and read in another, which the compiler does not allow: the other loop "
-                        f"sees no `{variable}` (the interpreter hands it the earlier loop's last value, its last "
-                        f"block). Make `{variable}` where that loop sees it: before both loops if it is the same on "
-                        "every turn (a row's pointer), inside the loop that reads it if it changes with the block "
-                        "(a block of x: load it there).")
+                        f"sees no `{variable}` (the interpreter hands it what the earlier loop left: for a block, "
+                        f"the last block). Make `{variable}` where that loop sees it: before both loops if it is the "
+                        "same on every turn (a row's pointer), inside the loop that reads it if it changes with the "
+                        "block (a block of x: load it there).")
         if interpreted():
             return f"the interpreter runs {name}, but {REJECTS}: {last}{where}. `{variable}` is {hint}"
         how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
