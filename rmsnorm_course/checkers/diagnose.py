@@ -242,7 +242,7 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         )
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
-        hint = _loop_stops_early(nan) if looped_row else _narrow_block(nan)
+        hint = _last_rows_unwritten(nan, run, name) or (_loop_stops_early(nan) if looped_row else _narrow_block(nan))
         return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
                      f"from NaN.{hint}")
     fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
@@ -277,6 +277,27 @@ def _written_width(nan: torch.Tensor) -> int | None:
     written = torch.nonzero(~columns).reshape(-1)
     width = int(written[-1]) + 1 if written.numel() else 0
     return width if width and not columns[:width].any() and columns[width:].all() else None
+
+
+def _last_rows_unwritten(nan: torch.Tensor, run: Run, name: str) -> str:
+    """Where whole rows at the end are NaN and every row before is right: the rows handed out stop before M.
+
+    (Rows before that are wrong point elsewhere, a row offset that reads past the tensor, say.)
+    """
+    if nan.dim() != 2 or nan.shape[0] < 2:
+        return ""
+    whole = nan.all(-1)
+    first = int(whole.logical_not().nonzero().max()) + 1 if bool((~whole).any()) else 0
+    if first == 0 or first == nan.shape[0] or bool(nan[:first].any()) or not bool(whole[first:].all()):
+        return ""
+    if not close(run.actual[name][:first], run.expected[name][:first], _tol(run, name)):
+        return ""
+    last = nan.shape[0] - 1
+    rows = f"row {last}" if first == last else f"rows {first}…{last}"
+    return (f" Only the last {rows.split(' ', 1)[0]} ({rows}) {'is' if first == last else 'are'} NaN, every column, "
+            f"and every row before is right: {'it is' if first == last else 'they are'} never reached (check the "
+            "bound of a row loop, `range(pid, M, P)` runs to M itself, and that the grid's programs cover all M rows), "
+            "or read NaN from outside the tensors (check their offsets).")
 
 
 def _loop_stops_early(nan: torch.Tensor) -> str:

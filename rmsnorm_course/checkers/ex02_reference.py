@@ -23,7 +23,7 @@ from rmsnorm.reference import rmsnorm_reference
 from rmsnorm.testing import TOLERANCES, make_inputs
 from .diagnose import Case, Symptom, close
 from .feedback import Feedback, name_of
-from .formula_slips import y_slips
+from .formula_slips import gamma_of, y_slips
 from .functions import calling, check
 from .spec import FunctionSpec, Refused
 
@@ -58,7 +58,7 @@ def _y(case: Case, *, rstd=None, gamma=True, centre=False) -> dict[str, torch.Te
         x = x - x.mean(-1, keepdim=True)
     if rstd is None:
         rstd = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.eps)
-    return {"y": x * rstd * (case.f64("gamma") if gamma else 1.0)}
+    return {"y": x * rstd * gamma_of(case, gamma)}
 
 
 def _in_dtype(case: Case) -> dict[str, torch.Tensor]:
@@ -107,7 +107,8 @@ SYMPTOMS = [
     # The forward's formula slips, shared with 03 and 09 (sqrt for rsqrt and gamma missing are named above).
     *y_slips(lambda c, r, gamma=True: _y(c, rstd=r, gamma=gamma),
              "`r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)`", "`y = x * r * gamma`",
-             ("sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared"), rstd="r"),
+             ("sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared", "gamma in the mean",
+              "x for gamma", "rstd not applied"), rstd="r"),
 ]
 
 

@@ -14,13 +14,14 @@ import torch
 
 from .cases import sum_of_squares
 from .diagnose import Case, Symptom
-from .formula_slips import y_slips
+from .formula_slips import gamma_of, y_slips
 from .spec import PROBE
 
 
-def outputs(case: Case, rstd: torch.Tensor, gamma: bool = True) -> dict[str, torch.Tensor]:
-    """y = x · rstd · gamma (gamma left out if asked) and rstd, in float64, from an (M, 1) rstd."""
-    y = case.f64("x") * rstd * (case.f64("gamma") if gamma else 1.0)
+def outputs(case: Case, rstd: torch.Tensor, gamma=True) -> dict[str, torch.Tensor]:
+    """y = x · rstd · gamma (gamma left out, or another tensor in its place: :func:`gamma_of`) and rstd, in float64,
+    from an (M, 1) rstd."""
+    y = case.f64("x") * rstd * gamma_of(case, gamma)
     return {"y": y, "rstd": rstd.reshape(-1)}
 
 
@@ -84,7 +85,7 @@ SYMPTOMS = [
     ),
     # The forward's formula slips, shared with 02 and 09 (sqrt for rsqrt and gamma missing are named before).
     *y_slips(outputs, "`rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`", "`y = x * rstd * gamma`",
-             ("sum", "square of the mean", "eps multiplied", "x not squared")),
+             ("sum", "square of the mean", "eps multiplied", "x not squared", "gamma in the mean", "x for gamma")),
 ]
 
 #: gamma's load with the row's offset, for :attr:`~.spec.ExerciseSpec.outside`.

@@ -135,6 +135,11 @@ SYMPTOMS = [
         lambda c: _dx_from_first_x(c),
         "Load x at `x_ptr + offsets`, like dy: `offsets = row * row_stride + cols`.",
     ),
+    Symptom(
+        "every row reads the first row of dy: its load address lacks the row's offset (`dy_ptr + cols`)",
+        lambda c: _dx_from_first_dy(c),
+        "Load dy at `dy_ptr + offsets`, like x: `offsets = row * row_stride + cols`.",
+    ),
     *MORE_SYMPTOMS,
 ]
 
@@ -144,6 +149,14 @@ def _dx_from_first_x(case: Case) -> dict[str, torch.Tensor]:
     x, gamma, dy, r, u = _parts(case)
     x0 = x[:1].expand_as(x)
     return {"dx": r * u - x0 * r.pow(3) * (u * x0).sum(-1, keepdim=True) / case.N, "partial": dy * x0 * r}
+
+
+def _dx_from_first_dy(case: Case) -> dict[str, torch.Tensor]:
+    """dx and partial when every row's program reads dy of row 0 (x, rstd of its own row)."""
+    x, gamma, dy, r, _ = _parts(case)
+    dy0 = dy[:1].expand_as(dy)
+    u0 = dy0 * gamma
+    return {"dx": r * u0 - x * r.pow(3) * (u0 * x).sum(-1, keepdim=True) / case.N, "partial": dy0 * x * r}
 
 
 def _first_row_only(case: Case) -> dict[str, torch.Tensor]:

@@ -27,7 +27,7 @@ import traceback
 import torch
 
 from rmsnorm import device as _device
-from rmsnorm.article import RMSNormFunction
+from rmsnorm.article import RMSNormFunction, forward_op
 from rmsnorm.article.contract import ContractError
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs, oracle
@@ -44,15 +44,19 @@ def _count_launches():
     """Count calls of the three launchers, through their allocations (each allocates before it launches).
 
     The launchers share one allocator (``rmsnorm.device.new_output``): the stand-in put in its place
-    asks which function called it.
+    asks which function called it. ``counts["arguments"]`` holds what the last call of backward_rows received
+    (x, weight, dy, rstd), read from its frame.
     """
-    counts = {"forward_op": 0, "backward_rows": 0, "reduce_gamma_gradient": 0}
+    counts = {"forward_op": 0, "backward_rows": 0, "reduce_gamma_gradient": 0, "arguments": {}}
     original = _device.new_output
 
     def new_output(shape, dtype, device):
-        caller = sys._getframe(1).f_code.co_name
+        frame = sys._getframe(1)
+        caller = frame.f_code.co_name
         if caller in counts:
             counts[caller] += 1
+        if caller == "backward_rows":  # what it got, to name a tensor passed in another's place
+            counts["arguments"] = ({p: frame.f_locals.get(p) for p in ("x", "weight", "dy", "rstd")})
         return original(shape, dtype, device)
 
     _device.new_output = new_output
@@ -62,18 +66,65 @@ def _count_launches():
         _device.new_output = original
 
 
-def _role(value, case: Case) -> str | None:
-    """Which of the saved tensors ``value`` is, by its shape: x (M, N), weight (N,) or rstd (M,) float32."""
+def _known(case: Case) -> dict[str, torch.Tensor]:
+    """The tensors forward and backward see on ``case``, by name: x, weight, y and rstd (forward_op's), dy."""
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    y, rstd = forward_op(x, weight, case.eps)
+    return {"x": x, "weight": weight, "y": y, "rstd": rstd, "dy": case.inputs["loss_weight"].t().to(x.dtype)}
+
+
+def _role(value, case: Case | None) -> str | None:
+    """Which of the tensors of :func:`_known` ``value`` is, by its dtype, shape and values (None: none of them)."""
     if not isinstance(value, torch.Tensor) or case is None:
         return None
-    M, N = case.inputs["x"].shape
-    if tuple(value.shape) == (M, N):
-        return "x"
-    if tuple(value.shape) == (N,) and value.dtype == case.inputs["weight"].dtype:
-        return "weight"
-    if tuple(value.shape) == (M,) and value.dtype == torch.float32:
-        return "rstd"
+    for name, tensor in _known(case).items():
+        if value.dtype == tensor.dtype and value.shape == tensor.shape and torch.equal(value.detach(), tensor):
+            return name
     return None
+
+
+_WHAT = {"x": "x", "weight": "weight", "rstd": "rstd", "dy": "dy", "y": "y (forward's output)",
+         None: "a tensor that is none of x, weight, rstd, dy and y"}
+
+
+def _saved_roles(saved, case: Case) -> str | None:
+    """What forward saved, where it lacks x, weight or rstd: the cause, certain, of a tensor in another's place."""
+    if saved is None:
+        return None
+    roles = [_role(t, case) for t in saved]
+    missing = [p for p in ("x", "weight", "rstd") if p not in roles]
+    if not missing:
+        return None
+    listed = ", ".join(_WHAT[r].split(" (")[0] if r else "?" for r in roles)
+    instead = [r for r in roles if r not in ("x", "weight", "rstd")]
+    place = "its place" if len(missing) == 1 else "their places"
+    also = f", {' and '.join(_WHAT[r].split(' (')[0] for r in instead)} in {place}" if instead else ""
+    return (f"forward saves ({listed}): {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not among "
+            f"them{also}. backward_rows needs forward's input x (not its output y), weight and forward_op's rstd: "
+            "`ctx.save_for_backward(x, weight, rstd)` in forward, `x, weight, rstd = ctx.saved_tensors` in backward.")
+
+
+def _misrouted(got: dict, saved, case: Case) -> str | None:
+    """backward_rows ran, but on tensors in other tensors' places: name each place, then the cause.
+
+    What forward saved tells the cause: a tensor it lacks (y saved for x) is forward's; with all three saved,
+    the tensors are mixed up where backward unpacks them or where it calls backward_rows (dy is never saved:
+    dy out of place is the call's order).
+    """
+    places = [(p, _role(got.get(p), case)) for p in ("x", "weight", "dy", "rstd")]
+    wrong = [(p, r) for p, r in places if r != p]
+    if not got or not wrong:
+        return None
+    where = " and ".join(f"{_WHAT[r]} where it takes {p}" for p, r in wrong)
+    head = f"on {case.label}, backward_rows gets {where}"
+    if (cause := _saved_roles(saved, case)) is not None:
+        return f"{head}: {cause}"
+    call = "`backward_rows(x, weight, dy.contiguous(), rstd, eps)`"
+    if any("dy" in pair for pair in wrong):
+        return f"{head}: the call passes them in another order; its arguments come in the order {call}."
+    return (f"{head}: forward saves all three, so the order is off where backward unpacks them "
+            "(`x, weight, rstd = ctx.saved_tensors`, in the order of `ctx.save_for_backward(x, weight, rstd)`) "
+            f"or in the call, {call}.")
 
 
 def _saved_order(error: BaseException, case: Case | None) -> str | None:
@@ -95,13 +146,15 @@ def _saved_order(error: BaseException, case: Case | None) -> str | None:
     misplaced = [(p, _role(got.get(p), case)) for p in ("x", "weight", "rstd")]
     if any(role is None for _, role in misplaced) or all(p == role for p, role in misplaced):
         return None
+    places = " and ".join(f"{_WHAT[role]} where it takes {p}" for p, role in misplaced if p != role)
+    if (cause := _saved_roles(getattr(error, "saved_tensors", None), case)) is not None:
+        return f"backward_rows gets {places}, and refuses it ({error}): {cause}"
     order = "`ctx.save_for_backward(x, weight, rstd)` in forward, `x, weight, rstd = ctx.saved_tensors` in backward"
     if all(caller.get(p) is got.get(p) for p in ("x", "weight", "rstd")):
-        names = " and ".join(f"`{p}` holds {role}" for p, role in misplaced if p != role)
+        names = " and ".join(f"`{p}` holds {_WHAT[role]}" for p, role in misplaced if p != role)
         return (f"your backward unpacks `ctx.saved_tensors` in another order than forward saved them with "
                 f"`ctx.save_for_backward(...)`: {names}, so backward_rows refuses them ({error}). saved_tensors "
                 f"gives the tensors back in the order they were saved: save and unpack them in one order, {order}.")
-    places = " and ".join(f"{role} where it takes {p}" for p, role in misplaced if p != role)
     if all(_role(caller.get(p), case) == p for p in ("x", "weight", "rstd")):  # right names, called out of order
         return (f"your call of backward_rows passes {places}, and it refuses them ({error}): its arguments come in "
                 "the order `backward_rows(x, weight, dy.contiguous(), rstd, eps)`.")
@@ -156,8 +209,9 @@ def _cases(function_class) -> list[Case]:
     return cases
 
 
-def _watching(function_class, returned: list):
-    """``function_class`` with its backward's raw return value recorded in ``returned``.
+def _watching(function_class, returned: list, saved: list):
+    """``function_class`` with its backward's raw return value recorded in ``returned``, ``ctx.saved_tensors`` in
+    ``saved`` (and on an error backward raises, as ``error.saved_tensors``: what forward saved names its cause).
 
     autograd sums a gradient that broadcasts to its input's shape down to that shape (an (M, N) dgamma becomes
     ``partial.sum(0)``): only what backward itself returns shows it.
@@ -167,7 +221,15 @@ def _watching(function_class, returned: list):
     class Watched(function_class):
         @staticmethod
         def backward(ctx, *grads):
-            out = learners(ctx, *grads)
+            try:
+                saved.append(tuple(ctx.saved_tensors))
+            except Exception:  # noqa: BLE001 - nothing saved, or ctx misused: the learner's call names it
+                saved.append(None)
+            try:
+                out = learners(ctx, *grads)
+            except Exception as error:
+                error.saved_tensors = saved[-1]
+                raise
             returned.append(out)
             return out
 
@@ -197,7 +259,8 @@ def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
     x = case.inputs["x"].clone().requires_grad_(True)
     weight = case.inputs["weight"].clone().requires_grad_(True)
     returned: list = []
-    watched = _watching(function_class, returned)
+    saved: list = []
+    watched = _watching(function_class, returned, saved)
     with _count_launches() as launches:
         y = calling(f"{name}.forward", watched.apply, x, weight, case.eps)
         if not isinstance(y, torch.Tensor):
@@ -225,7 +288,8 @@ def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
         raise Refused("weight got no gradient (None): backward must return dgamma as its second value.")
     if x.grad is None:
         raise Refused(f"on {label}, x got no gradient (None): backward must return dx from backward_rows first.")
-    return {"y": y, "x.grad": x.grad, "weight.grad": weight.grad}
+    return {"y": y, "x.grad": x.grad, "weight.grad": weight.grad, "backward_rows got": launches["arguments"],
+            "saved": saved[-1] if saved else None}
 
 
 def _oracle(case: Case) -> dict[str, torch.Tensor]:
@@ -272,6 +336,9 @@ def _compare(run: Run) -> str | None:
         if not close(got, want, tol):
             if run.case.eps == 1e-6 and (scaled := _constant_factor(run, what)) is not None:
                 return scaled
+            if what != "y" and (misrouted := _misrouted(run.actual["backward_rows got"], run.actual["saved"],
+                                                        run.case)) is not None:
+                return misrouted
             shown = evidence(Run(run.case, {what: got}, {what: want}), what, first_difference(got, want, tol))
             hint = HINTS[what]
             if run.case.eps != 1e-6:

@@ -80,6 +80,11 @@ WRONG_HYPOTHESES = [
      lambda N: 1 / math.sqrt(N / (2 * N) + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N), the smallest power of two ≥ N, not 2N: 4 for N = 3, 256 for N = 256 "
      "(where the bug hides), 512 for N = 257; then y = 1 / sqrt(N / BLOCK_SIZE + eps)."),
+    ("computed with a BLOCK_SIZE strictly greater than N (512 for N = 256, as `triton.next_power_of_2(N + 1)` "
+     "gives)",
+     lambda N: 1 / math.sqrt(N / _block(N + 1) + EPS),
+     "BLOCK_SIZE = triton.next_power_of_2(N), the smallest power of two ≥ N: N itself when N is a power of two, "
+     "so at N = 256 the block is exactly the row, the mean is 1 and the bug hides (y_buggy = y_correct)."),
     ("computed with BLOCK_SIZE = 512 for every N",
      lambda N: 1 / math.sqrt(N / 512 + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N): 4 for N = 3, 256 for N = 256 (where the bug hides), 1024 for N = 1000."),

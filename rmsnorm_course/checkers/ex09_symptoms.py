@@ -17,7 +17,7 @@ import torch
 
 from .cases import FLOAT16_MAX
 from .diagnose import Case, Symptom, close, tolerance
-from .formula_slips import y_slips
+from .formula_slips import gamma_of, y_slips
 
 
 def _model(case, sum_cols: slice | None = None, y_cols: int | None = None, per_block: bool = False,
@@ -72,7 +72,7 @@ def _gamma_row_offset(case: Case) -> dict[str, torch.Tensor]:
 
 def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at: bool = True,
             mask: str = "start + cols < N", pass1: str = "range(0, N, BLOCK_SIZE)",
-            y_row: bool = True) -> dict[str, torch.Tensor]:
+            y_row: bool = True, mask1: str | None = None) -> dict[str, torch.Tensor]:
     """The reference loop run in float64 on the case's memory (NaN around x and gamma), with one slip or none.
 
     Args:
@@ -82,6 +82,7 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
         mask: "start + cols < N", "cols < N" or "start + cols < BLOCK_SIZE".
         pass1: pass 1's loop, "range(0, N, BLOCK_SIZE)" or "range(0, BLOCK_SIZE)" (starts 0, 1, …, BLOCK_SIZE − 1).
         y_row: whether y's store address includes the row's offset (`y_ptr + row * row_stride + …`).
+        mask1: pass 1's mask where it differs from ``mask``; also "start + cols < row_stride".
 
     Returns:
         y (never-written elements NaN) and rstd, as the interpreter would leave them (programs and blocks in order).
@@ -95,12 +96,14 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
     gamma_memory = torch.cat([case.f64("gamma"), torch.full((2 * B,), nan, dtype=torch.float64)])
     lanes = torch.arange(B)
     live = {"start + cols < N": lambda start: start + lanes < N, "cols < N": lambda start: lanes < N,
-            "start + cols < BLOCK_SIZE": lambda start: start + lanes < B}[mask]
+            "start + cols < BLOCK_SIZE": lambda start: start + lanes < B,
+            "start + cols < row_stride": lambda start: start + lanes < S}
+    live1, live = live[mask1 or mask], live[mask]
     rstd = torch.empty(M, dtype=torch.float64)
     for r in range(M):
         sum_sq = torch.zeros(B, dtype=torch.float64)
         for start in (range(0, N, B) if pass1 == "range(0, N, BLOCK_SIZE)" else range(0, B)):  # pass 1
-            x = torch.where(live(start), x_memory[r * S + start * x1 + lanes], 0.0)
+            x = torch.where(live1(start), x_memory[r * S + start * x1 + lanes], 0.0)
             sum_sq += x * x
         rstd[r] = torch.rsqrt(sum_sq.sum() / N + case.eps)
         for start in range(0, N, B):  # pass 2
@@ -225,12 +228,20 @@ SYMPTOMS = [
         lambda c: emulate(c, mask="start + cols < BLOCK_SIZE"),
         "The row has N columns: `mask = start + cols < N`.",
     ),
+    Symptom(
+        "pass 1's mask compares with row_stride instead of N (`start + cols < row_stride`): where the rows are "
+        "further apart than N, the last block adds the elements between this row and the next (NaN in the checker's "
+        "buffer) to the sum of squares",
+        lambda c: emulate(c, mask1="start + cols < row_stride"),
+        "row_stride says where a row starts, N how many columns it has: `mask = start + cols < N`, in both passes.",
+    ),
     # The forward's formula slips, shared with 02 and 03 (pass 1 adding x, not x², is named above).
-    *y_slips(lambda c, r, gamma=True: {"y": c.f64("x") * r * (c.f64("gamma") if gamma else 1.0), "rstd": r.reshape(-1)},
+    *y_slips(lambda c, r, gamma=True: {"y": c.f64("x") * r * gamma_of(c, gamma), "rstd": r.reshape(-1)},
              "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)` (after pass 1 has added `x * x`)",
              "`tl.store(y_ptr + row * row_stride + start + cols, x * rstd * gamma, mask=mask)` with gamma loaded "
              "at `gamma_ptr + start + cols`", ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied",
-                                                          "eps after rsqrt")),
+                                                          "eps after rsqrt", "gamma in the mean", "x for gamma",
+                                                          "rstd not applied")),
 ]
 
 

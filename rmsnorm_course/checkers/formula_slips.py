@@ -3,7 +3,8 @@
 :func:`y_slips` makes, for one exercise's model of its outputs from rstd, the
 Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
 sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
-square of the mean, eps multiplied, eps added after the rsqrt, x not squared. Each exercise picks those it
+square of the mean, eps multiplied, eps added after the rsqrt, x not squared, gamma inside the mean of the
+squares, x loaded in gamma's place, rstd never applied to y. Each exercise picks those it
 does not already name and gives its own code for the fix. The dx slips are
 shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
 
@@ -21,7 +22,15 @@ from .diagnose import Case, Symptom
 #: case, rstd of shape (M, 1) in float64, whether gamma is applied → the exercise's float64 outputs.
 Outputs = Callable[..., dict[str, torch.Tensor]]
 
-ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared")
+ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared",
+       "gamma in the mean", "x for gamma", "rstd not applied")
+
+
+def gamma_of(case: Case, gamma) -> torch.Tensor | float:
+    """The factor an exercise's model multiplies by: gamma (True), none (False), or the float64 tensor given."""
+    if isinstance(gamma, torch.Tensor):
+        return gamma
+    return case.f64("gamma") if gamma else 1.0
 
 
 def _ms(case: Case) -> torch.Tensor:
@@ -33,7 +42,7 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
     """The forward's formula slips in ``which`` (names of :data:`ALL`), in that order.
 
     Args:
-        outputs: (case, rstd, gamma=True) → the exercise's float64 outputs.
+        outputs: (case, rstd, gamma=True) → the exercise's float64 outputs; ``gamma`` as :func:`gamma_of` reads it.
         rstd_code: the exercise's line for rstd, in backquotes (the fix of the rstd slips).
         y_code: the exercise's line for y, in backquotes (the fix of gamma's slip).
         rstd: the exercise's name for 1/sqrt(mean(x²) + eps) (02 calls it r).
@@ -69,5 +78,19 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             f"{rstd} uses the mean of x, not of x² (x is not squared: a row whose mean is negative gives NaN)",
             lambda c: outputs(c, torch.rsqrt(c.f64("x").mean(-1, keepdim=True) + c.eps)),
             f"Square x before the sum: {rstd_code}."),
+        "gamma in the mean": Symptom(
+            f"gamma is applied before normalising: {rstd} is computed from (x · gamma)², where it is the mean of x² "
+            "alone",
+            lambda c: outputs(c, torch.rsqrt((c.f64("x") * c.f64("gamma")).square().mean(-1, keepdim=True) + c.eps)),
+            f"Normalise x first, then scale by gamma: {rstd_code}, then {y_code}."),
+        "x for gamma": Symptom(
+            f"y = x · {rstd} · x: x stands where gamma belongs (gamma read from x's address, or x in gamma's place "
+            "in y's line)",
+            lambda c: outputs(c, torch.rsqrt(_ms(c) + c.eps), gamma=c.f64("x")),
+            f"gamma has one value per column, its own: {y_code}."),
+        "rstd not applied": Symptom(
+            f"y lacks {rstd}: x is scaled by gamma alone (y = x · gamma), {rstd} never multiplies it",
+            lambda c: {"y": outputs(c, torch.ones_like(_ms(c)))["y"]},
+            f"y = x · {rstd} · gamma: {y_code}."),
     }
     return [slips[name] for name in which]

@@ -124,6 +124,26 @@ def accumulated_in_loop(source: str, variable: str) -> bool | None:
     return False
 
 
+def read_in_a_later_loop(source: str, variable: str) -> bool:
+    """Whether ``variable`` is assigned in one loop of ``source`` and read, never assigned, in another loop
+    (neither inside the other): pass 2 reusing pass 1's block."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return False
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
+
+    def names(loop, kind) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == variable and isinstance(n.ctx, kind)
+                   for statement in loop.body for n in ast.walk(statement))
+
+    def inside(a, b) -> bool:
+        return any(n is a for n in ast.walk(b))
+
+    return any(names(a, ast.Store) and names(b, ast.Load) and not names(b, ast.Store)
+               and not inside(a, b) and not inside(b, a) for a in loops for b in loops if a is not b)
+
+
 def gpu_rejects(name: str, line: int | None, text: str, message: str, example: str = "", source: str = "",
                 accumulator: str = ACCUMULATOR) -> str:
     """The message for a kernel the GPU compiler refuses (from the CPU's compile check or a GPU's own compile).
@@ -152,6 +172,12 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
             hint = ("defined only inside a loop (or an `if`) and used after it, and the compiler does not carry a "
                     "variable made there past it: use it only inside the loop, or compute it before the loop "
                     "(from what exists there) if the code after the loop needs it.")
+            if read_in_a_later_loop(source, variable):
+                hint = (f"made in one loop and read in another, which the compiler does not allow: the other loop "
+                        f"sees no `{variable}` (the interpreter hands it what the earlier loop left: for a block, "
+                        f"the last block). Make `{variable}` where that loop sees it: before both loops if it is the "
+                        "same on every turn (a row's pointer), inside the loop that reads it if it changes with the "
+                        "block (a block of x: load it there).")
         if interpreted():
             return f"the interpreter runs {name}, but {REJECTS}: {last}{where}. `{variable}` is {hint}"
         how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""

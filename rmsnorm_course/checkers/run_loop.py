@@ -99,6 +99,7 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
             return wrong(spec.exercise, message)
     feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts, spec.terms,
                         spec.looped_row)
+    feedback = _all_nan(spec.exercise, feedback, runs)
     if spec.by_source is not None and not feedback.passed:
         feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
     if spec.stride_fix is not None:
@@ -234,6 +235,24 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, ou
     return None
 
 
+_UNEXPLAINED_NAN = "is still NaN: never written, or computed from NaN."
+
+
+def _all_nan(exercise: str, feedback: Feedback, runs: Sequence[Run]) -> Feedback:
+    """Where every output of every case is NaN, as the checker filled them: the two causes that fit, and where
+    the second comes from (a load from an output's pointer reads the checker's NaN)."""
+    if feedback.passed or not feedback.message.endswith(_UNEXPLAINED_NAN):
+        return feedback
+    if not all(isinstance(out, torch.Tensor) and bool(torch.isnan(out.detach().cpu()).all())
+               for run in runs for out in run.actual.values()):
+        return feedback
+    return wrong(exercise, f"{feedback.message} Every output of every case is NaN, as the checker fills the outputs "
+                 "before the launch: either nothing is stored, or what is stored is computed from NaN. The checker's "
+                 "NaN is in the outputs and around the inputs, so a load from an output's pointer (`y_ptr` where "
+                 "`x_ptr` belongs) or from outside the inputs reads it: check each load's pointer, and that each "
+                 "store is reached.")
+
+
 def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms, stride_fix: str,
            nan_note: str | None) -> Feedback:
     """After :func:`~rmsnorm_course.checkers.diagnose.diagnose` failed: two hints that cases with a row stride allow.
@@ -250,7 +269,7 @@ def refine(exercise: str, feedback: Feedback, runs: Sequence[Run], symptoms, str
     others = [r for r in runs if not r.case.row_stride]
     if not named and strided and all(map(_case_passes, others)) and not all(map(_case_passes, strided)):
         return wrong(exercise, f"every case with row_stride = N passes, but not {strided[0].case.label}: {stride_fix}")
-    if nan_note is not None and feedback.message.endswith("is still NaN: never written, or computed from NaN."):
+    if nan_note is not None and feedback.message.endswith(_UNEXPLAINED_NAN):
         # only where diagnose named no cause of the NaN (a hint follows that sentence when it did)
         return wrong(exercise, f"{feedback.message} {nan_note}")
     return feedback

@@ -721,14 +721,15 @@ DX["first term rstd * dy"] = (mutate(D, ("dx = rstd * u -", "dx = rstd * dy -"))
 DX["mean(u·dy)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * dy, axis=0) / N")),
                     "dy stands where x belongs in the mean")
 DX["x loaded from dy_ptr"] = (mutate(D, ("tl.load(x_ptr + offsets", "tl.load(dy_ptr + offsets")),
-                              "x is made from dy: x is loaded from dy_ptr")
+                              "x is made from dy: x is loaded from dy_ptr). partial is off as well: it holds "
+                              "dy · dy · rstd where dy · x · rstd belongs")
 DX["partial = dy * rstd"] = (mutate(D, ("dy * x * rstd, mask", "dy * rstd, mask")),
                              "partial is off: it holds dy · rstd where dy · x · rstd belongs (x is missing)")
 FIX["mean(u·x·x)"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x * x, axis=0) / N")),
                       "the mean's product has an extra factor x")
 FIX["mean(u·dy)"] = DX["mean(u·dy)"]
 DX["mean(u·x) divided by 2N"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / (2 * N)")),
-                                 "the second term, x · rstd³ · mean(u · x), is wrong: check mean_ux's line")
+                                 "the sum of mean(u · x) is divided by 2 · N where N belongs")
 # r36: 05's 2-D accumulator summed without an axis, or started at ones.
 DGAMMA["tl.sum(acc) without axis"] = (_acc2d(("tl.sum(acc, axis=0)", "tl.sum(acc)")),
                                       "tl.sum without axis sums the whole tile to one number")
@@ -741,3 +742,76 @@ DGAMMA["1-D total started at ones"] = (
     "the accumulator starts at ones, not zeros: each column's sum has 1 extra")
 # 03: rstd stored squared, y right (shapes: a power of the right value).
 FORWARD["rstd stored squared"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, rstd * rstd)")), "rstd holds the square of the right value")
+
+
+# s36: 06's backward_rows handed a tensor in another's place: named from what it got and what forward saved.
+class _SavesY(_SavedInAnotherOrder):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(y, weight, rstd)
+        ctx.eps = eps
+        return y
+
+
+class _SavesYForRstd(_SavedInAnotherOrder):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, y)
+        ctx.eps = eps
+        return y
+
+
+class _XAndDySwapped(_CallInAnotherOrder):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(dy.contiguous(), weight, x, rstd, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+AUTOGRAD["forward saves y for x"] = (_SavesY, "backward_rows gets y (forward's output) where it takes x: forward saves (y, weight, rstd): x is not among them")
+AUTOGRAD["forward saves y for rstd"] = (_SavesYForRstd, "backward_rows gets y (forward's output) where it takes rstd, and refuses it (rstd must have shape (M,) = (1,); got (1, 257)): forward saves (x, weight, y): rstd is not among them")
+AUTOGRAD["x and dy swapped in the call"] = (_XAndDySwapped, "backward_rows gets dy where it takes x and x where it takes dy: the call passes them in another order")
+# s36: gamma inside the mean of the squares, x in gamma's place (formula_slips, shared by 02, 03 and 09).
+def _reference_gamma_in_mean(x, g, eps=1e-6):
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, gf = x.to(dtype), g.to(dtype)
+    return (xf * torch.rsqrt((xf * gf).square().mean(-1, keepdim=True) + eps) * gf).to(x.dtype)
+
+
+REFERENCE["gamma inside the mean"] = (
+    _reference_gamma_in_mean,
+    "gamma is applied before normalising: r is computed from (x · gamma)²")
+FORWARD["gamma inside the mean"] = (mutate(F, ("tl.sum(x * x, axis=0)", "tl.sum((x * gamma) * (x * gamma), axis=0)")),
+                                    "gamma is applied before normalising: rstd is computed from (x · gamma)²")
+FORWARD["x in gamma's place"] = (mutate(F, ("y = x * rstd * gamma", "y = x * rstd * x")),
+                                 "y = x · rstd · x: x stands where gamma belongs")
+# s36: the mean's divisor named (dx_terms); y_buggy predicted with a BLOCK_SIZE strictly greater than N.
+FIX["mean(u·x) divided by row_stride"] = (
+    mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum(u * x, axis=0) / row_stride")),
+    "the sum of mean(u · x) is divided by row_stride (= 300 on the case whose rows are 300 apart")
+
+
+def _predict_block_above_n(N):
+    return 1 / math.sqrt(1 + 1e-6), 1 / math.sqrt(N / triton.next_power_of_2(N + 1) + 1e-6)
+
+
+HYPOTHESIS["BLOCK_SIZE strictly greater than N"] = (_predict_block_above_n,
+                                                    "your y_buggy is computed with a BLOCK_SIZE strictly greater than N")
+
+
+def _reference_without_r(x, g, eps=1e-6):
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return (x.to(dtype) * g.to(dtype)).to(x.dtype)
+
+
+# s36: y = x · gamma, r never applied (formula_slips, shared by 02 and 09).
+REFERENCE["r never applied"] = (_reference_without_r, "y lacks r: x is scaled by gamma alone (y = x · gamma)")
+# s36: dy loaded without the row's offset: every row reads row 0's dy (04's symptom, shared by 08's fix).
+DX["dy loaded without the row's offset"] = (mutate(D, ("tl.load(dy_ptr + offsets", "tl.load(dy_ptr + cols")),
+                                            "every row reads the first row of dy: its load address lacks the row's offset")
+# s36: x loaded from y_ptr: every output of every case NaN, as the checker fills them (run_loop).
+FORWARD["x loaded from y_ptr"] = (mutate(F, ("tl.load(x_ptr + row", "tl.load(y_ptr + row")),
+                                  "Every output of every case is NaN, as the checker fills the outputs before the launch")

@@ -284,7 +284,7 @@ ONE_PASS["row index made in the loop, used after it"] = (
 LONG_ROW["row pointer made in pass 1, used in pass 2"] = (
     mutate(L, ("    x_row = x_ptr + row * row_stride\n", ""),
            (LOOP_1, LOOP_1 + "        x_row = x_ptr + row * row_stride\n")),
-    "`x_row` is defined only inside a loop (or an `if`) and used after it")
+    "`x_row` is made in one loop and read in another, which the compiler does not allow")
 # q36: pass 2 stops one column early: the last columns are never written (09's block is narrower than the row).
 LONG_ROW["pass 2 loops to N - 1"] = (
     mutate(L, (LOOP_2, LOOP_2.replace("range(0, N, BLOCK_SIZE)", "range(0, N - 1, BLOCK_SIZE)"))),
@@ -303,7 +303,9 @@ LONG_ROW["eps after rsqrt"] = (mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis
 ONE_PASS["mean of dy · x_hat"] = (mutate(B, ("tl.sum(u * x_hat, axis=0)", "tl.sum(dy * x_hat, axis=0)")),
                                   "gamma is missing from the mean's u")
 ONE_PASS["gamma folded into x_hat"] = (mutate(B, ("x_hat = x * rstd\n", "x_hat = x * rstd * gamma\n")),
-                                       "gamma is folded into x̂")
+                                       "gamma is folded into x̂). partial is off as well: it holds Σ u · x̂ where "
+                                       "Σ dy · x̂ belongs (gamma is in it: u stands where dy belongs, or gamma is "
+                                       "folded into x̂)")
 ONE_PASS["dx · x_hat accumulated"] = (
     mutate(B, ("tl.store(dx_ptr + offsets, (u - x_hat * mean_ux) * rstd, mask=mask)",
                "dx = (u - x_hat * mean_ux) * rstd\n        tl.store(dx_ptr + offsets, dx, mask=mask)"),
@@ -311,3 +313,17 @@ ONE_PASS["dx · x_hat accumulated"] = (
     "partial is off: it holds Σ dx · x̂ where Σ dy · x̂ belongs (dx stands where dy belongs)")
 # 09: rstd stored as its inverse, y right (shapes: a power of the right value).
 LONG_ROW["rstd stored as its inverse"] = (mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr + row, 1 / rstd)\n")), "rstd holds the inverse of the right value")
+# s36: pass 1's mask from row_stride (emulated on the case's memory); gamma read from x's row (formula_slips).
+LONG_ROW["pass 1 masked with row_stride"] = (mutate(L, _mask(MASK_1, "start + cols < row_stride")),
+                                             "pass 1's mask compares with row_stride instead of N")
+LONG_ROW["gamma read from x's row"] = (mutate(L, ("tl.load(gamma_ptr + start + cols", "tl.load(x_row + start + cols")),
+                                       "y = x · rstd · x: x stands where gamma belongs")
+# s36: the row loop stops one row short: the last row alone is NaN, every row before right (diagnose).
+ONE_PASS["row loop bound M - 1"] = (mutate(B, ("range(pid, M, P)", "range(pid, M - 1, P)")),
+                                    "Only the last row (row 16) is NaN, every column, and every row before is right")
+# s36: pass 2 stores x · gamma, rstd never applied (formula_slips).
+LONG_ROW["rstd never applied in pass 2"] = (mutate(L, ("x * rstd * gamma", "x * gamma")),
+                                            "y lacks rstd: x is scaled by gamma alone (y = x · gamma)")
+# s36: pass 2 reads pass 1's x instead of loading its own (gpu_compile: made in one loop, read in another).
+LONG_ROW["pass 2 reuses pass 1's x"] = (mutate(L, (X_2, "        gamma")),
+                                        "`x` is made in one loop and read in another, which the compiler does not allow")
