@@ -745,22 +745,20 @@ FORWARD["rstd stored squared"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "
 
 
 # s36: 06's backward_rows handed a tensor in another's place: named from what it got and what forward saved.
-class _SavesY(_SavedInAnotherOrder):
-    @staticmethod
-    def forward(ctx, x, weight, eps):
-        y, rstd = forward_op(x, weight, eps)
-        ctx.save_for_backward(y, weight, rstd)
-        ctx.eps = eps
-        return y
+def _saving(pick):
+    """06's Function whose forward saves ``pick(x, weight, y, rstd)``; its backward unpacks (x, weight, rstd)."""
+    class Saves(_SavedInAnotherOrder):
+        @staticmethod
+        def forward(ctx, x, weight, eps):
+            y, rstd = forward_op(x, weight, eps)
+            ctx.save_for_backward(*pick(x, weight, y, rstd))
+            ctx.eps = eps
+            return y
+    return Saves
 
 
-class _SavesYForRstd(_SavedInAnotherOrder):
-    @staticmethod
-    def forward(ctx, x, weight, eps):
-        y, rstd = forward_op(x, weight, eps)
-        ctx.save_for_backward(x, weight, y)
-        ctx.eps = eps
-        return y
+_SavesY = _saving(lambda x, weight, y, rstd: (y, weight, rstd))
+_SavesYForRstd = _saving(lambda x, weight, y, rstd: (x, weight, y))
 
 
 class _XAndDySwapped(_CallInAnotherOrder):
