@@ -25,7 +25,7 @@ import triton
 
 from rmsnorm.testing import TOLERANCES
 from .feedback import Feedback, passed, wrong
-from .shapes import describe
+from .shapes import describe, words
 
 #: Tolerance of float64 outputs (the reference exercise keeps float64 in float64).
 FLOAT64_TOLERANCE = {"atol": 1e-12, "rtol": 1e-10}
@@ -242,7 +242,8 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         )
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
-        hint = _last_rows_unwritten(nan, run, name) or (_loop_stops_early(nan) if looped_row else _narrow_block(nan))
+        hint = (_last_rows_unwritten(nan, run, name, parts) or _last_column_unwritten(runs, name)
+                or (_loop_stops_early(nan) if looped_row else _narrow_block(runs, name)))
         return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
                      f"from NaN.{hint}")
     fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
@@ -272,15 +273,20 @@ def _symptom_message(symptom: Symptom, runs: Sequence[Run], models: Sequence[Out
 
 
 def _written_width(nan: torch.Tensor) -> int | None:
-    """k when exactly the columns from k on are unwritten in some row (and the columns before k in none); else None."""
+    """k when exactly the columns from k on are unwritten in some row (and the columns before k in none); else None.
+
+    ``nan``: where the output is NaN, (rows, columns), or the columns' flags alone (1-D).
+    """
     columns = nan.reshape(-1, nan.shape[-1]).any(0)
     written = torch.nonzero(~columns).reshape(-1)
     width = int(written[-1]) + 1 if written.numel() else 0
     return width if width and not columns[:width].any() and columns[width:].all() else None
 
 
-def _last_rows_unwritten(nan: torch.Tensor, run: Run, name: str) -> str:
-    """Where whole rows at the end are NaN and every row before is right: the rows handed out stop before M.
+def _last_rows_unwritten(nan: torch.Tensor, run: Run, name: str, parts: Mapping[str, str] | None = None) -> str:
+    """Where whole rows at the end are NaN and every row before is right: what leaves those rows out, in the
+    exercise's words (``parts["last_rows"]``: a row loop's bound where there is one, the column offsets where each
+    program has one row).
 
     (Rows before that are wrong point elsewhere, a row offset that reads past the tensor, say.)
     """
@@ -295,9 +301,37 @@ def _last_rows_unwritten(nan: torch.Tensor, run: Run, name: str) -> str:
     last = nan.shape[0] - 1
     rows = f"row {last}" if first == last else f"rows {first}…{last}"
     return (f" Only the last {rows.split(' ', 1)[0]} ({rows}) {'is' if first == last else 'are'} NaN, every column, "
-            f"and every row before is right: {'it is' if first == last else 'they are'} never reached (check the "
-            "bound of a row loop, `range(pid, M, P)` runs to M itself, and that the grid's programs cover all M rows), "
-            "or read NaN from outside the tensors (check their offsets).")
+            f"and every row before is right: {words(parts, name, 'last_rows')}.")
+
+
+def _nan_columns(runs: Sequence[Run], name: str) -> list[tuple[Run, torch.Tensor]]:
+    """(run, the columns of ``name`` that are NaN in some row where a number was expected), for every run."""
+    found = []
+    for run in runs:
+        actual, expected = run.actual.get(name), run.expected.get(name)
+        if not isinstance(actual, torch.Tensor) or actual.dim() < 2 or tuple(actual.shape) != tuple(expected.shape):
+            return []
+        nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(expected)
+        found.append((run, nan.reshape(-1, nan.shape[-1]).any(0)))
+    return found
+
+
+def _last_column_unwritten(runs: Sequence[Run], name: str) -> str:
+    """Where, in every case, the one column left as NaN is the row's last (N − 1): a mask or bound one short of N.
+
+    A block that covers a fixed width can leave the same column out where N is one past that width (N = 257
+    and a width of 256); only the cases of other widths (N = 33, N = 256) tell the two apart, so every case
+    must show it.
+    """
+    columns = _nan_columns(runs, name)
+    if not columns or not all(c[-1] and not c[:-1].any() for _, c in columns):
+        return ""
+    run = min((r for r, _ in columns), key=lambda r: r.case.N)
+    said = (f" In every case the last column of every row is never written (column {run.case.N - 1} of "
+            f"{run.case.label}, column N − 1 of each): the mask or the bound stops one short of N. The columns "
+            "are 0 … N − 1: mask them with `cols < N` (not `cols < N - 1`).")
+    narrow = _narrow_block(runs, name)
+    return f"{said} Or, as every case has the same N:{narrow}" if narrow else said
 
 
 def _loop_stops_early(nan: torch.Tensor) -> str:
@@ -309,14 +343,19 @@ def _loop_stops_early(nan: torch.Tensor) -> str:
             "loop `range(0, N, BLOCK_SIZE)`, and mask that last block with `start + cols < N`.")
 
 
-def _narrow_block(nan: torch.Tensor) -> str:
-    """A hint when exactly the columns from a power of two on are unwritten: a block width written as a number."""
-    width = _written_width(nan) or 0
-    if width >= 16 and width & (width - 1) == 0:
-        return (f" Only the first {width} columns were written: the block covers only the first {width} columns. "
-                "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, "
-                "not a fixed width.")
-    return ""
+def _narrow_block(runs: Sequence[Run], name: str) -> str:
+    """A hint when, in every case wider than some power of two, exactly the columns from it on are unwritten, and
+    no narrower case has an unwritten column: a block width written as a number."""
+    columns = _nan_columns(runs, name)
+    widths = {_written_width(c) for _, c in columns if c.any()}
+    if len(widths) != 1 or None in widths:
+        return ""
+    width = widths.pop()
+    if width < 16 or width & (width - 1) or any(c.any() != (run.case.N > width) for run, c in columns):
+        return ""
+    return (f" Only the first {width} columns were written: the block covers only the first {width} columns. "
+            "Use `tl.arange(0, BLOCK_SIZE)`, with BLOCK_SIZE = next_power_of_2(N) from the launcher, "
+            "not a fixed width.")
 
 
 def _unwritten(name: str, nan: torch.Tensor) -> str:

@@ -67,6 +67,8 @@ def grid_cases() -> list[GridCase]:
         case("9×100 float32 read in place from a (9, 107) buffer: row_stride = 107, P = 3", 9, 100, 3, seed=13,
              stride=107),
         case("17×257 float16, P = 4", 17, 257, 4, torch.float16, seed=14),
+        # rows N apart with P = 3: a number of programs written as a constant fails here too, a row stride does not
+        case("10×64 float32, P = 3 programs (4, 3 and 3 rows)", 10, 64, 3, seed=15),
     ]
 
 
@@ -132,6 +134,26 @@ def _short_partial(runs) -> str | None:
     return None
 
 
+def _constant_step(runs) -> str | None:
+    """Words for a kernel right for one number of programs only: every case with P = k passes, every failing case
+    has P ≠ k and more rows than programs (a program without rows is another slip), and some of them have rows
+    N apart (so the row stride is not what they share); None otherwise."""
+    failing = [r for r in runs if not _case_passes(r)]
+    if not failing or not any(not r.case.row_stride for r in failing) or any(r.case.M <= r.case.programs
+                                                                            for r in failing):
+        return None
+    for k in sorted({r.case.programs for r in runs}):
+        same = [r for r in runs if r.case.programs == k]
+        if len(same) >= 2 and all(map(_case_passes, same)) and all(r.case.programs != k for r in failing):
+            shown = next(r for r in failing if not r.case.row_stride).case.label
+            others = " and ".join(sorted({str(r.case.programs) for r in failing}))
+            return (f"every case with P = {k} programs passes, but not {shown}, whose rows are N apart: every "
+                    f"failing case has P = {others}, so the kernel counts on {k} programs. The step of the row "
+                    "loop must be the number of programs (`P = tl.num_programs(0)`, then "
+                    "`for row in range(pid, M, P)`), not a constant.")
+    return None
+
+
 #: Exercise 10, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`, launched with a grid of P programs.
 SPEC = ExerciseSpec(
     exercise="10 · one-pass backward loop", reference=one_pass_backward_kernel,
@@ -144,8 +166,11 @@ SPEC = ExerciseSpec(
     parts={"row_offset": "the row offset in every load and store (`row * row_stride + cols`, and rstd at "
                          "`rstd_ptr + row`): each row the loop visits, not row 0, is read and written",
            "row_scale": "a factor of rstd is wrong: rstd's load (`rstd_ptr + row`) or the powers of rstd in "
-                        "dx = (u - x_hat · mean_ux) · rstd; the per-element part is right"},
-    first_looks=(_short_partial,), by_source=by_source, terms=explainer(terms_of, "x̂", by_program),
+                        "dx = (u - x_hat · mean_ux) · rstd; the per-element part is right",
+           "last_rows": "the row loop stops before the end (check its bound: `range(pid, M, P)` runs to M itself; "
+                        "and that the grid's programs cover all M rows), or the last rows read NaN from outside the "
+                        "tensors (check their offsets)"},
+    first_looks=(_short_partial, _constant_step), by_source=by_source, terms=explainer(terms_of, "x̂", by_program),
     mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
                "which `mask = cols < N` leaves out"),
     **checked_rows("the inputs", "a row (a mask past N, another row's offset)"),

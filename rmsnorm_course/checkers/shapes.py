@@ -53,13 +53,23 @@ PARTS = {
               "the masks, and a mean that divides by N, not by BLOCK_SIZE",
     "few_rows": "the per-row addressing (`row * row_stride`) or the grid",
     "few_columns": "the column offsets or the loop over the columns' blocks",
+    # diagnose's words for the last rows left NaN; one program per row (no loop over rows), as in 03, 04, 08, 09
+    "last_rows": "each row has its own program (one program per row, no loop over rows), so check what those "
+                 "programs address: the column offsets, the same in every row (`cols = tl.arange(0, BLOCK_SIZE)`, "
+                 "the row's place coming from `row * row_stride` alone), and the masks they meet, or a load that "
+                 "reads NaN from outside the tensors (check its offsets)",
+    "zero": "the sum it is made of: a loop that runs no step adds nothing, and a factor of 0 leaves nothing",
+    "zero_one_row": "the bound of the loop over the rows: it must run to M itself (`range(0, M, …)`); one that stops "
+                    "short (`range(0, M - 1, …)`) runs no step when M = 1, so nothing is added, and elsewhere skips "
+                    "the last rows",
 }
 
 _Runs = Sequence  # of diagnose.Run
 #: (pattern, split of the cases) where the split adds nothing to the pattern (rows, or columns, again).
 _SAID = {(rows, "few_rows") for rows in ("row_offset", "rows_from", "some_rows", "row_scale")} | {
     ("columns_from", "few_columns")} | {
-    ("power", split) for split in ("padded", "few_rows", "few_columns")}  # a power passes where the value is 1
+    ("power", split) for split in ("padded", "few_rows", "few_columns")} | {  # a power passes where the value is 1
+    ("zero_one_row", split) for split in ("padded", "few_rows", "few_columns")}  # M = 1 says which cases fail
 
 
 def words(parts: Mapping[str, str] | None, name: str, key: str) -> str:
@@ -164,6 +174,8 @@ def _element_shape(cases, name: str, tol: Callable, parts) -> tuple[str, str] | 
                 how = "twice" if f > 1 else "half"
                 return (f"{name} is exactly {how} the right value everywhere: "
                         f"check {words(parts, name, 'factor')}."), "factor"
+            if abs(f) < 1e-9:
+                return _zero(cases, name, parts)
             return (f"{name} is {f:.4g} times the right value everywhere: one factor multiplies the whole result: "
                     f"check {words(parts, name, 'factor')}."), "factor"
         shown = ", ".join(f"{f:.4g}" for f in factors[:4]) + ("…" if len(factors) > 4 else "")
@@ -189,6 +201,15 @@ def _element_shape(cases, name: str, tol: Callable, parts) -> tuple[str, str] | 
         return (f"{name} holds the right values, but in the wrong places (the same numbers, moved): check "
                 f"{words(parts, name, 'permuted')}."), "permuted"
     return None
+
+
+def _zero(cases, name: str, parts) -> tuple[str, str]:
+    """Words for an output that is 0 on every failing case: nothing added; the row loop's bound where only M = 1
+    fails."""
+    if all(run.case.M == 1 for run, _, _ in cases):
+        return (f"{name} is 0 on every failing case, and every failing case has one row (M = 1): nothing was "
+                f"added for that row: check {words(parts, name, 'zero_one_row')}."), "zero_one_row"
+    return f"{name} is 0 on every failing case: nothing was added to it: check {words(parts, name, 'zero')}.", "zero"
 
 
 def _wrong_rows(cases, tol: Callable) -> tuple[str, str] | None:

@@ -813,3 +813,13 @@ DX["dy loaded without the row's offset"] = (mutate(D, ("tl.load(dy_ptr + offsets
 # s36: x loaded from y_ptr: every output of every case NaN, as the checker fills them (run_loop).
 FORWARD["x loaded from y_ptr"] = (mutate(F, ("tl.load(x_ptr + row", "tl.load(y_ptr + row")),
                                   "Every output of every case is NaN, as the checker fills the outputs before the launch")
+# walk 5: the mask one short of N: the last column alone unwritten, told from a fixed width by N = 33 (diagnose).
+FORWARD["mask one short of N"] = (mutate(F, ("mask = cols < N", "mask = cols < N - 1")),
+                                  "In every case the last column of every row is never written (column 32 of 5×33")
+# walk 5: column offsets with the row's start, as in a vector add: rows 1… all masked, no row loop in 03 (shapes).
+FORWARD["column offsets start at row * BLOCK_SIZE"] = (
+    mutate(F, ("cols = tl.arange(0, BLOCK_SIZE)", "cols = row * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)")),
+    "each row has its own program (one program per row, no loop over rows)")
+# walk 5: the row loop to M - 1 runs no step for M = 1: dgamma 0 there only, said as nothing added (shapes).
+DGAMMA["row loop bound M - 1"] = (mutate(G, ("range(0, M, BLOCK_M)", "range(0, M - 1, BLOCK_M)")),
+                                  "every failing case has one row (M = 1): nothing was added for that row")

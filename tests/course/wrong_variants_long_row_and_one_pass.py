@@ -327,3 +327,7 @@ LONG_ROW["rstd never applied in pass 2"] = (mutate(L, ("x * rstd * gamma", "x * 
 # s36: pass 2 reads pass 1's x instead of loading its own (gpu_compile: made in one loop, read in another).
 LONG_ROW["pass 2 reuses pass 1's x"] = (mutate(L, (X_2, "        gamma")),
                                         "`x` is made in one loop and read in another, which the compiler does not allow")
+# walk 5: P written as 4: only P = 3 fails, the unit-stride 10×64 case among them, so not the stride (ex10's look).
+ONE_PASS["number of programs written as 4"] = (
+    mutate(B, ("P = tl.num_programs(0)", "P = 4")),
+    "The step of the row loop must be the number of programs (`P = tl.num_programs(0)`")
