@@ -813,3 +813,28 @@ DX["dy loaded without the row's offset"] = (mutate(D, ("tl.load(dy_ptr + offsets
 # s36: x loaded from y_ptr: every output of every case NaN, as the checker fills them (run_loop).
 FORWARD["x loaded from y_ptr"] = (mutate(F, ("tl.load(x_ptr + row", "tl.load(y_ptr + row")),
                                   "Every output of every case is NaN, as the checker fills the outputs before the launch")
+
+
+# w5b: 02's formula slips that got numbers only (walk 5, 02B/C/D/G): named by formula_slips.
+def _reference_r(r_of):
+    """02's reference with r = ``r_of(xf, eps)`` (float32, float64 kept), the rest of the formula right."""
+    def my_reference(x, g, eps=1e-6):
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        xf, gf = x.to(dtype), g.to(dtype)
+        return (xf * r_of(xf, eps) * gf).to(x.dtype)
+    return my_reference
+
+
+REFERENCE["eps added twice"] = (_reference_r(lambda xf, eps: torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps + eps)),
+                                "eps is added twice: r = 1/sqrt(mean(x²) + 2·eps)")
+REFERENCE["divided by the number of rows"] = (
+    _reference_r(lambda xf, eps: torch.rsqrt(xf.square().sum(-1, keepdim=True) / xf.shape[0] + eps)),
+    "r divides the sum of the squares by the number of rows, x.shape[0], where the row's length N belongs")
+REFERENCE["L2 norm for the RMS"] = (_reference_r(lambda xf, eps: 1 / (xf.norm(dim=-1, keepdim=True) + eps)),
+                                    "r uses the L2 norm of the row, sqrt(Σ x²), where the RMS belongs")
+REFERENCE["variance for the mean square"] = (_reference_r(lambda xf, eps: torch.rsqrt(xf.var(-1, keepdim=True) + eps)),
+                                             "r uses the variance of the row (x − mean(x))², summed and divided by N − 1")
+REFERENCE["variance over N for the mean square"] = (
+    _reference_r(lambda xf, eps: torch.rsqrt(xf.var(-1, keepdim=True, unbiased=False) + eps)),
+    "r uses the variance of the row, mean((x − mean(x))²), where the mean of the squares")
+
