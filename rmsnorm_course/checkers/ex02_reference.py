@@ -10,7 +10,8 @@ the mean over rows or over the whole tensor; LayerNorm's mean subtraction;
 gamma, eps, or the inverse missing; eps after the root; computing in float16
 (overflow); the output not cast back to x's dtype; float64 computed in float32; and the formula slips shared
 with 03 and 09 (:mod:`rmsnorm_course.checkers.formula_slips`): the sum of the squares for their mean, the square
-of the mean, eps multiplied, eps after the rsqrt, x not squared.
+of the mean, eps multiplied, eps after the rsqrt, x not squared, eps added twice, the number of rows for N, the
+L2 norm for the RMS, the variance for the mean of the squares.
 
 Source: solutions/02_reference.ipynb.
 """
@@ -108,7 +109,8 @@ SYMPTOMS = [
     *y_slips(lambda c, r, gamma=True: _y(c, rstd=r, gamma=gamma),
              "`r = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)`", "`y = x * r * gamma`",
              ("sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared", "gamma in the mean",
-              "x for gamma", "rstd not applied"), rstd="r"),
+              "x for gamma", "rstd not applied", "eps twice", "rows for N", "L2 norm", "variance", "variance over N"),
+             rstd="r"),
 ]
 
 

@@ -12,7 +12,10 @@ package's kernels (``forward_op``, ``backward_rows``); ``ctx`` not holding
 what backward needs; the saved tensors unpacked in another order than they were
 saved (backward_rows then refuses weight or rstd: named from the traceback's frames); and, from what backward
 itself returns (autograd would sum an (M, N) gradient down to weight's shape): the (M, N) partial returned as
-weight's gradient, None for x's gradient; a gradient off by a constant factor (dgamma / M).
+weight's gradient, None for x's gradient; a gradient off by a constant factor (dgamma / M); and, by their values,
+forward_op's (y, rstd) unpacked as (rstd, y), x cast to float32 before forward_op, backward_rows's (dx, partial)
+unpacked as (partial, dx) or partial returned in dx's place, an attribute backward reads from ctx that forward
+never set (``ctx.eps``), None returned for weight's gradient.
 
 Source: solutions/06_autograd_and_training.ipynb.
 """
@@ -27,7 +30,7 @@ import traceback
 import torch
 
 from rmsnorm import device as _device
-from rmsnorm.article import RMSNormFunction, forward_op
+from rmsnorm.article import RMSNormFunction, backward_rows, forward_op
 from rmsnorm.article.contract import ContractError
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs, oracle
@@ -85,6 +88,21 @@ def _role(value, case: Case | None) -> str | None:
 
 _WHAT = {"x": "x", "weight": "weight", "rstd": "rstd", "dy": "dy", "y": "y (forward's output)",
          None: "a tensor that is none of x, weight, rstd, dy and y"}
+
+
+def _not_y(y: torch.Tensor, case: Case) -> str:
+    """Why forward's output is not y in x's dtype and shape, named by its values where they tell (else the rule)."""
+    if _role(y, case) == "rstd":
+        return ("forward returns forward_op's rstd, not y: forward_op returns (y, rstd) in that order, so "
+                "`rstd, y = forward_op(...)` swaps them. Unpack `y, rstd = forward_op(x, weight, eps)` and return y.")
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    if y.dtype == torch.float32 and x.dtype != torch.float32 and y.shape == x.shape:
+        # weight is cast too: forward_op refuses a weight whose dtype is not x's.
+        if torch.equal(y.detach(), forward_op(x.float(), weight.float(), case.eps)[0]):
+            return ("y is forward_op's output on x cast to float32: x's dtype changed before forward_op "
+                    "(`x.float()`, `x.to(torch.float32)`), so y comes back in float32. Pass x and weight as they "
+                    "are: `forward_op(x, weight, eps)` computes in float32 inside and returns y in x's dtype.")
+    return "return y from forward_op as it is (same dtype and shape as x)."
 
 
 def _saved_roles(saved, case: Case) -> str | None:
@@ -182,6 +200,12 @@ def _explain_autograd_error(error: BaseException, case: Case | None = None) -> s
                 "on: backward_rows refuses it. Pass `dy.contiguous()` (a copy only when needed).")
     if isinstance(error, ContractError) and (order := _saved_order(error, case)) is not None:
         return order
+    unset = re.fullmatch(r"'\w+Backward' object has no attribute '(\w+)'", text)
+    if isinstance(error, AttributeError) and unset:
+        # ctx is an instance of the Function's <name>Backward class: the attribute was never set on it.
+        return (f"backward reads `ctx.{unset.group(1)}`, but forward never sets it ({error.__class__.__name__}: "
+                f"ctx has no attribute '{unset.group(1)}'): keep it on ctx in forward, `ctx.{unset.group(1)} = "
+                f"{unset.group(1)}`, next to `ctx.save_for_backward(x, weight, rstd)`.")
     if isinstance(error, AttributeError) and ("ctx" in text or "saved_tensors" in text):
         return (f"{text}: save the tensors backward needs in forward with `ctx.save_for_backward(x, weight, rstd)` "
                 "and keep eps as `ctx.eps = eps`.")
@@ -218,23 +242,21 @@ def _watching(function_class, returned: list, saved: list):
     """
     learners = function_class.backward
 
-    class Watched(function_class):
-        @staticmethod
-        def backward(ctx, *grads):
-            try:
-                saved.append(tuple(ctx.saved_tensors))
-            except Exception:  # noqa: BLE001 - nothing saved, or ctx misused: the learner's call names it
-                saved.append(None)
-            try:
-                out = learners(ctx, *grads)
-            except Exception as error:
-                error.saved_tensors = saved[-1]
-                raise
-            returned.append(out)
-            return out
+    def backward(ctx, *grads):
+        try:
+            saved.append(tuple(ctx.saved_tensors))
+        except Exception:  # noqa: BLE001 - nothing saved, or ctx misused: the learner's call names it
+            saved.append(None)
+        try:
+            out = learners(ctx, *grads)
+        except Exception as error:
+            error.saved_tensors = saved[-1]
+            raise
+        returned.append(out)
+        return out
 
-    Watched.__name__ = Watched.__qualname__ = function_class.__name__
-    return Watched
+    # Named at creation: autograd names ctx's class after it (<name>Backward), as the learner's own errors read.
+    return type(function_class)(function_class.__name__, (function_class,), {"backward": staticmethod(backward)})
 
 
 def _raw_gradients(returned: list, case: Case) -> None:
@@ -268,7 +290,7 @@ def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
         if y.dtype != x.dtype or y.shape != x.shape:
             raise Refused(f"on {label}, y is {str(y.dtype).removeprefix('torch.')} of shape {tuple(y.shape)}; "
                           f"x is {str(x.dtype).removeprefix('torch.')} of shape {tuple(x.shape)}: "
-                          "return y from forward_op as it is (same dtype and shape as x).")
+                          f"{_not_y(y, case)}")
         loss = (y.t().float() * case.inputs["loss_weight"]).sum()  # dy = loss_weight.t(): not contiguous
         calling(f"{name}.backward", loss.backward)
     _raw_gradients(returned, case)
@@ -280,12 +302,17 @@ def _run(function_class, case: Case) -> dict[str, torch.Tensor]:
         raise Refused("forward never called forward_op (the Triton kernel): y must come from the kernel.")
     if launches["backward_rows"] == 0:
         raise Refused("backward never called backward_rows (the dx kernel): dx and dgamma must come from the kernels.")
-    if launches["reduce_gamma_gradient"] == 0:
-        raise Refused("backward never called reduce_gamma_gradient (the dgamma kernel): `partial.sum(0)` "
-                      "gives the right numbers in PyTorch, but the exercise is the Triton column sum: "
-                      "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`.")
     if weight.grad is None:
-        raise Refused("weight got no gradient (None): backward must return dgamma as its second value.")
+        # What backward returned tells the cause; without it (backward never ran) only the rule is certain.
+        none = bool(returned) and isinstance(returned[-1], (tuple, list)) and returned[-1][1] is None
+        raise Refused("weight got no gradient (None): " + (
+            "backward returns None as its second value, where weight's gradient belongs: "
+            "`dgamma = reduce_gamma_gradient(partial, weight.dtype)`, then `return dx, dgamma, None`." if none else
+            "backward must return dgamma = reduce_gamma_gradient(partial, weight.dtype) as its second value."))
+    if launches["reduce_gamma_gradient"] == 0:
+        raise Refused("backward never called reduce_gamma_gradient (the dgamma kernel): weight's gradient comes "
+                      "from elsewhere (PyTorch's `partial.sum(0)` gives the right numbers), but the exercise is the "
+                      "Triton column sum: `dgamma = reduce_gamma_gradient(partial, weight.dtype)`.")
     if x.grad is None:
         raise Refused(f"on {label}, x got no gradient (None): backward must return dx from backward_rows first.")
     return {"y": y, "x.grad": x.grad, "weight.grad": weight.grad, "backward_rows got": launches["arguments"],
@@ -328,6 +355,26 @@ def _constant_factor(run: Run, what: str) -> str | None:
             f"{_MADE[what]} as it is, without scaling it.")
 
 
+def _partial_for_dx(run: Run) -> str | None:
+    """x.grad is backward_rows's partial: where dgamma is the column sum of dx, the two are swapped at the unpack;
+    where dgamma is right, partial is returned in dx's place; else both fit."""
+    known = _known(run.case)
+    dx, partial = backward_rows(known["x"], known["weight"], known["dy"].contiguous(), known["rstd"], run.case.eps)
+    got, dgamma = run.actual["x.grad"], run.actual["weight.grad"]
+    if not close(got, partial.to(got.dtype), tolerance(got)):
+        return None
+    head = f"on {run.case.label}, x.grad is backward_rows's partial (dy · x · rstd, dgamma's rows), not dx"
+    unpack = ("backward_rows returns (dx, partial) in that order: `partial, dx = backward_rows(...)` swaps them. "
+              "Unpack `dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, eps)`")
+    returned = "return dx first, `return dx, dgamma, None`"
+    if close(dgamma, dx.double().sum(0).to(dgamma.dtype), tolerance(dgamma)):
+        return f"{head}, and weight.grad is the column sum of dx: {unpack}."
+    if close(dgamma, run.expected["weight.grad"], tolerance(dgamma)):
+        return f"{head}: backward returns partial where dx belongs; {returned}."
+    return (f"{head}: either backward_rows's results are unpacked in another order ({unpack}) or backward returns "
+            f"partial where dx belongs ({returned}).")
+
+
 def _compare(run: Run) -> str | None:
     """The first of y, x.grad, weight.grad that differs from the oracle, with what to change."""
     for what in ("y", "x.grad", "weight.grad"):
@@ -336,6 +383,8 @@ def _compare(run: Run) -> str | None:
         if not close(got, want, tol):
             if run.case.eps == 1e-6 and (scaled := _constant_factor(run, what)) is not None:
                 return scaled
+            if what == "x.grad" and (swapped := _partial_for_dx(run)) is not None:
+                return swapped
             if what != "y" and (misrouted := _misrouted(run.actual["backward_rows got"], run.actual["saved"],
                                                         run.case)) is not None:
                 return misrouted

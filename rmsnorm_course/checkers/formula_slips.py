@@ -4,8 +4,9 @@
 Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
 sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
 square of the mean, eps multiplied, eps added after the rsqrt, x not squared, gamma inside the mean of the
-squares, x loaded in gamma's place, rstd never applied to y. Each exercise picks those it
-does not already name and gives its own code for the fix. The dx slips are
+squares, x loaded in gamma's place, rstd never applied to y, eps added twice, the sum of the squares divided by
+the number of rows, the L2 norm for the RMS, the variance (unbiased or not) for the mean of the squares. Each
+exercise picks those it does not already name and gives its own code for the fix. The dx slips are
 shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
 
 Source: solutions/02_reference.ipynb, 03_forward_kernel.ipynb, 09_the_long_row.ipynb.
@@ -23,7 +24,8 @@ from .diagnose import Case, Symptom
 Outputs = Callable[..., dict[str, torch.Tensor]]
 
 ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared",
-       "gamma in the mean", "x for gamma", "rstd not applied")
+       "gamma in the mean", "x for gamma", "rstd not applied", "eps twice", "rows for N", "L2 norm", "variance",
+       "variance over N")
 
 
 def gamma_of(case: Case, gamma) -> torch.Tensor | float:
@@ -35,6 +37,15 @@ def gamma_of(case: Case, gamma) -> torch.Tensor | float:
 
 def _ms(case: Case) -> torch.Tensor:
     return case.f64("x").square().mean(-1, keepdim=True)
+
+
+def _rows(case: Case) -> int:
+    """The number of rows as the learner's code reads it, ``x.shape[0]`` (2 for a (2, 3, 8) x)."""
+    return case.inputs["x"].shape[0]
+
+
+def _variance(case: Case, correction: int) -> torch.Tensor:
+    return case.f64("x").var(-1, keepdim=True, correction=correction)
 
 
 def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...] = ALL,
@@ -92,5 +103,32 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             f"y lacks {rstd}: x is scaled by gamma alone (y = x · gamma), {rstd} never multiplies it",
             lambda c: {"y": outputs(c, torch.ones_like(_ms(c)))["y"]},
             f"y = x · {rstd} · gamma: {y_code}."),
+        "eps twice": Symptom(
+            f"eps is added twice: {rstd} = 1/sqrt(mean(x²) + 2·eps), where eps counts once",
+            lambda c: outputs(c, torch.rsqrt(_ms(c) + 2 * c.eps)),
+            f"Add eps once: {rstd_code}."),
+        # Only x.shape[0] tells this from the sum ("sum"): with one row the two agree, so it needs a case of M > 1.
+        "rows for N": Symptom(
+            f"{rstd} divides the sum of the squares by the number of rows, x.shape[0], where the row's length N "
+            "belongs",
+            lambda c: outputs(c, torch.rsqrt(_ms(c) * c.N / _rows(c) + c.eps)),
+            f"The mean is over the row's N columns (x.shape[-1]): {rstd_code}."),
+        # torch.linalg.norm / x.norm(dim=-1): the root of the sum, with eps usually added outside it.
+        "L2 norm": Symptom(
+            f"{rstd} uses the L2 norm of the row, sqrt(Σ x²), where the RMS belongs, sqrt(mean(x²) + eps): the sum "
+            "is not divided by N (and eps is added outside the root)",
+            lambda c: outputs(c, 1 / (torch.sqrt(_ms(c) * c.N) + c.eps)),
+            f"The RMS divides the sum of the squares by N, and eps goes inside the root: {rstd_code}."),
+        # torch.var's default divides by N - 1; var(..., unbiased=False) by N: both are LayerNorm's statistic.
+        "variance": Symptom(
+            f"{rstd} uses the variance of the row (x − mean(x))², summed and divided by N − 1 (`var`'s default), "
+            "where the mean of the squares, mean(x²), belongs: RMSNorm does not subtract the mean",
+            lambda c: outputs(c, torch.rsqrt(_variance(c, 1) + c.eps)),
+            f"Square x itself, then take the mean over N: {rstd_code}."),
+        "variance over N": Symptom(
+            f"{rstd} uses the variance of the row, mean((x − mean(x))²), where the mean of the squares, mean(x²), "
+            "belongs: RMSNorm does not subtract the mean",
+            lambda c: outputs(c, torch.rsqrt(_variance(c, 0) + c.eps)),
+            f"Square x itself, then take the mean: {rstd_code}."),
     }
     return [slips[name] for name in which]

@@ -823,3 +823,88 @@ FORWARD["column offsets start at row * BLOCK_SIZE"] = (
 # walk 5: the row loop to M - 1 runs no step for M = 1: dgamma 0 there only, said as nothing added (shapes).
 DGAMMA["row loop bound M - 1"] = (mutate(G, ("range(0, M, BLOCK_M)", "range(0, M - 1, BLOCK_M)")),
                                   "every failing case has one row (M = 1): nothing was added for that row")
+
+
+# w5b: 02's formula slips that got numbers only (walk 5, 02B/C/D/G): named by formula_slips.
+def _reference_r(r_of):
+    """02's reference with r = ``r_of(xf, eps)`` (float32, float64 kept), the rest of the formula right."""
+    def my_reference(x, g, eps=1e-6):
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        xf, gf = x.to(dtype), g.to(dtype)
+        return (xf * r_of(xf, eps) * gf).to(x.dtype)
+    return my_reference
+
+
+REFERENCE["eps added twice"] = (_reference_r(lambda xf, eps: torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps + eps)),
+                                "eps is added twice: r = 1/sqrt(mean(x²) + 2·eps)")
+REFERENCE["divided by the number of rows"] = (
+    _reference_r(lambda xf, eps: torch.rsqrt(xf.square().sum(-1, keepdim=True) / xf.shape[0] + eps)),
+    "r divides the sum of the squares by the number of rows, x.shape[0], where the row's length N belongs")
+REFERENCE["L2 norm for the RMS"] = (_reference_r(lambda xf, eps: 1 / (xf.norm(dim=-1, keepdim=True) + eps)),
+                                    "r uses the L2 norm of the row, sqrt(Σ x²), where the RMS belongs")
+REFERENCE["variance for the mean square"] = (_reference_r(lambda xf, eps: torch.rsqrt(xf.var(-1, keepdim=True) + eps)),
+                                             "r uses the variance of the row (x − mean(x))², summed and divided by N − 1")
+REFERENCE["variance over N for the mean square"] = (
+    _reference_r(lambda xf, eps: torch.rsqrt(xf.var(-1, keepdim=True, unbiased=False) + eps)),
+    "r uses the variance of the row, mean((x − mean(x))²), where the mean of the squares")
+
+
+# w5b: 06's slips told the wrong cause (walk 5, 06B-F): each is _function's right class with one line changed.
+class _RstdYUnpacked(_function()):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        rstd, y = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.eps = eps
+        return y
+
+
+class _PartialDxUnpacked(_function()):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        partial, dx = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+class _EpsNotOnCtx(_function()):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return y
+
+
+class _NoneForDgamma(_function()):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        return dx, None, None
+
+
+class _XCastBeforeForwardOp(_function()):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = forward_op(x.float(), weight.float(), eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.eps = eps
+        return y
+
+
+AUTOGRAD["forward_op unpacked as rstd, y"] = (_RstdYUnpacked, "forward returns forward_op's rstd, not y: forward_op returns (y, rstd) in that order")
+AUTOGRAD["backward_rows unpacked as partial, dx"] = (_PartialDxUnpacked, "x.grad is backward_rows's partial (dy · x · rstd, dgamma's rows), not dx, and weight.grad is the column sum of dx: backward_rows returns (dx, partial) in that order")
+AUTOGRAD["eps not kept on ctx"] = (_EpsNotOnCtx, "backward reads `ctx.eps`, but forward never sets it (AttributeError: ctx has no attribute 'eps'): keep it on ctx in forward, `ctx.eps = eps`")
+AUTOGRAD["None for dgamma, no dgamma kernel"] = (_NoneForDgamma, "weight got no gradient (None): backward returns None as its second value")
+AUTOGRAD["x cast to float32 before forward_op"] = (_XCastBeforeForwardOp, "on 17×256 float16, y is float32 of shape (17, 256); x is float16 of shape (17, 256): y is forward_op's output on x cast to float32: x's dtype changed before forward_op")
+
+
+class _PartialReturnedForDx(_function()):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        return partial, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+AUTOGRAD["partial returned in dx's place"] = (_PartialReturnedForDx, "x.grad is backward_rows's partial (dy · x · rstd, dgamma's rows), not dx: backward returns partial where dx belongs")
