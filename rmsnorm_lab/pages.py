@@ -8,6 +8,9 @@ writes the blocks between their ``<!-- name:start -->`` / ``<!-- name:end -->`` 
   (fast.csv, fast_weak.csv and their environment records);
 - :func:`render_model_step` — training steps of a model with each norm (model_step.csv and
   model_step_gemma_qwen.csv, one table per model);
+- :func:`render_step_kernels` — what a host-bound model's step time cannot show: per size and mode, each norm's
+  kernel time per step against the original's, and the original timed twice in one process (model_step_qwen.csv,
+  qwen_order.csv);
 - :func:`render_offset` — Gemma's (1 + weight): offset 1.0 against 0.0 and the peers with their offsets
   (offset.csv), and the plain norm's kernels before and after offset came in (kernel_time_offset_zero.csv);
 - :func:`render_host_probe` — where the fast path's host time goes (host_time_probe.txt);
@@ -29,7 +32,7 @@ import pandas as pd
 from .sidebyside import PEERS, best_peer_table, ratio_table
 
 __all__ = ["OFFSET_COST", "ZERO_OFFSET_COST", "offset_cost", "render_cliffs", "render_host_probe", "render_model_step",
-           "render_offset", "render_summary", "render_sweeps", "zero_offset_cost"]
+           "render_offset", "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost"]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _NAMES = {"compile": "compile", "liger": "Liger", "quack": "QuACK", "eager": "eager"}
@@ -108,6 +111,27 @@ def render_model_step(step: pd.DataFrame) -> str:
     if len(failed):
         lines += ["", "Not timed: " + "; ".join(f"{r.size} {r.mode} {r.variant}: {r.check}"
                                                  for r in failed.itertuples()) + "."]
+    return "\n".join(lines)
+
+
+def render_step_kernels(step: pd.DataFrame, order: pd.DataFrame | None = None) -> str:
+    """For a model whose step follows the host (``host_ms`` near ``step_ms``): per size and mode, the host's share
+    of the step and each swapped norm's GPU-busy and norm-kernel time per step beside the original's; then, from a
+    run that timed the original first and again last in one process (``order``), how far its step moved."""
+    ok = step[step["check"] == "ok"].set_index(["size", "mode", "variant"])
+    lines = ["| size | mode | norm | host ms / step ms | kernels ms / step | norm kernels ms / step |",
+             "|---|---|---|---|---|---|"]
+    for (size, mode, variant), r in ok.iterrows():
+        lines.append(f"| {size} | {mode} | {variant} | {r.host_ms / r.step_ms:.0%} | {r.gpu_busy_ms:.1f} | "
+                     f"{r.norm_ms:.2f} |".replace("%", " %"))
+    if order is not None:
+        originals = order[(order["variant"] == "original") & (order["check"] == "ok")]
+        moved = [f"{size}: {g['step_ms'].iloc[0]:.1f} ms first, {g['step_ms'].iloc[-1]:.1f} ms last "
+                 f"({g['step_ms'].iloc[-1] / g['step_ms'].iloc[0]:.2f}×)"
+                 for size, g in originals.groupby("size", sort=False) if len(g) > 1]
+        lines += ["", "The original norm timed first and again after the swapped variants, in one process "
+                      f"(qwen_order.csv, eager, median of {int(originals['steps'].iloc[0])} steps): "
+                      + "; ".join(moved) + "."]
     return "\n".join(lines)
 
 

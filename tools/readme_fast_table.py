@@ -8,6 +8,8 @@ worst shapes (fast.csv, fast_weak.csv; :func:`rmsnorm_lab.pages.render_summary`)
 holds the rest: ``fast-table``, the side-by-side of kernel time (fast.csv, QuACK in the same run);
 ``weak-table``, the weak grid (fast_weak.csv); ``whole-call-table``, kernel time and whole-call time side
 by side (whole_call.csv); ``host-probe`` (host_time_probe.txt); ``model-step-table`` (model_step.csv);
+``model-step-gemma-table`` (model_step_gemma_qwen.csv, its Gemma 3 rows); ``model-step-qwen-table``
+(model_step_qwen.csv, qwen_order.csv); ``offset-table`` (offset.csv, kernel_time_offset_zero.csv);
 ``sweeps-table`` (fast_tuning.csv) and ``cliffs-table`` (cliffs.csv). A block whose file is not committed
 stays empty. No figure of those pages is typed: tests/lab/test_sidebyside.py runs the check.
 """
@@ -279,8 +281,12 @@ def updated_results(page: str, folder: Path) -> str:
         "host-probe": ("host_time_probe.txt",
                        lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
         "model-step-table": (STEP_FILE, lambda: pages.render_model_step(load_model_step(folder))),
-        "model-step-gemma-qwen-table": (files("model_step_gemma_qwen")[0], lambda: pages.render_model_step(
-            load_model_step(folder, "model_step_gemma_qwen"))),
+        "model-step-gemma-table": (files("model_step_gemma_qwen")[0], lambda: pages.render_model_step(
+            load_model_step(folder, "model_step_gemma_qwen").query("model == 'gemma3'"))),
+        "model-step-qwen-table": (files("model_step_qwen")[0], lambda: pages.render_model_step(
+            load_model_step(folder, "model_step_qwen")) + "\n\n" + pages.render_step_kernels(
+            load_model_step(folder, "model_step_qwen"),
+            load_model_step(folder, "qwen_order") if present("qwen_order.csv") else None)),
         "offset-table": ("offset.csv", lambda: pages.render_offset(
             pd.read_csv(folder / "offset.csv"),
             pd.read_csv(folder / ZERO_FILE) if present(ZERO_FILE) else None,
