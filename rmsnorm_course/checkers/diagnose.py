@@ -7,6 +7,10 @@ variant would produce (÷BLOCK_SIZE, no r³ term, a mean instead of a sum…),
 computed in float64 with PyTorch. When the learner's outputs match a symptom on
 every case, the feedback names that mistake, with the numbers of the case that
 shows it best; otherwise it names the first mismatching case, element and values.
+A value still NaN (or inf) is told apart by where it lies, over every case: only
+row 0 written, holding another row's values (a store without the row offset),
+inf or NaN on exactly the rows of zeros (rstd without eps, or computed where it is
+given), the last rows or the last columns unwritten (a grid, a bound, a block width).
 
 Every closeness decision goes through ``torch.testing.assert_close`` with the
 declared tolerances of :data:`rmsnorm.testing.TOLERANCES` (float64 outputs:
@@ -242,10 +246,14 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
         )
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
-        hint = (_last_rows_unwritten(nan, run, name, parts) or _last_column_unwritten(runs, name)
+        hint = (_zero_rows(runs, name, parts) or _every_row_in_row_0(runs, run, name, parts)
+                or _last_rows_unwritten(nan, run, name, parts) or _last_column_unwritten(runs, name)
                 or (_loop_stops_early(nan) if looped_row else _narrow_block(runs, name)))
         return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
                      f"from NaN.{hint}")
+    infinite = torch.isinf(actual.detach().cpu()) & torch.isfinite(run.expected[name])
+    if infinite.any() and (hint := _zero_rows(runs, name, parts)):
+        return wrong(exercise, f"{run.case.label}: {_unwritten(name, infinite)} is inf.{hint}")
     fp32_ok = all(_case_passes(r) for r in runs if r.case.dtype != torch.float16)
     index = first_difference(actual, run.expected[name], _tol(run, name))
     tol = _tol(run, name)
@@ -302,6 +310,83 @@ def _last_rows_unwritten(nan: torch.Tensor, run: Run, name: str, parts: Mapping[
     rows = f"row {last}" if first == last else f"rows {first}…{last}"
     return (f" Only the last {rows.split(' ', 1)[0]} ({rows}) {'is' if first == last else 'are'} NaN, every column, "
             f"and every row before is right: {words(parts, name, 'last_rows')}.")
+
+
+def _per_row(run: Run, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(actual, expected) of ``name`` as float64 (rows, values of a row) on the CPU, where its first dimension is
+    one per row (of x, or of the programs' partial rows); None where it is not (one value per column: dgamma)."""
+    actual, expected = run.actual.get(name), run.expected.get(name)
+    if (not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor)
+            or tuple(actual.shape) != tuple(expected.shape) or actual.dim() not in (1, 2)):
+        return None
+    if actual.dim() == 1 and (actual.numel() != run.case.M or run.case.M == run.case.N):
+        return None
+    a, e = actual.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
+    return a.reshape(a.shape[0], -1), e.reshape(e.shape[0], -1)
+
+
+def _zero_rows(runs: Sequence[Run], name: str, parts: Mapping[str, str] | None = None) -> str:
+    """Where, in every case, ``name`` is not finite on exactly the rows whose x is all zeros (and some case has such
+    a row): rstd = 1/sqrt(mean(x²)) without eps, inf there (0 · inf = NaN), or computed where it is given.
+
+    Only x's zeros tell this apart: a row of zeros has mean(x²) = 0, which the right rstd meets with eps.
+    """
+    shown = None
+    for run in runs:
+        x, pair = run.case.inputs.get("x"), _per_row(run, name)
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or pair is None or pair[0].shape[0] != x.shape[0]:
+            return ""
+        a, e = pair
+        bad = (~torch.isfinite(a) & torch.isfinite(e)).any(-1)
+        zero = (x.detach().cpu() == 0).all(-1)
+        if not torch.equal(bad, zero):
+            return ""
+        if shown is None and bool(zero.any()):
+            shown = run, torch.nonzero(zero).reshape(-1).tolist()
+    if shown is None:
+        return ""
+    run, rows = shown
+    which = f"row {rows[0]}" if len(rows) == 1 else f"rows {_spans(rows)}"
+    return (f" In every case, {name} is inf or NaN exactly on the rows whose x is all zeros ({which} of "
+            f"{run.case.label}), and finite elsewhere: a row of zeros has mean(x²) = 0, and 1/sqrt(0) = inf (then "
+            "0 · inf = NaN): eps is missing where rstd is computed, or rstd is computed instead of loaded: "
+            f"{words(parts, name, 'zero_row')}.")
+
+
+def _every_row_in_row_0(runs: Sequence[Run], run: Run, name: str, parts: Mapping[str, str] | None = None) -> str:
+    """Where, in every case of two rows or more, row 0 of ``name`` alone is written, and in some case it does not
+    hold row 0's values: every program stores into row 0 (the last to store wins), the store lacks the row offset.
+
+    (Row 0 right in every case, the other rows unwritten, is a grid or an address that leaves rows out:
+    :func:`_last_rows_unwritten` names it.)
+    """
+    row_0_wrong = []
+    for each in runs:
+        pair = _per_row(each, name)
+        if pair is None:
+            return ""
+        a, e = pair
+        if a.shape[0] < 2:
+            continue
+        if not bool(torch.isnan(a[1:]).all()) or bool(torch.isnan(a[0]).any()):
+            return ""
+        if not close(a[0], e[0], _tol(each, name)):
+            row_0_wrong.append(each)
+    if not row_0_wrong:
+        return ""
+    shown = run if any(each is run for each in row_0_wrong) else row_0_wrong[0]  # Runs compare by identity here
+    where = "" if shown is run else f" on {shown.case.label}"
+    a, e = _per_row(shown, name)
+    held = [k for k in range(1, e.shape[0]) if close(a[0], e[k], _tol(shown, name))]
+    if held:
+        k = held[-1]
+        holds = (f"row 0 holds row {k}'s values{' (the last row)' if k == e.shape[0] - 1 else ''}{where}, not its "
+                 "own: every program stores into row 0, and the last one to store wins")
+    else:
+        holds = (f"row 0 holds none of the rows' right values{where}: every program stores into row 0, and what is "
+                 "stored is off as well (a load may lack the row offset too)")
+    return (f" Only row 0 of {name} is ever written, in every case of more than one row, and {holds}. The store of "
+            f"{name} lacks the row offset: {words(parts, name, 'row_store')}.")
 
 
 def _nan_columns(runs: Sequence[Run], name: str) -> list[tuple[Run, torch.Tensor]]:

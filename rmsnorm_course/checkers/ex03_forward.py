@@ -207,7 +207,11 @@ SPEC = ExerciseSpec(
     parts={"row_scale": "the row's scale is wrong: rstd = 1/sqrt(mean(x²) + eps) (the sum of the squares, its divisor "
                         "N, eps); x · gamma, the per-element part, is right",
            "column_factor": "gamma is wrong: its load (`gamma_ptr + cols`) or the product `x * rstd * gamma`; "
-                            "the rest is right"},
+                            "the rest is right",
+           "rstd.row_store": "rstd has one value per row: store it at `tl.store(rstd_ptr + row, rstd)`",
+           "y.row_store": "store y at `y_ptr + row * y_row_stride + cols`",
+           "zero_row": "rstd = 1/sqrt(mean(x²) + eps): add eps to the mean, inside the root, "
+                       "`rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`"},
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,

@@ -215,7 +215,13 @@ SPEC = ExerciseSpec(
     parts={"row_scale": "a factor of rstd is wrong: rstd's load (`rstd_ptr + row`) or the powers of rstd in dx's "
                         "terms (`rstd * u`, `x * rstd * rstd * rstd * mean_ux`); the per-element part is right",
            "partial.row_scale": "partial's factor rstd is wrong (partial = dy · x · rstd); dy · x is right",
-           "column_factor": "gamma is wrong: its load (`gamma_ptr + cols`) or u = dy · gamma; the rest is right"},
+           "column_factor": "gamma is wrong: its load (`gamma_ptr + cols`) or u = dy · gamma; the rest is right",
+           "dx.row_store": "store dx at `dx_ptr + offsets`, with the row's offsets the loads use "
+                           "(`offsets = row * row_stride + cols`)",
+           "partial.row_store": "store partial at `partial_ptr + offsets`, like dx (`offsets = row * row_stride + "
+                                "cols`)",
+           "zero_row": "this kernel is given rstd, which the forward computed with eps (the kernel has no eps to "
+                       "add): load it, `rstd = tl.load(rstd_ptr + row)`, instead of computing it again"},
     success=_success,
     example=EXAMPLE,
     mask_note=MASK_EXAMPLE,

@@ -110,7 +110,11 @@ SPEC = ExerciseSpec(
     parts={"row_scale": "the row's scale is wrong: rstd from pass 1 (the sum of the squares of every block, the "
                         "last partial one included, divided by N, plus eps); pass 2's x · gamma is right",
            "columns_from": "the loop over the blocks (`range(0, N, BLOCK_SIZE)`) and the block's start in each "
-                           "address (`start + cols`)"},
+                           "address (`start + cols`)",
+           "rstd.row_store": "rstd has one value per row: store it at `tl.store(rstd_ptr + row, rstd)`",
+           "y.row_store": "store y at `y_ptr + row * row_stride + start + cols`",
+           "zero_row": "rstd = 1/sqrt(mean(x²) + eps): add eps to the mean, inside the root, "
+                       "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`"},
     first_looks=(_sum_in_16_bits,),
     mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
                "past the row, which `mask = start + cols < N` leaves out"),

@@ -169,7 +169,13 @@ SPEC = ExerciseSpec(
                         "dx = (u - x_hat · mean_ux) · rstd; the per-element part is right",
            "last_rows": "the row loop stops before the end (check its bound: `range(pid, M, P)` runs to M itself; "
                         "and that the grid's programs cover all M rows), or the last rows read NaN from outside the "
-                        "tensors (check their offsets)"},
+                        "tensors (check their offsets)",
+           "partial.row_store": "partial has one row per program: store it once, after the loop, at "
+                                "`partial_ptr + pid * N + cols` (row `pid`)",
+           "dx.row_store": "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits "
+                           "(`offsets = tl.cast(row, tl.int64) * row_stride + cols`)",
+           "zero_row": "this kernel is given rstd, which the forward computed with eps: load it, "
+                       "`rstd = tl.load(rstd_ptr + row)`, instead of computing it again"},
     first_looks=(_short_partial, _constant_step), by_source=by_source, terms=explainer(terms_of, "x̂", by_program),
     mask_note=("With N = 257 the block has 512 lanes: 255 of them are past the row (past the tensor on the last row), "
                "which `mask = cols < N` leaves out"),

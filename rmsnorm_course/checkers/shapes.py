@@ -58,6 +58,13 @@ PARTS = {
                  "programs address: the column offsets, the same in every row (`cols = tl.arange(0, BLOCK_SIZE)`, "
                  "the row's place coming from `row * row_stride` alone), and the masks they meet, or a load that "
                  "reads NaN from outside the tensors (check its offsets)",
+    # diagnose's words for a store without the row offset (row 0 alone written, holding another row's values)
+    "row_store": "each program stores at its own row's offset (`row * row_stride`, as in the loads), so that every row "
+                 "is written once",
+    # diagnose's words for inf or NaN exactly on the rows of zeros
+    "zero_row": "where the kernel computes rstd, eps goes inside the root, added to the mean "
+                "(`tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`); where it is given rstd (`rstd_ptr`, saved by the "
+                "forward with eps in it), load it (`tl.load(rstd_ptr + row)`) instead of computing it again",
     "zero": "the sum it is made of: a loop that runs no step adds nothing, and a factor of 0 leaves nothing",
     "zero_one_row": "the bound of the loop over the rows: it must run to M itself (`range(0, M, …)`); one that stops "
                     "short (`range(0, M - 1, …)`) runs no step when M = 1, so nothing is added, and elsewhere skips "

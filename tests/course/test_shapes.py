@@ -1,8 +1,9 @@
 """The shape of an error no symptom names (rmsnorm_course.checkers.shapes), on made-up outputs.
 
 The kernel variants of tests/course/wrong_variants*.py show each pattern through a checker; these
-show the patterns no kernel variant there reaches (twice, a permutation) and that nothing is
-claimed where no pattern holds on every failing case.
+show the patterns no kernel variant there reaches (twice, a permutation, a store into row 0 in a
+GPU's order, inf alone on a row of zeros) and that nothing is claimed where no pattern holds on
+every failing case.
 """
 
 from __future__ import annotations
@@ -75,3 +76,64 @@ def test_the_first_mismatch_follows_the_description():
     assert feedback.message.startswith("y has the wrong sign")
     assert "For example, case 0 gives y[0, 0] = " in feedback.message
     assert diagnose("t", _runs(lambda x: -x), (), "fine").message.startswith("case 0 gives")  # no parts: as before
+
+
+def _stored(rows_of, shapes=((4, 8), (3, 16), (1, 8)), zero_first=False):
+    """Runs of made-up kernels: ``rows_of(right y)`` is what the kernel left in y (x's first row zeroed if asked)."""
+    runs = []
+    for i, (M, N) in enumerate(shapes):
+        x = torch.randn(M, N, generator=torch.Generator().manual_seed(i), dtype=torch.float64)
+        if zero_first and i == 0:
+            x[0] = 0
+        runs.append(Run(Case(f"case {i}", {"x": x.float()}), {"y": rows_of(x.float())}, {"y": x}))
+    return runs
+
+
+def _only_row_0(k):
+    def left(y):
+        out = torch.full_like(y, float("nan"))
+        out[0] = y[min(k, y.shape[0] - 1)]
+        return out
+    return left
+
+
+def test_a_store_without_the_row_offset_is_named_whatever_row_stored_last():
+    # On a GPU the programs store in any order: row 0 may hold any row's values, not the last one's.
+    message = diagnose("t", _stored(_only_row_0(1)), (), "fine", parts={}).message
+    assert "Only row 0 of y is ever written" in message and "row 0 holds row 1's values, not its own" in message
+    assert "The store of y lacks the row offset" in message
+
+
+def test_a_store_of_wrong_values_into_row_0_is_named_and_says_so():
+    def scrambled(y):
+        out = torch.full_like(y, float("nan"))
+        out[0] = y[0] * 3 + 1
+        return out
+
+    message = diagnose("t", _stored(scrambled), (), "fine", parts={}).message
+    assert "row 0 holds none of the rows' right values" in message and "lacks the row offset" in message
+
+
+def test_row_0_right_and_the_others_unwritten_is_not_a_store_into_row_0():
+    # A grid of one program, say: row 0 right in every case is the rows left out, not every row stored in row 0.
+    message = diagnose("t", _stored(_only_row_0(0)), (), "fine", parts={}).message
+    assert "Only the last rows (rows 1…3) are NaN" in message and "lacks the row offset" not in message
+
+
+def test_inf_exactly_on_the_rows_of_zeros_is_named():
+    def inf_on_zeros(y):
+        out = y.clone()
+        out[(y == 0).all(-1)] = float("inf")
+        return out
+
+    message = diagnose("t", _stored(inf_on_zeros, zero_first=True), (), "fine", parts={}).message
+    assert message.startswith("case 0: y at rows 0, columns 0…7 is inf.")
+    assert "exactly on the rows whose x is all zeros (row 0 of case 0)" in message
+    assert "eps is missing where rstd is computed, or rstd is computed instead of loaded" in message
+    # NaN on another row than the zeros is not that slip.
+    def nan_elsewhere(y):
+        out = y.clone()
+        out[-1] = float("nan")
+        return out
+
+    assert "all zeros" not in diagnose("t", _stored(nan_elsewhere, zero_first=True), (), "fine", parts={}).message

@@ -331,3 +331,32 @@ LONG_ROW["pass 2 reuses pass 1's x"] = (mutate(L, (X_2, "        gamma")),
 ONE_PASS["number of programs written as 4"] = (
     mutate(B, ("P = tl.num_programs(0)", "P = 4")),
     "The step of the row loop must be the number of programs (`P = tl.num_programs(0)`")
+
+# walk 6: a store without the row's offset (row 0 alone written, holding another row's values: diagnose names it
+# from the outputs), and rstd that is inf on a row of zeros.
+_ROW_0 = ("Only row 0 of {} is ever written, in every case of more than one row, and row 0 holds row {}'s values{}, not "
+          "its own: every program stores into row 0, and the last one to store wins. The store of {} lacks the row "
+          "offset: ")
+LONG_ROW["rstd stored without the row's offset"] = (
+    mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr, rstd)\n")),
+    _ROW_0.format("rstd", 16, " (the last row)", "rstd") + "rstd has one value per row: store it at "
+    "`tl.store(rstd_ptr + row, rstd)`")
+LONG_ROW["y and rstd stored without the row's offset"] = (
+    mutate(L, ("tl.store(y_ptr + row * row_stride + start + cols", "tl.store(y_ptr + start + cols"),
+           ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr, rstd)\n")),
+    _ROW_0.format("y", 16, " (the last row)", "y") + "store y at `y_ptr + row * row_stride + start + cols`")
+LONG_ROW["eps added to N, not to the mean"] = (
+    mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) / (N + eps))")),
+    "exactly on the rows whose x is all zeros (row 0 of 5×33 float32 with eps = 0.5 and a first row of zeros, "
+    "BLOCK_SIZE = 16), and finite elsewhere: a row of zeros has mean(x²) = 0, and 1/sqrt(0) = inf (then 0 · inf = "
+    "NaN): eps is missing where rstd is computed, or rstd is computed instead of loaded: rstd = 1/sqrt(mean(x²) + "
+    "eps): add eps to the mean, inside the root, `rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`")
+# Program p stores its partial in row 0 (`partial_ptr + cols`); the interpreter runs the programs in order, so
+# program 3's is there; dx's rows are stored in row 0 in the loop's order, row 15 (program 3's last) there.
+ONE_PASS["partial stored without the program's row"] = (
+    mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + cols")),
+    _ROW_0.format("partial", 3, " (the last row)", "partial") + "partial has one row per program: store it once, "
+    "after the loop, at `partial_ptr + pid * N + cols` (row `pid`)")
+ONE_PASS["dx stored without the row's offset"] = (
+    mutate(B, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")),
+    _ROW_0.format("dx", 15, "", "dx") + "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits")
