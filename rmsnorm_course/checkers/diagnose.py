@@ -6,7 +6,9 @@ case (the float64 oracle), and its *symptoms*: the outputs a classic wrong
 variant would produce (÷BLOCK_SIZE, no r³ term, a mean instead of a sum…),
 computed in float64 with PyTorch. When the learner's outputs match a symptom on
 every case, the feedback names that mistake, with the numbers of the case that
-shows it best; otherwise it names the first mismatching case, element and values.
+shows it best; otherwise it names the first mismatching case, element and values, after words from the
+symptom side where they fit: a result stored rounded to 16 bits (:mod:`.precision`), the formula's terms
+(an exercise's ``terms``), the shape of the error (:mod:`.shapes`), an error of a 16-bit rounding's size.
 A value still NaN (or inf) is told apart by where it lies, over every case: only
 row 0 written, holding another row's values (a store without the row offset),
 inf or NaN on exactly the rows of zeros (rstd without eps, or computed where it is
@@ -28,6 +30,7 @@ import torch
 import triton
 
 from rmsnorm.testing import TOLERANCES
+from . import precision
 from .feedback import Feedback, passed, wrong
 from .shapes import describe, words
 
@@ -261,13 +264,25 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
     if fp32_ok and run.case.dtype == torch.float16:
         message = ("every float32 case passes, but not float16: " + message
                    + " Convert each loaded value to float32 (`.to(tl.float32)`) before you compute with it.")
-    elif terms is not None and (said := terms(runs, name)) is not None:
-        message = f"{said} For example, {message}"
-    elif parts is not None:
-        shape = describe(runs, name, lambda r: _tol(r, name), parts)
-        if shape is not None:
-            message = f"{shape} For example, {message}"
+    else:
+        said = _described(runs, name, parts, terms)
+        if said is not None:
+            message = f"{said} For example, {message}"
     return wrong(exercise, message)
+
+
+def _described(runs: Sequence[Run], name: str, parts: Mapping[str, str] | None,
+               terms: Callable[[Sequence[Run], str], str | None] | None) -> str | None:
+    """Words for output ``name``'s error, from the symptom side: a result stored rounded to 16 bits (its values
+    on the 16-bit grid), the formula's terms, the shape of the error, then an error of a 16-bit rounding's size
+    (asked last: a wrong formula with so small an error has a shape, which names it better)."""
+    tol = lambda r: _tol(r, name)  # noqa: E731 - the checker's tolerance of this output, per run
+    said = precision.stored_words(runs, name, tol)
+    if said is None and terms is not None:
+        said = terms(runs, name)
+    if said is None and parts is not None:
+        said = describe(runs, name, tol, parts)
+    return said or precision.sized_words(runs, name, tol)
 
 
 def _symptom_message(symptom: Symptom, runs: Sequence[Run], models: Sequence[Outputs]) -> str:

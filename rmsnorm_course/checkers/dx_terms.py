@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from . import precision
 from .diagnose import _tol, close
 
 
@@ -128,6 +129,12 @@ def _dx_words(runs, parts, hat: str) -> str | None:
         if (divisor := _mean_divisor(runs, parts, hat)) is not None:
             return (f"dx's first term, rstd · u, is right; in its second term, {second_right}, the sum of {mean} is "
                     f"divided by {divisor} where N belongs: divide by N, the row's number of columns.")
+        worst = precision.rounding_sized(runs, "dx", lambda r: _tol(r, "dx"))
+        if worst is not None:  # a mean off by a rounding: a 16-bit cast in its sum (mean_ux's own line)
+            return (f"dx's first term, rstd · u, is right; its second term, {second_right}, is off by no more than "
+                    f"a 16-bit rounding ({worst:.1e} of the row's largest value at most): on a float32 case, "
+                    f"{mean} carries float16 rounding: something in mean_ux's line is cast to 16 bits before the sum "
+                    f"(a product `.to(tl.float16)`, a 16-bit accumulator); {precision.FIX}.")
         return (f"dx's first term, rstd · u, is right; the second term, {second_right}, is wrong: "
                 "check mean_ux's line.")
     return None

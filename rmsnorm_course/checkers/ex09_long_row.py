@@ -22,7 +22,9 @@ loaded with the row's offset; each block normalised by its own sum (one pass,
 rstd stored per block); an address without the block's start (x in both
 passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
 writes the first block); the mask without the block's start (``cols < N``) or
-against BLOCK_SIZE; the sum of squares accumulated in float16; plus, before
+against BLOCK_SIZE; the sum of squares accumulated in float16; and, where none of these fits, which blocks pass 1 added
+(:func:`~rmsnorm_course.checkers.ex09_symptoms.blocks_added`: the last or the first alone, all but the first…, read
+from the sum of squares the learner's rstd implies); plus, before
 any launch, an unmasked load or store and a wrong signature; a kernel a GPU
 would not compile (checked under the interpreter too; an accumulator created inside the
 loop is named); and, after, a masked load without ``other=`` whose lanes reach y, rows addressed with N instead of
@@ -39,7 +41,7 @@ import torch
 from rmsnorm.device import default_device
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import LoopCase, describe, random_case
-from .ex09_symptoms import SYMPTOMS, correct, sum_in_16_bits
+from .ex09_symptoms import SYMPTOMS, blocks_added, correct, sum_in_16_bits
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
@@ -116,6 +118,7 @@ SPEC = ExerciseSpec(
            "zero_row": "rstd = 1/sqrt(mean(x²) + eps): add eps to the mean, inside the root, "
                        "`rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / N + eps)`"},
     first_looks=(_sum_in_16_bits,),
+    terms=blocks_added,
     mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
                "past the row, which `mask = start + cols < N` leaves out"),
     **checked_rows("x and gamma", "the row (a mask or bound past N, or another row's offset)",

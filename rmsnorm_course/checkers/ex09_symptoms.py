@@ -266,3 +266,82 @@ def sum_in_16_bits(runs) -> str | None:
             row = int(torch.nonzero(off)[0])
             shown = f"{case.label} gives rstd[{row}] = {got[row].item():.6g}, expected {want[row].item():.6g}"
     return shown
+
+
+#: Which blocks pass 1 may have added, as block indices of a row of ``n`` blocks, with what makes that set and
+#: the fix. Tried in this order; a set is named only when it gives the learner's output on every case.
+_BLOCK_SETS = (
+    ("the last block only", lambda n: [n - 1],
+     "the accumulator is overwritten on every turn (`sum_sq = tl.sum(x * x)` or `sum_sq = x * x`), so only the "
+     "last block's squares are left: create it once, before the loop, and add to it: `sum_sq += x * x`"),
+    ("every block but the first", lambda n: range(1, n),
+     "pass 1's loop starts at the second block (`range(BLOCK_SIZE, N, BLOCK_SIZE)`): start it at 0, "
+     "`range(0, N, BLOCK_SIZE)`"),
+    ("the first block only", lambda n: [0],
+     "pass 1's loop adds the first block alone (one step, or a bound of BLOCK_SIZE): loop over every block, "
+     "`range(0, N, BLOCK_SIZE)`, and add each block's squares"),
+    ("every block but the last", lambda n: range(n - 1),
+     "pass 1's loop stops before the last block (a bound short of N): loop to N, `range(0, N, BLOCK_SIZE)`, and "
+     "mask the last block with `start + cols < N`"),
+    ("every block but the first and the last", lambda n: range(1, n - 1),
+     "pass 1's loop starts one block late and stops one block early: loop `range(0, N, BLOCK_SIZE)`"),
+    ("every other block (the first, the third, …)", lambda n: range(0, n, 2),
+     "pass 1's loop steps over two blocks at a time: step by BLOCK_SIZE, `range(0, N, BLOCK_SIZE)`"),
+)
+
+
+def _block_sums(case: Case) -> torch.Tensor:
+    """Each row's sum of squares block by block, (M, blocks), in float64."""
+    x = case.f64("x")
+    return torch.stack([x[:, s:s + case.block].square().sum(-1) for s in range(0, case.N, case.block)], -1)
+
+
+def _with_sum(case: Case, sumsq: torch.Tensor) -> dict[str, torch.Tensor]:
+    """y and rstd of a pass 1 whose sum of squares is ``sumsq`` (one per row), pass 2 right."""
+    rstd = torch.rsqrt(sumsq / case.N + case.eps)
+    return {"y": case.f64("x") * rstd[:, None] * case.f64("gamma"), "rstd": rstd}
+
+
+def blocks_added(runs, name: str) -> str | None:
+    """Which blocks pass 1 added to the sum of squares, read from the outputs (the `terms` hook of 09); or None.
+
+    The learner's rstd implies the sum of squares their pass 1 made, S = N · (1/rstd² − eps); each set of
+    :data:`_BLOCK_SETS` gives its own S per row. A set is named when its y and rstd are the learner's on every
+    case (at the checker's tolerance), and the message shows one row's S beside that set's and the whole row's.
+    """
+    if name not in ("y", "rstd"):
+        return None
+    for words, blocks, fix in _BLOCK_SETS:
+        def model(case, blocks=blocks):
+            sums = _block_sums(case)
+            chosen = [b for b in blocks(sums.shape[-1]) if 0 <= b < sums.shape[-1]]
+            return _with_sum(case, sums[:, chosen].sum(-1) if chosen else torch.zeros(case.M, dtype=torch.float64))
+
+        fits = True
+        for run in runs:
+            wanted = model(run.case)
+            for output in ("y", "rstd"):
+                actual = run.actual.get(output)
+                if not (isinstance(actual, torch.Tensor) and close(actual, wanted[output].to(actual.dtype),
+                                                                     tolerance(actual, run.case))):
+                    fits = False
+        if fits:
+            return f"pass 1 added the squares of {words} to the row's sum of squares{_shown(runs, model)}: {fix}."
+    return None
+
+
+def _shown(runs, model) -> str:
+    """' (… row r: the sum of squares rstd implies, N · (1/rstd² − eps), is S; that set's, s; the whole row's, t)'
+    for the first row whose rstd is wrong."""
+    for run in runs:
+        got, want = run.actual["rstd"].double(), run.expected["rstd"]
+        off = ~torch.isclose(got, want, **tolerance(run.actual["rstd"], run.case))
+        if not off.any():
+            continue
+        row, case = int(torch.nonzero(off)[0]), run.case
+        implied = case.N * (1 / got[row].item() ** 2 - case.eps)
+        chosen = case.N * (1 / model(case)["rstd"][row].item() ** 2 - case.eps)
+        whole = float(_block_sums(case)[row].sum())
+        return (f" (on {case.label}, row {row}: the sum of squares rstd implies, N · (1/rstd² − eps), is "
+                f"{implied:.4g}; those blocks' is {chosen:.4g}, the whole row's {whole:.4g})")
+    return ""

@@ -17,6 +17,8 @@ import inspect
 import traceback
 from dataclasses import dataclass
 
+from . import shape_errors
+
 PASSED = "passed"
 NOT_DONE = "not done yet"
 WRONG = "wrong"
@@ -152,6 +154,9 @@ def describe_error(name: str, error: BaseException, example: str = "") -> str:
         where = f" at line {frame.lineno} of {_place(frame.filename)}{text}"
     how = f" To see the whole traceback, call it yourself, e.g. `{example}`." if example else (
         " Call it yourself on a small input to see the whole traceback.")
+    said = shape_errors.words(first, (frame.line or "") if frame is not None else "")
+    if said is not None:  # a load's or store's shapes: Triton's words name neither the value nor the fix
+        return f"{name} raised {type(original).__name__}{where}: {said} (Triton: {first}.){how}"
     if "'int' object has no attribute 'to'" in first:  # a loop variable under the interpreter
         how = (" Under Triton's interpreter a loop variable (and a plain integer argument) is a Python int, "
                "which has no `.to`: write `tl.cast(row, tl.int64)`, which works on the GPU too." + how)

@@ -26,7 +26,7 @@ import textwrap
 import time
 
 from rmsnorm.device import interpreter_active as interpreted
-from . import compile_server
+from . import compile_server, shape_errors
 from .feedback import caused_by, name_of
 
 #: Seconds the compile server may take for one kernel (one compilation per dtype; about 0.5 s each, cached after).
@@ -182,6 +182,24 @@ def gpu_rejects(name: str, line: int | None, text: str, message: str, example: s
             return f"the interpreter runs {name}, but {REJECTS}: {last}{where}. `{variable}` is {hint}"
         how = f" To see the whole compiler error, call it yourself, e.g. `{example}`." if example else ""
         return f"{name} does not compile: {REJECTS}: {last}{where}. If `{variable}` is {hint}{how}"
+    reshaped = _LOOP_SHAPE.search(message)
+    if reshaped is not None and ("[" in reshaped.group(2)) != ("[" in reshaped.group(3)):
+        variable, before, _ = reshaped.groups()
+        turned = ("starts as a block before the loop and is given a single number inside it (a `tl.sum` assigned "
+                  "to it?)" if "[" in before else
+                  "starts as a single number before the loop and is given a block inside it")
+        ran = f"the interpreter runs {name}, but " if interpreted() else f"{name} does not compile: "
+        overwritten = ""
+        if accumulated_in_loop(source, variable) is False:  # assigned, never added to: the last turn alone counts
+            overwritten = (f" The loop also overwrites `{variable}` on every turn (it never adds to it), so in the "
+                           "interpreter only the last turn counts.")
+        return (f"{ran}{REJECTS}{where}: `{variable}` {turned}, and on a GPU a loop's variable keeps its shape: "
+                f"{last}{overwritten} Keep `{variable}` as it starts, add to it inside the loop (`{variable} += …`), "
+                "and reduce it once after the loop if you need one number (`tl.sum(…, axis=0)`).")
+    shapes = shape_errors.words(last, text)
+    if shapes is not None:  # a load's or store's shapes, in words (the interpreter raises the same error)
+        ran = f"the interpreter runs {name}, but " if interpreted() else f"{name} does not compile: "
+        return f"{ran}{REJECTS}{where}: {shapes} (Triton: {last})"
     if interpreted():
         return (f"the interpreter runs {name}, but {REJECTS}{where}: {last} (The "
                 f"interpreter is lenient; the GPU is not: e.g. {_loop_variable(accumulator)}, and {_CONSTEXPR_WIDTH}.)")
@@ -202,6 +220,8 @@ _LOOP_VARIABLE = _loop_variable()
 _CONSTEXPR_WIDTH = "a block's width must be a `tl.constexpr`"
 #: The compiler's words for a name it does not know: under the interpreter, one first assigned inside a loop.
 _MADE_INSIDE = re.compile(r"NameError\W+(?:name )?'?(\w+)'? is not defined")
+#: Triton's words for a loop's variable whose type (shape or dtype) changes in the loop.
+_LOOP_SHAPE = re.compile(r"Loop-carried variable (\w+) has initial type (.+?) but is re-assigned to (.+?) in loop")
 #: Triton's words for an integer-only operator (``//``, ``%``) on a float block or number.
 FLOOR_ON_FLOAT = re.compile(r"unexpected type (fp|bf)\d+")
 

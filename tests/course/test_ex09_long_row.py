@@ -19,6 +19,7 @@ import wrong_variants_long_row_and_one_pass as wv
 from checker_support import assert_passes, needs_interpreter
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel, loop_cases
+from wrong_variants import GPU_REJECTS
 
 
 def test_the_solution_passes():
@@ -32,6 +33,14 @@ def test_each_wrong_variant_is_named(name):
 
 def test_every_variant_has_its_own_expected_words():
     support.assert_the_expected_words_are_distinct("09")
+
+
+def test_a_block_accumulator_overwritten_by_a_sum_is_refused_as_a_gpu_refuses_it():
+    # The interpreter runs `sum_sq = tl.sum(x * x)` over a block accumulator; a GPU's compiler refuses the change
+    # of shape: its refusal stays the message, worded (the overwrite, what to write instead).
+    kernel, words = wv.BLOCK_OVERWRITTEN
+    feedback = checkers.check_long_row_kernel(kernel)
+    assert not feedback.passed and GPU_REJECTS in feedback.message and words in feedback.message, feedback
 
 
 @needs_interpreter

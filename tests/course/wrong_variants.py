@@ -920,3 +920,16 @@ FORWARD["eps added to N, not to the mean"] = (mutate(F, ("/ N + eps)", "/ (N + e
 DX["dx stored without the row's offset"] = (mutate(D, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")), _ROW_0.format("dx", "dx") + "store dx at `dx_ptr + offsets`, with the row's offsets the loads use (`offsets = row * row_stride + cols`)")
 DX["partial stored without the row's offset"] = (mutate(D, ("tl.store(partial_ptr + offsets", "tl.store(partial_ptr + cols")), _ROW_0.format("partial", "partial") + "store partial at `partial_ptr + offsets`, like dx")
 DX["rstd computed without eps, not loaded"] = (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N)")), _ZERO_ROW + "this kernel is given rstd, which the forward computed with eps (the kernel has no eps to add): load it, `rstd = tl.load(rstd_ptr + row)`, instead of computing it again")
+# --------------------------------------------------------------------------- walk 6: 16-bit rounding, shape errors
+# 03, 04, 08's fix: something cast to 16 bits on a float32 case (precision: its values on the 16-bit grid, or an
+# error of a 16-bit rounding's size in dx's mean); 03, 05: a store's value of another shape than its pointers.
+FORWARD["y cast to float16 before the store"] = (mutate(F, ("y = x * rstd * gamma", "y = (x * rstd * gamma).to(tl.float16)")), "on a float32 case, y carries float16 rounding: every value of y is one that float16 holds exactly")
+FORWARD["y cast to bfloat16 before the store"] = (mutate(F, ("y = x * rstd * gamma", "y = (x * rstd * gamma).to(tl.bfloat16)")), "on a float32 case, y carries bfloat16 rounding")
+FORWARD["rstd stored as a block"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, x * rstd)")), "this `tl.store` gets a block (`x * rstd`) with a single address, `rstd_ptr + row`")
+DX["dx cast to float16 before the store"] = (mutate(D, ("tl.store(dx_ptr + offsets, dx,", "tl.store(dx_ptr + offsets, dx.to(tl.float16),")), "on a float32 case, dx carries float16 rounding: every value of dx is one that float16 holds exactly")
+DX["mean(u·x) summed in float16"] = (mutate(D, ("tl.sum(u * x, axis=0) / N", "tl.sum((u * x).to(tl.float16), axis=0) / N")), "on a float32 case, mean(u · x) carries float16 rounding: something in mean_ux's line is cast to 16 bits before the sum")
+FIX["mean(u·x) summed in float16"] = DX["mean(u·x) summed in float16"]
+DGAMMA["2-D accumulator stored without reducing it"] = (
+    mutate(G, ACC2D, (ACC2D_BODY[0], ACC2D_BODY[1].replace("    total = tl.sum(acc, axis=0)\n", "")),
+           ("cols, total, mask=col_mask)", "cols, acc, mask=col_mask)")),
+    "this `tl.store` writes `acc` (or uses a mask) of shape (32, 32) through the pointers `dgamma_ptr + cols`, of shape (32,): a store writes one value per pointer")

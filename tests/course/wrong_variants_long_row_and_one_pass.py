@@ -140,7 +140,7 @@ LONG_ROW = {
     # Issue 36: a slip no symptom names, described by the shape of its error.
     "pass 1 from the second block": (
         mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(BLOCK_SIZE, N,"))),
-        "each row of y is off by one factor: the row's scale is wrong: rstd from pass 1"),
+        "pass 1 added the squares of every block but the first to the row's sum of squares"),
 }
 
 #: Exercise 09, a loop that never ends (its own test: it runs into the time limit, CPU only).
@@ -360,3 +360,21 @@ ONE_PASS["partial stored without the program's row"] = (
 ONE_PASS["dx stored without the row's offset"] = (
     mutate(B, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")),
     _ROW_0.format("dx", 15, "", "dx") + "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits")
+# walk 6: y or dx cast to float16 before the store, dx's mean summed in float16 (precision); pass 1's blocks,
+# read from the sum of squares rstd implies (ex09_symptoms.blocks_added); the overwrite a GPU refuses
+# (gpu_compile: a block made a single number in the loop).
+LONG_ROW["y cast to float16 before the store"] = (mutate(L, ("x * rstd * gamma, mask=mask)", "(x * rstd * gamma).to(tl.float16), mask=mask)")),
+                                                  "on a float32 case, y carries float16 rounding")
+LONG_ROW["pass 1 adds the first block only"] = (mutate(L, (LOOP_1, LOOP_1.replace("range(0, N,", "range(0, BLOCK_SIZE,"))),
+                                                "pass 1 added the squares of the first block only")
+LONG_ROW["pass 1 steps over two blocks"] = (mutate(L, (LOOP_1, LOOP_1.replace("range(0, N, BLOCK_SIZE)", "range(0, N, 2 * BLOCK_SIZE)"))),
+                                            "pass 1 added the squares of every other block")
+#: Not in LONG_ROW: its message holds GPU_REJECTS, the words of "accumulator changes dtype in the loop" (one test).
+BLOCK_OVERWRITTEN = (
+    mutate(L, ("        sum_sq += x * x\n", "        sum_sq = tl.sum(x * x)\n"), ("tl.sum(sum_sq, axis=0)", "sum_sq")),
+    "`sum_sq` starts as a block before the loop and is given a single number inside it")
+ONE_PASS["dx cast to float16 before the store"] = (
+    mutate(B, ("(u - x_hat * mean_ux) * rstd, mask=mask)", "((u - x_hat * mean_ux) * rstd).to(tl.float16), mask=mask)")),
+    "on a float32 case, dx carries float16 rounding")
+ONE_PASS["mean(u·x̂) summed in float16"] = (mutate(B, ("tl.sum(u * x_hat, axis=0) / N", "tl.sum((u * x_hat).to(tl.float16), axis=0) / N")),
+                                          "on a float32 case, mean(u · x̂) carries float16 rounding")
