@@ -204,24 +204,36 @@ class Rule(NamedTuple):
                           programs_per_sm=self.programs_per_sm, num_stages=self.stages)
 
 
-#: The forward: one program per row block, no pipelining. Rows of up to 8192 in one block, wider rows
-#: loop over 4096-wide blocks (the looped forward reads x twice, lesson 09).
+#: The forward: one program per row block, no pipelining. Rows of up to 4095 columns in one block; from
+#: 4096 on a loop over column blocks, which the sweeps time ahead of one block as wide as the row at
+#: 4096 and 4097 in spite of its second read of x (lesson 09 §4), with a block that widens with the row.
 FORWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
-    Rule(1, 1024, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, bfloat16, N=1, 3, 15: best of 22"),
-    Rule(1025, 2048, ANY, ALL, 4096, None, 8, None, 1, "fast_tuning.csv: forward, float16, N=2048: best of 30"),
-    Rule(2049, 8192, ANY, ALL, ONE_ROW, None, 8, None, 1, "fast_tuning.csv: forward, bfloat16, N=4608, 7168: best"),
-    Rule(8193, None, ANY, ALL, ONE_ROW, 4096, 16, None, 1, "fast_tuning.csv: forward, bfloat16, N=16384: best of 33"),
+    Rule(1, 256, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, bfloat16, N=1, 3, 15: best of 22"),
+    Rule(257, 512, ANY, ALL, 4096, None, 4, None, 1, "fast_tuning.csv: forward, bfloat16, N=257, 384: best at every M"),
+    Rule(513, 2048, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, float16, N=1000, 1024, 2048: best"),
+    Rule(2049, 4095, ANY, ALL, ONE_ROW, None, 4, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=2560, 3000, 3072: within 2 % of the best but at 8192 × 3072"),
+    Rule(4096, 8192, ANY, ALL, ONE_ROW, 2048, 8, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=4096, 4097: best at every M"),
+    Rule(8193, 16383, ODD, ALL, ONE_ROW, 4096, 8, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=12289: 2nd of 35 at M=5460, 4th at 4096"),
+    Rule(8193, 16384, ANY, ALL, ONE_ROW, 4096, 16, None, 1, "fast_tuning.csv: forward, bfloat16, N=16384: best of 35"),
+    Rule(16385, 32768, ANY, ALL, ONE_ROW, 8192, 32, None, 1, "fast_tuning.csv: forward, bfloat16, N=32768: best of 37"),
+    Rule(32769, None, ANY, ALL, ONE_ROW, 16384, 16, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=65536, 131072, 262144: best of 34"),
 )
 
 #: The backward: a persistent grid. Odd N, where rows start at 2- or 4-byte offsets and every access
 #: is one element, takes fewer rows a step, fewer stages and more programs than even N; a specific
-#: rule comes before the general one it overrides (odd float32 65-511 before odd 1-1023).
+#: rule comes before the general one it overrides (odd 65-511 before odd 1-1023).
 BACKWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
     Rule(65, 127, ODD, F32, 1024, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=65: best of 108"),
     Rule(129, 511, ODD, F32, 2048, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=257: best of 108"),
-    Rule(1, 1023, ODD, ALL, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, bfloat16, N=3, 15, 257: best"),
+    Rule(129, 511, ODD, B16, 2048, None, 4, 4, 1,
+         "fast_tuning.csv: backward, bfloat16, N=257: best of 108 at M=261123, 2nd at 65536"),
+    Rule(1, 1023, ODD, ALL, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, bfloat16, N=3, 15: best"),
     Rule(1025, 2047, ODD, F32, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, float32, N=1025: best of 108"),
     Rule(2049, 4095, ODD, F32, 4096, None, 4, 2, 1, "fast_tuning.csv: backward, float32, N=4095: best of 90"),
     Rule(1025, 4095, ODD, B16, 4096, None, 8, 2, 3, "fast_tuning.csv: backward, bfloat16, N=2047: best of 108"),

@@ -42,14 +42,24 @@ def forward_candidates(N: int, dtype: torch.dtype):
 
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
     row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
-    warps, one program per row block or 4-8 per SM with 1 or 3 stages; at one-block widths from
-    4096 also the loop rung (blocks of 2048 and 4096); for looped rows up to N = 32768 also the whole
-    row in one block (8, 16 or 32 warps), and for every looped row loop blocks of 8192 and 16384
-    columns at 16 or 32 warps.
+    warps, one program per row block or 4-8 per SM with 1 or 3 stages; from N = 4096, where the
+    table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of
+    2048 and 4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block
+    (8, 16 or 32 warps), and for every looped row loop blocks of 8192 and 16384 columns at 16 or 32
+    warps. Each configuration once, so that a sweep times none twice.
 
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
+    seen = set()
+    for config in _forward_candidates(N, dtype):
+        if config not in seen:
+            seen.add(config)
+            yield config
+
+
+def _forward_candidates(N: int, dtype: torch.dtype):
+    """:func:`forward_candidates`, a configuration possibly more than once."""
     base = forward_config(N, dtype)
     if base.BLOCK_N <= SHORT_ROW_MAX_BLOCK_N["forward"]:  # tiles of 2048 to 16384 elements
         yield base
@@ -63,7 +73,7 @@ def forward_candidates(N: int, dtype: torch.dtype):
         if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
             continue
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
-    if base.one_block(N) and N >= 4096:  # the loop rung at one-block widths
+    if N >= 4096 and (base.one_block(N) or base.BLOCK_N < 4096):  # the loop rung, whichever of the two the table takes
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
@@ -73,7 +83,7 @@ def forward_candidates(N: int, dtype: torch.dtype):
                              num_stages=1)
     if not base.one_block(N):  # wider loop blocks with a warp per 256-512 elements (wide rows, one row a program)
         for block_n, warps in itertools.product((8192, 16384), (16, 32)):
-            if base.BLOCK_N < block_n < N:
+            if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
 
 
