@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .shapes import _close  # as the checker compares: torch.testing.assert_close
+
 #: The 16-bit formats, with their significant bits (the ulp of a value in [1, 2) is 2^(1 − bits)).
 FORMATS = ((torch.float16, "float16", 11), (torch.bfloat16, "bfloat16", 8))
 #: The largest error 16-bit rounding leaves, relative to the row's largest value: a bfloat16 rounding
@@ -49,15 +51,6 @@ def _failing(runs: Sequence, name: str, tol) -> list[tuple[object, torch.Tensor,
             return None
         found.append((run, a, e))
     return found if any(run.case.dtype == torch.float32 for run, _, _ in found) else None
-
-
-def _close(a: torch.Tensor, e: torch.Tensor, tol: dict) -> bool:
-    """As the checker compares (``torch.testing.assert_close``; diagnose, which imports this module, does the same)."""
-    try:
-        torch.testing.assert_close(a, e, **tol)
-    except AssertionError:
-        return False
-    return True
 
 
 def _ulp(e: torch.Tensor, bits: int) -> torch.Tensor:
