@@ -912,13 +912,16 @@ AUTOGRAD["partial returned in dx's place"] = (_PartialReturnedForDx, "x.grad is 
 
 # walk 6: a store without the row's offset (row 0 alone written, holding another row's values: diagnose names it
 # from the outputs, whatever order the programs store in), and rstd that is inf on a row of zeros.
-_ROW_0 = "Only row 0 of {} is ever written, in every case of more than one row, and row 0 holds row 16's values (the last row), not its own: every program stores into row 0, and the last one to store wins. The store of {} lacks the row offset: "
+#: A store without its row offset, as diagnose words it: {output}, the row it holds, " (the last row)" or "", {output}.
+ROW_0 = ("Only row 0 of {} is ever written, in every case of more than one row, and row 0 holds row {}'s values{}, not "
+         "its own: every program stores into row 0, and the last one to store wins. The store of {} lacks the row "
+         "offset: ")
 _ZERO_ROW = "exactly on the rows whose x is all zeros (row 0 of 5×33 float32 with eps = 0.5 and a first row of zeros), and finite elsewhere: a row of zeros has mean(x²) = 0, and 1/sqrt(0) = inf (then 0 · inf = NaN): eps is missing where rstd is computed, or rstd is computed instead of loaded: "
-FORWARD["rstd stored without the row's offset"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr, rstd)")), _ROW_0.format("rstd", "rstd") + "rstd has one value per row: store it at `tl.store(rstd_ptr + row, rstd)`")
-FORWARD["y and rstd stored without the row's offset"] = (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + cols"), ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr, rstd)")), _ROW_0.format("y", "y") + "store y at `y_ptr + row * y_row_stride + cols`")
+FORWARD["rstd stored without the row's offset"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr, rstd)")), ROW_0.format("rstd", 16, " (the last row)", "rstd") + "rstd has one value per row: store it at `tl.store(rstd_ptr + row, rstd)`")
+FORWARD["y and rstd stored without the row's offset"] = (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + cols"), ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr, rstd)")), ROW_0.format("y", 16, " (the last row)", "y") + "store y at `y_ptr + row * y_row_stride + cols`")
 FORWARD["eps added to N, not to the mean"] = (mutate(F, ("/ N + eps)", "/ (N + eps))")), _ZERO_ROW + "rstd = 1/sqrt(mean(x²) + eps): add eps to the mean, inside the root, `rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`")
-DX["dx stored without the row's offset"] = (mutate(D, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")), _ROW_0.format("dx", "dx") + "store dx at `dx_ptr + offsets`, with the row's offsets the loads use (`offsets = row * row_stride + cols`)")
-DX["partial stored without the row's offset"] = (mutate(D, ("tl.store(partial_ptr + offsets", "tl.store(partial_ptr + cols")), _ROW_0.format("partial", "partial") + "store partial at `partial_ptr + offsets`, like dx")
+DX["dx stored without the row's offset"] = (mutate(D, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")), ROW_0.format("dx", 16, " (the last row)", "dx") + "store dx at `dx_ptr + offsets`, with the row's offsets the loads use (`offsets = row * row_stride + cols`)")
+DX["partial stored without the row's offset"] = (mutate(D, ("tl.store(partial_ptr + offsets", "tl.store(partial_ptr + cols")), ROW_0.format("partial", 16, " (the last row)", "partial") + "store partial at `partial_ptr + offsets`, like dx")
 DX["rstd computed without eps, not loaded"] = (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N)")), _ZERO_ROW + "this kernel is given rstd, which the forward computed with eps (the kernel has no eps to add): load it, `rstd = tl.load(rstd_ptr + row)`, instead of computing it again")
 # --------------------------------------------------------------------------- walk 6: 16-bit rounding, shape errors
 # 03, 04, 08's fix: something cast to 16 bits on a float32 case (precision: its values on the 16-bit grid, or an

@@ -14,7 +14,7 @@ from __future__ import annotations
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel as L
 from rmsnorm_course.checkers.ex10_one_pass import one_pass_backward_kernel as B
 from rmsnorm_course.checkers.gpu_compile import MADE_IN_LOOP
-from wrong_variants import GPU_REJECTS, NO_OTHER, mutate
+from wrong_variants import GPU_REJECTS, NO_OTHER, ROW_0, mutate
 
 LOOP_1 = "    for start in range(0, N, BLOCK_SIZE):  # pass 1: the whole row's sum of squares\n"
 LOOP_2 = "    for start in range(0, N, BLOCK_SIZE):  # pass 2: read x again, normalise, write y\n"
@@ -334,17 +334,14 @@ ONE_PASS["number of programs written as 4"] = (
 
 # walk 6: a store without the row's offset (row 0 alone written, holding another row's values: diagnose names it
 # from the outputs), and rstd that is inf on a row of zeros.
-_ROW_0 = ("Only row 0 of {} is ever written, in every case of more than one row, and row 0 holds row {}'s values{}, not "
-          "its own: every program stores into row 0, and the last one to store wins. The store of {} lacks the row "
-          "offset: ")
 LONG_ROW["rstd stored without the row's offset"] = (
     mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr, rstd)\n")),
-    _ROW_0.format("rstd", 16, " (the last row)", "rstd") + "rstd has one value per row: store it at "
+    ROW_0.format("rstd", 16, " (the last row)", "rstd") + "rstd has one value per row: store it at "
     "`tl.store(rstd_ptr + row, rstd)`")
 LONG_ROW["y and rstd stored without the row's offset"] = (
     mutate(L, ("tl.store(y_ptr + row * row_stride + start + cols", "tl.store(y_ptr + start + cols"),
            ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr, rstd)\n")),
-    _ROW_0.format("y", 16, " (the last row)", "y") + "store y at `y_ptr + row * row_stride + start + cols`")
+    ROW_0.format("y", 16, " (the last row)", "y") + "store y at `y_ptr + row * row_stride + start + cols`")
 LONG_ROW["eps added to N, not to the mean"] = (
     mutate(L, (_RSTD_9, "tl.rsqrt(tl.sum(sum_sq, axis=0) / (N + eps))")),
     "exactly on the rows whose x is all zeros (row 0 of 5×33 float32 with eps = 0.5 and a first row of zeros, "
@@ -355,11 +352,11 @@ LONG_ROW["eps added to N, not to the mean"] = (
 # program 3's is there; dx's rows are stored in row 0 in the loop's order, row 15 (program 3's last) there.
 ONE_PASS["partial stored without the program's row"] = (
     mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + cols")),
-    _ROW_0.format("partial", 3, " (the last row)", "partial") + "partial has one row per program: store it once, "
+    ROW_0.format("partial", 3, " (the last row)", "partial") + "partial has one row per program: store it once, "
     "after the loop, at `partial_ptr + pid * N + cols` (row `pid`)")
 ONE_PASS["dx stored without the row's offset"] = (
     mutate(B, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")),
-    _ROW_0.format("dx", 15, "", "dx") + "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits")
+    ROW_0.format("dx", 15, "", "dx") + "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits")
 # walk 6: y or dx cast to float16 before the store, dx's mean summed in float16 (precision); pass 1's blocks,
 # read from the sum of squares rstd implies (ex09_symptoms.blocks_added); the overwrite a GPU refuses
 # (gpu_compile: a block made a single number in the loop).
