@@ -77,10 +77,6 @@ class FastConfig:
     num_warps: int
     programs_per_sm: int | None = 1
     num_stages: int = 1
-    #: Forward only: each BLOCK_N-wide block of a looped row is its own program, and the row's programs
-    #: meet through a counter in memory (x read once, from registers), instead of one program looping
-    #: twice over the row. On a GPU only; the interpreter, which runs programs one after another, loops.
-    split: bool = False
 
     def one_block(self, N: int) -> bool:
         """True when a row of N columns fits one block (no column loop)."""

@@ -113,66 +113,6 @@ def rmsnorm_fast_forward_kernel(
                              M, N, eps, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N)
 
 
-@triton.jit
-def rmsnorm_split_forward_kernel(
-    x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr,  # as in rmsnorm_fast_forward_kernel
-    partial_ptr,  # (M, SPLIT) float32 scratch: each program's sum of squares over its block
-    sync_ptr,  # (M + 1,) int32, zeros: [0] hands out tickets, [1 + row] counts the row's arrived blocks
-    M,  # rows
-    N,  # real row length
-    eps,
-    HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr,
-    BLOCK_N: tl.constexpr,  # columns per program (a power of two)
-    SPLIT: tl.constexpr,  # programs per row: cdiv(N, BLOCK_N)
-    SPLIT_P2: tl.constexpr,  # next_power_of_2(SPLIT), the partials' load
-    ROW_ALIGN: tl.constexpr,
-    TICKET: tl.constexpr = True,
-    POLL_LOAD: tl.constexpr = False,
-):
-    # Programs take tickets in the order they start; ticket t is block t % SPLIT of row t // SPLIT, so the
-    # programs of a row start together. A program waits only for tickets that programs already running
-    # hold or that the next programs to start will take: every row whose blocks have all started finishes,
-    # so there is always room for the rest of the row the last tickets belong to (no deadlock while
-    # SPLIT programs fit the GPU at once), whatever order the hardware starts programs in.
-    N = aligned(N, ROW_ALIGN)
-    x_row_stride = aligned(x_row_stride, ROW_ALIGN)
-    y_row_stride = aligned(y_row_stride, ROW_ALIGN)
-    if TICKET:
-        ticket = tl.atomic_add(sync_ptr, 1)
-    else:
-        ticket = tl.program_id(0)
-    row = ticket // SPLIT
-    part = ticket % SPLIT
-    c = part * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = c < N
-    row64 = tl.cast(row, tl.int64)  # int64: M·N may pass 2³¹
-    x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0, eviction_policy="evict_first")
-    x = x.to(tl.float32)
-    # The partial is written and the row's counter raised by atomics of one thread (a scalar's), the
-    # counter's with release semantics: whoever sees the count sees every partial before it.
-    tl.atomic_xchg(partial_ptr + row64 * SPLIT + part, tl.sum(x * x, axis=0))
-    arrived = tl.atomic_add(sync_ptr + 1 + row, 1) + 1
-    if HAS_WEIGHT:
-        w = _scale(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET)
-    if POLL_LOAD:
-        while arrived < SPLIT:
-            arrived = tl.load(sync_ptr + 1 + row, volatile=True)
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 0)  # acquire
-    else:
-        while arrived < SPLIT:  # acquire: spin until every block of the row has added its partial
-            arrived = tl.atomic_add(sync_ptr + 1 + row, 0)
-    p = tl.arange(0, SPLIT_P2)
-    # .cg: from L2, never from a line of this SM's L1 that holds another row's partials from before.
-    partials = tl.load(partial_ptr + row64 * SPLIT + p, mask=p < SPLIT, other=0.0, cache_modifier=".cg")
-    rstd = tl.rsqrt(tl.sum(partials, axis=0) / N + eps)  # the same order in every program of the row
-    y = x * rstd
-    if HAS_WEIGHT:
-        y = y * w
-    tl.store(y_ptr + row64 * y_row_stride + c, y, mask=mask)
-    if part == 0:
-        tl.store(rstd_ptr + row64, rstd)
-
-
 def rmsnorm_fast_forward(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6, *, config: FastConfig | None = None,
     offset: float = 0.0,
@@ -222,9 +162,6 @@ def launch_forward(
     rstd = device.new_output((M,), torch.float32, x.device)
     if M == 0:
         return y, rstd
-    if config.split and not config.one_block(N) and x.is_cuda:
-        _launch_split(x, weight, y, rstd, eps, config, offset)
-        return y, rstd
     row_blocks = -(-M // config.BLOCK_M)
     P = num_programs(config, x.device, row_blocks)
     w = x if weight is None else weight
@@ -237,28 +174,6 @@ def launch_forward(
         num_warps=config.num_warps,
     )
     return y, rstd
-
-
-_launch_split_kernel = DirectLauncher(rmsnorm_split_forward_kernel)
-
-
-def _launch_split(x, weight, y, rstd, eps: float, config: FastConfig, offset: float) -> None:
-    """The split forward: cdiv(N, BLOCK_N) programs a row, meeting through a zeroed (M + 1,) int32 counter."""
-    M, N = x.shape
-    split = -(-N // config.BLOCK_N)
-    partial = torch.empty((M, split), dtype=torch.float32, device=x.device)
-    sync = torch.zeros((M + 1,), dtype=torch.int32, device=x.device)
-    w = x if weight is None else weight
-    _launch_split_kernel(
-        forward_key(x, w, y, rstd, config, False, weight is not None, offset), (M * split,),
-        x, x.stride(0), w, y, y.stride(0), rstd, partial, sync, M, N, eps,
-        weight is not None, offset, config.BLOCK_N, split, triton.next_power_of_2(split),
-        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), *SPLIT_OPTS,
-        num_warps=config.num_warps,
-    )
-
-
-SPLIT_OPTS = (True, False)
 
 
 def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0) -> tuple:
