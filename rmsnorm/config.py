@@ -18,7 +18,7 @@ and how many programs share the chip, not by arithmetic. The knobs of a
   before this step's arithmetic.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
-tables of :class:`Rule` (N range, parity, x dtypes → step, block, warps,
+tables of :class:`Rule` (N range, kind of N, x dtypes → step, block, warps,
 programs per SM, stages, evidence), scanned in order; :func:`forward_config`
 and :func:`backward_config` return the first rule that matches (N, dtype),
 cached per key, and :func:`render_rules` lists a table as rows to read, diff
@@ -171,8 +171,10 @@ def aligned(v, ALIGN: tl.constexpr):
 ALL = ("float32", "float16", "bfloat16")
 F32 = ("float32",)
 B16 = ("float16", "bfloat16")
-#: A rule's parity of N.
-ODD, EVEN, ANY = "odd", "even", "any"
+BF16 = ("bfloat16",)
+#: A rule's kind of N: its parity, or any N, or an even N that is not a power of two (whose block has
+#: masked lanes: a power of two fills its block exactly).
+ODD, EVEN, ANY, EVEN_NOT_POW2 = "odd", "even", "any", "even, not a power of two"
 #: A rule's ``step`` for one row per step (BLOCK_M = 1 whatever the block).
 ONE_ROW = 1
 
@@ -182,7 +184,7 @@ class Rule(NamedTuple):
 
     N_min: int
     N_max: int | None  # None: no upper limit
-    parity: str  # of N: ODD, EVEN or ANY
+    parity: str  # the kind of N: ODD, EVEN, ANY or EVEN_NOT_POW2
     dtypes: tuple[str, ...]  # x dtypes (ALL, F32, B16)
     step: int  # elements per step: BLOCK_M = max(1, step // BLOCK_N)
     block: int | None  # BLOCK_N of the column loop; None: the whole row in one block, next_power_of_2(N)
@@ -194,7 +196,8 @@ class Rule(NamedTuple):
     def matches(self, N: int, dtype: str) -> bool:
         """True when the rule applies to rows of N columns of x dtype ``dtype`` (a torch name, "bfloat16")."""
         in_range = self.N_min <= N and (self.N_max is None or N <= self.N_max)
-        parity = self.parity == ANY or self.parity == (ODD if N % 2 else EVEN)
+        parity = self.parity == ANY or self.parity == (ODD if N % 2 else EVEN) or (
+            self.parity == EVEN_NOT_POW2 and N % 2 == 0 and N & (N - 1) != 0)
         return in_range and parity and dtype in self.dtypes
 
     def config(self, N: int) -> FastConfig:
@@ -214,6 +217,8 @@ FORWARD_RULES = (
     Rule(513, 2048, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, float16, N=1000, 1024, 2048: best"),
     Rule(2049, 4095, ANY, ALL, ONE_ROW, None, 4, None, 1,
          "fast_tuning.csv: forward, bfloat16, N=2560, 3000, 3072: within 2 % of the best but at 8192 × 3072"),
+    Rule(6144, 8192, ANY, F32, ONE_ROW, 4096, 16, None, 1,
+         "fast_tuning.csv: forward, float32, N=6144, 7168, 8192: within 1.2 % of the best (the 2048 loop: 1.07-1.16x)"),
     Rule(4096, 8192, ANY, ALL, ONE_ROW, 2048, 8, None, 1,
          "fast_tuning.csv: forward, bfloat16, N=4096, 4097: best at every M"),
     Rule(8193, 16383, ODD, ALL, ONE_ROW, 4096, 8, None, 1,
@@ -241,6 +246,8 @@ BACKWARD_RULES = (
     Rule(4097, 8191, ODD, B16, ONE_ROW, None, 8, 1, 2, "fast_tuning.csv: backward, bfloat16, N=4097, 6143: best"),
     Rule(2, 4096, EVEN, F32, 4096, None, 8, 1, 3, "fast_tuning.csv: backward, float32, N=16, 1000, 4096: best"),
     Rule(4098, 8192, EVEN, F32, ONE_ROW, None, 16, 1, 3, "fast_tuning.csv: backward, float32, N=8192: 2nd of 16"),
+    Rule(2, 8192, EVEN_NOT_POW2, BF16, 8192, None, 8, 1, 4,
+         "fast_tuning.csv: backward, bfloat16, N=384, 1536, 2560, 3000, 3072, 5120, 7168: 4 stages 1-14 % ahead of 3"),
     Rule(2, 8192, EVEN, B16, 8192, None, 8, 1, 3, "fast_tuning.csv: backward, float16, N=256-4096: best"),
     Rule(8193, 16384, ANY, F32, ONE_ROW, None, 32, 1, 1, "fast_tuning.csv: backward, float32, N=12289, 16384: best"),
     Rule(8193, 16383, ODD, B16, ONE_ROW, None, 32, 1, 2, "fast_tuning.csv: backward, bfloat16, N=12289: best of 22"),
