@@ -110,7 +110,8 @@ def test_what_the_results_page_says_of_the_whole_call_holds_in_whole_call_csv():
 
 
 def test_what_the_results_page_says_of_the_weak_grid_holds_in_fast_weak_csv(tool):
-    """The fast path loses the forward at rows of 65536 and wider, to QuACK, and the backward at odd widths."""
+    """The fast path loses the forward at rows of 65536 and wider, to QuACK; both passes at 65536 × 257 and the
+    backward at 16384 × 4097 bf16, to compile; and leads the backward at 4096 × 12289."""
     from rmsnorm_lab.sidebyside import best_peer_table
 
     weak = pd.read_csv(RESULTS_DIR / tool.WEAK_FILE)
@@ -118,8 +119,12 @@ def test_what_the_results_page_says_of_the_weak_grid_holds_in_fast_weak_csv(tool
     forward, backward = best.xs("forward", level="pass_"), best.xs("backward", level="pass_")
     wide = forward[forward.index.get_level_values("N") >= 65536]
     assert len(wide) and (wide["ratio"] < 1).all() and (wide["best_peer"] == "quack").all()
-    odd = backward[backward.index.get_level_values("N") % 2 == 1]
-    assert len(odd) and (odd["ratio"] < 1).all()
+    def at(table, M, N, dtype="bfloat16"):
+        return table.xs((M, N, dtype), level=("M", "N", "dtype")).iloc[0]
+
+    for table, M, N in ((forward, 65536, 257), (backward, 65536, 257), (backward, 16384, 4097)):
+        assert at(table, M, N)["ratio"] < 1 and at(table, M, N)["best_peer"] == "compile", (M, N)
+    assert at(backward, 4096, 12289)["ratio"] > 1
     text = tool.render_weak(weak)  # the peers that failed, and why
     assert "liger at 512 × 131072 bfloat16: failed: RuntimeError: Cannot launch Triton kernel" in text
 
