@@ -220,12 +220,13 @@ class _BackwardUnderTransforms(torch.autograd.Function):
         return (torch.stack([dx for dx, _ in outputs]), torch.stack([dg for _, dg in outputs])), (0, 0)
 
 
-class _FastRMSNormFunction(torch.autograd.Function):
-    """The eager path: (x (M, N) checked, weight or None, eps, offset: floats) → (y, rstd); launchers called directly.
+class _FastRMSNormFunctionForTransforms(torch.autograd.Function):
+    """The eager path under ``torch.func``: (x (M, N) checked, weight or None, eps, offset) → (y, rstd).
 
     Written with a separate ``setup_context`` and a :meth:`vmap` rule, as ``torch.func`` requires
     (PyTorch, "Extending torch.func with autograd.Function"): ``vmap`` folds the batch into rows,
-    ``grad``/``vjp``/``jacrev`` run the backward through :class:`_BackwardUnderTransforms`.
+    ``grad``/``vjp``/``jacrev`` run the backward through :class:`_BackwardUnderTransforms`. Calls
+    outside a transform go through :class:`_FastRMSNormFunction`, which runs the same code.
     """
 
     @staticmethod
@@ -258,12 +259,31 @@ class _FastRMSNormFunction(torch.autograd.Function):
                 "the kernels take one (N,) weight. Map over x only (in_dims=(0, None)), or loop over the weights"
             )
         batch = x.movedim(x_dim, 0)  # (B, M, N): every element's rows, one after another
-        y, rstd = _FastRMSNormFunction.apply(_as_rows(batch), weight, eps, offset)
+        y, rstd = _FastRMSNormFunctionForTransforms.apply(_as_rows(batch), weight, eps, offset)
         return (y.view(batch.shape), rstd.view(batch.shape[:-1])), (0, 0)
 
 
+class _FastRMSNormFunction(torch.autograd.Function):
+    """The eager path outside ``torch.func``: :class:`_FastRMSNormFunctionForTransforms`, with ``forward(ctx, …)``.
+
+    ``Function.apply`` binds the arguments of a Function that has a separate ``setup_context`` through
+    ``inspect.signature`` on every call (torch's ``autograd/function.py``, ``bind_default_args``): about
+    20 µs of host time a call, measured with the launches stubbed out, twice the rest of the call. A
+    forward that takes ``ctx`` skips it, and torch.func transforms, which need ``setup_context``, are
+    never active here (:func:`rmsnorm_fast` chooses).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, eps, offset):
+        output = launch_forward(x, weight, eps, None, offset)
+        _FastRMSNormFunctionForTransforms.setup_context(ctx, (x, weight, eps, offset), output)
+        return output
+
+    backward = staticmethod(_FastRMSNormFunctionForTransforms.backward)
+
+
 @functools.cache
-def _function_outside_dynamo() -> type[_FastRMSNormFunction]:
+def _function_outside_dynamo(base: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
     """The eager path, for an eager call made while a torch.compile region is running.
 
     Dynamo runs a frame eagerly when it has given up on it (a frame that raised
@@ -279,12 +299,14 @@ def _function_outside_dynamo() -> type[_FastRMSNormFunction]:
     whenever a compiled region runs).
     """
 
-    class _FastRMSNormFunctionOutsideDynamo(_FastRMSNormFunction):
-        forward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.forward))
-        setup_context = staticmethod(torch.compiler.disable(_FastRMSNormFunction.setup_context))
-        backward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.backward))
+    class _OutsideDynamo(base):
+        forward = staticmethod(torch.compiler.disable(base.forward))
+        backward = staticmethod(torch.compiler.disable(base.backward))
+        if base is _FastRMSNormFunctionForTransforms:
+            setup_context = staticmethod(torch.compiler.disable(base.setup_context))
 
-    return _FastRMSNormFunctionOutsideDynamo
+    _OutsideDynamo.__name__ = _OutsideDynamo.__qualname__ = base.__name__ + "OutsideDynamo"
+    return _OutsideDynamo
 
 
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
@@ -372,7 +394,10 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
         check_fast_inputs(rows, weight, eps)  # x checked once, here
         if type(offset) is not float or offset != 0.0:
             check_offset(offset, weight)
-        function = _function_outside_dynamo() if _dynamo_callback() else _FastRMSNormFunction
+        function = (_FastRMSNormFunctionForTransforms if torch._C._are_functorch_transforms_active()
+                    else _FastRMSNormFunction)
+        if _dynamo_callback():
+            function = _function_outside_dynamo(function)
         y, _rstd = function.apply(rows, weight, float(eps), float(offset))
     return y if rows is x else y.view(x.shape)
 
