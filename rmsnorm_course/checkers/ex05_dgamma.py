@@ -21,7 +21,8 @@ accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along `
 the columns from ``pid * BLOCK_M``, ``tl.sum(acc)`` without an axis, an accumulator started at ones; the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
-and writes outside the tensors, a masked load without ``other=``, an endless
+and writes outside the tensors (the tile's load without its column mask too, whose sum
+the store's mask keeps right), a masked load without ``other=``, an endless
 loop, a crash, and code the GPU compiler rejects.
 
 Source: solutions/05_gamma_reduction.ipynb.
@@ -212,4 +213,9 @@ SPEC = ExerciseSpec(
     first_looks=(_summed_in_16_bits,),
     outside=OUTSIDE,
     explain_error=_blocks_mixed,
+    masks={"columns": "the tile's load needs the column mask as well as the row mask, "
+                      "`mask = (rows[:, None] < M) & (cols[None, :] < N)` (`col_mask[None, :]`): the store's "
+                      "`mask=col_mask` does not keep the load in, and a GPU reads past the row's last column there",
+           "rows": "mask the rows of the last step as well as the columns: "
+                   "`mask = (rows[:, None] < M) & (cols[None, :] < N)`"},
 )

@@ -936,3 +936,11 @@ DGAMMA["2-D accumulator stored without reducing it"] = (
     mutate(G, ACC2D, (ACC2D_BODY[0], ACC2D_BODY[1].replace("    total = tl.sum(acc, axis=0)\n", "")),
            ("cols, total, mask=col_mask)", "cols, acc, mask=col_mask)")),
     "this `tl.store` writes `acc` (or uses a mask) of shape (32, 32) through the pointers `dgamma_ptr + cols`, of shape (32,): a store writes one value per pointer")
+
+# Issue 36 (learner findings): the tile's load without the column mask (the store's mask keeps the sum right, so
+# only the address check sees it).
+DGAMMA["tile loaded without the column mask"] = (
+    mutate(G, ("tl.load(partial_ptr + offsets, mask=mask,", "tl.load(partial_ptr + offsets, mask=rows[:, None] < M,")),
+    ("it made a load at column 2 of row 0 of partial, past its N = 2 columns",
+     "`tile = tl.load(partial_ptr + offsets, mask=rows[:, None] < M, other=0.0)",
+     "the tile's load needs the column mask as well as the row mask, `mask = (rows[:, None] < M) & (cols[None, :] < N)`"))
