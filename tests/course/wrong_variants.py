@@ -937,6 +937,11 @@ DGAMMA["2-D accumulator stored without reducing it"] = (
            ("cols, total, mask=col_mask)", "cols, acc, mask=col_mask)")),
     "this `tl.store` writes `acc` (or uses a mask) of shape (32, 32) through the pointers `dgamma_ptr + cols`, of shape (32,): a store writes one value per pointer")
 
+# Issue 36 (learner findings): rstd stored with x's row stride, where rstd has one value per row.
+FORWARD["rstd stored with the row stride"] = (
+    mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row * x_row_stride, rstd)")),
+    ("wrote outside rstd: its store has the row stride (`rstd_ptr + row * x_row_stride`)",
+     "row 1 onwards writes past rstd's M = ", "`tl.store(rstd_ptr + row, rstd)`"))
 # Issue 36 (learner findings): the tile's load without the column mask (the store's mask keeps the sum right, so
 # only the address check sees it).
 DGAMMA["tile loaded without the column mask"] = (
