@@ -942,6 +942,11 @@ FORWARD["rstd stored with the row stride"] = (
     mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row * x_row_stride, rstd)")),
     ("wrote outside rstd: its store has the row stride (`rstd_ptr + row * x_row_stride`)",
      "row 1 onwards writes past rstd's M = ", "`tl.store(rstd_ptr + row, rstd)`"))
+# Issue 36 (learner findings): gamma loaded at the row's offsets, as exercise 03 names it.
+DX["gamma loaded at the row's offsets"] = (
+    mutate(D, ("gamma = tl.load(gamma_ptr + cols,", "gamma = tl.load(gamma_ptr + offsets,")),
+    ("read outside its tensors: gamma's load has the row's offset (`gamma_ptr + offsets`",
+     "row 1 onwards reads past gamma's N elements", "load it at `gamma_ptr + cols`"))
 # Issue 36 (learner findings): the tile's load without the column mask (the store's mask keeps the sum right, so
 # only the address check sees it).
 DGAMMA["tile loaded without the column mask"] = (
