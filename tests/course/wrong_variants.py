@@ -954,3 +954,8 @@ DGAMMA["tile loaded without the column mask"] = (
     ("it made a load at column 2 of row 0 of partial, past its N = 2 columns",
      "`tile = tl.load(partial_ptr + offsets, mask=rows[:, None] < M, other=0.0)",
      "the tile's load needs the column mask as well as the row mask, `mask = (rows[:, None] < M) & (cols[None, :] < N)`"))
+# Issue 36 (learner findings): the rows block built with BLOCK_N, which meets the (BLOCK_M, BLOCK_N) accumulator.
+DGAMMA["2-D accumulator: rows made with BLOCK_N"] = (
+    mutate(G, ACC2D, ACC2D_BODY, ("rows = start + tl.arange(0, BLOCK_M)", "rows = start + tl.arange(0, BLOCK_N)")),
+    ("the rows block is built with BLOCK_N (`rows = start + tl.arange(0, BLOCK_N)`)",
+     "Build it from BLOCK_M: `rows = start + tl.arange(0, BLOCK_M)`"))
