@@ -26,7 +26,7 @@ import triton
 from rmsnorm.article.forward import num_warps_for, rmsnorm_forward_kernel
 from .cases import FLOAT16_MAX, describe, row_cases, sum_of_squares
 from .diagnose import Case, Symptom, close, evidence, first_difference, tolerance
-from .ex03_symptoms import GAMMA_ROW_OFFSET
+from .ex03_symptoms import GAMMA_ROW_OFFSET, rstd_outside
 from .ex03_symptoms import SYMPTOMS as MORE_SYMPTOMS
 from .ex03_symptoms import outputs as _outputs
 from .guards import GUARD
@@ -158,7 +158,8 @@ def launch(case: Case) -> Launch:
     BLOCK_SIZE = triton.next_power_of_2(N)
     gamma_room = GUARD + M * case.stride + BLOCK_SIZE  # gamma read at a row's offset still lands in its guard
     tensors = (given("x", case.inputs["x"], case.row_stride), given("gamma", case.inputs["gamma"], room=gamma_room),
-               made("y", (M, N), case.dtype, y_row_stride, fix=fix), made("rstd", (M,), torch.float32))
+               made("y", (M, N), case.dtype, y_row_stride, fix=fix),
+               made("rstd", (M,), torch.float32, room=GUARD + M * case.stride, fix=rstd_outside(M, case.stride)))
     return Launch(tensors, (M,), ("x", "gamma", "y", "rstd", case.stride, y_row_stride or N, N,
                                   float(case.eps)), {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps_for(BLOCK_SIZE)})
 

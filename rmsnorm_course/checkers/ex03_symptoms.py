@@ -2,7 +2,8 @@
 
 :data:`SYMPTOMS` extend :data:`rmsnorm_course.checkers.ex03_forward.SYMPTOMS`
 (tried after them); :func:`gamma_row_offset` models, on the run with
-:data:`~.spec.PROBE` around the tensors, gamma loaded with the row's offset.
+:data:`~.spec.PROBE` around the tensors, gamma loaded with the row's offset;
+:func:`rstd_outside` words rstd stored at the row stride.
 Each message names the line at fault and the fix.
 
 Source: solutions/03_forward_kernel.ipynb.
@@ -95,3 +96,19 @@ GAMMA_ROW_OFFSET = Symptom(
     gamma_row_offset,
     "gamma has one row, shared by every row of x: load it at `gamma_ptr + cols`.",
 )
+
+
+def rstd_outside(M: int, row_stride: int):
+    """How a write outside rstd is worded (see :meth:`~.guards.Buffers.output`) for a case of M rows ``row_stride``
+    apart: rstd stored at `rstd_ptr + row * x_row_stride` writes row r at element r · row_stride."""
+
+    def explain(offsets: list[int]) -> str:
+        shown = ", ".join(map(str, offsets[:3])) + (", …" if len(offsets) > 3 else "")
+        if row_stride > 1 and offsets and all(o % row_stride == 0 and 1 <= o // row_stride < M for o in offsets):
+            return (f"wrote outside rstd: its store has the row stride (`rstd_ptr + row * x_row_stride`), so row 1 "
+                    f"onwards writes past rstd's M = {M} values (element offsets {shown}: row · {row_stride}). rstd "
+                    "has one value per row, one after the other: `tl.store(rstd_ptr + row, rstd)`")
+        return (f"wrote outside rstd (element offsets {shown}): rstd has one value per row, one after the other: "
+                "`tl.store(rstd_ptr + row, rstd)`")
+
+    return explain

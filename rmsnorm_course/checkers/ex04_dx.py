@@ -180,7 +180,8 @@ def launch(case: Case) -> Launch:
     """The launch ``backward_rows`` makes (rstd from the package's forward), on guarded copies."""
     _, rstd = forward_op(case.inputs["x"], case.inputs["gamma"], case.eps)
     M, N, stride = case.M, case.N, case.row_stride
-    tensors = (given("x", case.inputs["x"], stride), given("gamma", case.inputs["gamma"]),
+    gamma_room = GUARD + M * case.stride  # gamma read at a row's offsets still lands in its guard
+    tensors = (given("x", case.inputs["x"], stride), given("gamma", case.inputs["gamma"], room=gamma_room),
                given("dy", case.inputs["dy"], stride), given("rstd", rstd, room=GUARD + M * case.stride),
                made("dx", (M, N), case.dtype, stride), made("partial", (M, N), torch.float32, stride))
     BLOCK_SIZE = triton.next_power_of_2(N)

@@ -2,7 +2,7 @@
 
 :func:`more_symptoms` extends :data:`rmsnorm_course.checkers.ex04_dx.SYMPTOMS`
 (tried after them), from that module's own model of dx; :data:`OUTSIDE` models
-rstd loaded at ``row * row_stride``, on the run with :data:`~.spec.PROBE` around the
+rstd loaded at ``row * row_stride`` and gamma at the row's offsets, on the run with :data:`~.spec.PROBE` around the
 tensors. Each message names the line at fault and the fix.
 
 Source: solutions/04_backward_derivation.ipynb and solutions/08_n_vs_block_exercise.ipynb.
@@ -81,9 +81,22 @@ def _rstd_row_stride(case: Case) -> dict[str, torch.Tensor]:
     return {"dx": r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True), "partial": dy * x * r}
 
 
-#: rstd read at the row stride, for :attr:`~.spec.ExerciseSpec.outside`.
+def _gamma_row_offset(case: Case) -> dict[str, torch.Tensor]:
+    """dx when program `row` loads gamma at `gamma_ptr + offsets` (the row's offsets): rows ≥ 1 read PROBE."""
+    x, dy = case.f64("x"), case.f64("dy")
+    gamma = case.f64("gamma").expand_as(x).clone()
+    gamma[1:] = PROBE
+    r = torch.rsqrt(x.square().mean(-1, keepdim=True) + case.eps)
+    u = dy * gamma
+    return {"dx": r * u - x * r.pow(3) * (u * x).mean(-1, keepdim=True)}
+
+
+#: rstd read at the row stride and gamma at the row's offsets, for :attr:`~.spec.ExerciseSpec.outside`.
 OUTSIDE = (
     Symptom("rstd's load has the row stride (`rstd_ptr + row * row_stride`): row 1 onwards reads past rstd's M "
             "values", _rstd_row_stride,
             "rstd has one value per row, one after the other: `rstd = tl.load(rstd_ptr + row)`."),
+    Symptom("gamma's load has the row's offset (`gamma_ptr + offsets`, with `offsets = row * row_stride + cols`): "
+            "row 1 onwards reads past gamma's N elements", _gamma_row_offset,
+            "gamma has one row, shared by every row of x: load it at `gamma_ptr + cols`."),
 )

@@ -17,17 +17,21 @@ sum run in float16 (right to 3 digits only); the rows past M read, with no row m
 or one off by one (``rows <= M``); and
 (:mod:`rmsnorm_course.checkers.ex05_symptoms`) a loop to N or over ``range(0, BLOCK_M)``, an
 accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along ``axis=1``
-(which raises where BLOCK_M ≠ BLOCK_N: :func:`_blocks_mixed`), the loop stepped by BLOCK_N,
+(which raises where BLOCK_M ≠ BLOCK_N: :func:`_blocks_mixed`, which also names a rows block built with
+BLOCK_N), the loop stepped by BLOCK_N,
 the columns from ``pid * BLOCK_M``, ``tl.sum(acc)`` without an axis, an accumulator started at ones; the
 pre-launch checks (signature, masks, in this exercise's words); unwritten
 columns; and, as for every kernel (:mod:`rmsnorm_course.checkers.kernels`), reads
-and writes outside the tensors, a masked load without ``other=``, an endless
+and writes outside the tensors (the tile's load without its column mask too, whose sum
+the store's mask keeps right), a masked load without ``other=``, an endless
 loop, a crash, and code the GPU compiler rejects.
 
 Source: solutions/05_gamma_reduction.ipynb.
 """
 
 from __future__ import annotations
+
+import traceback
 
 import torch
 import triton
@@ -155,16 +159,50 @@ def _summed_in_16_bits(runs) -> str | None:
             "cast once, at the end, to dgamma's dtype.")
 
 
+def _shape(value) -> tuple[int, ...] | None:
+    """A Triton block's shape as ints, or None for what has none."""
+    try:
+        return tuple(int(getattr(d, "value", d)) for d in value.shape)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _clash(error: BaseException) -> tuple[list[tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """The shapes of the two blocks whose broadcast failed (Triton's ``broadcast_impl_value``), and the 1-D blocks
+    of the kernel's frame whose name holds "row" (name → shape); each empty where not found."""
+    shapes: list[tuple[int, ...]] = []
+    row_blocks: dict[str, tuple[int, ...]] = {}
+    for frame, _ in traceback.walk_tb(_chain(error)[-1].__traceback__):
+        names = frame.f_locals
+        if frame.f_code.co_name == "broadcast_impl_value" and "lhs" in names and "rhs" in names:
+            shapes = [s for s in (_shape(names["lhs"]), _shape(names["rhs"])) if s is not None]
+        for name, value in names.items():
+            shape = _shape(value) if "row" in name else None
+            if shape is not None and len(shape) == 1:
+                row_blocks[name] = shape
+    return shapes, row_blocks
+
+
 def _blocks_mixed(case: Case, error: BaseException) -> str | None:
     """Words for shapes that disagree only where BLOCK_M ≠ BLOCK_N: a BLOCK_M shape where BLOCK_N belongs."""
     rows, width = block_m(case), block_n(case)
     if rows == width or "incompatible dimensions" not in "".join(map(str, _chain(error))):
         return None
-    return (f"shapes that agree while BLOCK_M = BLOCK_N = {BLOCK_M} do not here, with BLOCK_M = {rows} and "
-            f"BLOCK_N = {width}: a block of BLOCK_M values meets one of BLOCK_N. Most often it is a sum along "
-            "`axis=1`, which gives BLOCK_M values, one per row, where dgamma's store takes BLOCK_N, one per column. "
-            "The tile is (BLOCK_M, BLOCK_N), rows by columns: sum it down its rows, `tl.sum(tile, axis=0)`; the rows "
+    mixed = (f"shapes that agree while BLOCK_M = BLOCK_N = {BLOCK_M} do not here, with BLOCK_M = {rows} and "
+             f"BLOCK_N = {width}: a block of BLOCK_M values meets one of BLOCK_N. ")
+    tile = ("The tile is (BLOCK_M, BLOCK_N), rows by columns: sum it down its rows, `tl.sum(tile, axis=0)`; the rows "
             "come from `tl.arange(0, BLOCK_M)`, the columns from `tl.arange(0, BLOCK_N)`.")
+    shapes, row_blocks = _clash(error)
+    made_with_n = next((name for name, shape in row_blocks.items() if shape == (width,)), None)
+    if (made_with_n is not None and len(shapes) == 2 and all(len(s) == 2 for s in shapes)
+            and {shapes[0][0], shapes[1][0]} == {rows, width}):
+        return (mixed + f"Here it is the rows: `{made_with_n}` has BLOCK_N = {width} values where a tile's rows take "
+                f"BLOCK_M = {rows}, so the tile it addresses is ({width}, {width}) and meets the (BLOCK_M, BLOCK_N) = "
+                f"({rows}, {width}) accumulator: the rows block is built with BLOCK_N "
+                f"(`{made_with_n} = start + tl.arange(0, BLOCK_N)`). Build it from BLOCK_M: "
+                f"`{made_with_n} = start + tl.arange(0, BLOCK_M)`. " + tile)
+    return (mixed + "Most often it is a sum along `axis=1`, which gives BLOCK_M values, one per row, where dgamma's "
+            "store takes BLOCK_N, one per column. " + tile)
 
 
 EXAMPLE = ("partial = torch.randn(100, 257); dgamma = torch.empty(257); "
@@ -212,4 +250,9 @@ SPEC = ExerciseSpec(
     first_looks=(_summed_in_16_bits,),
     outside=OUTSIDE,
     explain_error=_blocks_mixed,
+    masks={"columns": "the tile's load needs the column mask as well as the row mask, "
+                      "`mask = (rows[:, None] < M) & (cols[None, :] < N)` (`col_mask[None, :]`): the store's "
+                      "`mask=col_mask` does not keep the load in, and a GPU reads past the row's last column there",
+           "rows": "mask the rows of the last step as well as the columns: "
+                   "`mask = (rows[:, None] < M) & (cols[None, :] < N)`"},
 )

@@ -9,8 +9,11 @@ and the checker launches it with a grid of M programs (rows not cast to int64 na
 pass 1 sums x², pass 2 reads x again and writes y. Every tensor sits inside a
 NaN-filled buffer (:mod:`rmsnorm_course.checkers.guards`): a read outside the row
 gives NaN, a write outside the tensor is found, an access far outside is
-refused before it happens (under the interpreter), a loop that never ends is
-stopped (:mod:`rmsnorm_course.checkers.isolate`).
+refused before it happens (under the interpreter), every other access outside
+the tensors' elements is named even where the numbers come out right (pass 2
+masked with ``cols < N``: its case with rows 107 apart puts the last block's
+lanes in the padding), a loop that never ends is stopped
+(:mod:`rmsnorm_course.checkers.isolate`).
 
 Symptoms recognised (each modelled in float64, :mod:`rmsnorm_course.checkers.ex09_symptoms`):
 mean divided by BLOCK_SIZE or by the padded length (``cdiv(N, BLOCK_SIZE) * BLOCK_SIZE``);
@@ -121,6 +124,9 @@ SPEC = ExerciseSpec(
     terms=blocks_added,
     mask_note=("The last block of a row of 257 columns with BLOCK_SIZE = 64 holds 1 real column and 63 lanes "
                "past the row, which `mask = start + cols < N` leaves out"),
+    masks={"columns": "every block's loads and store take the mask of pass 1, with the block's start: "
+                      "`mask = start + cols < N`, in pass 2 too (`cols < N` lets every lane of the last block "
+                      "through, past the row's last column)"},
     **checked_rows("x and gamma", "the row (a mask or bound past N, or another row's offset)",
                    " (a slice of a wider buffer has row_stride > N)"),
 )

@@ -104,10 +104,11 @@ def caused_by(error: BaseException, kind: type) -> BaseException | None:
     return next((e for e in _chain(error) if isinstance(e, kind)), None)
 
 
-#: Frames that are not the learner's: the package, installed libraries (also Debian's dist-packages, and
-#: Cython sources such as pandas' ``hashtable_class_helper.pxi``, whose frames carry a relative name), Python's own.
-_NOT_LEARNER = ("/rmsnorm/", "/torch/", "/triton/", "/multiprocessing/", "/cloudpickle/", "/numpy/", "/site-packages/",
-                "/dist-packages/", ".pxi", ".pyx", "<frozen")
+#: Frames that are not the learner's: the package, the checkers (their patches of the interpreter run inside the
+#: learner's kernel), installed libraries (also Debian's dist-packages, and Cython sources such as pandas'
+#: ``hashtable_class_helper.pxi``, whose frames carry a relative name), Python's own.
+_NOT_LEARNER = ("/rmsnorm/", "/rmsnorm_course/checkers/", "/torch/", "/triton/", "/multiprocessing/", "/cloudpickle/",
+                "/numpy/", "/site-packages/", "/dist-packages/", ".pxi", ".pyx", "<frozen")
 
 
 def _chain(error: BaseException) -> list[BaseException]:
@@ -119,15 +120,26 @@ def _chain(error: BaseException) -> list[BaseException]:
     return chain
 
 
+def innermost_learner_frame(frames, copies_last: bool = True):
+    """The innermost of ``frames`` (``traceback.FrameSummary``, outermost first) in the learner's code, or None.
+
+    With ``copies_last``, a cell or the learner's file first, else a kernel the checker defined again from the
+    learner's cell; without it, the innermost of either (on a whole stack, whose outer frames hold the child
+    process's own ``<string>``, the kernel's frame is the innermost).
+    """
+    for frame in reversed(frames):
+        if not any(part in frame.filename for part in _NOT_LEARNER) and not (
+                copies_last and "rmsnorm_checker_" in frame.filename):
+            return frame
+    return next((frame for frame in reversed(frames) if "rmsnorm_checker_" in frame.filename), None)
+
+
 def learner_frame(error: BaseException):
     """The innermost traceback frame in the learner's code (a cell or their file), across chained errors."""
     for link in reversed(_chain(error)):  # the original error is last in the chain
-        for frame in reversed(traceback.extract_tb(link.__traceback__)):
-            if not any(part in frame.filename for part in _NOT_LEARNER) and "rmsnorm_checker_" not in frame.filename:
-                return frame
-        for frame in reversed(traceback.extract_tb(link.__traceback__)):
-            if "rmsnorm_checker_" in frame.filename:  # a kernel the checker defined again from the learner's cell
-                return frame
+        frame = innermost_learner_frame(traceback.extract_tb(link.__traceback__))
+        if frame is not None:
+            return frame
     return None
 
 

@@ -12,9 +12,15 @@ operations for the duration of a launch:
 - a masked load without ``other=`` reads NaN in its masked lanes (a GPU leaves
   them undefined and often reads 0 there, so the checker runs this judge on
   every device: :func:`rmsnorm_course.checkers.kernels.check`);
-- where the exercise asks for it, every address a load, store or atomic
-  touches must lie in one of the buffers: a read far outside, which would
-  crash the process, raises :class:`OutOfBounds` instead.
+- every address a load, store or atomic touches in an unmasked lane is
+  checked against the elements of the tensors: for an (M, N) tensor with row
+  stride s, base + (r·s + c)·itemsize for r < M and c < N; for a 1-D tensor its
+  numel elements. The guards, the padding between rows and whatever lies past
+  them are outside. The first access outside is kept (:attr:`Buffers.stray`):
+  the numbers can come out right while a GPU reads another row's values or
+  races with another program, and the checker names it once they do. Where
+  the exercise asks for it, an access outside every buffer, which would crash
+  the process, raises :class:`OutOfBounds` instead.
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 """
@@ -22,19 +28,35 @@ Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from rmsnorm.device import interpreter_active
+from .feedback import innermost_learner_frame
 
 #: Elements of NaN guard before every tensor the checker hands a kernel (and, by default, after it).
 GUARD = 1024
 
 
 class OutOfBounds(Exception):
-    """Raised inside a learner's kernel under the interpreter for an address outside every buffer it was given."""
+    """An access outside the elements of every tensor a kernel was given, under the interpreter.
+
+    Raised inside a learner's kernel for an address outside every buffer; kept, not raised, in
+    :attr:`Buffers.stray` for the first one inside a buffer (a guard, the padding between rows).
+
+    Attributes:
+        kind: "load", "store" or "atomic operation".
+        tensor: the tensor whose buffer holds the address (None: outside every buffer).
+        axis: what the address is past: "columns", "rows", "elements" (a 1-D tensor) or "start".
+        frame: the learner's line that made the access (a ``traceback.FrameSummary``), or None.
+    """
+
+    def __init__(self, message: str, kind: str = "", tensor: str | None = None, axis: str = "", frame=None):
+        super().__init__(message)
+        self.kind, self.tensor, self.axis, self.frame = kind, tensor, axis, frame
 
 
 class Buffers:
@@ -49,6 +71,8 @@ class Buffers:
     def __init__(self, guard_value: float = float("nan")) -> None:
         self.guard_value = guard_value
         self.entries: list[tuple] = []  # (kind, name, view, buffer, buffer as it was, fix)
+        #: The first access (an unmasked lane) outside every tensor's elements, inside a buffer; None: none seen.
+        self.stray: OutOfBounds | None = None
 
     def _place(self, shape, dtype, device, row_stride, room):
         rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
@@ -82,6 +106,10 @@ class Buffers:
     def buffers(self) -> dict[str, torch.Tensor]:
         """Name → the whole buffer (guards included) of every tensor handed out so far."""
         return {name: buffer for _, name, _, buffer, _, _ in self.entries}
+
+    def views(self) -> dict[str, torch.Tensor]:
+        """Name → the tensor itself (its elements, without guards) of every tensor handed out so far."""
+        return {name: view for _, name, view, _, _, _ in self.entries}
 
     def written_outside(self, name: str) -> list[int]:
         """Element offsets, from the first element of ``name``, of every guard element a write changed."""
@@ -134,8 +162,20 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- the interpreter's memory operations
 
 
-def _describe_address(address: int, itemsize: int, buffers: dict[str, torch.Tensor]) -> str:
-    """'12 element(s) past the end of x's buffer' for the buffer nearest to ``address``."""
+def _describe_address(address: int, itemsize: int, buffers: dict[str, torch.Tensor],
+                      views: dict[str, torch.Tensor] | None = None, lane_row: np.ndarray | None = None):
+    """Where ``address`` lies, in words, and (tensor, axis): see :class:`OutOfBounds`.
+
+    Inside a tensor's buffer: the row and column of that tensor it addresses ("column 257 of row 0 of y, past its
+    N = 257 columns"), the row taken from the lowest address of ``lane_row`` (the unmasked lanes of the access's
+    block row: a 1-D block is one row of the tensor), so a block that runs past its row's last column is named by
+    its columns even where those addresses fall in the next row. Outside every buffer: the nearest one,
+    "12 element(s) past the end of x's buffer".
+    """
+    for name, buffer in buffers.items():
+        start = buffer.data_ptr()
+        if views is not None and name in views and start <= address < start + buffer.numel() * buffer.element_size():
+            return _in_tensor(name, views[name], address, lane_row)
     best = None
     for name, buffer in buffers.items():
         start = buffer.data_ptr()
@@ -145,8 +185,47 @@ def _describe_address(address: int, itemsize: int, buffers: dict[str, torch.Tens
             where = "before the start of" if address < start else "past the end of"
             best = (distance, f"{max(1, distance // itemsize):,} element(s) {where} {name}'s buffer")
     if best is None:
-        return "an address outside every tensor"
-    return best[1] + (" (the nearest tensor)" if len(buffers) > 1 else "")
+        return "an address outside every tensor", None, ""
+    return best[1] + (" (the nearest tensor)" if len(buffers) > 1 else ""), None, ""
+
+
+def _in_tensor(name: str, view: torch.Tensor, address: int, lane_row: np.ndarray | None):
+    """(words, name, axis) for an address inside ``name``'s buffer but outside its elements."""
+    size = view.element_size()
+    index = (address - view.data_ptr()) // size
+    if index < 0:
+        return f"{-index:,} element(s) before the first element of {name}", name, "start"
+    if view.dim() != 2:
+        return f"element {index:,} of {name}, past its {view.numel():,} elements", name, "elements"
+    (M, N), stride = view.shape, view.stride(0)
+    low = int(lane_row.min()) if lane_row is not None and lane_row.size else address
+    row = max(0, (low - view.data_ptr()) // size) // stride
+    if row >= M:
+        return f"row {row:,} of {name}, past its M = {M:,} rows", name, "rows"
+    if lane_row is not None and lane_row.size:  # the block's first column past N, in the kernel's own terms
+        columns = (lane_row.astype(np.int64) - view.data_ptr()) // size - row * stride
+        past = columns[columns >= N]
+        column = int(past.min()) if past.size else index - row * stride
+    else:
+        column = index - row * stride
+    where = " (the padding between its rows)" if row < M - 1 and N <= column < stride else ""
+    return f"column {column:,} of row {row:,} of {name}, past its N = {N:,} columns{where}", name, "columns"
+
+
+def _elements(view: torch.Tensor, addresses: np.ndarray) -> np.ndarray:
+    """Which ``addresses`` are those of an element of ``view`` (an (M, N) tensor with any row stride, or 1-D)."""
+    size = view.element_size()
+    offset = addresses.astype(np.int64) - view.data_ptr()
+    index = offset // size
+    if view.dim() != 2:
+        return (offset >= 0) & (index < view.numel())
+    (M, N), stride = view.shape, view.stride(0)
+    return (offset >= 0) & (index < (M - 1) * stride + N) & (index % max(stride, 1) < N)
+
+
+def _learner_frame_here():
+    """The innermost frame of the learner's code on the current stack (see :func:`.feedback.learner_frame`)."""
+    return innermost_learner_frame(traceback.extract_stack(), copies_last=False)
 
 
 def _builder():
@@ -163,15 +242,16 @@ def _builder():
 
 
 @contextlib.contextmanager
-def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None):
+def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, refuse: bool = True):
     """Under Triton's interpreter: NaN in the masked lanes of a load without ``other=``, and (if asked) bounds.
 
     Args:
         nan_other: masked lanes of a float ``tl.load`` without ``other=`` read
             NaN, not the interpreter's 0.
-        bounds: when given, a load, store or atomic whose address (in an
-            unmasked lane) lies outside every buffer it holds (also those it
-            hands out during the block) raises :class:`OutOfBounds` before it happens.
+        bounds: when given, every load, store and atomic is checked, in its unmasked lanes, against the elements
+            of the tensors it holds (also those it hands out during the block): the first access outside them
+            is kept in its :attr:`Buffers.stray`.
+        refuse: with ``bounds``, an access outside every buffer raises :class:`OutOfBounds` before it happens.
 
     Elsewhere (kernels compiled for a GPU) it does nothing; the bounds are not
     checked for buffers off the CPU, whose addresses the interpreter does not use.
@@ -187,17 +267,32 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None):
         buffers = bounds.buffers() if bounds is not None else {}
         if not buffers or any(b.device.type != "cpu" for b in buffers.values()):
             return
-        spans = [(b.data_ptr(), b.data_ptr() + b.numel() * b.element_size()) for b in buffers.values()]
+        views = bounds.views()
         itemsize = np.dtype(interpreter._get_np_dtype(ptrs.get_element_ty())).itemsize
         addresses = np.asarray(ptrs.data).astype(np.uint64)
-        if mask is not None:
-            addresses = addresses[np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)]
-        ok = np.zeros(addresses.shape, dtype=bool)
-        for start, end in spans:
-            ok |= (addresses >= start) & (addresses + itemsize <= end)
-        if not ok.all():
-            bad = int(addresses[~ok].reshape(-1)[0])
-            raise OutOfBounds(f"a {kind} at {_describe_address(bad, itemsize, buffers)}")
+        unmasked = (np.ones(addresses.shape, dtype=bool) if mask is None
+                    else np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape))
+        ok = ~unmasked
+        for view in views.values():
+            ok |= _elements(view, addresses)
+        if ok.all():
+            return
+        inside = ~unmasked
+        for b in buffers.values():
+            start = b.data_ptr()
+            inside |= (addresses >= start) & (addresses + itemsize <= start + b.numel() * b.element_size())
+        if refuse and not inside.all():
+            bad = int(addresses[~inside].reshape(-1)[0])
+            words, tensor, axis = _describe_address(bad, itemsize, buffers)
+            raise OutOfBounds(f"a {kind} at {words}", kind, tensor, axis)
+        if bounds.stray is not None:
+            return
+        by_row = addresses.reshape(addresses.shape[0] if addresses.ndim > 1 else 1, -1)
+        lanes = unmasked.reshape(by_row.shape)
+        first = np.argwhere(~ok.reshape(by_row.shape))[0]
+        bad = int(by_row[tuple(first)])
+        words, tensor, axis = _describe_address(bad, itemsize, buffers, views, by_row[first[0]][lanes[first[0]]])
+        bounds.stray = OutOfBounds(f"a {kind} at {words}", kind, tensor, axis, _learner_frame_here())
 
     def masked_load(self, ptrs, mask, other, *args, **kwargs):
         check(ptrs, mask, "load")

@@ -9,8 +9,11 @@ padding of rows, for the cases whose rows are further apart than N), so a read
 outside a tensor shows as NaN, a write outside it changes the guard, and a
 write into an input changes the input. Under the interpreter, a masked load
 without ``other=`` gives NaN in its masked lanes (on a GPU they hold whatever
-memory held, often 0), and for 09 and 10 every address is checked against the
-buffers before it is touched. Then the spec's oracle, its first looks, its
+memory held, often 0), and every address a load or store touches is checked
+against the elements of the tensors: for 09 and 10 an access outside every
+buffer is refused before it happens, and an access into a guard or the padding
+between rows, which may leave the numbers right, fails a kernel that otherwise
+passes (:func:`stray_message`). Then the spec's oracle, its first looks, its
 symptoms (:mod:`rmsnorm_course.checkers.diagnose`) and one translator of the
 kernel's errors. It returns a Feedback and calls nothing of the parent's side.
 
@@ -66,16 +69,24 @@ def _nan_where_finite(outputs: Outputs, expected: Outputs) -> bool:
     return False
 
 
-def _launch(case: Case, kernel, launch: Launch, bounds: bool, guard_value=float("nan"), nan_other=True):
-    """Place the launch's tensors in guarded buffers, launch ``kernel``; (its outputs, what it must not have done)."""
+def _launch(case: Case, kernel, launch: Launch, bounds: bool, guard_value=float("nan"), nan_other=True,
+            strays: list | None = None):
+    """Place the launch's tensors in guarded buffers, launch ``kernel``; (its outputs, what it must not have done).
+
+    The first access outside the tensors' elements (:attr:`~.guards.Buffers.stray`) goes to ``strays``, with the case.
+    """
     buffers = Buffers(guard_value)
     device = next(t.data.device for t in launch.tensors if t.data is not None)
     placed = {t.name: buffers.input(t.name, t.data, t.row_stride, t.room) if t.data is not None
               else buffers.output(t.name, t.shape, t.dtype, device, t.row_stride, t.room, t.fix)
               for t in launch.tensors}
     args = [placed[a] if isinstance(a, str) else a for a in launch.args]
-    with interpreter_guards(nan_other, buffers if bounds else None):
-        kernel[launch.grid](*args, **launch.options)
+    try:
+        with interpreter_guards(nan_other, buffers, refuse=bounds):
+            kernel[launch.grid](*args, **launch.options)
+    finally:
+        if strays is not None and buffers.stray is not None:
+            strays.append((case, buffers.stray))
     outputs = {t.name: placed[t.name].detach().cpu().clone() for t in launch.tensors if t.data is None}
     return outputs, buffers.problems()
 
@@ -85,11 +96,13 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
 
     In this order: the kernel's errors, writes outside, reads outside and NaN
     from masked lanes (:func:`run_cases`); then each of the spec's first looks;
-    then its symptoms (:func:`~rmsnorm_course.checkers.diagnose.diagnose`) and,
+    then its symptoms (:func:`~rmsnorm_course.checkers.diagnose.diagnose`); a kernel they pass that touched
+    memory outside the tensors' elements (:func:`stray_message`); and,
     where the spec says, the hints of :func:`refine` and the words its ``by_source`` reads in the kernel's text.
     """
     cases = spec.cases()
-    outputs = run_cases(spec, kernel, cases)
+    strays: list = []
+    outputs = run_cases(spec, kernel, cases, strays)
     if isinstance(outputs, Feedback):
         return outputs
     runs = [Run(case, out, spec.oracle(case)) for case, out in zip(cases, outputs)]
@@ -100,6 +113,8 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
     feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts, spec.terms,
                         spec.looped_row)
     feedback = _all_nan(spec.exercise, feedback, runs)
+    if feedback.passed and strays:
+        return wrong(spec.exercise, stray_message(spec, kernel, *strays[0]))
     if spec.by_source is not None and not feedback.passed:
         feedback = wrong(spec.exercise, spec.by_source(feedback.message, source_of(kernel) or ""))
     if spec.stride_fix is not None:
@@ -107,13 +122,15 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
     return feedback
 
 
-def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs] | Feedback:
+def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
+              strays: list | None = None) -> list[Outputs] | Feedback:
     """Launch ``kernel`` on every case in guarded buffers; runs in the checker's child process.
 
     Under the interpreter (on every device: see :func:`~rmsnorm_course.checkers.isolate.judges`), the masked
     lanes of a load without ``other=`` read NaN. With ``spec.bounds``, an
     access outside every buffer is refused (:class:`OutOfBounds`, named with
-    the learner's line) instead of crashing the process.
+    the learner's line) instead of crashing the process. The first access of each case outside the
+    tensors' elements goes to ``strays`` as (case, :class:`OutOfBounds`).
 
     Returns:
         The outputs of every case (CPU copies), or a :class:`Feedback` when the
@@ -129,7 +146,7 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case]) -> list[Outputs
             progress.say(f"the case {case.label}")
             try:
                 launch = spec.launch(case)
-                outputs, problem = _launch(case, kernel, launch, bounds)
+                outputs, problem = _launch(case, kernel, launch, bounds, strays=strays)
                 if problem is not None:
                     return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
                 want = spec.oracle(case)
@@ -194,10 +211,43 @@ def _unbound_after_loop(kernel, error: BaseException, accumulator: str) -> str |
 
 def _learner_line(error: BaseException) -> str:
     """' (at line 12: `x = tl.load(...)`)' for the deepest frame of the learner's code in the exception chain, or ''."""
-    frame = learner_frame(error)
+    return _frame_words(learner_frame(error))
+
+
+def _frame_words(frame) -> str:
+    """' (at line 12: `x = tl.load(...)`)' for a ``traceback.FrameSummary``, or '' (None, or no text)."""
     if frame is None or not frame.line:
         return ""
     return f" (at line {frame.lineno}: `{frame.line.strip()}`)"
+
+
+#: What an access outside the tensors' elements does on a GPU, by its kind.
+_ON_A_GPU = {
+    "load": "reads memory that is not {tensor}'s elements (the next row's values, the padding, or past the buffer "
+            "on the last row): the numbers come out right here only because the checker's memory there is harmless",
+    "store": "writes where no element of {tensor} lies: into the padding, into the next row (a race with the program "
+             "that owns it), or past the buffer on the last row",
+    "atomic operation": "changes memory where no element of {tensor} lies",
+}
+
+#: How to keep each kind of stray access in, where the spec's ``masks`` do not say it (:class:`~.spec.ExerciseSpec`).
+_MASKS = {
+    "columns": "mask every load and store with the column mask, `mask = cols < N`: only its lanes are read or "
+               "written, so the lanes past the row's last column touch nothing",
+    "rows": "only rows 0 … M − 1 exist: mask the rows past M, or stop the loop over rows at M",
+    "start": "check the address: the row offset (`row * row_stride`) and the column offset",
+}
+
+
+def stray_message(spec: ExerciseSpec, kernel, case: Case, stray: OutOfBounds) -> str:
+    """The message for a kernel whose numbers are right but that read or wrote outside a tensor's elements."""
+    tensor = stray.tensor or "a tensor"
+    axis = "columns" if stray.axis in ("elements", "") else stray.axis
+    fix = spec.masks.get(stray.tensor or "", spec.masks.get(axis, _MASKS.get(axis, _MASKS["start"])))
+    gpu = _ON_A_GPU.get(stray.kind, _ON_A_GPU["load"]).format(tensor=tensor)
+    return (f"on {case.label}, {name_of(kernel)} gets the numbers right, but it made {stray}"
+            f"{_frame_words(stray.frame)}, outside the tensor's elements (every address of an unmasked lane is "
+            f"checked). On a GPU that {stray.kind} {gpu}. The fix: {fix}.")
 
 
 def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, outside=()) -> Feedback | None:

@@ -110,6 +110,10 @@ class ExerciseSpec:
             BLOCK_M ≠ BLOCK_N can raise.
         int64_row: where the exercise asks for the row index in int64, the cast it shows (a kernel that passes
             but multiplies an int32 row index by a stride is then named, with this fix; None: not checked).
+        masks: the words that keep a load or store inside a tensor's elements, where one went outside them but the
+            numbers came out right (:func:`~rmsnorm_course.checkers.run_loop.stray_message`): by what it passed,
+            "columns" (a 1-D tensor's elements too) or "rows", or by the tensor's name; the run loop's own words
+            where a key is missing.
         looped_row: the block is narrower than the row by design (09): the row's last columns left unwritten are
             named as a column loop that stops early, not as a fixed block width.
         accumulator: the accumulator the exercise starts before its loop, as advice shows it (05's is 2-D).
@@ -145,6 +149,7 @@ class ExerciseSpec:
     int64_row: str | None = None
     accumulator: str = "tl.zeros([BLOCK_SIZE], dtype=tl.float32)"
     looped_row: bool = False
+    masks: Mapping[str, str] = field(default_factory=dict)
 
 
 class Refused(Exception):
@@ -209,7 +214,8 @@ class FunctionSpec:
 
 
 def checked_rows(around: str, outside: str, stride_note: str = "") -> dict:
-    """The fields of a spec whose kernel has every address checked (09, 10): bounds, and the words for rows and NaN.
+    """The fields of a spec whose accesses outside every buffer are refused (09, 10): bounds, and the words for rows
+    and NaN.
 
     Args:
         around: what the NaN surrounds ("x and gamma").

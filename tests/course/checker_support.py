@@ -38,10 +38,15 @@ def assert_passes(feedback) -> None:
     assert isinstance(feedback, Feedback) and feedback.passed, feedback
 
 
-def assert_verdict(feedback: Feedback, expected: str) -> None:
-    """``expected`` is "not done yet" (the status) or a substring of a "wrong" verdict."""
+def contains(text: str, expected: str | tuple[str, ...]) -> bool:
+    """``expected`` (a substring, or a tuple of substrings: the parts of a message that matter) is all in ``text``."""
+    return all(part in text for part in (expected if isinstance(expected, tuple) else (expected,)))
+
+
+def assert_verdict(feedback: Feedback, expected: str | tuple[str, ...]) -> None:
+    """``expected`` is "not done yet" (the status), or a substring (or a tuple of substrings) of a "wrong" verdict."""
     assert feedback.status == ("not done yet" if expected == "not done yet" else "wrong"), feedback
-    assert expected in str(feedback), feedback  # str: status and message ("not done yet" is the status)
+    assert contains(str(feedback), expected), feedback  # str: status and message ("not done yet" is the status)
 
 
 def assert_named(check, variant, expected: str, monkeypatch) -> None:

@@ -17,16 +17,28 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import rmsnorm.article
 import wrong_variants as wv
 import wrong_variants_fake_and_tuning as wv11
 import wrong_variants_norm_share as wv13
+from rmsnorm.device import interpreter_active
 from rmsnorm_course import checkers
-from rmsnorm_course.checkers import Feedback, functions, isolate
+from rmsnorm_course.checkers import (
+    Feedback,
+    ex03_forward,
+    ex04_dx,
+    ex05_dgamma,
+    ex09_long_row,
+    ex10_one_pass,
+    functions,
+    isolate,
+)
 from rmsnorm_course.checkers.cases import FLOAT16_MAX, row_cases
 from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share
-from rmsnorm_course.checkers.guards import Buffers
+from rmsnorm_course.checkers.guards import Buffers, interpreter_guards
 from rmsnorm_course.checkers.kernels import unmasked_accesses
 from rmsnorm_course.checkers.spec import FunctionSpec
 from verdict_variants import _define_in_cell, _kernel_with_helper, _prediction, _samples, _solution_row
@@ -144,6 +156,49 @@ def test_guard_finds_writes_outside_and_keeps_nan_around():
     buffer[-1] = 1.0  # the guard after it
     assert buffers.written_outside("y") == [5, 16 + 100 - 1]
     assert buffers.problems().startswith("it wrote outside y (between its rows, element offset 5)")
+
+
+@triton.jit
+def _row_block_kernel(x_ptr, y_ptr, row_stride, N, LIMIT, BLOCK: tl.constexpr):
+    """Copies row `row` of x into y through one block masked with `cols < LIMIT`, after reading x[0, 0] alone."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    first = tl.load(x_ptr)  # a scalar at the tensor's first element
+    x = tl.load(x_ptr + row * row_stride + cols, mask=cols < LIMIT, other=0.0)
+    tl.store(y_ptr + row * row_stride + cols, x + first * 0, mask=cols < LIMIT)
+
+
+def _strays(N: int, limit: int, row_stride: int):
+    """Launch :func:`_row_block_kernel` on 3 rows of N (rows ``row_stride`` apart) in guarded buffers: the stray."""
+    buffers = Buffers()
+    x = buffers.input("x", torch.arange(3.0 * N).reshape(3, N), row_stride=row_stride)
+    y = buffers.output("y", (3, N), torch.float32, "cpu", row_stride=row_stride)
+    with interpreter_guards(True, buffers, refuse=True):
+        _row_block_kernel[(3,)](x, y, row_stride, N, limit, BLOCK=8)
+    return buffers.stray
+
+
+@pytest.mark.skipif(not interpreter_active(), reason="the address check watches the interpreter's memory operations")
+def test_the_address_check_counts_unmasked_lanes_only_and_allows_a_scalar_at_the_first_element():
+    assert _strays(N=5, limit=5, row_stride=7) is None  # lanes 5…7 masked: nothing outside
+
+
+@pytest.mark.skipif(not interpreter_active(), reason="the address check watches the interpreter's memory operations")
+def test_the_address_check_names_the_tensor_the_access_and_the_row_and_column():
+    stray = _strays(N=5, limit=7, row_stride=7)  # lanes 5 and 6 land in the padding between rows
+    assert str(stray) == "a load at column 5 of row 0 of x, past its N = 5 columns (the padding between its rows)"
+    assert (stray.kind, stray.tensor, stray.axis) == ("load", "x", "columns")
+    assert stray.frame is not None and "tl.load(x_ptr + row * row_stride + cols" in stray.frame.line
+    stray = _strays(N=5, limit=7, row_stride=5)  # rows N apart: only the last row's lanes leave the tensor
+    assert str(stray) == "a load at column 5 of row 2 of x, past its N = 5 columns"
+
+
+@pytest.mark.parametrize("spec", [ex03_forward.SPEC, ex04_dx.SPEC, ex05_dgamma.SPEC, ex09_long_row.SPEC,
+                                  ex10_one_pass.SPEC], ids=lambda spec: spec.exercise)
+def test_every_kernel_exercise_has_a_case_whose_rows_are_further_apart_than_n(spec):
+    # A block that runs past its row's last column lands in the next row's elements where rows are N apart, which
+    # no address check can tell from that row's own; in the padding it is outside every element.
+    assert any(case.stride > case.N for case in spec.cases())
 
 
 # --------------------------------------------------------------------------- exercise skeletons

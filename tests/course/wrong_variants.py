@@ -936,3 +936,26 @@ DGAMMA["2-D accumulator stored without reducing it"] = (
     mutate(G, ACC2D, (ACC2D_BODY[0], ACC2D_BODY[1].replace("    total = tl.sum(acc, axis=0)\n", "")),
            ("cols, total, mask=col_mask)", "cols, acc, mask=col_mask)")),
     "this `tl.store` writes `acc` (or uses a mask) of shape (32, 32) through the pointers `dgamma_ptr + cols`, of shape (32,): a store writes one value per pointer")
+
+# Issue 36 (learner findings): rstd stored with x's row stride, where rstd has one value per row.
+FORWARD["rstd stored with the row stride"] = (
+    mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row * x_row_stride, rstd)")),
+    ("wrote outside rstd: its store has the row stride (`rstd_ptr + row * x_row_stride`)",
+     "row 1 onwards writes past rstd's M = ", "`tl.store(rstd_ptr + row, rstd)`"))
+# Issue 36 (learner findings): gamma loaded at the row's offsets, as exercise 03 names it.
+DX["gamma loaded at the row's offsets"] = (
+    mutate(D, ("gamma = tl.load(gamma_ptr + cols,", "gamma = tl.load(gamma_ptr + offsets,")),
+    ("read outside its tensors: gamma's load has the row's offset (`gamma_ptr + offsets`",
+     "row 1 onwards reads past gamma's N elements", "load it at `gamma_ptr + cols`"))
+# Issue 36 (learner findings): the tile's load without the column mask (the store's mask keeps the sum right, so
+# only the address check sees it).
+DGAMMA["tile loaded without the column mask"] = (
+    mutate(G, ("tl.load(partial_ptr + offsets, mask=mask,", "tl.load(partial_ptr + offsets, mask=rows[:, None] < M,")),
+    ("it made a load at column 2 of row 0 of partial, past its N = 2 columns",
+     "`tile = tl.load(partial_ptr + offsets, mask=rows[:, None] < M, other=0.0)",
+     "the tile's load needs the column mask as well as the row mask, `mask = (rows[:, None] < M) & (cols[None, :] < N)`"))
+# Issue 36 (learner findings): the rows block built with BLOCK_N, which meets the (BLOCK_M, BLOCK_N) accumulator.
+DGAMMA["2-D accumulator: rows made with BLOCK_N"] = (
+    mutate(G, ACC2D, ACC2D_BODY, ("rows = start + tl.arange(0, BLOCK_M)", "rows = start + tl.arange(0, BLOCK_N)")),
+    ("the rows block is built with BLOCK_N (`rows = start + tl.arange(0, BLOCK_N)`)",
+     "Build it from BLOCK_M: `rows = start + tl.arange(0, BLOCK_M)`"))

@@ -112,6 +112,11 @@ LONG_ROW = {
         "every block writes into the first block of y: the store address lacks the block's start"),
     "mask without the block's start (cols < N)": (
         mutate(L, _mask(MASK_1, "cols < N"), _mask(MASK_2, "cols < N")), "the mask lacks the block's start (`cols < N`)"),
+    # Issue 36 (learner findings): pass 2 alone masked with `cols < N`; the numbers are right, the address check sees it.
+    "pass 2's mask without the block's start (cols < N)": (
+        mutate(L, _mask(MASK_2, "cols < N")),
+        ("it made a load at column 257 of row 0 of x, past its N = 257 columns", "x = tl.load(x_row + start + cols",
+         "`mask = start + cols < N`, in pass 2 too")),
     "mask against BLOCK_SIZE, not N": (
         mutate(L, _mask(MASK_1, "start + cols < BLOCK_SIZE"), _mask(MASK_2, "start + cols < BLOCK_SIZE")),
         "the mask compares with BLOCK_SIZE instead of N"),
