@@ -10,6 +10,7 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 4096 bfloat16 --divisible
 """
 
+import hashlib
 import json
 import re
 import sys
@@ -25,7 +26,13 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from rmsnorm import backward_config, forward_config, rmsnorm_fast_backward_kernel, rmsnorm_fast_forward_kernel  # noqa: E402
+from rmsnorm import (  # noqa: E402
+    backward_config,
+    forward_config,
+    rmsnorm_fast_backward_kernel,
+    rmsnorm_fast_forward_kernel,
+    row_align_hint,
+)
 from rmsnorm.backward import TRITON_DTYPE  # noqa: E402
 from rmsnorm.config import row_arithmetic_dtype  # noqa: E402
 
@@ -53,7 +60,8 @@ def _instructions(ptx: str) -> int:
                if line.startswith("\t") and line.strip() and not line.strip().startswith(("//", ".", "$", "{", "}")))
 
 
-def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> dict:
+def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> tuple[str, str]:
+    """The PTX of the plain forward and backward (no residual, weight, offset 0) at N, for sm_90."""
     t = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
     fwd, bwd = forward_config(N, dtype), backward_config(N, dtype)
     forward = _ptx(
@@ -74,6 +82,36 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
          "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align},
         (0, 2, 3, 4, 6, 8, 9), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
+    return forward, backward
+
+
+def code_only(ptx: str) -> str:
+    """The PTX without its debug information (``.loc``/``.file`` lines, their labels, ``.debug_*`` sections, comments).
+
+    Those name source lines, which move whenever the file around a kernel changes; what remains is
+    the code the GPU runs.
+    """
+    if "\t.section\t.debug" in ptx:
+        ptx = ptx[: ptx.index("\t.section\t.debug")]
+    lines = (line.split("//")[0].rstrip() for line in ptx.splitlines())  # comments name source lines too
+    return "\n".join(line for line in lines
+                     if line.strip() and not line.lstrip().startswith((".loc", ".file", "$L__tmp", "$L__func")))
+
+
+def plain_digests(N: int, dtype: torch.dtype) -> dict[str, str]:
+    """sha256 of :func:`code_only` PTX of the plain forward and backward at N, as the launchers compile them.
+
+    ROW_ALIGN and the divisibility of N and the row strides are those of contiguous rows of N elements
+    (:func:`~rmsnorm.row_align_hint`), so these are the kernels a plain call launches.
+    """
+    align = row_align_hint(torch.empty((), dtype=dtype).element_size(), N, N)
+    forward, backward = kernels_ptx(N, dtype, align, divisible=N % 16 == 0)
+    return {which: hashlib.sha256(code_only(ptx).encode()).hexdigest()
+            for which, ptx in (("forward", forward), ("backward", backward))}
+
+
+def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> dict:
+    forward, backward = kernels_ptx(N, dtype, align, divisible)
     found = {f"{name} {which}": len(re.findall(pattern, ptx))
              for which, ptx in (("forward", forward), ("backward", backward)) for name, pattern in PATTERNS.items()}
     if divisible:
@@ -84,4 +122,7 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
 
 if __name__ == "__main__":
     N, dtype = int(sys.argv[1]), getattr(torch, sys.argv[2])
+    if "--plain-digest" in sys.argv[3:]:
+        print(json.dumps(plain_digests(N, dtype)))
+        sys.exit()
     print(json.dumps({align: counts(N, dtype, align, "--divisible" in sys.argv[3:]) for align in (1, 8)}))
