@@ -69,7 +69,9 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False)
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32"},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
-         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align},
+         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align,
+         **dict.fromkeys(("residual_ptr", "residual_row_stride", "residual_out_ptr", "residual_out_row_stride")),
+         "HAS_RESIDUAL": False},
         (0, 2, 3, 5), fwd.num_warps, (1, 4, 7) if divisible else ())
     one_block = bwd.one_block(N)
     backward = _ptx(
@@ -80,7 +82,8 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False)
          "M": "i32", "N": "i32"},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
-         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align},
+         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, "dres_ptr": None, "dres_row_stride": None,
+         "HAS_DRES": False},
         (0, 2, 3, 4, 6, 8, 9), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
     return forward, backward
 
