@@ -105,21 +105,26 @@ _backward_op = torch.ops.rmsnorm_fast.backward.default
 
 
 def _refuse_dtensor_at_the_op(cls, func, types, args, kwargs=None):
-    """What DTensor's dispatch runs for the two operators: the eager entry's ContractError.
+    """What DTensor's dispatch runs for the library's operators: the eager entry's ContractError.
 
     Without it a DTensor reaching ``torch.ops.rmsnorm_fast.*`` directly fails with DTensor's own
-    NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast refuses
-    before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
+    NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast and rmsnorm_add
+    refuse before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
     """
-    names = ("x", "weight", "eps") if func is _forward_op else ("x", "weight", "rstd", "dy")
+    names = [argument.name for argument in func._schema.arguments]
     for name, arg in zip(names, args):
         refuse_dtensor(name, arg)
     raise ContractError(f"{func}: DTensor arguments are refused (see rmsnorm.contract.refuse_dtensor)")
 
 
-if DTensor is not None:
-    for _op in ("rmsnorm_fast::forward", "rmsnorm_fast::backward"):
-        torch.library.register_torch_dispatch(_op, DTensor, _refuse_dtensor_at_the_op, lib=_LIB)
+def refuse_dtensor_at_the_ops(*ops: str) -> None:
+    """Register :func:`_refuse_dtensor_at_the_op` as DTensor's rule for each of ``ops`` (``"rmsnorm_fast::…"``)."""
+    if DTensor is not None:
+        for op in ops:
+            torch.library.register_torch_dispatch(op, DTensor, _refuse_dtensor_at_the_op, lib=_LIB)
+
+
+refuse_dtensor_at_the_ops("rmsnorm_fast::forward", "rmsnorm_fast::backward")
 
 
 def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
@@ -262,9 +267,14 @@ class _FastRMSNormFunction(torch.autograd.Function):
         return (y.view(batch.shape), rstd.view(batch.shape[:-1])), (0, 0)
 
 
-@functools.cache
 def _function_outside_dynamo() -> type[_FastRMSNormFunction]:
-    """The eager path, for an eager call made while a torch.compile region is running.
+    """The eager path, for an eager call made while a torch.compile region is running: see :func:`outside_dynamo`."""
+    return outside_dynamo(_FastRMSNormFunction)
+
+
+@functools.cache
+def outside_dynamo(function: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """An eager path's Function (``function``), for an eager call made while a torch.compile region is running.
 
     Dynamo runs a frame eagerly when it has given up on it (a frame that raised
     while being traced, a recompile limit hit), but it still tries to compile
@@ -279,12 +289,13 @@ def _function_outside_dynamo() -> type[_FastRMSNormFunction]:
     whenever a compiled region runs).
     """
 
-    class _FastRMSNormFunctionOutsideDynamo(_FastRMSNormFunction):
-        forward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.forward))
-        setup_context = staticmethod(torch.compiler.disable(_FastRMSNormFunction.setup_context))
-        backward = staticmethod(torch.compiler.disable(_FastRMSNormFunction.backward))
+    class OutsideDynamo(function):
+        forward = staticmethod(torch.compiler.disable(function.forward))
+        setup_context = staticmethod(torch.compiler.disable(function.setup_context))
+        backward = staticmethod(torch.compiler.disable(function.backward))
 
-    return _FastRMSNormFunctionOutsideDynamo
+    OutsideDynamo.__name__ = OutsideDynamo.__qualname__ = f"{function.__name__}OutsideDynamo"
+    return OutsideDynamo
 
 
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
@@ -346,33 +357,73 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
 
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
+    eps = check_functional_inputs(x, weight, eps)
+    rows = as_rows(x)
+    compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
+    # when it has given up on this one, it is always True
+    if compiling or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+        # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
+        # FlopCounterMode, an op log) or a meta tensor must see
+        check_scalars_for_the_op(eps, offset, weight, compiling)
+        y, _rstd = _forward_op(rows, weight, float(eps), float(offset))
+    else:
+        check_fast_inputs(rows, weight, eps)  # x checked once, here
+        if type(offset) is not float or offset != 0.0:
+            check_offset(offset, weight)
+        function = outside_dynamo(_FastRMSNormFunction) if _dynamo_callback() else _FastRMSNormFunction
+        y, _rstd = function.apply(rows, weight, float(eps), float(offset))
+    return y if rows is x else y.view(x.shape)
+
+
+def check_functional_inputs(x, weight, eps, *others: tuple[str, object]) -> float:
+    """The functionals' checks before rows are formed: tensors, no DTensor, at least one column; eps resolved.
+
+    Args:
+        x, weight, eps: as :func:`rmsnorm_fast` takes them.
+        others: (name, tensor) pairs of further (..., N) inputs (the fused add's residual), held to the
+            same DTensor rule.
+
+    Returns:
+        eps, with None replaced as ``F.rms_norm(eps=None)`` replaces it.
+
+    Raises:
+        ContractError: before either path: the operator would see a DTensor too (and torch.compile traces
+            these checks, so a compiled call refuses the same way).
+    """
     _require_tensor("x", x)
     if type(x) is not torch.Tensor or (weight is not None and type(weight) not in _PLAIN):
-        refuse_dtensor("x", x)  # before either path: the operator would see a DTensor too (and torch.compile
-        refuse_dtensor("weight", weight)  # traces this check, so the compiled call refuses the same way)
+        refuse_dtensor("x", x)
+        refuse_dtensor("weight", weight)
+    for name, t in others:
+        _require_tensor(name, t)
+        if type(t) is not torch.Tensor:
+            refuse_dtensor(name, t)
     if x.dim() == 0:
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:
         raise ContractError(f"x must have 1 <= N columns; got shape {tuple(x.shape)}")
     if eps is None:  # torch takes the epsilon of its computation dtype (torch._decomp's _fused_rms_norm):
         eps = torch.finfo(torch.float32).eps  # float32 for every dtype here, and the kernels compute in float32
-    rows = x if x.dim() == 2 and (x.stride(1) == 1 or x.shape[1] == 1) else _as_rows(x)
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
-        # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
-        # FlopCounterMode, an op log) or a meta tensor must see
-        if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
-            check_eps(eps)  # before the op: its schema would refuse a non-float less clearly
-        if not torch.compiler.is_compiling() or not isinstance(offset, (float, torch.SymFloat)):
-            check_offset(offset, weight)
-        # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
-        # implementation): a ContractError raised while Dynamo traces makes it skip this function and
-        # FastRMSNorm.forward for every caller until torch._dynamo.reset() (notebooks/TROUBLESHOOTING.md)
-        y, _rstd = _forward_op(rows, weight, float(eps), float(offset))
-    else:
-        check_fast_inputs(rows, weight, eps)  # x checked once, here
-        if type(offset) is not float or offset != 0.0:
-            check_offset(offset, weight)
-        function = _function_outside_dynamo() if _dynamo_callback() else _FastRMSNormFunction
-        y, _rstd = function.apply(rows, weight, float(eps), float(offset))
-    return y if rows is x else y.view(x.shape)
+    return eps
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as (M, N) rows with unit column stride: itself when it is already, else :func:`_as_rows`."""
+    return t if t.dim() == 2 and (t.stride(1) == 1 or t.shape[1] == 1) else _as_rows(t)
+
+
+def check_scalars_for_the_op(eps, offset, weight, compiling: bool) -> None:
+    """eps and offset checked before the operator, whose schema would refuse a non-float less clearly.
+
+    Args:
+        compiling: ``torch.compiler.is_compiling()``, asked by the caller in its own frame.
+
+    Under torch.compile a float's value is checked when the traced op runs (in its implementation):
+    a ContractError raised while Dynamo traces makes it skip the calling function and
+    FastRMSNorm.forward for every caller until torch._dynamo.reset() (notebooks/TROUBLESHOOTING.md).
+    """
+    if not compiling or not isinstance(eps, (float, torch.SymFloat)):
+        check_eps(eps)
+    if not compiling or not isinstance(offset, (float, torch.SymFloat)):
+        check_offset(offset, weight)
 
