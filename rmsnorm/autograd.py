@@ -39,6 +39,10 @@ for a direct call from an ``autograd.Function`` (pytorch/pytorch #176592 and
 would let Inductor see inside the kernels, but its eager call goes through
 the same ``custom_op`` machinery.
 
+The fused residual add (:mod:`rmsnorm.fused_add`) defines two more operators in the same library and
+calls this module's helpers (the functional's checks, rows, the Dynamo-off class, the double-backward
+refusal, the DTensor rule at the operators).
+
 File order as in Liger and quack: kernels and launchers (forward.py,
 backward.py) → operators and autograd → functional (here) → module (module.py).
 

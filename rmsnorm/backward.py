@@ -31,6 +31,10 @@ rows, so that one block's share of dgamma stays in registers and is stored
 once. x and dy are read twice (5·M·N·s bytes instead of 3·M·N·s), which
 costs less than read-modify-writing a float32 partial row per data row.
 
+The fused residual add runs this kernel on h = residual_out with ``HAS_DRES`` on: dx becomes the
+gradient of h, the norm's dx + d_residual_out (which the forward's add passes on to both x and
+residual). Off (the default), none of it is compiled (tests/library/test_plain_ptx.py).
+
 Source: notebooks/10_one_pass_backward.ipynb; Liger-Kernel
 ``ops/rms_norm.py`` (``rms_norm_backward``); quack ``rmsnorm.py``.
 """

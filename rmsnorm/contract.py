@@ -12,6 +12,8 @@ naming the tensor, the rule and the value, before anything is allocated):
 - ``weight``: (N,) float32, float16 or bfloat16 with unit stride, on x's
   device; its dtype may differ from x's (fp32 weights, bf16 activations).
 - ``eps``: a finite real number > 0.
+- ``residual`` (the fused add, :func:`rmsnorm.rmsnorm_add`): x's shape (no broadcasting), device and
+  layout rule, in x's dtype or float32 with a 16-bit x (:func:`residual_out_dtype`).
 - bfloat16 is refused under Triton's CPU interpreter (see
   :data:`INTERPRETER_BF16_REASON`); it runs on the GPU.
 - No DTensor (``torch.distributed.tensor``), as x or as weight: a kernel reads

@@ -16,6 +16,12 @@ programs per SM). Two shapes of the same kernel, chosen at compile time by
   a second loop reads x again (mostly from L2: the first pass asked the cache
   to keep it) and writes y. This is the loop rung of the N-vs-BLOCK ladder.
 
+The fused residual add (:func:`rmsnorm.rmsnorm_add`) is this kernel with ``HAS_RESIDUAL`` on: it
+first forms h = x + residual, rounded to residual_out's dtype as torch rounds the sum, stores it in
+residual_out and normalises h; the loop's pass 1 reads x and residual once and pass 2 reads h back
+from residual_out. Off (the default), none of it is compiled: the plain kernel's PTX is unchanged
+(tests/library/test_plain_ptx.py).
+
 Source: notebooks/09_the_long_row.ipynb; Triton's tutorial 05-layer-norm
 (``_layer_norm_fwd_fused``); Liger-Kernel and quack ``rmsnorm.py``.
 """
