@@ -200,7 +200,9 @@ def _batch_slice(t, dim, b):
 
 
 class _BackwardUnderTransforms(torch.autograd.Function):
-    """(x, weight, rstd, dy) → (dx, dgamma or an empty tensor): the backward kernels, for ``torch.func``.
+    """(x, weight, rstd, dy, offset[, dres]) → (dx, dgamma or empty): the backward kernels, for ``torch.func``.
+
+    ``dres`` is the fused add's gradient of residual_out (then x is residual_out and dx the gradient of h).
 
     A transform calls the forward Function's backward with its own wrapped tensors (``grad``), or
     batched ones (``jacrev`` runs the backward under ``vmap``, one cotangent per output element). Going
@@ -209,8 +211,9 @@ class _BackwardUnderTransforms(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x, weight, rstd, dy, offset):
-        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy), None, offset)
+    def forward(x, weight, rstd, dy, offset, dres=None):
+        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy), None, offset,
+                                     None if dres is None else _unit_column_stride(dres))
         return dx, (x.new_empty(0) if dgamma is None else dgamma)
 
     @staticmethod
@@ -222,9 +225,10 @@ class _BackwardUnderTransforms(torch.autograd.Function):
         raise RuntimeError(_DOUBLE_BACKWARD)
 
     @staticmethod
-    def vmap(info, in_dims, x, weight, rstd, dy, offset):
-        outputs = [_BackwardUnderTransforms.apply(*(_batch_slice(t, d, b) for t, d in
-                                                    zip((x, weight, rstd, dy), in_dims)), offset)
+    def vmap(info, in_dims, x, weight, rstd, dy, offset, dres=None):
+        tensors, dims = (x, weight, rstd, dy, dres), in_dims[:4] + in_dims[5:6]
+        outputs = [_BackwardUnderTransforms.apply(*(_batch_slice(t, d, b) for t, d in zip(tensors[:4], dims)),
+                                                  offset, _batch_slice(dres, dims[4] if dres is not None else None, b))
                    for b in range(info.batch_size)]
         return (torch.stack([dx for dx, _ in outputs]), torch.stack([dg for _, dg in outputs])), (0, 0)
 

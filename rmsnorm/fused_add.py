@@ -39,8 +39,8 @@ dispatch modes and meta tensors see two operators of the ``rmsnorm_fast`` librar
 - ``rmsnorm_fast::add_backward(Tensor residual_out, Tensor? weight, Tensor rstd, Tensor dy,
   Tensor d_residual_out, float offset=0.0) -> (Tensor, Tensor)`` → (d h, dweight; empty without a weight)
 
-A double backward raises RuntimeError on both paths. ``torch.func`` transforms (vmap, grad, jacrev)
-are refused with a ContractError: use the plain :func:`rmsnorm.rmsnorm_fast` on ``x + residual`` there.
+A double backward raises RuntimeError on both paths. ``torch.func`` transforms (vmap, grad, vjp, jacrev)
+go through the eager Function's rules, as the plain norm's do.
 
 Source: Liger-Kernel ``ops/fused_add_rms_norm.py``; vLLM ``fused_add_rms_norm``; quack ``rmsnorm.py``
 (``residual``/``residual_out``); PyTorch "Python Custom Operators".
@@ -53,6 +53,7 @@ from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callb
 
 from .autograd import (
     _LIB,
+    _BackwardUnderTransforms,
     _no_double_backward,
     _RefuseDoubleBackward,
     _savable,
@@ -135,14 +136,12 @@ torch.library.register_autograd("rmsnorm_fast::add_forward", _backward, setup_co
 torch.library.register_autograd("rmsnorm_fast::add_backward", _no_double_backward, setup_context=_setup_nothing,
                                 lib=_LIB)
 
-_NO_TRANSFORMS = (
-    "rmsnorm_add under a torch.func transform (vmap, grad, jacrev, ...) is not supported: its Function has no "
-    "rules for them. Use rmsnorm_fast(x + residual, weight, eps), which has them, or the eager autograd"
-)
-
-
 class _FusedAddRMSNormFunction(torch.autograd.Function):
-    """The eager path: (x, residual (M, N) checked, weight or None, eps, offset) → (y, residual_out, rstd)."""
+    """The eager path: (x, residual (M, N) checked, weight or None, eps, offset) → (y, residual_out, rstd).
+
+    Written for ``torch.func`` as the plain norm's Function is: ``vmap`` folds the batch into rows,
+    ``grad``/``vjp``/``jacrev`` run the backward through :class:`~rmsnorm.autograd._BackwardUnderTransforms`.
+    """
 
     @staticmethod
     def forward(x, residual, weight, eps, offset):
@@ -159,7 +158,8 @@ class _FusedAddRMSNormFunction(torch.autograd.Function):
     def backward(ctx, dy, d_residual_out, _drstd):
         residual_out, weight, rstd = ctx.saved_tensors
         if _functorch_wrapped(residual_out, weight, rstd, dy, d_residual_out):
-            raise ContractError(_NO_TRANSFORMS)
+            dh, dweight = _BackwardUnderTransforms.apply(residual_out, weight, rstd, dy, ctx.offset, d_residual_out)
+            return dh.to(ctx.x_dtype), dh, (None if weight is None else dweight), None, None
         dh, dweight = launch_backward(residual_out, weight, rstd, _unit_column_stride(dy), None, ctx.offset,
                                       _unit_column_stride(d_residual_out))
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
@@ -167,8 +167,17 @@ class _FusedAddRMSNormFunction(torch.autograd.Function):
         return dh.to(ctx.x_dtype), dh, dweight, None, None
 
     @staticmethod
-    def vmap(info, in_dims, *args):
-        raise ContractError(_NO_TRANSFORMS)
+    def vmap(info, in_dims, x, residual, weight, eps, offset):
+        x_dim, residual_dim, weight_dim, *_ = in_dims
+        if weight_dim is not None:
+            raise ContractError(
+                "rmsnorm_add under torch.func.vmap: the weight is batched (in_dims gives it a batch dimension); "
+                "the kernels take one (N,) weight. Map over x and residual only, or loop over the weights"
+            )
+        x, residual = (t.unsqueeze(0).expand(info.batch_size, *t.shape) if d is None else t.movedim(d, 0)
+                       for t, d in ((x, x_dim), (residual, residual_dim)))  # (B, M, N): every element's rows
+        y, residual_out, rstd = _FusedAddRMSNormFunction.apply(as_rows(x), as_rows(residual), weight, eps, offset)
+        return (y.view(x.shape), residual_out.view(x.shape), rstd.view(x.shape[:-1])), (0, 0, 0)
 
 
 def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float | None = 1e-6,
@@ -193,7 +202,7 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     Raises:
         ContractError: (a ValueError) naming the tensor, the rule and the value, before anything is
             allocated: shapes, devices or dtypes that differ, a DTensor, anything outside the fast
-            contract; under a torch.func transform.
+            contract; a batched weight under ``torch.func.vmap``.
         RuntimeError: on a double backward.
 
     Source: the module docstring; Liger-Kernel ``ops/fused_add_rms_norm.py``.

@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from rmsnorm import ContractError, rmsnorm_add, rmsnorm_fast
+from rmsnorm import ContractError, rmsnorm_add, rmsnorm_fast, rmsnorm_reference
 from rmsnorm.config import ONE_BLOCK_MAX_N
 from rmsnorm.forward import forward_key
 from rmsnorm.fused_add import _add_backward_op, _add_forward_op
@@ -180,12 +180,35 @@ def test_double_backward_is_a_clear_error(device):
         dx.sum().backward()
 
 
-def test_torch_func_is_refused_clearly(device):
-    x, residual, weight, _, _ = _inputs((2, 3, 16), F32, F32, device)
-    with pytest.raises(ContractError, match="torch.func transform"):
-        torch.func.vmap(lambda a, b: rmsnorm_add(a, b, weight)[0])(x, residual)
-    with pytest.raises(ContractError, match="torch.func transform"):
-        torch.func.grad(lambda a: rmsnorm_add(a, residual[0], weight)[0].sum())(x[0])
+@pytest.mark.parametrize("in_dims", [(0, 0), (1, 1), (0, None)], ids=str)
+def test_vmap_folds_the_batch_into_rows(in_dims, device):
+    x, residual, weight, _, _ = _inputs((3, 4, 16), F32, F32, device, seed=6)
+    r = residual if in_dims[1] is not None else residual[0]
+    y, residual_out = torch.func.vmap(lambda a, b: rmsnorm_add(a, b, weight), in_dims=in_dims)(x, r)
+    xs = x.movedim(in_dims[0], 0)
+    rs = r.movedim(in_dims[1], 0) if in_dims[1] is not None else r.expand_as(xs)
+    want_y, want_residual_out = rmsnorm_add(xs, rs, weight)  # the same rows, one call: the same numbers
+    assert torch.equal(y, want_y) and torch.equal(residual_out, want_residual_out)
+    with pytest.raises(ContractError, match="the weight is batched"):
+        torch.func.vmap(lambda a, w: rmsnorm_add(a, a, w))(x, weight.expand(3, 16))
+
+
+def test_grad_and_jacrev_give_eager_autograds_numbers(device):
+    x, residual, weight, dy, dres = _inputs((3, 16), F16, F32, device, seed=8)
+
+    def loss(a, b, w):
+        y, h = rmsnorm_add(a, b, w)
+        return (y.float() * dy.float()).sum() + (h * dres).sum()
+
+    got = torch.func.grad(loss, argnums=(0, 1, 2))(x, residual, weight)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, residual, weight)]
+    loss(*leaves).backward()
+    for g, leaf in zip(got, leaves):
+        assert g.dtype == leaf.dtype and torch.equal(g, leaf.grad)
+    x32, r32, w32 = x.float()[:2, :5], residual[:2, :5], weight.float()[:5]
+    jacobian = torch.func.jacrev(lambda a: rmsnorm_add(a, r32, w32)[0])(x32)
+    want = torch.func.jacrev(lambda a: rmsnorm_reference((a + r32).double(), w32.double()))(x32.double())
+    assert_close(jacobian, want, dtype=F32)
 
 
 # ----------------------------------------------------------------------------- ops, compile, launch keys
