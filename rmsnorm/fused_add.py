@@ -136,6 +136,7 @@ torch.library.register_autograd("rmsnorm_fast::add_forward", _backward, setup_co
 torch.library.register_autograd("rmsnorm_fast::add_backward", _no_double_backward, setup_context=_setup_nothing,
                                 lib=_LIB)
 
+
 class _FusedAddRMSNormFunction(torch.autograd.Function):
     """The eager path: (x, residual (M, N) checked, weight or None, eps, offset) → (y, residual_out, rstd).
 
