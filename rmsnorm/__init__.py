@@ -1,6 +1,6 @@
 """rmsnorm: RMSNorm in Triton, verified before it is accelerated. What a model imports.
 
-Importing it defines the kernels and registers two operators; it changes nothing else in the
+Importing it defines the kernels and registers four operators; it changes nothing else in the
 caller's process (no environment variable, no Triton setting, no ``torch._dynamo`` import).
 The kernels run on a CUDA GPU, or on the CPU in Triton's interpreter when ``TRITON_INTERPRET=1``
 was set before triton was first imported (:mod:`rmsnorm.device`).
@@ -12,6 +12,10 @@ Public API:
   N ≤ 262144, float32/float16/bfloat16, row strides; eager calls launch directly, and
   ``torch.compile(fullgraph=True)`` traces two registered operators (``rmsnorm_fast::forward``
   and ``::backward``) whole.
+- :func:`rmsnorm_add` (x, residual, weight, eps, offset=0.0) → (y, residual_out) — the pre-norm layer's
+  residual add fused with the norm: residual_out = x + residual (rounded as torch rounds it), y = its norm;
+  the same kernels with a constexpr switch on, and two more operators (``rmsnorm_fast::add_forward``,
+  ``::add_backward``).
 - :class:`RMSNorm` (= :class:`FastRMSNorm`) — a ``torch.nn.RMSNorm`` subclass (same constructor and
   state_dict) that calls it.
 - :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for :class:`FastRMSNorm`, recognised by
@@ -26,7 +30,8 @@ The article's simple kernels, which lessons 03–08 teach (rows up to 4096, floa
 :mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
 File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
-launch.py) → operators, autograd and the functional (autograd.py) → module (module.py) → the model swap (swap.py).
+launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) → module (module.py) →
+the model swap (swap.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
@@ -46,6 +51,7 @@ from .contract import (
 )
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
+from .fused_add import rmsnorm_add
 from .module import FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
@@ -76,6 +82,7 @@ __all__ = [
     "randomise_norm_weights",
     "refuse_dtensor",
     "rmsnorm",
+    "rmsnorm_add",
     "rmsnorm_fast",
     "rmsnorm_fast_backward",
     "rmsnorm_fast_backward_kernel",

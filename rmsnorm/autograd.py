@@ -11,7 +11,7 @@ is kept as short as it can be:
   :func:`~rmsnorm.backward.launch_backward`), with no dispatcher in
   between, and x checked once per call (an eager call made inside a
   torch.compile region, in a frame Dynamo has given up on, goes through
-  the class :func:`_function_outside_dynamo` builds, which runs the same code with
+  the class :func:`outside_dynamo` builds, which runs the same code with
   Dynamo switched off);
 - ``torch.func`` transforms go through the same Function, which has a separate
   ``setup_context`` and a ``vmap`` rule (the batch folded into rows); ``grad``,
@@ -39,6 +39,10 @@ for a direct call from an ``autograd.Function`` (pytorch/pytorch #176592 and
 would let Inductor see inside the kernels, but its eager call goes through
 the same ``custom_op`` machinery.
 
+The fused residual add (:mod:`rmsnorm.fused_add`) defines two more operators in the same library and
+calls this module's helpers (the functional's checks, rows, the Dynamo-off class, the double-backward
+refusal, the DTensor rule at the operators).
+
 File order as in Liger and quack: kernels and launchers (forward.py,
 backward.py) → operators and autograd → functional (here) → module (module.py).
 
@@ -52,6 +56,7 @@ import functools
 
 import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
+from torch.autograd.function import _is_setup_context_defined
 
 from .backward import launch_backward, rmsnorm_fast_backward
 from .contract import (
@@ -105,21 +110,26 @@ _backward_op = torch.ops.rmsnorm_fast.backward.default
 
 
 def _refuse_dtensor_at_the_op(cls, func, types, args, kwargs=None):
-    """What DTensor's dispatch runs for the two operators: the eager entry's ContractError.
+    """What DTensor's dispatch runs for the library's operators: the eager entry's ContractError.
 
     Without it a DTensor reaching ``torch.ops.rmsnorm_fast.*`` directly fails with DTensor's own
-    NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast refuses
-    before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
+    NotImplementedError ("does not have a sharding strategy registered"); rmsnorm_fast and rmsnorm_add
+    refuse before the operator, eager and traced, so only a direct call gets here. Nothing is allocated.
     """
-    names = ("x", "weight", "eps") if func is _forward_op else ("x", "weight", "rstd", "dy")
+    names = [argument.name for argument in func._schema.arguments]
     for name, arg in zip(names, args):
         refuse_dtensor(name, arg)
     raise ContractError(f"{func}: DTensor arguments are refused (see rmsnorm.contract.refuse_dtensor)")
 
 
-if DTensor is not None:
-    for _op in ("rmsnorm_fast::forward", "rmsnorm_fast::backward"):
-        torch.library.register_torch_dispatch(_op, DTensor, _refuse_dtensor_at_the_op, lib=_LIB)
+def refuse_dtensor_at_the_ops(*ops: str) -> None:
+    """Register :func:`_refuse_dtensor_at_the_op` as DTensor's rule for each of ``ops`` (``"rmsnorm_fast::…"``)."""
+    if DTensor is not None:
+        for op in ops:
+            torch.library.register_torch_dispatch(op, DTensor, _refuse_dtensor_at_the_op, lib=_LIB)
+
+
+refuse_dtensor_at_the_ops("rmsnorm_fast::forward", "rmsnorm_fast::backward")
 
 
 def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
@@ -191,7 +201,9 @@ def _batch_slice(t, dim, b):
 
 
 class _BackwardUnderTransforms(torch.autograd.Function):
-    """(x, weight, rstd, dy) → (dx, dgamma or an empty tensor): the backward kernels, for ``torch.func``.
+    """(x, weight, rstd, dy, offset[, dres]) → (dx, dgamma or empty): the backward kernels, for ``torch.func``.
+
+    ``dres`` is the fused add's gradient of residual_out (then x is residual_out and dx the gradient of h).
 
     A transform calls the forward Function's backward with its own wrapped tensors (``grad``), or
     batched ones (``jacrev`` runs the backward under ``vmap``, one cotangent per output element). Going
@@ -200,8 +212,9 @@ class _BackwardUnderTransforms(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x, weight, rstd, dy, offset):
-        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy), None, offset)
+    def forward(x, weight, rstd, dy, offset, dres=None):
+        dx, dgamma = launch_backward(x, weight, rstd, _unit_column_stride(dy), None, offset,
+                                     None if dres is None else _unit_column_stride(dres))
         return dx, (x.new_empty(0) if dgamma is None else dgamma)
 
     @staticmethod
@@ -213,9 +226,10 @@ class _BackwardUnderTransforms(torch.autograd.Function):
         raise RuntimeError(_DOUBLE_BACKWARD)
 
     @staticmethod
-    def vmap(info, in_dims, x, weight, rstd, dy, offset):
-        outputs = [_BackwardUnderTransforms.apply(*(_batch_slice(t, d, b) for t, d in
-                                                    zip((x, weight, rstd, dy), in_dims)), offset)
+    def vmap(info, in_dims, x, weight, rstd, dy, offset, dres=None):
+        tensors, dims = (x, weight, rstd, dy, dres), in_dims[:4] + in_dims[5:6]
+        outputs = [_BackwardUnderTransforms.apply(*(_batch_slice(t, d, b) for t, d in zip(tensors[:4], dims)),
+                                                  offset, _batch_slice(dres, dims[4] if dres is not None else None, b))
                    for b in range(info.batch_size)]
         return (torch.stack([dx for dx, _ in outputs]), torch.stack([dg for _, dg in outputs])), (0, 0)
 
@@ -225,8 +239,8 @@ class _FastRMSNormFunctionForTransforms(torch.autograd.Function):
 
     Written with a separate ``setup_context`` and a :meth:`vmap` rule, as ``torch.func`` requires
     (PyTorch, "Extending torch.func with autograd.Function"): ``vmap`` folds the batch into rows,
-    ``grad``/``vjp``/``jacrev`` run the backward through :class:`_BackwardUnderTransforms`. Calls
-    outside a transform go through :class:`_FastRMSNormFunction`, which runs the same code.
+    ``grad``/``vjp``/``jacrev`` run the backward through :class:`_BackwardUnderTransforms`. Outside a
+    transform the call goes through :data:`_FastRMSNormFunction` (:func:`with_ctx_forward`), the same code.
     """
 
     @staticmethod
@@ -263,28 +277,43 @@ class _FastRMSNormFunctionForTransforms(torch.autograd.Function):
         return (y.view(batch.shape), rstd.view(batch.shape[:-1])), (0, 0)
 
 
-class _FastRMSNormFunction(torch.autograd.Function):
-    """The eager path outside ``torch.func``: :class:`_FastRMSNormFunctionForTransforms`, with ``forward(ctx, …)``.
+def with_ctx_forward(function: type[torch.autograd.Function], name: str) -> type[torch.autograd.Function]:
+    """``function`` (a Function with ``setup_context``) as a Function whose ``forward(ctx, …)`` does both.
 
     ``Function.apply`` binds the arguments of a Function that has a separate ``setup_context`` through
     ``inspect.signature`` on every call (torch's ``autograd/function.py``, ``bind_default_args``): about
     20 µs of host time a call, measured with the launches stubbed out, twice the rest of the call. A
-    forward that takes ``ctx`` skips it, and torch.func transforms, which need ``setup_context``, are
-    never active here (:func:`rmsnorm_fast` chooses).
+    forward that takes ``ctx`` skips it. torch.func transforms need ``setup_context``: :func:`eager_function`
+    takes ``function`` itself while one is active.
+
+    Args:
+        name: the class's name (its ``grad_fn`` is ``<name>Backward``).
     """
 
-    @staticmethod
-    def forward(ctx, x, weight, eps, offset):
-        output = launch_forward(x, weight, eps, None, offset)
-        _FastRMSNormFunctionForTransforms.setup_context(ctx, (x, weight, eps, offset), output)
+    def forward(ctx, *args):
+        output = function.forward(*args)
+        function.setup_context(ctx, args, output)
         return output
 
-    backward = staticmethod(_FastRMSNormFunctionForTransforms.backward)
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                   "backward": staticmethod(function.backward),
+                                                   "__doc__": f"{function.__name__}, with forward(ctx, …)."})
+
+
+_FastRMSNormFunction = with_ctx_forward(_FastRMSNormFunctionForTransforms, "_FastRMSNormFunction")
+
+
+def eager_function(function: type[torch.autograd.Function],
+                   for_transforms: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """The Function an eager call applies: ``for_transforms`` while a torch.func transform is active, else
+    ``function`` (:func:`with_ctx_forward`); either through :func:`outside_dynamo` inside a compiled region."""
+    chosen = for_transforms if torch._C._are_functorch_transforms_active() else function
+    return outside_dynamo(chosen) if _dynamo_callback() else chosen
 
 
 @functools.cache
-def _function_outside_dynamo(base: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
-    """The eager path, for an eager call made while a torch.compile region is running.
+def outside_dynamo(function: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+    """An eager path's Function (``function``), for an eager call made while a torch.compile region is running.
 
     Dynamo runs a frame eagerly when it has given up on it (a frame that raised
     while being traced, a recompile limit hit), but it still tries to compile
@@ -299,14 +328,14 @@ def _function_outside_dynamo(base: type[torch.autograd.Function]) -> type[torch.
     whenever a compiled region runs).
     """
 
-    class _OutsideDynamo(base):
-        forward = staticmethod(torch.compiler.disable(base.forward))
-        backward = staticmethod(torch.compiler.disable(base.backward))
-        if base is _FastRMSNormFunctionForTransforms:
-            setup_context = staticmethod(torch.compiler.disable(base.setup_context))
+    class OutsideDynamo(function):
+        forward = staticmethod(torch.compiler.disable(function.forward))
+        backward = staticmethod(torch.compiler.disable(function.backward))
+        if _is_setup_context_defined(function.setup_context):  # not a with_ctx_forward class
+            setup_context = staticmethod(torch.compiler.disable(function.setup_context))
 
-    _OutsideDynamo.__name__ = _OutsideDynamo.__qualname__ = base.__name__ + "OutsideDynamo"
-    return _OutsideDynamo
+    OutsideDynamo.__name__ = OutsideDynamo.__qualname__ = f"{function.__name__}OutsideDynamo"
+    return OutsideDynamo
 
 
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
@@ -368,36 +397,73 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
 
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
+    eps = check_functional_inputs(x, weight, eps)
+    rows = as_rows(x)
+    compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
+    # when it has given up on this one, it is always True
+    if compiling or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+        # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
+        # FlopCounterMode, an op log) or a meta tensor must see
+        check_scalars_for_the_op(eps, offset, weight, compiling)
+        y, _rstd = _forward_op(rows, weight, float(eps), float(offset))
+    else:
+        check_fast_inputs(rows, weight, eps)  # x checked once, here
+        if type(offset) is not float or offset != 0.0:
+            check_offset(offset, weight)
+        function = eager_function(_FastRMSNormFunction, _FastRMSNormFunctionForTransforms)
+        y, _rstd = function.apply(rows, weight, float(eps), float(offset))
+    return y if rows is x else y.view(x.shape)
+
+
+def check_functional_inputs(x, weight, eps, *others: tuple[str, object]) -> float:
+    """The functionals' checks before rows are formed: tensors, no DTensor, at least one column; eps resolved.
+
+    Args:
+        x, weight, eps: as :func:`rmsnorm_fast` takes them.
+        others: (name, tensor) pairs of further (..., N) inputs (the fused add's residual), held to the
+            same DTensor rule.
+
+    Returns:
+        eps, with None replaced as ``F.rms_norm(eps=None)`` replaces it.
+
+    Raises:
+        ContractError: before either path: the operator would see a DTensor too (and torch.compile traces
+            these checks, so a compiled call refuses the same way).
+    """
     _require_tensor("x", x)
     if type(x) is not torch.Tensor or (weight is not None and type(weight) not in _PLAIN):
-        refuse_dtensor("x", x)  # before either path: the operator would see a DTensor too (and torch.compile
-        refuse_dtensor("weight", weight)  # traces this check, so the compiled call refuses the same way)
+        refuse_dtensor("x", x)
+        refuse_dtensor("weight", weight)
+    for name, t in others:
+        _require_tensor(name, t)
+        if type(t) is not torch.Tensor:
+            refuse_dtensor(name, t)
     if x.dim() == 0:
         raise ContractError("x must have at least 1 dimension (..., N); got a 0-D tensor")
     if x.shape[-1] == 0:
         raise ContractError(f"x must have 1 <= N columns; got shape {tuple(x.shape)}")
     if eps is None:  # torch takes the epsilon of its computation dtype (torch._decomp's _fused_rms_norm):
         eps = torch.finfo(torch.float32).eps  # float32 for every dtype here, and the kernels compute in float32
-    rows = x if x.dim() == 2 and (x.stride(1) == 1 or x.shape[1] == 1) else _as_rows(x)
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
-        # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
-        # FlopCounterMode, an op log) or a meta tensor must see
-        if not torch.compiler.is_compiling() or not isinstance(eps, (float, torch.SymFloat)):
-            check_eps(eps)  # before the op: its schema would refuse a non-float less clearly
-        if not torch.compiler.is_compiling() or not isinstance(offset, (float, torch.SymFloat)):
-            check_offset(offset, weight)
-        # Under torch.compile a float's value is checked when the traced op runs (check_fast_inputs, in its
-        # implementation): a ContractError raised while Dynamo traces makes it skip this function and
-        # FastRMSNorm.forward for every caller until torch._dynamo.reset() (notebooks/TROUBLESHOOTING.md)
-        y, _rstd = _forward_op(rows, weight, float(eps), float(offset))
-    else:
-        check_fast_inputs(rows, weight, eps)  # x checked once, here
-        if type(offset) is not float or offset != 0.0:
-            check_offset(offset, weight)
-        function = (_FastRMSNormFunctionForTransforms if torch._C._are_functorch_transforms_active()
-                    else _FastRMSNormFunction)
-        if _dynamo_callback():
-            function = _function_outside_dynamo(function)
-        y, _rstd = function.apply(rows, weight, float(eps), float(offset))
-    return y if rows is x else y.view(x.shape)
+    return eps
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as (M, N) rows with unit column stride: itself when it is already, else :func:`_as_rows`."""
+    return t if t.dim() == 2 and (t.stride(1) == 1 or t.shape[1] == 1) else _as_rows(t)
+
+
+def check_scalars_for_the_op(eps, offset, weight, compiling: bool) -> None:
+    """eps and offset checked before the operator, whose schema would refuse a non-float less clearly.
+
+    Args:
+        compiling: ``torch.compiler.is_compiling()``, asked by the caller in its own frame.
+
+    Under torch.compile a float's value is checked when the traced op runs (in its implementation):
+    a ContractError raised while Dynamo traces makes it skip the calling function and
+    FastRMSNorm.forward for every caller until torch._dynamo.reset() (notebooks/TROUBLESHOOTING.md).
+    """
+    if not compiling or not isinstance(eps, (float, torch.SymFloat)):
+        check_eps(eps)
+    if not compiling or not isinstance(offset, (float, torch.SymFloat)):
+        check_offset(offset, weight)
 

@@ -31,6 +31,10 @@ rows, so that one block's share of dgamma stays in registers and is stored
 once. x and dy are read twice (5·M·N·s bytes instead of 3·M·N·s), which
 costs less than read-modify-writing a float32 partial row per data row.
 
+The fused residual add runs this kernel on h = residual_out with ``HAS_DRES`` on: dx becomes the
+gradient of h, the norm's dx + d_residual_out (which the forward's add passes on to both x and
+residual). Off (the default), none of it is compiled (tests/library/test_plain_ptx.py).
+
 Source: notebooks/10_one_pass_backward.ipynb; Liger-Kernel
 ``ops/rms_norm.py`` (``rms_norm_backward``); quack ``rmsnorm.py``.
 """
@@ -64,8 +68,8 @@ def _shifted(weight, OFFSET: tl.constexpr, COMPUTE: tl.constexpr):
 @triton.jit
 def _backward_one_block(
     x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
-    HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+    dres_ptr, dres_row_stride, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, COMPUTE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, HAS_DRES: tl.constexpr,
 ):
     """Rows that fit one block: BLOCK_M rows per step, dgamma summed in registers (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -87,6 +91,8 @@ def _backward_one_block(
             u = dy * weight[None, :]
         mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
         dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
+        if HAS_DRES:
+            dx += tl.load(dres_ptr + rows[:, None] * dres_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
         tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
         if HAS_WEIGHT:
             dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
@@ -97,7 +103,8 @@ def _backward_one_block(
 @triton.jit
 def _backward_looped(
     x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
-    mean_ux_ptr, M, N, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr,
+    mean_ux_ptr, M, N, dres_ptr, dres_row_stride, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr,
+    COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
 ):
     """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -135,6 +142,8 @@ def _backward_looped(
             if HAS_WEIGHT:
                 u = dy * weight
             dx = (u - x_hat * mean_ux) * rstd
+            if HAS_DRES:
+                dx += tl.load(dres_ptr + row64 * dres_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
             if HAS_WEIGHT:
                 dgamma_acc += (dy * x_hat).to(tl.float32)
@@ -148,7 +157,7 @@ def rmsnorm_fast_backward_kernel(
     x_row_stride,  # elements between rows of x
     weight_ptr,  # (N,) weight; unused when HAS_WEIGHT is False
     rstd_ptr,  # (M,) float32 from the forward
-    dy_ptr,  # (M, N) upstream gradient, dtype of x, unit column stride
+    dy_ptr,  # (M, N) upstream gradient, dtype of x (16-bit with a float32 x: the fused add), unit column stride
     dy_row_stride,  # elements between rows of dy
     dx_ptr,  # (M, N) output, dtype of x
     dx_row_stride,  # elements between rows of dx
@@ -163,20 +172,28 @@ def rmsnorm_fast_backward_kernel(
     BLOCK_M: tl.constexpr,  # rows per step (1 when ONE_BLOCK is False)
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
     NUM_STAGES: tl.constexpr,  # software pipelining depth of the row loop
-    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and the three row strides (see config.row_alignment)
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and every row stride (see config.row_alignment)
+    # the fused add (rmsnorm_add); the plain norm leaves these at None/False, which compiles none of it
+    dres_ptr=None,  # (M, N) gradient of residual_out, dtype of dx, unit column stride
+    dres_row_stride=None,  # elements between rows of dres
+    HAS_DRES: tl.constexpr = False,  # True: dx = the norm's dx + dres (the gradient of h = x + residual)
 ):
     # Triton knows an integer argument's divisibility only by 16: say what the launcher checked (16-byte accesses)
     N = aligned(N, ROW_ALIGN)
     x_row_stride = aligned(x_row_stride, ROW_ALIGN)
     dy_row_stride = aligned(dy_row_stride, ROW_ALIGN)
     dx_row_stride = aligned(dx_row_stride, ROW_ALIGN)
+    if HAS_DRES:
+        dres_row_stride = aligned(dres_row_stride, ROW_ALIGN)
     partial_row = partial_ptr + tl.program_id(0).to(tl.int64) * N
     if ONE_BLOCK:
         _backward_one_block(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                            partial_row, M, N, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES)
+                            partial_row, M, N, dres_ptr, dres_row_stride, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_M,
+                            BLOCK_N, NUM_STAGES, HAS_DRES)
     else:
         _backward_looped(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                         partial_row, mean_ux_ptr, M, N, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_N)
+                         partial_row, mean_ux_ptr, M, N, dres_ptr, dres_row_stride, HAS_WEIGHT, OFFSET, COMPUTE,
+                         BLOCK_N, HAS_DRES)
 
 
 @triton.jit
@@ -239,11 +256,14 @@ _launch_dgamma = DirectLauncher(rmsnorm_fast_dgamma_kernel)
 
 def launch_backward(
     x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
-    config: FastConfig | None = None, offset: float = 0.0,
+    config: FastConfig | None = None, offset: float = 0.0, dres: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`rmsnorm_fast_backward` without its checks: for callers that have checked the inputs already.
 
-    Launches through :class:`~rmsnorm.launch.DirectLauncher`.
+    The fused add (:func:`rmsnorm.rmsnorm_add`) passes its residual_out as ``x`` (the norm's input h) and
+    the gradient of residual_out as ``dres`` (x's dtype and shape, unit column stride): dx is then the
+    gradient of h, the norm's dx + dres (HAS_DRES), in x's dtype; ``dy`` may then be 16-bit with a float32
+    ``x`` (the float32 residual stream). Launches through :class:`~rmsnorm.launch.DirectLauncher`.
     """
     M, N = x.shape
     config = config or backward_config(N, x.dtype)
@@ -257,12 +277,17 @@ def launch_backward(
     compute = row_arithmetic_dtype(N, x.dtype)
     mean_ux = rstd if one_block else device.new_output((M,), compute, x.device)
     w = x if weight is None else weight
+    strides = (x.stride(0), dy.stride(0), dx.stride(0)) + (() if dres is None else (dres.stride(0),))
+    key = backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None)
+    if dres is not None:
+        key += (dres.dtype, dres.data_ptr() & 15, dres.stride(0))
     _launch(
-        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None) + (offset,),
+        key + (offset,),
         (P,), x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
         M, N, weight is not None, offset, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
-        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), num_warps=config.num_warps,
+        row_align_hint(x.element_size(), N, *strides),
+        dres, None if dres is None else dres.stride(0), dres is not None, num_warps=config.num_warps,
     )
     if weight is None:
         return dx, None
@@ -280,11 +305,13 @@ def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_b
                  has_weight: bool) -> tuple:
     """The fused backward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
-    The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype and
-    address mod 16, the config (its constexprs and ``num_warps``).
+    The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype (dy's too: the fused
+    add's may differ from x's) and
+    address mod 16, the config (its constexprs and ``num_warps``); the launcher adds the offset and, for the
+    fused add (HAS_DRES), dres's dtype, address mod 16 and row stride.
     """
     M, N = x.shape
-    return (x.device.index, x.dtype, w.dtype, partial.dtype, mean_ux.dtype,
+    return (x.device.index, x.dtype, w.dtype, dy.dtype, partial.dtype, mean_ux.dtype,
             x.data_ptr() & 15, w.data_ptr() & 15, rstd.data_ptr() & 15, dy.data_ptr() & 15, dx.data_ptr() & 15,
             partial.data_ptr() & 15, mean_ux.data_ptr() & 15, x.stride(0), dy.stride(0), dx.stride(0),
             (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_weight)

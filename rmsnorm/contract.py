@@ -12,6 +12,8 @@ naming the tensor, the rule and the value, before anything is allocated):
 - ``weight``: (N,) float32, float16 or bfloat16 with unit stride, on x's
   device; its dtype may differ from x's (fp32 weights, bf16 activations).
 - ``eps``: a finite real number > 0.
+- ``residual`` (the fused add, :func:`rmsnorm.rmsnorm_add`): x's shape (no broadcasting), device and
+  layout rule, in x's dtype or float32 with a 16-bit x (:func:`residual_out_dtype`).
 - bfloat16 is refused under Triton's CPU interpreter (see
   :data:`INTERPRETER_BF16_REASON`); it runs on the GPU.
 - No DTensor (``torch.distributed.tensor``), as x or as weight: a kernel reads
@@ -282,6 +284,11 @@ def check_fast_backward_inputs(
     Source: notebooks/10_one_pass_backward.ipynb.
     """
     check_fast_inputs(x, weight, 1.0)
+    _require_rstd(rstd, x)
+    _require_like("dy", dy, x, "x", x.dtype)
+
+
+def _require_rstd(rstd, x: torch.Tensor) -> None:
     _require_tensor("rstd", rstd)
     if rstd.dtype != torch.float32 or tuple(rstd.shape) != (x.shape[0],):
         raise ContractError(
@@ -289,11 +296,73 @@ def check_fast_backward_inputs(
         )
     _require_device("rstd", rstd, x.device)
     _require_unit_last_stride("rstd", rstd)
+
+
+def _require_like(name: str, t, x: torch.Tensor, x_name: str, dtype: torch.dtype) -> None:
+    """``t`` has x's shape and device, ``dtype``, and unit stride in its last dimension (any row stride)."""
+    _require_tensor(name, t)
+    if tuple(t.shape) != tuple(x.shape) or t.dtype != dtype:
+        of = f"the shape and dtype of {x_name}" if dtype == x.dtype else f"the shape of {x_name} and dtype {dtype}"
+        raise ContractError(f"{name} must have {of} {tuple(x.shape)} {dtype}; got {tuple(t.shape)} {t.dtype}")
+    refuse_dtensor(name, t)
+    _require_device(name, t, x.device)
+    _require_unit_last_stride(name, t)
+
+
+def residual_out_dtype(x_dtype: torch.dtype, residual_dtype: torch.dtype) -> torch.dtype | None:
+    """The dtype of residual_out = x + residual that the fused add accepts, or None for a refused pair.
+
+    The residual has x's dtype (the sum is rounded to it, as torch rounds it), or it is float32 with a
+    16-bit x (a float32 residual stream: torch promotes the sum to float32). Any other pair is refused:
+    a 16-bit residual with a float32 x would promote the stream of a float32 model for no reason, and
+    float16 with bfloat16 promotes to float32 in torch, which no model's residual stream does.
+    """
+    if residual_dtype == x_dtype or (residual_dtype == torch.float32 and x_dtype in (torch.float16, torch.bfloat16)):
+        return residual_dtype
+    return None
+
+
+def check_add_inputs(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps) -> None:
+    """Check the fused add's inputs: x, weight and eps as :func:`check_fast_inputs`, and the residual.
+
+    Rules for ``residual``: a plain (not DTensor) tensor of x's shape, on x's device, with unit stride in
+    its last dimension (any row stride), in a dtype :func:`residual_out_dtype` accepts.
+
+    Raises:
+        ContractError: naming the tensor, the rule and the value seen, before anything is allocated.
+
+    Source: Liger-Kernel ``ops/fused_add_rms_norm.py``; vLLM ``fused_add_rms_norm``.
+    """
+    check_fast_inputs(x, weight, eps)
+    _require_tensor("residual", residual)
+    refuse_dtensor("residual", residual)
+    if tuple(residual.shape) != tuple(x.shape):
+        raise ContractError(f"residual must have the shape of x {tuple(x.shape)} (no broadcasting); "
+                            f"got {tuple(residual.shape)}")
+    _require_device("residual", residual, x.device)
+    if residual_out_dtype(x.dtype, residual.dtype) is None:
+        raise ContractError(f"residual must have x's dtype ({x.dtype}), or float32 with a 16-bit x; "
+                            f"got {residual.dtype}")
+    _require_unit_last_stride("residual", residual)
+
+
+def check_add_backward_inputs(residual_out: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor,
+                              dy: torch.Tensor, d_residual_out: torch.Tensor) -> None:
+    """Check what the fused add's backward reads: residual_out (the norm's input), weight, rstd, dy, d_residual_out.
+
+    Rules: residual_out and weight as x and weight in :func:`check_fast_inputs`; rstd as in
+    :func:`check_fast_backward_inputs`; dy of residual_out's shape, in its dtype or (with a float32
+    residual_out) 16-bit, y's dtype; d_residual_out of residual_out's shape and dtype. Both gradients
+    with unit stride in the last dimension.
+
+    Raises:
+        ContractError: naming the tensor, the rule and the value seen.
+    """
+    check_fast_inputs(residual_out, weight, 1.0)
+    _require_rstd(rstd, residual_out)
     _require_tensor("dy", dy)
-    if tuple(dy.shape) != tuple(x.shape) or dy.dtype != x.dtype:
-        raise ContractError(
-            f"dy must have the shape and dtype of x {tuple(x.shape)} {x.dtype}; got {tuple(dy.shape)} {dy.dtype}"
-        )
-    refuse_dtensor("dy", dy)
-    _require_device("dy", dy, x.device)
-    _require_unit_last_stride("dy", dy)
+    if residual_out_dtype(dy.dtype, residual_out.dtype) is None:  # dy has y's dtype, which is x's
+        raise ContractError(f"dy must have y's dtype: residual_out's ({residual_out.dtype}), or 16-bit with a "
+                            f"float32 residual_out; got {dy.dtype}")
+    _require_like("dy", dy, residual_out, "residual_out", dy.dtype)
+    _require_like("d_residual_out", d_residual_out, residual_out, "residual_out", residual_out.dtype)

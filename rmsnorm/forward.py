@@ -16,6 +16,12 @@ programs per SM). Two shapes of the same kernel, chosen at compile time by
   a second loop reads x again (mostly from L2: the first pass asked the cache
   to keep it) and writes y. This is the loop rung of the N-vs-BLOCK ladder.
 
+The fused residual add (:func:`rmsnorm.rmsnorm_add`) is this kernel with ``HAS_RESIDUAL`` on: it
+first forms h = x + residual, rounded to residual_out's dtype as torch rounds the sum, stores it in
+residual_out and normalises h; the loop's pass 1 reads x and residual once and pass 2 reads h back
+from residual_out. Off (the default), none of it is compiled: the plain kernel's PTX is unchanged
+(tests/library/test_plain_ptx.py).
+
 Source: notebooks/09_the_long_row.ipynb; Triton's tutorial 05-layer-norm
 (``_layer_norm_fwd_fused``); Liger-Kernel and quack ``rmsnorm.py``.
 """
@@ -41,10 +47,26 @@ def _scale(weight, OFFSET: tl.constexpr):
 
 
 @triton.jit
+def _add_residual(x_ptrs, residual_ptrs, residual_out_ptrs, mask, LOAD_EVICT: tl.constexpr,
+                  STORE_EVICT: tl.constexpr):
+    """h = x + residual, rounded to residual_out's dtype as torch rounds the sum; stored, returned in float32.
+
+    torch adds 16-bit tensors in float32 and rounds the sum once to their dtype: so does this, and the
+    norm reads that rounded h, so y is the norm of exactly the residual_out a caller gets.
+    """
+    x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy=LOAD_EVICT).to(tl.float32)
+    residual = tl.load(residual_ptrs, mask=mask, other=0.0, eviction_policy=LOAD_EVICT).to(tl.float32)
+    h = (x + residual).to(residual_out_ptrs.dtype.element_ty)
+    tl.store(residual_out_ptrs, h, mask=mask, eviction_policy=STORE_EVICT)
+    return h.to(tl.float32)
+
+
+@triton.jit
 def _normalise_row_block(
     block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
+    residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
     HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
 ):
     """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
     cols = tl.arange(0, BLOCK_N)
@@ -52,9 +74,18 @@ def _normalise_row_block(
     row_mask = rows < M
     x_rows = x_ptr + rows[:, None] * x_row_stride
     y_rows = y_ptr + rows[:, None] * y_row_stride
+    if HAS_RESIDUAL:  # h = x + residual is what the norm reads: from residual_out once it is written
+        residual_rows = residual_ptr + rows[:, None] * residual_row_stride
+        h_rows = residual_out_ptr + rows[:, None] * residual_out_row_stride
+    else:
+        h_rows = x_rows
     if ONE_BLOCK:
         mask = row_mask[:, None] & (cols < N)[None, :]
-        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if HAS_RESIDUAL:
+            x = _add_residual(x_rows + cols[None, :], residual_rows + cols[None, :], h_rows + cols[None, :], mask,
+                              "", "")
+        else:
+            x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
         y = x * rstd[:, None]
         if HAS_WEIGHT:
@@ -62,16 +93,20 @@ def _normalise_row_block(
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
     else:
         sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block
+        for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block (and h, stored)
             c = start + cols
             mask = row_mask[:, None] & (c < N)[None, :]
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            if HAS_RESIDUAL:  # x and residual are read once; h is kept in L2 for pass 2
+                x = _add_residual(x_rows + c[None, :], residual_rows + c[None, :], h_rows + c[None, :], mask,
+                                  "evict_first", "evict_last")
+            else:
+                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             sum_sq += x * x
         rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / N + eps)
-        for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
+        for start in range(0, N, BLOCK_N):  # pass 2: read x (or h) again (from L2, mostly), write y
             c = start + cols
             mask = row_mask[:, None] & (c < N)[None, :]
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            x = tl.load(h_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * rstd[:, None]
             if HAS_WEIGHT:
                 y = y * _scale(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET)[None, :]
@@ -97,20 +132,31 @@ def rmsnorm_fast_forward_kernel(
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
     PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops
     NUM_STAGES: tl.constexpr,  # software pipelining of that loop
-    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and both row strides (see config.row_alignment)
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N and every row stride (see config.row_alignment)
+    # the fused add (rmsnorm_add); the plain norm leaves these at None/False, which compiles none of it
+    residual_ptr=None,  # (M, N) residual, unit column stride
+    residual_row_stride=None,  # elements from one row of residual to the next
+    residual_out_ptr=None,  # (M, N) output h = x + residual, in the dtype torch's sum has
+    residual_out_row_stride=None,  # elements from one row of residual_out to the next
+    HAS_RESIDUAL: tl.constexpr = False,  # True: h = x + residual, stored in residual_out, and y = norm(h)
 ):
     # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
     # that rows of 1000 or 3000 16-bit elements still load and store 16 bytes at a time.
     N = aligned(N, ROW_ALIGN)
     x_row_stride = aligned(x_row_stride, ROW_ALIGN)
     y_row_stride = aligned(y_row_stride, ROW_ALIGN)
+    if HAS_RESIDUAL:
+        residual_row_stride = aligned(residual_row_stride, ROW_ALIGN)
+        residual_out_row_stride = aligned(residual_out_row_stride, ROW_ALIGN)
     if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-                                 HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N)
+                                 residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
+                                 HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL)
     else:  # one program per row block
         _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr,
-                             M, N, eps, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N)
+                             M, N, eps, residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
+                             HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL)
 
 
 def rmsnorm_fast_forward(
@@ -157,32 +203,70 @@ def launch_forward(
     keyed by :func:`forward_key`.
     """
     M, N = x.shape
-    config = config or forward_config(N, x.dtype)
     y = device.new_output((M, N), x.dtype, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)
-    if M == 0:
-        return y, rstd
-    row_blocks = -(-M // config.BLOCK_M)
-    P = num_programs(config, x.device, row_blocks)
-    w = x if weight is None else weight
-    _launch(
-        forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None, offset), (P,),
-        x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
-        weight is not None, offset, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks,
-        config.num_stages,
-        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
-        num_warps=config.num_warps,
-    )
+    _run(x, weight, eps, config, offset, y, rstd, None, None)
     return y, rstd
 
 
-def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0) -> tuple:
+def launch_add_forward(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float,
+    config: FastConfig | None = None, offset: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused add's forward, unchecked (:func:`rmsnorm.rmsnorm_add` checks): the same kernel, HAS_RESIDUAL on.
+
+    Args:
+        x, residual: (M, N), unit column stride, any row strides; residual in x's dtype, or float32
+            with a 16-bit x (contract.check_add_inputs).
+        weight, eps, config, offset: as in :func:`launch_forward`.
+
+    Returns:
+        (y, residual_out, rstd): y (M, N) contiguous in x's dtype; residual_out = x + residual (M, N)
+        contiguous in ``torch.promote_types(x.dtype, residual.dtype)``, rounded as torch rounds the sum;
+        rstd (M,) float32, of residual_out's rows.
+    """
+    M, N = x.shape
+    y = device.new_output((M, N), x.dtype, x.device)
+    residual_out = device.new_output((M, N), torch.promote_types(x.dtype, residual.dtype), x.device)
+    rstd = device.new_output((M,), torch.float32, x.device)
+    _run(x, weight, eps, config, offset, y, rstd, residual, residual_out)
+    return y, residual_out, rstd
+
+
+def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rstd, residual, residual_out) -> None:
+    M, N = x.shape
+    if M == 0:
+        return
+    config = config or forward_config(N, x.dtype)
+    row_blocks = -(-M // config.BLOCK_M)
+    P = num_programs(config, x.device, row_blocks)
+    w = x if weight is None else weight
+    has_residual = residual is not None
+    strides = (x.stride(0), y.stride(0)) + ((residual.stride(0), residual_out.stride(0)) if has_residual else ())
+    _launch(
+        forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None, offset, residual, residual_out), (P,),
+        x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
+        weight is not None, offset, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks,
+        config.num_stages, row_align_hint(x.element_size(), N, *strides),
+        residual, residual.stride(0) if has_residual else None,
+        residual_out, residual_out.stride(0) if has_residual else None, has_residual,
+        num_warps=config.num_warps,
+    )
+
+
+def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0,
+                residual=None, residual_out=None) -> tuple:
     """The forward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
     The row strides and N by value (so :func:`row_alignment` too), M by (== 1, mod 16, past 2³¹),
-    each tensor's dtype and address mod 16, the config (its constexprs and ``num_warps``), the offset.
+    each tensor's dtype and address mod 16, the config (its constexprs and ``num_warps``), the offset;
+    for the fused add (HAS_RESIDUAL), residual's and residual_out's too.
     """
     M, N = x.shape
-    return (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
-            rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent,
-            has_weight, offset)
+    key = (x.device.index, x.dtype, w.dtype, x.data_ptr() & 15, w.data_ptr() & 15, y.data_ptr() & 15,
+           rstd.data_ptr() & 15, x.stride(0), y.stride(0), (M == 1, not M & 15, M >> 31), N, config, persistent,
+           has_weight, offset)
+    if residual is None:
+        return key
+    return key + (residual.dtype, residual_out.dtype, residual.data_ptr() & 15, residual_out.data_ptr() & 15,
+                  residual.stride(0), residual_out.stride(0))

@@ -128,6 +128,37 @@ def forward_backward_bytes(
     return forward_bytes(M, N, dtype, weight_dtype) + backward_bytes(M, N, dtype, weight_dtype)
 
 
+def fused_add_forward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32,
+                            weight_dtype: torch.dtype | None = None, residual_dtype: torch.dtype | None = None) -> int:
+    """Declared bytes of one fused residual add + RMSNorm forward (:func:`rmsnorm.rmsnorm_add`).
+
+    Read x, residual, gamma; write y, residual_out (residual's dtype), rstd. A lower bound, like
+    :func:`forward_bytes`, which it extends by the residual's read and residual_out's write.
+
+    Args:
+        dtype: dtype of x and y (s bytes); weight_dtype: gamma's (s_w, default ``dtype``);
+        residual_dtype: residual's and residual_out's (s_r, default ``dtype``; float32 for a float32 stream).
+
+    Returns:
+        ``2·M·N·(s + s_r) + N·s_w + 4·M`` bytes.
+    """
+    return forward_bytes(M, N, dtype, weight_dtype) + 2 * M * N * _itemsize(residual_dtype or dtype)
+
+
+def fused_add_backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32,
+                             weight_dtype: torch.dtype | None = None, residual_dtype: torch.dtype | None = None) -> int:
+    """Declared bytes of the fused add's backward: read residual_out, dy, d_residual_out, gamma, rstd; write dh, dgamma.
+
+    dy has y's dtype (s); residual_out, d_residual_out and dh have residual's (s_r). With a float32
+    residual and a 16-bit x, autograd's cast of dh to x's dtype for dx is charged to no one (a lower bound).
+
+    Returns:
+        ``M·N·(3·s_r + s) + 2·N·s_w + 4·M`` bytes.
+    """
+    s, s_r, s_w = _itemsize(dtype), _itemsize(residual_dtype or dtype), _itemsize(weight_dtype or dtype)
+    return M * N * (3 * s_r + s) + 2 * N * s_w + 4 * M
+
+
 def bytes_moved(path: str, M: int, N: int, dtype: torch.dtype = torch.float32) -> int:
     """:func:`forward_bytes` for ``path == 'forward'``, :func:`forward_backward_bytes` for ``'forward_backward'``.
 

@@ -8,8 +8,11 @@ include each kernel's instructions.
 
     python tools/ptx_vector_accesses.py 1000 float16
     python tools/ptx_vector_accesses.py 4096 bfloat16 --divisible
+    python tools/ptx_vector_accesses.py 4096 bfloat16 --plain-digest     # sha256 of the plain kernels' code
+    python tools/ptx_vector_accesses.py 4096 bfloat16 --fused float32    # instructions, plain and fused add
 """
 
+import hashlib
 import json
 import re
 import sys
@@ -25,7 +28,13 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from rmsnorm import backward_config, forward_config, rmsnorm_fast_backward_kernel, rmsnorm_fast_forward_kernel  # noqa: E402
+from rmsnorm import (  # noqa: E402
+    backward_config,
+    forward_config,
+    rmsnorm_fast_backward_kernel,
+    rmsnorm_fast_forward_kernel,
+    row_align_hint,
+)
 from rmsnorm.backward import TRITON_DTYPE  # noqa: E402
 from rmsnorm.config import row_arithmetic_dtype  # noqa: E402
 
@@ -53,27 +62,70 @@ def _instructions(ptx: str) -> int:
                if line.startswith("\t") and line.strip() and not line.strip().startswith(("//", ".", "$", "{", "}")))
 
 
-def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> dict:
-    t = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
+def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
+                residual_dtype: torch.dtype | None = None) -> tuple[str, str]:
+    """The PTX of the forward and backward (weight, offset 0) at N, for sm_90: plain, or with ``residual_dtype``
+    the fused add's (HAS_RESIDUAL and HAS_DRES on; the backward's x, dx and dres in residual's dtype)."""
+    names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+    t = names[dtype]
+    fused = residual_dtype is not None
+    tr = names[residual_dtype] if fused else t  # residual, residual_out, h and its gradient
     fwd, bwd = forward_config(N, dtype), backward_config(N, dtype)
+    residual = ({"residual_ptr": f"*{tr}", "residual_row_stride": "i32", "residual_out_ptr": f"*{tr}",
+                 "residual_out_row_stride": "i32"}, {"HAS_RESIDUAL": True}) if fused else (
+        {}, {**dict.fromkeys(("residual_ptr", "residual_row_stride", "residual_out_ptr", "residual_out_row_stride")),
+             "HAS_RESIDUAL": False})
     forward = _ptx(
         rmsnorm_fast_forward_kernel,
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
-         "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32"},
+         "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0]},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
-         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align},
-        (0, 2, 3, 5), fwd.num_warps, (1, 4, 7) if divisible else ())
+         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align,
+         **residual[1]},
+        (0, 2, 3, 5) + ((17, 19) if fused else ()), fwd.num_warps, (1, 4, 7) if divisible else ())
     one_block = bwd.one_block(N)
+    compute = row_arithmetic_dtype(N, residual_dtype or dtype)
+    dres = ({"dres_ptr": f"*{tr}", "dres_row_stride": "i32"}, {"HAS_DRES": True}) if fused else (
+        {}, {"dres_ptr": None, "dres_row_stride": None, "HAS_DRES": False})
     backward = _ptx(
         rmsnorm_fast_backward_kernel,
-        {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}",
-         "dy_row_stride": "i32", "dx_ptr": f"*{t}", "dx_row_stride": "i32", "partial_ptr": "*fp32",
-         "mean_ux_ptr": "*fp64" if row_arithmetic_dtype(N, dtype) == torch.float64 else "*fp32",
-         "M": "i32", "N": "i32"},
-        {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)],
+        {"x_ptr": f"*{tr}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}",
+         "dy_row_stride": "i32", "dx_ptr": f"*{tr}", "dx_row_stride": "i32", "partial_ptr": "*fp32",
+         "mean_ux_ptr": "*fp64" if compute == torch.float64 else "*fp32", "M": "i32", "N": "i32", **dres[0]},
+        {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[compute],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
-         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align},
-        (0, 2, 3, 4, 6, 8, 9), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
+         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, **dres[1]},
+        (0, 2, 3, 4, 6, 8, 9) + ((20,) if fused else ()), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
+    return forward, backward
+
+
+def code_only(ptx: str) -> str:
+    """The PTX without its debug information (``.loc``/``.file`` lines, their labels, ``.debug_*`` sections, comments).
+
+    Those name source lines, which move whenever the file around a kernel changes; what remains is
+    the code the GPU runs.
+    """
+    if "\t.section\t.debug" in ptx:
+        ptx = ptx[: ptx.index("\t.section\t.debug")]
+    lines = (line.split("//")[0].rstrip() for line in ptx.splitlines())  # comments name source lines too
+    return "\n".join(line for line in lines
+                     if line.strip() and not line.lstrip().startswith((".loc", ".file", "$L__tmp", "$L__func")))
+
+
+def plain_digests(N: int, dtype: torch.dtype) -> dict[str, str]:
+    """sha256 of :func:`code_only` PTX of the plain forward and backward at N, as the launchers compile them.
+
+    ROW_ALIGN and the divisibility of N and the row strides are those of contiguous rows of N elements
+    (:func:`~rmsnorm.row_align_hint`), so these are the kernels a plain call launches.
+    """
+    align = row_align_hint(torch.empty((), dtype=dtype).element_size(), N, N)
+    forward, backward = kernels_ptx(N, dtype, align, divisible=N % 16 == 0)
+    return {which: hashlib.sha256(code_only(ptx).encode()).hexdigest()
+            for which, ptx in (("forward", forward), ("backward", backward))}
+
+
+def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> dict:
+    forward, backward = kernels_ptx(N, dtype, align, divisible)
     found = {f"{name} {which}": len(re.findall(pattern, ptx))
              for which, ptx in (("forward", forward), ("backward", backward)) for name, pattern in PATTERNS.items()}
     if divisible:
@@ -84,4 +136,14 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
 
 if __name__ == "__main__":
     N, dtype = int(sys.argv[1]), getattr(torch, sys.argv[2])
+    if "--fused" in sys.argv[3:]:  # the fused add's kernels, residual in the dtype given after --fused
+        residual_dtype = getattr(torch, sys.argv[sys.argv.index("--fused") + 1])
+        fused = kernels_ptx(N, dtype, 1, N % 16 == 0, residual_dtype)
+        plain = kernels_ptx(N, dtype, 1, N % 16 == 0)
+        print(json.dumps({f"instructions {which}": [_instructions(ptx) for ptx in pair]
+                          for which, pair in zip(("forward", "backward"), zip(plain, fused))}))
+        sys.exit()
+    if "--plain-digest" in sys.argv[3:]:
+        print(json.dumps(plain_digests(N, dtype)))
+        sys.exit()
     print(json.dumps({align: counts(N, dtype, align, "--divisible" in sys.argv[3:]) for align in (1, 8)}))

@@ -163,6 +163,21 @@ def test_bytes_counted_by_hand_for_128x257_fp32():
     # s and s_w are separate: fp16 x with an fp32 gamma
     assert bench.forward_bytes(128, 257, torch.float16, torch.float32) == 2 * 128 * 257 * 2 + 257 * 4 + 512
     assert bench.backward_bytes(4, 8, torch.float16, torch.float32) == 3 * 4 * 8 * 2 + 2 * 8 * 4 + 4 * 4
+
+
+def test_fused_add_bytes_counted_by_hand_for_128x257():
+    # forward, fp32: x, residual, y, residual_out (4 * 131_584) + gamma (1_028) + rstd (512)
+    assert bench.fused_add_forward_bytes(128, 257) == 4 * 131_584 + 1_028 + 512 == 527_876
+    # the plain forward's bytes + the residual read and residual_out written
+    assert bench.fused_add_forward_bytes(128, 257) == bench.forward_bytes(128, 257) + 2 * 131_584
+    # backward, fp32: residual_out, dy, d_residual_out read and dh written (4 * 131_584) + gamma, dgamma + rstd
+    assert bench.fused_add_backward_bytes(128, 257) == 4 * 131_584 + 2 * 1_028 + 512 == 528_904
+    # bf16 x with a float32 residual stream: y and dy 2 bytes, residual, residual_out, d_residual_out, dh 4
+    M, N = 4, 8
+    assert bench.fused_add_forward_bytes(M, N, torch.bfloat16, torch.float32, torch.float32) == (
+        2 * M * N * (2 + 4) + N * 4 + 4 * M)
+    assert bench.fused_add_backward_bytes(M, N, torch.bfloat16, torch.float32, torch.float32) == (
+        M * N * (3 * 4 + 2) + 2 * N * 4 + 4 * M)
     assert bench.gbps(1_000_000, 1.0) == 1000.0  # 10^6 bytes in 1 µs = 1000 GB/s
     with pytest.raises(ValueError, match="path must be"):
         bench.bytes_moved("backward", 1, 1)

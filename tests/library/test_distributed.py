@@ -541,3 +541,20 @@ if __name__ == "__main__":
         _cpu_worker(int(_rank), int(_world), _store, _out)
     else:  # gpu-ddp, gpu-fsdp2
         _gpu_worker(int(_rank), int(_world), _store, _out, _mode.removeprefix("gpu-"))
+
+
+@needs_gloo
+def test_the_fused_add_refuses_a_dtensor_residual_and_so_do_its_operators(mesh):
+    from torch.distributed.tensor import Shard
+
+    from rmsnorm import rmsnorm_add
+
+    x = torch.randn(7, N)
+    rd = _dtensor(torch.randn(7, N), mesh, Shard(0))
+    pattern = r"residual is a DTensor \(placements \(Shard\(dim=0\),\).*residual\.full_tensor\(\)"
+    with refused_before_allocating(pattern):
+        rmsnorm_add(x, rd, torch.ones(N))
+    with refused_before_allocating(pattern):
+        torch.ops.rmsnorm_fast.add_forward(x, rd, None, 1e-6)
+    with refused_before_allocating(r"x is a DTensor \(placements \(Shard\(dim=0\),\)"):
+        rmsnorm_add(rd, x, None)

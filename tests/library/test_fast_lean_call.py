@@ -138,9 +138,10 @@ def test_the_quick_check_passes_only_what_every_rule_passes(device):
 
 
 def test_an_eager_call_binds_no_signature_and_a_transform_still_works(device, monkeypatch):
-    """Outside torch.func the call's Function takes ``ctx`` in its forward: ``Function.apply`` binds the
-    arguments of one with a separate ``setup_context`` through ``inspect.signature`` on every call (about
-    20 µs of host time a call). Under a transform the call takes the Function that has one."""
+    """Outside torch.func the call's Function (the plain norm's, the fused add's) takes ``ctx`` in its
+    forward: ``Function.apply`` binds the arguments of one with a separate ``setup_context`` through
+    ``inspect.signature`` on every call (about 20 µs of host time a call). Under a transform the call
+    takes the Function that has one."""
     import inspect
 
     from torch.func import grad
@@ -155,8 +156,10 @@ def test_an_eager_call_binds_no_signature_and_a_transform_still_works(device, mo
     monkeypatch.setattr(inspect, "signature", counted)
     for requires_grad in (False, True):
         y = rmsnorm_fast(x.clone().requires_grad_(requires_grad), gamma)
+        y2, h = rmsnorm.rmsnorm_add(x.clone().requires_grad_(requires_grad), x.clone(), gamma)
         if requires_grad:
             y.sum().backward()
+            (y2.sum() + h.sum()).backward()
     assert calls == []
     assert type(rmsnorm_fast(x.clone().requires_grad_(), gamma).grad_fn).__name__ == "_FastRMSNormFunctionBackward"
     monkeypatch.setattr(inspect, "signature", real)

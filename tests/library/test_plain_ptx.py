@@ -1,0 +1,51 @@
+"""The plain kernels' code is the one recorded: switches added to the kernels cost the plain path nothing.
+
+The fused residual add (rmsnorm_add) shares the fast kernels through constexpr switches (HAS_RESIDUAL in the
+forward, HAS_DRES in the backward). Switched off, a constexpr branch is not compiled, so the plain kernels must
+be instruction for instruction those of commit 1a22cbb, before the switches. tools/ptx_vector_accesses.py
+compiles them for sm_90 (no GPU needed) as the launchers do at each width and hashes the PTX without its
+debug information (which names source lines); tests/data/plain_ptx_digests.json holds the digests of 1a22cbb.
+The widths cover both shapes of each kernel: one block (1000), the forward's column loop (4096), both
+loops (32768), and the float64 row arithmetic of the float32 backward (1000 float32).
+
+A deliberate change to a plain kernel changes its digest: record the new ones with the tool's --plain-digest.
+The same tool compiles the fused add's kernels (switches on), which the CPU interpreter never compiles.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import triton
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "ptx_vector_accesses.py"
+RECORDED = json.loads((ROOT / "tests" / "data" / "plain_ptx_digests.json").read_text())
+
+
+@pytest.mark.skipif(triton.__version__ != RECORDED["triton"],
+                    reason=f"the digests are triton {RECORDED['triton']}'s PTX; another version compiles other code")
+@pytest.mark.parametrize("case", sorted(RECORDED["digests"]))
+def test_the_plain_kernels_compile_to_the_recorded_ptx(case):
+    N, dtype = case.split()
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled mode (it never launches)
+    done = subprocess.run([sys.executable, str(SCRIPT), N, dtype, "--plain-digest"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == RECORDED["digests"][case]
+
+
+@pytest.mark.parametrize("N, dtype, residual_dtype", [(1000, "bfloat16", "bfloat16"), (4096, "bfloat16", "float32"),
+                                                      (32768, "float16", "float16")])
+def test_the_fused_add_kernels_compile_for_sm_90_with_their_switches_on(N, dtype, residual_dtype):
+    # The interpreter runs the fused add on the CPU but compiles nothing: this compiles it, as a GPU would,
+    # at one block, at the forward's column loop with a float32 residual stream, and with both loops.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype, "--fused", residual_dtype],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for which, (plain, fused) in json.loads(done.stdout).items():
+        assert 0 < plain < fused, which  # the switch adds the residual's loads and stores, and only when on
