@@ -15,7 +15,8 @@ itself returns (autograd would sum an (M, N) gradient down to weight's shape): t
 weight's gradient, None for x's gradient; a gradient off by a constant factor (dgamma / M); and, by their values,
 forward_op's (y, rstd) unpacked as (rstd, y), x cast to float32 before forward_op, backward_rows's (dx, partial)
 unpacked as (partial, dx) or partial returned in dx's place, an attribute backward reads from ctx that forward
-never set (``ctx.eps``), None returned for weight's gradient.
+never set (``ctx.eps``), None returned for weight's gradient; a gradient returned for eps (autograd's "different
+than None at position 3"); one of forward's names (``eps``) used in backward, where only ctx holds it.
 
 Source: solutions/06_autograd_and_training.ipynb.
 """
@@ -181,6 +182,24 @@ def _saved_order(error: BaseException, case: Case | None) -> str | None:
             "`backward_rows(x, weight, dy.contiguous(), rstd, eps)`.")
 
 
+#: forward's inputs after ctx, in order: autograd's "position" of a gradient counts them from 1.
+_INPUTS = ("x", "weight", "eps")
+#: forward's names that backward cannot see, with where backward finds each.
+_KEPT = {"eps": "forward keeps it on ctx, `ctx.eps = eps`, and backward reads `ctx.eps`",
+         **{name: ("forward saves it, `ctx.save_for_backward(x, weight, rstd)`, and backward unpacks it, "
+                   "`x, weight, rstd = ctx.saved_tensors`") for name in ("x", "weight", "rstd")}}
+
+
+def _forward_name_in_backward(error: NameError) -> str | None:
+    """A NameError raised in the learner's backward for one of forward's names (eps, x, weight, rstd)."""
+    name = getattr(error, "name", None)
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+    if name not in _KEPT or not frames or frames[-1].f_code.co_name != "backward":
+        return None
+    return (f"backward uses `{name}`, a name of forward's (NameError: name '{name}' is not defined in backward): "
+            f"backward only sees what forward stored on ctx. {_KEPT[name][0].upper()}{_KEPT[name][1:]}.")
+
+
 def _explain_autograd_error(error: BaseException, case: Case | None = None) -> str | None:
     text = str(error)
     count = re.search(r"incorrect number of gradients \(expected (\d+), got (\d+)\)", text)
@@ -188,6 +207,16 @@ def _explain_autograd_error(error: BaseException, case: Case | None = None) -> s
         return (f"backward returned {count.group(2)} values, but forward takes {count.group(1)} inputs "
                 "(x, weight, eps): return one gradient per input, in order, `return dx, dgamma, None` "
                 "(None for eps, which is not differentiated).")
+    not_none = re.search(r"returned a gradient different than None at position (\d+), but the corresponding "
+                         r"forward input was not a Variable", text)
+    if not_none:
+        position = int(not_none.group(1))
+        what = _INPUTS[position - 1] if 0 < position <= len(_INPUTS) else f"input {position}"
+        return (f"backward returns a value other than None in place {position}, the gradient of forward's {what}: "
+                f"{what} is a Python number, not a tensor, so it is not differentiable and autograd takes no "
+                "gradient for it. Return None in its place: `return dx, dgamma, None`.")
+    if isinstance(error, NameError) and (unseen := _forward_name_in_backward(error)) is not None:
+        return unseen
     invalid = re.search(
         r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]", text
     )

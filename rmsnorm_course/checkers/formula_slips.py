@@ -5,7 +5,8 @@ Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
 sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
 square of the mean, eps multiplied, eps added after the rsqrt, x not squared, gamma inside the mean of the
 squares, x loaded in gamma's place, rstd never applied to y, eps added twice, the sum of the squares divided by
-the number of rows, the L2 norm for the RMS, the variance (unbiased or not) for the mean of the squares. Each
+the number of rows, the L2 norm for the RMS, the variance (unbiased or not) for the mean of the squares, the mean
+of |x| for the mean of x², eps as a floor (``clamp_min(eps)``) where it is added, the square root missing. Each
 exercise picks those it does not already name and gives its own code for the fix. The dx slips are
 shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
 
@@ -25,7 +26,7 @@ Outputs = Callable[..., dict[str, torch.Tensor]]
 
 ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared",
        "gamma in the mean", "x for gamma", "rstd not applied", "eps twice", "rows for N", "L2 norm", "variance",
-       "variance over N")
+       "variance over N", "abs", "eps as a floor", "no root")
 
 
 def gamma_of(case: Case, gamma) -> torch.Tensor | float:
@@ -130,5 +131,19 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             "belongs: RMSNorm does not subtract the mean",
             lambda c: outputs(c, torch.rsqrt(_variance(c, 0) + c.eps)),
             f"Square x itself, then take the mean: {rstd_code}."),
+        "abs": Symptom(
+            f"{rstd} uses the mean of |x| (`x.abs()`), where the mean of the squares, mean(x²), belongs",
+            lambda c: outputs(c, torch.rsqrt(c.f64("x").abs().mean(-1, keepdim=True) + c.eps)),
+            f"Square x, do not take its absolute value: {rstd_code}."),
+        # clamp_min(eps) / max(mean(x²), eps): right wherever mean(x²) is far above eps; eps = 0.5 shows it.
+        "eps as a floor": Symptom(
+            f"eps is a floor under the mean of the squares (`clamp_min(eps)`, max(mean(x²), eps)), where it is added "
+            f"to it: {rstd} is off on every row whose mean(x²) is near or below eps",
+            lambda c: outputs(c, torch.rsqrt(_ms(c).clamp_min(c.eps))),
+            f"Add eps, whatever the mean: {rstd_code}."),
+        "no root": Symptom(
+            f"the square root is missing: {rstd} = 1/(mean(x²) + eps), where 1/sqrt(mean(x²) + eps) belongs",
+            lambda c: outputs(c, 1 / (_ms(c) + c.eps)),
+            f"Take the square root (or use rsqrt): {rstd_code}."),
     }
     return [slips[name] for name in which]

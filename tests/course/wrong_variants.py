@@ -959,3 +959,69 @@ DGAMMA["2-D accumulator: rows made with BLOCK_N"] = (
     mutate(G, ACC2D, ACC2D_BODY, ("rows = start + tl.arange(0, BLOCK_M)", "rows = start + tl.arange(0, BLOCK_N)")),
     ("the rows block is built with BLOCK_N (`rows = start + tl.arange(0, BLOCK_N)`)",
      "Build it from BLOCK_M: `rows = start + tl.arange(0, BLOCK_M)`"))
+
+
+# Issue 36 (walk 7): 02's slips told by numbers only or by the wrong cause, each the solution with one line changed.
+def _reference_bf16_in_bf16(x, g, eps=1e-6):
+    dtype = torch.float32 if x.dtype == torch.float16 else x.dtype  # bfloat16 stays bfloat16: against the policy
+    xf, gf = x.to(dtype), g.to(dtype)
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * gf).to(x.dtype)
+
+
+def _reference_cast_before_gamma(x, g, eps=1e-6):
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, gf = x.to(dtype), g.to(dtype)
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).to(x.dtype) * gf
+
+
+def _reference_gamma_as_column(x, g, eps=1e-6):
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, gf = x.to(dtype), g.to(dtype)
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * gf.unsqueeze(-1)).to(x.dtype)
+
+
+REFERENCE["bfloat16 computed in bfloat16"] = (
+    _reference_bf16_in_bf16,
+    ("on 17×257 bfloat16 (random)", "bfloat16 x is computed in bfloat16",
+     "every dtype but float64 in float32, bfloat16 included"))
+REFERENCE["mean of |x|"] = (_reference_r(lambda xf, eps: torch.rsqrt(xf.abs().mean(-1, keepdim=True) + eps)),
+                            ("r uses the mean of |x| (`x.abs()`), where the mean of the squares, mean(x²), belongs",
+                             "Square x, do not take its absolute value"))
+REFERENCE["eps as a floor (clamp_min)"] = (
+    _reference_r(lambda xf, eps: torch.rsqrt(xf.square().mean(-1, keepdim=True).clamp_min(eps))),
+    ("eps is a floor under the mean of the squares (`clamp_min(eps)`", "5×33 float32 with eps = 0.5", "Add eps"))
+REFERENCE["no square root"] = (_reference_r(lambda xf, eps: 1 / (xf.square().mean(-1, keepdim=True) + eps)),
+                               ("the square root is missing: r = 1/(mean(x²) + eps)", "Take the square root"))
+REFERENCE["cast back before the float32 gamma"] = (
+    _reference_cast_before_gamma,
+    ("y is cast back to x's dtype before the multiplication by gamma", "promotes the product to float32 again",
+     "Multiply by gamma first, then cast once, at the end: `(xf * r * gf).to(x.dtype)`"))
+REFERENCE["gamma as a column"] = (
+    _reference_gamma_as_column,
+    ("y has shape (2, 2), x has shape (1, 2): gamma multiplies as a column of shape (N, 1)",
+     "gamma has shape (N,), one value per column", "multiplies along the last dimension"))
+
+
+# Issue 36 (walk 7): 06's autograd errors told raw, each _function's right class with one line changed.
+class _GradientForEps(_function()):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, ctx.eps)
+        return dx, reduce_gamma_gradient(partial, weight.dtype), ctx.eps
+
+
+class _EpsUndefinedInBackward(_function()):
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        dx, partial = backward_rows(x, weight, dy.contiguous(), rstd, eps)  # noqa: F821 - the slip itself
+        return dx, reduce_gamma_gradient(partial, weight.dtype), None
+
+
+AUTOGRAD["eps returned as its own gradient"] = (
+    _GradientForEps, ("backward returns a value other than None in place 3, the gradient of forward's eps",
+                      "not differentiable", "Return None in its place: `return dx, dgamma, None`"))
+AUTOGRAD["eps used in backward, not ctx.eps"] = (
+    _EpsUndefinedInBackward, ("backward uses `eps`, a name of forward's", "backward only sees what forward stored on ctx",
+                              "`ctx.eps = eps`", "backward reads `ctx.eps`"))
