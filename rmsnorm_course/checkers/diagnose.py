@@ -250,6 +250,7 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
         hint = (_zero_rows(runs, name, parts) or _every_row_in_row_0(runs, run, name, parts)
+                or _row_0_alone(runs, name, parts)
                 or _last_rows_unwritten(nan, run, name, parts) or _last_column_unwritten(runs, name)
                 or (_loop_stops_early(nan) if looped_row else _narrow_block(runs, name)))
         return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
@@ -402,6 +403,31 @@ def _every_row_in_row_0(runs: Sequence[Run], run: Run, name: str, parts: Mapping
                  "stored is off as well (a load may lack the row offset too)")
     return (f" Only row 0 of {name} is ever written, in every case of more than one row, and {holds}. The store of "
             f"{name} lacks the row offset: {words(parts, name, 'row_store')}.")
+
+
+def _row_0_alone(runs: Sequence[Run], name: str, parts: Mapping[str, str] | None = None) -> str:
+    """Where, in every case of two rows or more (and there is one), row 0 of ``name`` (and of every other output of
+    one row per row) is right and every other row is NaN, every column: every program handles row 0 (its row index
+    is 0 everywhere, as `tl.program_id(1)` is on a grid of one axis). Column offsets that leave the rows past 0
+    outside their mask leave a row's rstd written: not this."""
+    seen = False
+    for each in runs:
+        for output in each.expected:  # every output of one value (or row) per row: 03's rstd too
+            pair = _per_row(each, output)
+            if pair is None:
+                if output == name:
+                    return ""
+                continue
+            a, e = pair
+            if a.shape[0] < 2:
+                continue
+            if not bool(torch.isnan(a[1:]).all()) or not close(a[0], e[0], _tol(each, output)):
+                return ""
+            seen = True
+    if not seen:
+        return ""
+    return (f" Only row 0 of {name} is ever written, in every case of more than one row, and it holds row 0's right "
+            f"values: every program handles row 0, as if its row index were 0: {words(parts, name, 'row_0_alone')}.")
 
 
 def _nan_columns(runs: Sequence[Run], name: str) -> list[tuple[Run, torch.Tensor]]:

@@ -6,12 +6,14 @@ ignored, eps added after the square root, multiplying by the RMS instead of
 its inverse, rstd stored as the RMS, squares computed in float16 (overflow
 past 65504), rstd rounded to 16 bits, x loaded or y stored without the row's
 offset (every row reads, or writes into, the first row), x loaded from a later row
-(``(row + 1) * x_row_stride``: the last program reads past x), gamma loaded with the row's offset; and
-(:mod:`rmsnorm_course.checkers.ex03_symptoms`) ``tl.max`` for ``tl.sum``, eps added after ``tl.rsqrt`` or
-divided by N, the square of the row's sum, y without rstd, eps added to every square in the sum, rstd stored
-as mean(x²); plus, before any launch, unmasked loads/stores and a wrong signature (BLOCK_SIZE without
+(``(row + 1) * x_row_stride``: the last program reads past x) or at ``x_ptr + row + cols`` (no stride),
+gamma loaded with the row's offset; and (:mod:`rmsnorm_course.checkers.ex03_symptoms`) ``tl.max`` for
+``tl.sum``, eps added after ``tl.rsqrt``, divided by N or added to N, the square of the row's sum, y without
+rstd, eps added to every square in the sum, rstd stored as mean(x²); plus, before any launch, unmasked
+loads/stores and a wrong signature (BLOCK_SIZE without
 ``: tl.constexpr`` named at its line); and, after, unwritten elements (outputs start as NaN; a block
-narrower than the row is named), float16-only failures, and what every kernel check finds
+narrower than the row, and row 0 alone written, as by ``tl.program_id(1)`` on the 1-D grid, are named),
+float16-only failures, and what every kernel check finds
 (:mod:`rmsnorm_course.checkers.kernels`): reads or writes outside the tensors, a write into an input, a
 masked load without ``other=``, a crash, an endless loop, code the GPU compiler rejects.
 
@@ -130,6 +132,17 @@ def _next_row(case: Case) -> dict[str, torch.Tensor]:
     return correct(Case(case.label, {**case.inputs, "x": shifted}, case.eps, row_stride=case.row_stride))
 
 
+def _row_without_stride(case: Case) -> dict[str, torch.Tensor]:
+    """What program ``row`` gives when it loads x at `x_ptr + row + cols`: the N elements from element ``row``, the
+    gaps between rows (and past x) reading :data:`~.spec.PROBE`."""
+    x, S, N = case.inputs["x"], case.stride, case.N
+    memory = torch.full((case.M * S + N,), PROBE, dtype=x.dtype, device=x.device)
+    for r in range(case.M):
+        memory[r * S: r * S + N] = x[r]
+    shifted = torch.stack([memory[r: r + N] for r in range(case.M)])
+    return correct(Case(case.label, {**case.inputs, "x": shifted}, case.eps, row_stride=case.row_stride))
+
+
 #: Reads outside x, modelled on the run with PROBE around the tensors.
 OUTSIDE = (
     Symptom(
@@ -139,6 +152,14 @@ OUTSIDE = (
         "Rows are numbered from 0 and program `row` owns row `row`: load x at `x_ptr + row * x_row_stride + cols`.",
     ),
     GAMMA_ROW_OFFSET,
+    Symptom(
+        "x's load adds the row index itself, not the row's offset (`x_ptr + row + cols`): program `row` reads the N "
+        "elements from element `row`, which overlap row 0 and, where the rows are further apart than N, the gap "
+        "after it",
+        _row_without_stride,
+        "The row index counts rows, the stride turns it into elements: load x at "
+        "`x_ptr + row * x_row_stride + cols`.",
+    ),
 )
 
 

@@ -64,6 +64,13 @@ SYMPTOMS = [
         "Divide the sum alone, then add eps: `tl.sum(x * x, axis=0) / N + eps` (mind the parentheses).",
     ),
     Symptom(
+        "eps is there but in the wrong place: it is added to N, the divisor (`/ (N + eps)`), not to the mean, so a "
+        "row of zeros still has rsqrt(0) = inf (then 0 · inf = NaN), and on the other rows the mean is "
+        "Σ x² / (N + eps), with nothing added to it",
+        lambda c: outputs(c, torch.rsqrt(sum_of_squares(c) / (c.N + c.eps))),
+        "eps belongs inside the root, added to the mean: `rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`.",
+    ),
+    Symptom(
         "y lacks rstd: `y = x * gamma` scales x by gamma alone (rstd is right, and stored, but never multiplies x)",
         lambda c: {"y": c.f64("x") * c.f64("gamma")},
         "y = x · rstd · gamma: write `y = x * rstd * gamma`.",

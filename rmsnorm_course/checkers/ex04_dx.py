@@ -11,7 +11,8 @@ term added instead of subtracted; partial without rstd or with gamma; offsets
 mean(u · x) not divided by N, taken with ``tl.max``, with an extra rstd, or of x · x; u for x in
 the r³ term; dx and partial stored in each other's place; partial with rstd twice; mean(gamma · x),
 without dy; partial without dy; rstd loaded at ``rstd_ptr`` alone (row 0's for every row) or at
-``row * row_stride``; plus the pre-launch checks (signature, masks) and unwritten elements. Where no
+``row * row_stride``; the row index multiplied by a stride in int32 (named once the kernel passes); plus the
+pre-launch checks (signature, masks) and unwritten elements. Where no
 symptom matches, :mod:`rmsnorm_course.checkers.dx_terms` names which of dx's terms (or partial's factors) is off.
 
 Source: solutions/04_backward_derivation.ipynb and
@@ -28,7 +29,7 @@ from rmsnorm.article.forward import forward_op, num_warps_for
 from .cases import describe, random_case, row_cases
 from .diagnose import Case, Symptom
 from .dx_terms import explainer
-from .ex04_symptoms import OUTSIDE, more_symptoms
+from .ex04_symptoms import OUTSIDE, mask_to_stride, more_symptoms
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, given, made, typed
 
@@ -183,7 +184,8 @@ def launch(case: Case) -> Launch:
     gamma_room = GUARD + M * case.stride  # gamma read at a row's offsets still lands in its guard
     tensors = (given("x", case.inputs["x"], stride), given("gamma", case.inputs["gamma"], room=gamma_room),
                given("dy", case.inputs["dy"], stride), given("rstd", rstd, room=GUARD + M * case.stride),
-               made("dx", (M, N), case.dtype, stride), made("partial", (M, N), torch.float32, stride))
+               made("dx", (M, N), case.dtype, stride, fix=mask_to_stride("dx", M, N, case.stride)),
+               made("partial", (M, N), torch.float32, stride, fix=mask_to_stride("partial", M, N, case.stride)))
     BLOCK_SIZE = triton.next_power_of_2(N)
     return Launch(tensors, (M,), ("x", "gamma", "dy", "rstd", "dx", "partial", case.stride, N),
                   {"BLOCK_SIZE": BLOCK_SIZE, "num_warps": num_warps_for(BLOCK_SIZE)})
@@ -206,6 +208,7 @@ def _success(runs) -> str:
 SPEC = ExerciseSpec(
     exercise=EXERCISE,
     reference=rmsnorm_dx_kernel,
+    int64_row='`row = tl.program_id(0).to(tl.int64)`',
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "dy_ptr": "*{t}", "rstd_ptr": "*fp32", "dx_ptr": "*{t}",
                       "partial_ptr": "*fp32", "row_stride": "i32", "N": "i32", "BLOCK_SIZE": "constexpr"},
                      {"BLOCK_SIZE": 512}),

@@ -3,7 +3,8 @@
 :func:`more_symptoms` extends :data:`rmsnorm_course.checkers.ex04_dx.SYMPTOMS`
 (tried after them), from that module's own model of dx; :data:`OUTSIDE` models
 rstd loaded at ``row * row_stride`` and gamma at the row's offsets, on the run with :data:`~.spec.PROBE` around the
-tensors. Each message names the line at fault and the fix.
+tensors; :func:`mask_to_stride` words stores masked with the row stride (`cols < row_stride`). Each message
+names the line at fault and the fix.
 
 Source: solutions/04_backward_derivation.ipynb and solutions/08_n_vs_block_exercise.ipynb.
 """
@@ -100,3 +101,28 @@ OUTSIDE = (
             "row 1 onwards reads past gamma's N elements", _gamma_row_offset,
             "gamma has one row, shared by every row of x: load it at `gamma_ptr + cols`."),
 )
+
+
+def mask_to_stride(name: str, M: int, N: int, row_stride: int):
+    """How a write outside ``name`` is worded (see :meth:`~.guards.Buffers.output`) for a case of M rows of N columns,
+    ``row_stride`` apart: exactly the columns N … row_stride − 1 of every row written is a mask against the stride
+    (`cols < row_stride`), which lets the lanes between a row's end and the next row's start through."""
+    block = 1 << max(N - 1, 0).bit_length()  # next_power_of_2(N), the launcher's BLOCK_SIZE
+    between = {r * row_stride + c for r in range(M) for c in range(N, min(row_stride, block))}
+
+    def explain(offsets: list[int]) -> str:
+        shown = ", ".join(map(str, offsets[:3])) + (", …" if len(offsets) > 3 else "")
+        if between and set(offsets) == between:
+            return (f"it wrote outside {name}: columns {N} … {min(row_stride, block) - 1} of every row (element "
+                    f"offsets {shown}), between a row's last column (N − 1 = {N - 1}) and the next row's start "
+                    f"(row_stride = {row_stride}): the mask lets the lanes from N to row_stride through (as "
+                    "`mask = cols < row_stride` does). A row has N columns; the stride only says where the next one "
+                    "begins: `mask = cols < N`")
+        where = offsets[0] if offsets else 0  # else: the guards' own words (Buffers.problems)
+        side = ("before its first element" if where < 0 else "past its last element"
+                if where >= (M - 1) * row_stride + N else "between its rows")
+        return (f"it wrote outside {name} ({side}, element offset {where}): check the row offset "
+                "(`row * row_stride`) and the store's mask")
+
+    return explain
+

@@ -16,7 +16,8 @@ program summing the first BLOCK_N columns (columns without ``pid * BLOCK_N``); t
 sum run in float16 (right to 3 digits only); the rows past M read, with no row mask
 or one off by one (``rows <= M``); and
 (:mod:`rmsnorm_course.checkers.ex05_symptoms`) a loop to N or over ``range(0, BLOCK_M)``, an
-accumulator overwritten at each step, ``tl.max`` for ``tl.sum``, the sum along ``axis=1``
+accumulator overwritten at each step, the loop started at ``pid`` (``range(pid, M, BLOCK_M)``),
+``tl.max`` for ``tl.sum``, the sum along ``axis=1``
 (which raises where BLOCK_M ≠ BLOCK_N: :func:`_blocks_mixed`, which also names a rows block built with
 BLOCK_N), the loop stepped by BLOCK_N,
 the columns from ``pid * BLOCK_M``, ``tl.sum(acc)`` without an axis, an accumulator started at ones; the

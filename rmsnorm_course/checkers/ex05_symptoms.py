@@ -82,6 +82,16 @@ def _columns_from(case: Case, step: int) -> dict[str, torch.Tensor]:
     return {"dgamma": out}
 
 
+def _rows_from_pid(case: Case) -> dict[str, torch.Tensor]:
+    """`range(pid, M, BLOCK_M)`: program pid's columns sum rows pid … M − 1 (its first pid rows skipped)."""
+    partial, width = case.f64("partial"), block_n(case)
+    out = torch.empty(case.N, dtype=torch.float64)
+    for pid in range(triton.cdiv(case.N, width)):
+        cols = slice(pid * width, min(case.N, pid * width + width))
+        out[cols] = partial[pid:, cols].sum(0)
+    return {"dgamma": out}
+
+
 def _sum_no_axis(case: Case) -> dict[str, torch.Tensor]:
     """`tl.sum(acc)` without an axis: one number per program, the sum of its whole tile, stored in all its columns."""
     partial, width = case.f64("partial"), block_n(case)
@@ -126,6 +136,10 @@ SYMPTOMS = [
             "2 · BLOCK_M − 1 on are never reached",
             lambda c: steps(c, range(0, block_m(c))),
             f"Step over the rows one tile at a time: {_LOOP}."),
+    Symptom("the loop over rows starts at `pid` (`range(pid, M, BLOCK_M)`), not at row 0: program pid skips rows "
+            "0 … pid − 1 of its columns (the first program, pid = 0, is right). pid numbers the program's columns; "
+            "every program sums all M rows",
+            _rows_from_pid, f"Start every program's loop at row 0: {_LOOP}."),
     Symptom("tl.sum without axis sums the whole tile to one number: every column of a program gets the same value, "
             "the sum of all its rows and columns (`tl.sum(acc)`)", _sum_no_axis,
             "Sum down the rows, one value per column: `tl.sum(acc, axis=0)`."),

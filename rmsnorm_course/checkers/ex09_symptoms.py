@@ -82,7 +82,8 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
         mask: "start + cols < N", "cols < N" or "start + cols < BLOCK_SIZE".
         pass1: pass 1's loop, "range(0, N, BLOCK_SIZE)" or "range(0, BLOCK_SIZE)" (starts 0, 1, …, BLOCK_SIZE − 1).
         y_row: whether y's store address includes the row's offset (`y_ptr + row * row_stride + …`).
-        mask1: pass 1's mask where it differs from ``mask``; also "start + cols < row_stride".
+        mask1: pass 1's mask where it differs from ``mask``; also "start + cols < row_stride" or
+            "start + cols <= N".
 
     Returns:
         y (never-written elements NaN) and rstd, as the interpreter would leave them (programs and blocks in order).
@@ -97,7 +98,8 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
     lanes = torch.arange(B)
     live = {"start + cols < N": lambda start: start + lanes < N, "cols < N": lambda start: lanes < N,
             "start + cols < BLOCK_SIZE": lambda start: start + lanes < B,
-            "start + cols < row_stride": lambda start: start + lanes < S}
+            "start + cols < row_stride": lambda start: start + lanes < S,
+            "start + cols <= N": lambda start: start + lanes <= N}
     live1, live = live[mask1 or mask], live[mask]
     rstd = torch.empty(M, dtype=torch.float64)
     for r in range(M):
@@ -234,6 +236,18 @@ SYMPTOMS = [
         "buffer) to the sum of squares",
         lambda c: emulate(c, mask1="start + cols < row_stride"),
         "row_stride says where a row starts, N how many columns it has: `mask = start + cols < N`, in both passes.",
+    ),
+    Symptom(
+        "pass 1's mask compares with BLOCK_SIZE where the row has N columns (`start + cols < BLOCK_SIZE`): only the "
+        "first block's lanes are on, so the sum of squares adds the first block alone",
+        lambda c: emulate(c, mask1="start + cols < BLOCK_SIZE"),
+        "The mask says which lanes are columns of the row: `mask = start + cols < N`, in pass 1 as in pass 2.",
+    ),
+    Symptom(
+        "pass 1's mask lets one lane past the row through (`start + cols <= N`): column N, one past the last "
+        "(N − 1), enters the sum of squares (the next row's first value, or the NaN past x on the last row)",
+        lambda c: emulate(c, mask1="start + cols <= N"),
+        "The columns are 0 … N − 1: `mask = start + cols < N` (`<`, not `<=`), in pass 1 as in pass 2.",
     ),
     # The forward's formula slips, shared with 02 and 03 (pass 1 adding x, not x², is named above).
     *y_slips(lambda c, r, gamma=True: {"y": c.f64("x") * r * gamma_of(c, gamma), "rstd": r.reshape(-1)},

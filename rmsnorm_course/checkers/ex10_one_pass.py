@@ -28,7 +28,7 @@ program's, or with its rows BLOCK_SIZE or row_stride apart (writes outside
 partial, told apart by where they land); dx's second term without rstd, or the mean
 taken of u · x (the same numbers: the line found in the kernel's text names
 one, :func:`~.ex10_symptoms.by_source`, else both are named); each row's term stored
-in place of the sum; ``row = pid``; the loop started at ``pid * P``; an
+in place of the sum; ``row = pid``; the loop started at ``pid * P``, or run to ``M + 1``; an
 accumulator in 16 bits; plus a wrong signature,
 unmasked accesses, a kernel a GPU would not compile (checked under the
 interpreter too), a masked load without ``other=`` whose lanes reach a result,
@@ -170,6 +170,9 @@ SPEC = ExerciseSpec(
            "last_rows": "the row loop stops before the end (check its bound: `range(pid, M, P)` runs to M itself; "
                         "and that the grid's programs cover all M rows), or the last rows read NaN from outside the "
                         "tensors (check their offsets)",
+           "row_0_alone": "the grid is `(P,)`, one axis, so `tl.program_id(1)` is 0 in every program, and every "
+                          "program visits the rows of program 0: take the program's index from axis 0, "
+                          "`pid = tl.program_id(0)`",
            "partial.row_store": "partial has one row per program: store it once, after the loop, at "
                                 "`partial_ptr + pid * N + cols` (row `pid`)",
            "dx.row_store": "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits "

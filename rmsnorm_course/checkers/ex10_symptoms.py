@@ -63,7 +63,7 @@ def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_
 
 
 def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str = "pid", reset: bool = False,
-            store_each: bool = False):
+            store_each: bool = False, past_end: bool = False):
     """The reference loop in float64, programs in order, with one slip or none.
 
     Args:
@@ -74,6 +74,8 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
         reset: the accumulator is set to zeros at the top of every turn of the loop.
         store_each: each row's dy · x̂ is stored in the program's partial row, in the loop (a program without
             rows never stores: NaN).
+        past_end: the loop runs to M + 1 (`range(pid, M + 1, P)`): the program that visits row M reads the NaN
+            around the inputs into its partial (its dx lands past dx).
 
     Returns:
         dx (rows never written NaN) and the (P, N) partial.
@@ -83,7 +85,10 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
     dx = torch.full((M, N), float("nan"), dtype=torch.float64)
     partial = torch.full((P, N), float("nan") if store_each else 0.0, dtype=torch.float64)
     for p in range(P):
-        for row in range({"pid": p, "0": 0, "pid * P": p * P}[first_row], M, P):
+        for row in range({"pid": p, "0": 0, "pid * P": p * P}[first_row], M + past_end, P):
+            if row == M:
+                partial[p] = float("nan")
+                continue
             at, r = (row if offsets_at == "row" else p), rstd[row if rstd_at == "row" else p]
             x_hat, u = x[at] * r, dy[at] * gamma
             dx[at] = (u - x_hat * (u * x_hat).sum() / N) * r
@@ -180,6 +185,10 @@ SYMPTOMS = [
             "dx is never written, so it stays NaN), and rows P, 2P, … are added to several programs' partials",
             lambda c: emulate(c, first_row="pid * P"),
             "Program pid starts at its own row and steps by P: `for row in range(pid, M, P)` (rows pid, pid + P, …)."),
+    Symptom("the row loop runs one row too far (`range(pid, M + 1, P)`): the program that visits row M reads one row "
+            "past x and dy (the NaN around them goes into its partial) and writes its dx past dx's last row",
+            lambda c: emulate(c, past_end=True),
+            "Rows are numbered 0 … M − 1, and `range` stops before its end: `for row in range(pid, M, P)`."),
     # 04's dx slips, on 10's loaded rstd (shared: one model, one wording).
     u_without_gamma(lambda c: (*_terms(c)[:4], _terms(c)[2] * _terms(c)[1])),
 ]

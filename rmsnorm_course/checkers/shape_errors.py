@@ -3,7 +3,8 @@
 Triton refuses a store whose value (or mask) has another shape than its pointers ("Expected pointer
 argument to have shape [32, 32] but got [32]"), a block stored at, or a block mask given to, a single
 address, and a mask whose shape does not fit the pointers' ("incompatible dimensions at index 1: 32 and
-16"). Its words name neither the value nor what to do; :func:`words` does, from the error's text and the
+16"), and a block as wide as a runtime value (`tl.arange(0, N)`: "arange's arguments must be of type
+tl.constexpr"). Its words name neither the value nor what to do; :func:`words` does, from the error's text and the
 learner's line. One translator for every kernel exercise: the interpreter's errors
 (:func:`~.feedback.describe_error`) and a GPU compiler's (:func:`~.gpu_compile.gpu_rejects`) go through it.
 
@@ -18,6 +19,8 @@ import re
 _STORE_SHAPE = re.compile(r"Expected pointer argument to have shape (.+?) but got (.+)$")
 _SCALAR_POINTER = re.compile(r"(Value|Mask|Other) argument cannot be block type if pointer argument is not a block")
 _INCOMPATIBLE = re.compile(r"incompatible dimensions at index (\d+): (\d+) and (\d+)")
+_ARANGE_CONSTEXPR = "arange's arguments must be of type tl.constexpr"
+_ARANGE_CALL = re.compile(r"tl\.arange\(([^()]*)\)")
 
 
 def _shape(text: str) -> str:
@@ -41,13 +44,26 @@ def _call(line: str) -> tuple[str, list[str]] | None:
     return None
 
 
+def _arange(line: str) -> str:
+    """A block's width made from a runtime value (``tl.arange(0, N)``): what a block is, and the fix."""
+    found = _ARANGE_CALL.search(line)
+    call = f"`{found.group(0)}`" if found is not None else "this `tl.arange`"
+    return (f"{call} takes its bounds from a runtime value: a block's width must be known when the kernel is "
+            "compiled, and be a power of two, so `tl.arange` takes compile-time bounds (`tl.constexpr`) only; N is a "
+            "runtime argument. Use the kernel's BLOCK_SIZE (the launcher passes next_power_of_2(N)), "
+            "`cols = tl.arange(0, BLOCK_SIZE)`, and switch off the lanes past the row with the mask `cols < N`.")
+
+
 def words(message: str, line: str = "") -> str | None:
     """What a shape error of a load or store means, naming both shapes and the usual fix; None for other errors.
+    A block's width from a runtime value (``tl.arange(0, N)``) is named too.
 
     Args:
         message: Triton's message (its last line will do).
         line: the learner's line that raised it (names the pointer and the value), or "".
     """
+    if _ARANGE_CONSTEXPR in message:
+        return _arange(line)
     call = _call(line) if line else None
     kind, args = call if call is not None else ("store" if "store" in line else "load", [])
     pointer = f"`{args[0]}`" if args else "its pointers"

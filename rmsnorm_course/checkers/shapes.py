@@ -58,6 +58,9 @@ PARTS = {
                  "programs address: the column offsets, the same in every row (`cols = tl.arange(0, BLOCK_SIZE)`, "
                  "the row's place coming from `row * row_stride` alone), and the masks they meet, or a load that "
                  "reads NaN from outside the tensors (check its offsets)",
+    # diagnose's words for row 0 alone written, and right: one program per row, on a grid of one axis, `(M,)`
+    "row_0_alone": "the grid is `(M,)`, one axis, so `tl.program_id(1)` (the index along a second axis) is 0 in "
+                   "every program: take the row from axis 0, `row = tl.program_id(0)`",
     # diagnose's words for a store without the row offset (row 0 alone written, holding another row's values)
     "row_store": "each program stores at its own row's offset (`row * row_stride`, as in the loads), so that every row "
                  "is written once",

@@ -115,9 +115,19 @@ def test_a_store_of_wrong_values_into_row_0_is_named_and_says_so():
 
 
 def test_row_0_right_and_the_others_unwritten_is_not_a_store_into_row_0():
-    # A grid of one program, say: row 0 right in every case is the rows left out, not every row stored in row 0.
+    # Every program on row 0 (`tl.program_id(1)` on a 1-D grid): row 0 right in every case, not every row stored
+    # in row 0; rows 0 and 1 right, the rest unwritten, are the last rows left out.
     message = diagnose("t", _stored(_only_row_0(0)), (), "fine", parts={}).message
-    assert "Only the last rows (rows 1…3) are NaN" in message and "lacks the row offset" not in message
+    assert "it holds row 0's right values: every program handles row 0" in message
+    assert "`row = tl.program_id(0)`" in message and "lacks the row offset" not in message
+
+    def first_two(y):
+        out = y.clone()
+        out[2:] = float("nan")
+        return out
+
+    message = diagnose("t", _stored(first_two), (), "fine", parts={}).message
+    assert "Only the last rows (rows 2…3) are NaN" in message and "program_id" not in message
 
 
 def test_inf_exactly_on_the_rows_of_zeros_is_named():

@@ -919,7 +919,7 @@ ROW_0 = ("Only row 0 of {} is ever written, in every case of more than one row, 
 _ZERO_ROW = "exactly on the rows whose x is all zeros (row 0 of 5×33 float32 with eps = 0.5 and a first row of zeros), and finite elsewhere: a row of zeros has mean(x²) = 0, and 1/sqrt(0) = inf (then 0 · inf = NaN): eps is missing where rstd is computed, or rstd is computed instead of loaded: "
 FORWARD["rstd stored without the row's offset"] = (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr, rstd)")), ROW_0.format("rstd", 16, " (the last row)", "rstd") + "rstd has one value per row: store it at `tl.store(rstd_ptr + row, rstd)`")
 FORWARD["y and rstd stored without the row's offset"] = (mutate(F, ("y_ptr + row * y_row_stride + cols", "y_ptr + cols"), ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr, rstd)")), ROW_0.format("y", 16, " (the last row)", "y") + "store y at `y_ptr + row * y_row_stride + cols`")
-FORWARD["eps added to N, not to the mean"] = (mutate(F, ("/ N + eps)", "/ (N + eps))")), _ZERO_ROW + "rstd = 1/sqrt(mean(x²) + eps): add eps to the mean, inside the root, `rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`")
+FORWARD["eps added to N, not to the mean"] = (mutate(F, ("/ N + eps)", "/ (N + eps))")), ("eps is there but in the wrong place: it is added to N, the divisor (`/ (N + eps)`), not to the mean", "eps belongs inside the root, added to the mean: `rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`"))
 DX["dx stored without the row's offset"] = (mutate(D, ("tl.store(dx_ptr + offsets", "tl.store(dx_ptr + cols")), ROW_0.format("dx", 16, " (the last row)", "dx") + "store dx at `dx_ptr + offsets`, with the row's offsets the loads use (`offsets = row * row_stride + cols`)")
 DX["partial stored without the row's offset"] = (mutate(D, ("tl.store(partial_ptr + offsets", "tl.store(partial_ptr + cols")), ROW_0.format("partial", 16, " (the last row)", "partial") + "store partial at `partial_ptr + offsets`, like dx")
 DX["rstd computed without eps, not loaded"] = (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N)")), _ZERO_ROW + "this kernel is given rstd, which the forward computed with eps (the kernel has no eps to add): load it, `rstd = tl.load(rstd_ptr + row)`, instead of computing it again")
@@ -1025,3 +1025,37 @@ AUTOGRAD["eps returned as its own gradient"] = (
 AUTOGRAD["eps used in backward, not ctx.eps"] = (
     _EpsUndefinedInBackward, ("backward uses `eps`, a name of forward's", "backward only sees what forward stored on ctx",
                               "`ctx.eps = eps`", "backward reads `ctx.eps`"))
+
+
+# Walk 7: 04's (and 08's fix's) row index multiplied by a stride in int32, as 03 names it.
+DX["row index not cast to int64"] = (
+    mutate(D, ("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)")),
+    "multiplies the row index `row` by a stride in int32")
+FIX["row index not cast to int64"] = DX["row index not cast to int64"]
+# Walk 7: the row taken from axis 1 of the 1-D grid (M,): 0 in every program, so row 0 alone is written, and right.
+FORWARD["row from tl.program_id(1)"] = (
+    mutate(F, ("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(1).to(tl.int64)")),
+    ("Only row 0 of y is ever written, in every case of more than one row, and it holds row 0's right values: every "
+     "program handles row 0", "`tl.program_id(1)` (the index along a second axis) is 0 in every program: take the "
+     "row from axis 0, `row = tl.program_id(0)`"))
+# Walk 7: 05's row loop started at pid (10's persistent loop): program pid skips the first pid rows of its columns.
+DGAMMA["row loop from pid"] = (
+    mutate(G, ("for start in range(0, M, BLOCK_M):", "for start in range(pid, M, BLOCK_M):")),
+    ("the loop over rows starts at `pid` (`range(pid, M, BLOCK_M)`), not at row 0: program pid skips rows 0 … pid − 1",
+     "`for start in range(0, M, BLOCK_M)`"))
+# Walk 7: x's row offset without its stride (`x_ptr + row + cols`): named by the read between rows it makes.
+FORWARD["x's row offset without the stride"] = (
+    mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + row + cols")),
+    ("read outside its tensors: x's load adds the row index itself, not the row's offset (`x_ptr + row + cols`)",
+     "load x at `x_ptr + row * x_row_stride + cols`"))
+# Walk 7: a block as wide as the runtime N (Triton: "arange's arguments must be of type tl.constexpr").
+FORWARD["block from tl.arange(0, N)"] = (
+    mutate(F, ("cols = tl.arange(0, BLOCK_SIZE)", "cols = tl.arange(0, N)")),
+    ("`tl.arange(0, N)` takes its bounds from a runtime value: a block's width must be known when the kernel is "
+     "compiled, and be a power of two", "`cols = tl.arange(0, BLOCK_SIZE)`, and switch off the lanes past the row "
+     "with the mask `cols < N`"))
+# Walk 7: 04's mask against the row stride: the lanes between N and row_stride are stored (between dx's rows).
+DX["mask against row_stride"] = (
+    mutate(D, ("mask = cols < N", "mask = cols < row_stride")),
+    ("it wrote outside dx: columns 257 … 299 of every row", "the mask lets the lanes from N to row_stride through",
+     "`mask = cols < N`"))

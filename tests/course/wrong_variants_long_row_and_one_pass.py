@@ -78,7 +78,7 @@ LONG_ROW = {
         mutate(L, ("        mask = start + cols < N\n        x = tl.load(x_row + start + cols, mask=mask, other=0.0)"
                    ".to(tl.float32)\n        sum_sq", "        mask = start + cols <= N\n        x = tl.load(x_row + "
                    "start + cols, mask=mask, other=0.0).to(tl.float32)\n        sum_sq")),
-        "a read outside the row"),
+        ("pass 1's mask lets one lane past the row through (`start + cols <= N`)", "(`<`, not `<=`)")),
     "rstd stored at the column offset": (
         mutate(L, ("    tl.store(rstd_ptr + row, rstd)\n", "    tl.store(rstd_ptr + row * row_stride, rstd)\n")),
         "outside rstd"),
@@ -380,3 +380,12 @@ ONE_PASS["dx cast to float16 before the store"] = (
     "on a float32 case, dx carries float16 rounding")
 ONE_PASS["mean(u·x̂) summed in float16"] = (mutate(B, ("tl.sum(u * x_hat, axis=0) / N", "tl.sum((u * x_hat).to(tl.float16), axis=0) / N")),
                                           "on a float32 case, mean(u · x̂) carries float16 rounding")
+# Walk 7: 10's row loop one row too far: it reads row M (NaN around the inputs) and writes its dx past dx.
+ONE_PASS["row loop to M + 1"] = (
+    mutate(B, (ROW_LOOP, ROW_LOOP.replace("range(pid, M, P)", "range(pid, M + 1, P)"))),
+    ("the row loop runs one row too far (`range(pid, M + 1, P)`)", "`for row in range(pid, M, P)`"))
+# Walk 7: pass 1's mask against BLOCK_SIZE: the first block alone enters the sum of squares.
+LONG_ROW["pass 1 masked with BLOCK_SIZE"] = (
+    mutate(L, _mask(MASK_1, "start + cols < BLOCK_SIZE")),
+    ("pass 1's mask compares with BLOCK_SIZE where the row has N columns (`start + cols < BLOCK_SIZE`)",
+     "`mask = start + cols < N`"))
