@@ -56,7 +56,6 @@ import functools
 
 import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
-from torch.autograd.function import _is_setup_context_defined
 
 from .backward import launch_backward, rmsnorm_fast_backward
 from .contract import (
@@ -331,7 +330,7 @@ def outside_dynamo(function: type[torch.autograd.Function]) -> type[torch.autogr
     class OutsideDynamo(function):
         forward = staticmethod(torch.compiler.disable(function.forward))
         backward = staticmethod(torch.compiler.disable(function.backward))
-        if _is_setup_context_defined(function.setup_context):  # not a with_ctx_forward class
+        if "setup_context" in vars(function):  # its own, not a with_ctx_forward class's inherited default
             setup_context = staticmethod(torch.compiler.disable(function.setup_context))
 
     OutsideDynamo.__name__ = OutsideDynamo.__qualname__ = f"{function.__name__}OutsideDynamo"

@@ -278,11 +278,9 @@ def launch_backward(
     mean_ux = rstd if one_block else device.new_output((M,), compute, x.device)
     w = x if weight is None else weight
     strides = (x.stride(0), dy.stride(0), dx.stride(0)) + (() if dres is None else (dres.stride(0),))
-    key = backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None)
-    if dres is not None:
-        key += (dres.dtype, dres.data_ptr() & 15, dres.stride(0))
     _launch(
-        key + (offset,),
+        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None, dres)
+        + (offset,),
         (P,), x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
         M, N, weight is not None, offset, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
@@ -302,16 +300,16 @@ def launch_backward(
 
 
 def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_block: bool, block_m: int,
-                 has_weight: bool) -> tuple:
+                 has_weight: bool, dres=None) -> tuple:
     """The fused backward's direct-launch cache key: all that Triton specialises the kernel on (see launch.py).
 
     The row strides and N by value, M by (== 1, mod 16, past 2³¹), each tensor's dtype (dy's too: the fused
-    add's may differ from x's) and
-    address mod 16, the config (its constexprs and ``num_warps``); the launcher adds the offset and, for the
-    fused add (HAS_DRES), dres's dtype, address mod 16 and row stride.
+    add's may differ from x's) and address mod 16, the config (its constexprs and ``num_warps``); for the
+    fused add (HAS_DRES), dres's dtype, address mod 16 and row stride. The launcher adds the offset.
     """
     M, N = x.shape
     return (x.device.index, x.dtype, w.dtype, dy.dtype, partial.dtype, mean_ux.dtype,
             x.data_ptr() & 15, w.data_ptr() & 15, rstd.data_ptr() & 15, dy.data_ptr() & 15, dx.data_ptr() & 15,
             partial.data_ptr() & 15, mean_ux.data_ptr() & 15, x.stride(0), dy.stride(0), dx.stride(0),
-            (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_weight)
+            (M == 1, not M & 15, M >> 31), N, config, one_block, block_m, has_weight) + (
+        () if dres is None else (dres.dtype, dres.data_ptr() & 15, dres.stride(0)))
