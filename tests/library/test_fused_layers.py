@@ -1,4 +1,4 @@
-"""swap_rmsnorm(model, fuse_residual=True): the fused residual add + RMSNorm inside Llama's and Qwen3's layers.
+"""swap_rmsnorm(model, fuse_residual=True): the fused residual add + RMSNorm inside Llama's, Qwen3's and Gemma's layers.
 
 On the CPU the kernels run in Triton's interpreter (float32), so the models are tiny, as in
 tests/library/test_swap.py (hidden 64, 2 layers, vocabulary 128, random init, every norm weight
@@ -38,9 +38,13 @@ CONFIGS = {
                                                                            num_key_value_heads=2)),
     "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM, dict(num_attention_heads=2,
                                                                            num_key_value_heads=1, head_dim=32)),
+    # Gemma's norms scale by (1 + weight): the fused call carries the norm's offset 1.0
+    "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM, dict(num_attention_heads=4,
+                                                                           num_key_value_heads=2, head_dim=16)),
 }
 LAYERS = ("model.layers.0", "model.layers.1")
-PLAIN_NORMS = {"llama": 3, "qwen3": 3 + 4}  # input norms and the final norm (+ Qwen3's q_norm, k_norm per layer)
+# the plain norms a forward calls: input norms and the final norm (+ Qwen3's q_norm, k_norm per layer)
+PLAIN_NORMS = {"llama": 3, "qwen3": 3 + 4, "gemma": 3}
 DEVICE = default_device()
 GPU = torch.cuda.is_available()
 ops = torch.ops.rmsnorm_fast
@@ -92,7 +96,8 @@ def pair(request):
 def test_every_decoder_layer_is_patched_and_named(pair):
     name, original, fused, swapped, _ = pair
     assert swapped.fused == LAYERS and swapped.already_fused == () and swapped.left == {}
-    assert int(swapped) == {"llama": 5, "qwen3": 9}[name]  # the norms are swapped as without the flag
+    assert int(swapped) == {"llama": 5, "qwen3": 9, "gemma": 5}[name]  # the norms are swapped as without the flag
+    assert fused.model.layers[0].post_attention_layernorm.offset == (1.0 if name == "gemma" else 0.0)
     for layer_name in LAYERS:
         layer = fused.get_submodule(layer_name)
         assert layer.forward.__func__ is _fused_forward and layer.forward.__self__ is layer
