@@ -83,14 +83,20 @@ def _loss(model, ids):
     return out
 
 
+def _grads(model) -> dict[str, torch.Tensor]:
+    """Each parameter's gradient, copied (later tests run the same model again, and gradients accumulate)."""
+    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def pair(request):
-    """(name, original, fused, the Swapped result, their outputs after one forward + backward on the same tokens)."""
+    """(name, original, fused, the Swapped result, [(output, gradients)] of one forward + backward of each,
+    on the same tokens)."""
     original = _model(request.param)
     fused = copy.deepcopy(original)
     swapped = swap_rmsnorm(fused, fuse_residual=True)
     ids = _tokens()
-    return request.param, original, fused, swapped, [_loss(m, ids) for m in (original, fused)]
+    return request.param, original, fused, swapped, [(_loss(m, ids), _grads(m)) for m in (original, fused)]
 
 
 def test_every_decoder_layer_is_patched_and_named(pair):
@@ -113,13 +119,12 @@ def test_the_forward_keeps_every_argument_of_the_layers_own(pair):
 
 
 def test_logits_loss_and_every_gradient_equal_the_originals_within_float32s_tolerance(pair):
-    _, original, fused, _, (out, out_fused) = pair
+    _, original, _, _, ((out, grads), (out_fused, grads_fused)) = pair
     assert_close(out_fused.logits, out.logits, dtype=torch.float32)
     assert_close(out_fused.loss, out.loss, dtype=torch.float32)
-    grads = dict(original.named_parameters())
-    for name, p in fused.named_parameters():
-        assert p.grad is not None, name
-        assert_close(p.grad, grads[name].grad, dtype=torch.float32, msg=f"gradient of {name}")
+    assert list(grads_fused) == [name for name, _ in original.named_parameters()]  # every parameter has one
+    for name, grad in grads_fused.items():
+        assert_close(grad, grads[name], dtype=torch.float32, msg=f"gradient of {name}")
 
 
 def test_each_layer_makes_one_fused_call_and_no_plain_post_attention_norm(pair):
@@ -149,8 +154,23 @@ def test_greedy_generate_with_the_kv_cache_gives_the_originals_tokens(pair):
     assert counting.add_rows == [(10, 64)] * len(LAYERS) + [(2, 64)] * len(LAYERS) * 3
 
 
+def test_under_gradient_checkpointing_the_gradients_are_the_same(pair):
+    _, _, fused, _, (_, (out_fused, grads_fused)) = pair
+    checkpointed = copy.deepcopy(fused)  # the copy's forwards are bound to the copy's layers
+    assert all(checkpointed.get_submodule(n).forward.__self__ is checkpointed.get_submodule(n) for n in LAYERS)
+    checkpointed.gradient_checkpointing_enable()
+    checkpointed.train()
+    checkpointed.zero_grad(set_to_none=True)
+    with _Counting() as counting:
+        out = _loss(checkpointed, _tokens())
+    assert counting.counts["add_forward"] == 2 * len(LAYERS)  # each layer's forward runs again in the backward
+    assert_close(out.logits, out_fused.logits, dtype=torch.float32)
+    for n, grad in _grads(checkpointed).items():
+        assert_close(grad, grads_fused[n], dtype=torch.float32, msg=f"gradient of {n}")
+
+
 def test_a_second_call_patches_nothing_and_says_so(pair):
-    name, _, fused, first, (_, out_fused) = pair
+    name, _, fused, first, (_, (out_fused, _)) = pair
     again = swap_rmsnorm(fused, fuse_residual=True)
     assert (int(again), again.fused, again.already_fused, again.left) == (0, (), LAYERS, {})
     assert again.already == int(first)
