@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from rmsnorm import FastRMSNorm, default_device, randomise_norm_weights, swap_rmsnorm  # noqa: E402
 from rmsnorm.fused_layers import _fused_forward  # noqa: E402
-from rmsnorm.testing import assert_close  # noqa: E402
+from rmsnorm.testing import assert_close, inductor_unavailable  # noqa: E402
 
 transformers = pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
 
@@ -188,15 +188,18 @@ def test_other_models_and_the_class_are_untouched():
     assert cls.forward is before and not any("forward" in m.__dict__ for m in other.modules())
 
 
-def test_one_patched_layer_compiles_to_one_graph_holding_the_fused_operator():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_one_patched_layer_compiles_to_one_graph_holding_the_fused_operator(backend):
     from torch._dynamo.testing import CompileCounterWithBackend
 
+    if backend == "inductor" and inductor_unavailable(DEVICE):
+        pytest.skip(inductor_unavailable(DEVICE))
     model = _model("llama")
     swap_rmsnorm(model, fuse_residual=True)
     layer = model.model.layers[0]
     h = torch.randn(2, 7, 64, generator=torch.Generator().manual_seed(6)).to(DEVICE)
     position_embeddings = model.model.rotary_emb(h, torch.arange(7, device=DEVICE)[None])
-    counter = CompileCounterWithBackend("aot_eager")
+    counter = CompileCounterWithBackend(backend)
     compiled = torch.compile(layer, backend=counter, fullgraph=True)
     inputs = [h.clone().requires_grad_() for _ in range(2)]
     eager = layer(inputs[0], position_embeddings=position_embeddings)
@@ -206,7 +209,7 @@ def test_one_patched_layer_compiles_to_one_graph_holding_the_fused_operator():
     assert "rmsnorm_fast.add_forward.default" in targets
     got.sum().backward()
     eager.sum().backward()
-    assert_close(got, eager, dtype=torch.float32)  # aot_eager: the same kernels
+    assert_close(got, eager, dtype=torch.float32)  # the same kernels; inductor's own for the rest of the layer
     assert_close(inputs[1].grad, inputs[0].grad, dtype=torch.float32)
 
 
@@ -297,11 +300,11 @@ def test_on_cuda_in_bf16_the_fused_model_is_no_worse_than_the_original_against_f
     assert counting.counts["add_forward"] == len(LAYERS)
     logits32 = outs[2].logits.detach().double()
     error = [float((o.logits.detach().double() - logits32).norm() / logits32.norm()) for o in outs[:2]]
-    assert error[1] <= 1.5 * error[0], error  # test_swap.py's rule for the bf16 swap
+    assert error[1] <= 1.5 * error[0], error  # test_swap.py's rule for the bf16 swap, here for each gradient too
     grads32 = [p.grad.double() for p in ref.parameters()]
     for params in (original.parameters(), fused.parameters()):
         assert all(p.grad.dtype == torch.bfloat16 for p in params)
     errors = [[float((p.grad.double() - g).norm() / g.norm()) for p, g in zip(m.parameters(), grads32)]
               for m in (original, fused)]
-    worse = {n: (f, o) for (n, _), o, f in zip(original.named_parameters(), *errors) if f > 1.5 * o + 1e-3}
+    worse = {n: (f, o) for (n, _), o, f in zip(original.named_parameters(), *errors) if f > 1.5 * o}
     assert not worse, worse
