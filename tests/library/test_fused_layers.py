@@ -63,17 +63,18 @@ def _tokens(seed=1, length=24):
 
 
 class _Counting(TorchDispatchMode):
-    """Counts each rmsnorm_fast operator reached, and the rows (M, N) add_forward is given."""
+    """Counts each rmsnorm_fast operator reached, and the rows (M, N) and dtypes (x, residual) add_forward is given."""
 
     def __init__(self):
         super().__init__()
-        self.counts, self.add_rows = collections.Counter(), []
+        self.counts, self.add_rows, self.add_dtypes = collections.Counter(), [], []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace == "rmsnorm_fast":
             self.counts[func.__name__.split(".")[0]] += 1
             if func is ops.add_forward.default:
                 self.add_rows.append(tuple(args[0].shape))
+                self.add_dtypes.append((args[0].dtype, args[1].dtype))
         return func(*args, **(kwargs or {}))
 
 
@@ -167,6 +168,21 @@ def test_under_gradient_checkpointing_the_gradients_are_the_same(pair):
     assert_close(out.logits, out_fused.logits, dtype=torch.float32)
     for n, grad in _grads(checkpointed).items():
         assert_close(grad, grads_fused[n], dtype=torch.float32, msg=f"gradient of {n}")
+
+
+def test_under_autocast_the_add_and_the_norm_run_in_the_float32_of_the_residual_stream():
+    # float16: the interpreter refuses bf16. The stream (embeddings, residual adds) stays float32 while
+    # the projections return float16, so eager's add gives float32 and so must the fused call's y
+    original = _model("llama")
+    fused = copy.deepcopy(original)
+    swap_rmsnorm(fused, fuse_residual=True)
+    with torch.no_grad(), torch.autocast(DEVICE.type, dtype=torch.float16):
+        expected = original(input_ids=_tokens()).logits
+        with _Counting() as counting:
+            logits = fused(input_ids=_tokens()).logits
+    assert counting.add_dtypes == [(torch.float32, torch.float32)] * len(LAYERS)
+    assert logits.dtype == expected.dtype == torch.float16
+    assert_close(logits, expected, dtype=torch.float16)
 
 
 def test_a_second_call_patches_nothing_and_says_so(pair):
