@@ -692,3 +692,17 @@ def test_the_fused_add_refuses_a_dtensor_residual_and_so_do_its_operators(mesh):
         torch.ops.rmsnorm_fast.add_forward(x, rd, None, 1e-6)
     with refused_before_allocating(r"x is a DTensor \(placements \(Shard\(dim=0\),\)"):
         rmsnorm_add(rd, x, None)
+
+
+@needs_gloo
+def test_a_fused_layer_whose_norm_alone_is_sharded_refuses_the_shard_and_says_how(mesh):
+    from torch.distributed.fsdp import fully_shard
+
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    model = _fused_llama()
+    norm = model.model.layers[0].post_attention_layernorm
+    fully_shard(norm, mesh=mesh)  # its own group: only its own forward, which the fused call skips, unshards it
+    # the input norm and the attention run first (and allocate); the fused call refuses before its kernels
+    refusal = r"weight is a DTensor \(placements \(Shard\(dim=0\),\).*fully_shard"
+    with pytest.raises(rmsnorm.ContractError, match=refusal):
+        model(input_ids=_token_batch())

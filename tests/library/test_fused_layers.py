@@ -107,7 +107,7 @@ def test_every_decoder_layer_is_patched_and_named(pair):
     assert fused.model.layers[0].post_attention_layernorm.offset == (1.0 if name == "gemma" else 0.0)
     for layer_name in LAYERS:
         layer = fused.get_submodule(layer_name)
-        assert layer.forward.__func__ is _fused_forward and layer.forward.__self__ is layer
+        assert layer.forward.func is _fused_forward and layer.forward.args == (layer,)
         assert "forward" not in original.get_submodule(layer_name).__dict__  # the instance, not the class
 
 
@@ -158,7 +158,7 @@ def test_greedy_generate_with_the_kv_cache_gives_the_originals_tokens(pair):
 def test_under_gradient_checkpointing_the_gradients_are_the_same(pair):
     _, _, fused, _, (_, (out_fused, grads_fused)) = pair
     checkpointed = copy.deepcopy(fused)  # the copy's forwards are bound to the copy's layers
-    assert all(checkpointed.get_submodule(n).forward.__self__ is checkpointed.get_submodule(n) for n in LAYERS)
+    assert all(checkpointed.get_submodule(n).forward.args == (checkpointed.get_submodule(n),) for n in LAYERS)
     checkpointed.gradient_checkpointing_enable()
     checkpointed.train()
     checkpointed.zero_grad(set_to_none=True)
@@ -191,17 +191,33 @@ def test_a_second_call_patches_nothing_and_says_so(pair):
     assert (int(again), again.fused, again.already_fused, again.left) == (0, (), LAYERS, {})
     assert again.already == int(first)
     assert "already_fused=('model.layers.0', 'model.layers.1')" in repr(again)
-    assert all(fused.get_submodule(n).forward.__func__ is _fused_forward for n in LAYERS)
+    assert all(fused.get_submodule(n).forward.func is _fused_forward for n in LAYERS)
     with torch.no_grad():
         assert torch.equal(fused(input_ids=_tokens()).logits, out_fused.logits)
 
 
-def test_other_models_and_the_class_are_untouched():
+def test_other_models_and_the_class_are_untouched_and_del_forward_undoes_it():
     cls = transformers.models.llama.modeling_llama.LlamaDecoderLayer
     before = cls.forward
     fused, other = _model("llama"), _model("llama")
     swap_rmsnorm(fused, fuse_residual=True)
     assert cls.forward is before and not any("forward" in m.__dict__ for m in other.modules())
+    del fused.model.layers[0].forward
+    assert fused.model.layers[0].forward.__func__ is before
+    with _Counting() as counting, torch.no_grad():
+        fused(input_ids=_tokens())
+    assert counting.counts["add_forward"] == len(LAYERS) - 1
+
+
+def test_a_pickled_model_loads_with_its_layers_still_fused(pair, tmp_path):
+    _, _, fused, _, (_, (out_fused, _)) = pair
+    torch.save(fused, tmp_path / "model.pt")  # the whole object, not a state_dict
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert all(loaded.get_submodule(n).forward.args == (loaded.get_submodule(n),) for n in LAYERS)
+    with _Counting() as counting, torch.no_grad():
+        logits = loaded(input_ids=_tokens()).logits
+    assert counting.counts["add_forward"] == len(LAYERS)
+    assert torch.equal(logits, out_fused.logits)
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
