@@ -13,6 +13,7 @@ Source: notebooks/12_tuning_and_side_by_side.ipynb; quack ``rmsnorm_config.py``.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import itertools
 import multiprocessing
 import time
@@ -48,14 +49,24 @@ def forward_candidates(N: int, dtype: torch.dtype):
     (8, 16 or 32 warps), and for every looped row loop blocks of 8192 and 16384 columns at 16 or 32
     warps. Each configuration once, so that a sweep times none twice.
 
+    Where N is not a power of two (a masked row), each configuration also with N compiled in
+    (``static_n``).
+
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
+    yield from _once_and_static(_forward_candidates(N, dtype), N)
+
+
+def _once_and_static(configs, N: int):
+    """Each configuration once, and where N is not a power of two also with ``static_n`` flipped."""
     seen = set()
-    for config in _forward_candidates(N, dtype):
-        if config not in seen:
-            seen.add(config)
-            yield config
+    for config in configs:
+        variants = (config, dataclasses.replace(config, static_n=not config.static_n)) if N & (N - 1) else (config,)
+        for variant in variants:
+            if variant not in seen:
+                seen.add(variant)
+                yield variant
 
 
 def _forward_candidates(N: int, dtype: torch.dtype):
@@ -96,9 +107,16 @@ def backward_candidates(N: int, dtype: torch.dtype):
     bytes) also 4 warps, 4 programs per SM and 1 stage. Looped rows (and blocks wider than
     8192): the loop's block of 2048-8192 with 1-4 programs per SM, and one block of 16384.
 
+    Where N is not a power of two, each configuration also with N compiled in (``static_n``).
+
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
+    yield from _once_and_static(_backward_candidates(N, dtype), N)
+
+
+def _backward_candidates(N: int, dtype: torch.dtype):
+    """:func:`backward_candidates`, a configuration possibly more than once."""
     base = backward_config(N, dtype)
     if not base.one_block(N) or base.BLOCK_N > 8192:  # the column loop, and one block of 16384
         for block_n, warps, pps in itertools.product((2048, 4096, 8192), (8, 16), (1, 2, 4)):
