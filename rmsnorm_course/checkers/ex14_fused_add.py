@@ -108,13 +108,17 @@ def _said(runs) -> str:
     return f"{len(cases)} cases ({describe(cases)}; OFFSET = 0.0 and 1.0; rows further apart than N)"
 
 
+#: The forward's parameters as a GPU compile types them (``{t}``: x's dtype).
+FORWARD_TYPES = {"x_ptr": "*{t}", "residual_ptr": "*{t}", "weight_ptr": "*{t}", "y_ptr": "*{t}",
+                 "residual_out_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32", "N": "i32", "eps": "fp32",
+                 "OFFSET": "constexpr", "BLOCK_SIZE": "constexpr"}
+
 FORWARD_SPEC = ExerciseSpec(
     exercise="14 · fused add forward", reference=fused_add_forward_kernel,
     int64_row="`row = tl.program_id(0).to(tl.int64)`",
-    signatures=typed({"x_ptr": "*{t}", "residual_ptr": "*{t}", "weight_ptr": "*{t}", "y_ptr": "*{t}",
-                      "residual_out_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32", "N": "i32",
-                      "eps": "fp32", "OFFSET": "constexpr", "BLOCK_SIZE": "constexpr"},
-                     {"OFFSET": 1.0, "BLOCK_SIZE": 512}),
+    signatures=typed(FORWARD_TYPES, {"OFFSET": 1.0, "BLOCK_SIZE": 512})
+    + typed({**FORWARD_TYPES, "residual_ptr": "*fp32", "residual_out_ptr": "*fp32"}, {"OFFSET": 1.0, "BLOCK_SIZE": 512},
+            dtypes=("fp16",)),  # a float16 x on a float32 stream
     cases=forward_cases, launch=_forward_launch, oracle=correct_forward, symptoms=tuple(FORWARD),
     success=lambda runs: (f"y, residual_out and rstd match the float64 oracle on {_said(runs)}, a float32 residual "
                           "stream under float16 x included; nothing outside the tensors was read or written."),
