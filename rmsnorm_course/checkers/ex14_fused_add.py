@@ -14,8 +14,9 @@ residual_out is float32.
 Symptoms recognised (modelled in float64, :mod:`rmsnorm_course.checkers.ex14_symptoms`): residual_out never
 written, holding the residual or x alone, swapped with y; the add after the norm; the norm (rstd, y or
 both) read from x instead of h; h rounded to x's dtype on a float32 stream; the weight without its OFFSET;
-a mean divided by BLOCK_SIZE; in the backward, d_residual_out left out, added twice, inside the bracket
-that rstd multiplies, or to dy, and the norm's term left out. Plus everything the one harness finds
+a mean divided by BLOCK_SIZE; the weight loaded at the row's offset; in the backward, d_residual_out left
+out, added twice, inside the bracket that rstd multiplies, or to dy, the norm's term left out, and a
+factor rstd missing (the last one, or the second term's: a mean of u · h). Plus everything the one harness finds
 (:mod:`rmsnorm_course.checkers.kernels`): a wrong signature, unmasked accesses, a write into an input,
 reads and writes outside the tensors, a masked load without ``other=``, code a GPU would not compile,
 an int32 row index, a crash, an endless loop.
@@ -32,7 +33,9 @@ from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
 from .cases import AddBackwardCase, AddCase, describe
-from .ex14_symptoms import BACKWARD, FORWARD, correct_backward, correct_forward
+from .ex03_symptoms import rstd_outside
+from .ex14_symptoms import BACKWARD, FORWARD, WEIGHT_ROW_OFFSET, correct_backward, correct_forward
+from .guards import GUARD
 from .spec import ExerciseSpec, Launch, given, made, typed
 
 GEMMA = "OFFSET = 1.0, Gemma's 1 + weight"
@@ -65,10 +68,15 @@ def forward_cases() -> list[AddCase]:
 
 
 def backward_cases() -> list[AddBackwardCase]:
-    """The forward's shapes: both OFFSETs, float16, a row stride; rstd is h's, float32, as the forward saves it."""
+    """The forward's shapes: both OFFSETs, float16, a row stride; rstd is h's, float32, as the forward saves it.
+
+    h has values of scale 3 (a residual stream grows from layer to layer), so rstd is about 1/3 and a factor of rstd
+    too many or too few shows in every element, where with rstd ≈ 1 it would hide under the tolerance.
+    """
 
     def case(label, M, N, dtype=torch.float32, seed=0, stride=None, offset=0.0):
         h, weight, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
+        h = h * 3
         dres = make_inputs(M, N, dtype, device=default_device(), seed=seed + 100)[2]
         rstd = torch.rsqrt(h.double().square().mean(-1) + 1e-6).float()
         return AddBackwardCase(label, {"h": h, "weight": weight, "rstd": rstd, "dy": dy, "dres": dres},
@@ -87,16 +95,20 @@ def backward_cases() -> list[AddBackwardCase]:
 def _forward_launch(case: AddCase) -> Launch:
     """One program per row, on guarded copies; the five (M, N) tensors share the row stride."""
     M, N, stride, r = case.M, case.N, case.row_stride, case.inputs["residual"]
+    room = GUARD + M * case.stride + triton.next_power_of_2(N)  # the weight read at a row's offset stays in its guard
     tensors = (given("x", case.inputs["x"], stride), given("residual", r, stride),
-               given("weight", case.inputs["weight"]), made("y", (M, N), case.dtype, stride),
-               made("residual_out", (M, N), r.dtype, stride), made("rstd", (M,), torch.float32))
+               given("weight", case.inputs["weight"], room=room), made("y", (M, N), case.dtype, stride),
+               made("residual_out", (M, N), r.dtype, stride),
+               made("rstd", (M,), torch.float32, room=GUARD + M * case.stride,
+                    fix=rstd_outside(M, case.stride, "row_stride")))
     return Launch(tensors, (M,), ("x", "residual", "weight", "y", "residual_out", "rstd", case.stride, N,
                                   float(case.eps)), {"OFFSET": case.offset, "BLOCK_SIZE": triton.next_power_of_2(N)})
 
 
 def _backward_launch(case: AddBackwardCase) -> Launch:
     M, N, stride = case.M, case.N, case.row_stride
-    tensors = (given("h", case.inputs["h"], stride), given("weight", case.inputs["weight"]),
+    room = GUARD + M * case.stride + triton.next_power_of_2(N)
+    tensors = (given("h", case.inputs["h"], stride), given("weight", case.inputs["weight"], room=room),
                given("rstd", case.inputs["rstd"]), given("dy", case.inputs["dy"], stride),
                given("dres", case.inputs["dres"], stride), made("dh", (M, N), case.dtype, stride))
     return Launch(tensors, (M,), ("h", "weight", "rstd", "dy", "dres", "dh", case.stride, N),
@@ -133,6 +145,7 @@ FORWARD_SPEC = ExerciseSpec(
            "zero_row": "rstd = 1/sqrt(mean(h²) + eps): add eps to the mean, inside the root "
                        "(row 0 of that case has h = x + residual = 0)",
            "row_store": "store at the row's offset, `row * row_stride + cols`, as the loads do"},
+    outside=WEIGHT_ROW_OFFSET[:1],
 )
 
 BACKWARD_SPEC = ExerciseSpec(
@@ -151,4 +164,5 @@ BACKWARD_SPEC = ExerciseSpec(
                         "dh = (u - h_hat · mean_uh) · rstd + dres",
            "column_factor": "the per-column factor is wrong: the weight's load, its OFFSET, or u = dy · weight",
            "row_store": "store dh at the row's offset, `row * row_stride + cols`, as the loads do"},
+    outside=WEIGHT_ROW_OFFSET[1:],
 )

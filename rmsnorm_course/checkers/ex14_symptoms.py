@@ -15,6 +15,7 @@ import torch
 import triton
 
 from .diagnose import Symptom
+from .spec import PROBE
 
 
 def stream(case, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -24,17 +25,58 @@ def stream(case, dtype: torch.dtype | None = None) -> torch.Tensor:
     return rounded.to("cpu", torch.float64)
 
 
+#: rstd from mean(h²) and eps: the right rule, and the classic slips of where eps goes (lesson 03's).
+RSTD_RULES = {
+    "right": lambda ms, eps: torch.rsqrt(ms + eps),
+    "eps after the root": lambda ms, eps: 1 / (ms.sqrt() + eps),
+    "no eps": lambda ms, eps: torch.rsqrt(ms),
+    "eps after rsqrt": lambda ms, eps: torch.rsqrt(ms) + eps,
+    "the RMS": lambda ms, eps: torch.sqrt(ms + eps),
+}
+
+
 def forward(case, *, rstd_of: str = "h", y_of: str = "h", offset: float | None = None, add_after: bool = False,
-            h: torch.Tensor | None = None, divide_by: int | None = None) -> dict[str, torch.Tensor]:
+            h: torch.Tensor | None = None, divide_by: int | None = None,
+            rule: str = "right") -> dict[str, torch.Tensor]:
     """y, residual_out and rstd of a variant: rstd from ``rstd_of`` and y from ``y_of`` ("h" or "x"), the weight
-    plus ``offset`` (the case's when None), the residual added to y after the norm, h given (rounded otherwise)."""
+    plus ``offset`` (the case's when None), the residual added to y after the norm, h given (rounded otherwise),
+    rstd by one of :data:`RSTD_RULES`."""
     h = stream(case) if h is None else h
     rows = {"h": h, "x": case.f64("x")}
-    rstd = torch.rsqrt(rows[rstd_of].square().sum(-1, keepdim=True) / (divide_by or case.N) + case.eps)
+    rstd = RSTD_RULES[rule](rows[rstd_of].square().sum(-1, keepdim=True) / (divide_by or case.N), case.eps)
     y = rows[y_of] * rstd * (case.f64("weight") + (case.offset if offset is None else offset))
     if add_after:
         y = y + case.f64("residual")
     return {"y": y, "residual_out": h, "rstd": rstd.reshape(-1)}
+
+
+def _weight_at_row_offset(right: torch.Tensor, scaled: torch.Tensor) -> torch.Tensor:
+    """``right`` with rows ≥ 1 replaced by ``scaled``'s: what a weight loaded at `weight_ptr + row * row_stride + cols`
+    gives when the memory past the weight holds :data:`~.spec.PROBE` (row 0 reads the weight itself)."""
+    out = right.clone()
+    out[1:] = scaled[1:]
+    return out
+
+
+def _forward_weight_outside(case) -> dict[str, torch.Tensor]:
+    right = forward(case)
+    h_hat = right["residual_out"] * right["rstd"].unsqueeze(-1)
+    return {"y": _weight_at_row_offset(right["y"], h_hat * (PROBE + case.offset))}
+
+
+def _backward_weight_outside(case) -> dict[str, torch.Tensor]:
+    h, dy, d_res, rstd = case.f64("h"), case.f64("dy"), case.f64("dres"), case.f64("rstd").unsqueeze(-1)
+    u, h_hat = dy * (PROBE + case.offset), h * rstd
+    dh = (u - h_hat * (u * h_hat).mean(-1, keepdim=True)) * rstd + d_res
+    return {"dh": _weight_at_row_offset(backward(case)["dh"], dh)}
+
+
+#: The weight loaded with the row's offset, for :attr:`~.spec.ExerciseSpec.outside` (forward, backward).
+WEIGHT_ROW_OFFSET = tuple(Symptom(
+    "the weight's load has the row's offset (`weight_ptr + row * row_stride + cols`): row 1 onwards reads past the "
+    "weight's N elements", model,
+    "The weight has one row, shared by every row: load it at `weight_ptr + cols`, with the column mask alone.")
+    for model in (_forward_weight_outside, _backward_weight_outside))
 
 
 def correct_forward(case) -> dict[str, torch.Tensor]:
@@ -83,6 +125,18 @@ FORWARD = [
             lambda c: forward(c, h=stream(c, c.inputs["x"].dtype)),
             "Round h to residual_out's dtype, `h.to(residual_out_ptr.dtype.element_ty)`, not to x's: with a float32 "
             "stream that is float32, and the norm reads that h too."),
+    Symptom("eps is added after the square root: rstd = 1/(sqrt(mean(h²)) + eps)",
+            lambda c: forward(c, rule="eps after the root"),
+            "eps goes inside the root, added to the mean: `rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)`."),
+    Symptom("eps is missing: rstd = 1/sqrt(mean(h²)), so a row of h = 0 gives 1/0 = inf, and y = 0 · inf = NaN",
+            lambda c: forward(c, rule="no eps"),
+            "Add eps to the mean, inside the root: `rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)`."),
+    Symptom("eps is added after `tl.rsqrt`, outside the root: a row of h = 0 gives rsqrt(0) = inf",
+            lambda c: forward(c, rule="eps after rsqrt"),
+            "eps goes inside the root, before `tl.rsqrt`: `rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)`."),
+    Symptom("y is multiplied by the RMS, sqrt(mean(h²) + eps), instead of its inverse",
+            lambda c: forward(c, rule="the RMS"),
+            "rstd = 1/sqrt(mean(h²) + eps), `tl.rsqrt(...)`; then y = h · rstd · (weight + OFFSET)."),
     Symptom("the mean of h² is divided by BLOCK_SIZE instead of N",
             lambda c: forward(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
@@ -90,18 +144,21 @@ FORWARD = [
 
 
 def backward(case, *, dres: float = 1.0, inside: bool = False, into_dy: bool = False, offset: float | None = None,
-             divide_by: int | None = None, norm: bool = True) -> dict[str, torch.Tensor]:
+             divide_by: int | None = None, norm: float = 1.0, rstd_on: str = "both") -> dict[str, torch.Tensor]:
     """dh of a variant: ``dres`` times d_residual_out added (0: left out, 2: twice), ``inside`` the bracket that rstd
-    multiplies, or ``into_dy`` (added to dy before the weight); the weight plus ``offset``; ``norm=False``: the norm's
-    term left out."""
+    multiplies, or ``into_dy`` (added to dy before the weight); the weight plus ``offset``; ``norm`` times the norm's
+    term (0: left out, −1: its sign flipped); ``rstd_on``: the last factor rstd on "both" terms of the bracket, on
+    "u" alone, or on "none"."""
     h, dy, d_res = case.f64("h"), case.f64("dy"), case.f64("dres")
     rstd = case.f64("rstd").unsqueeze(-1)
     u = (dy + d_res if into_dy else dy) * (case.f64("weight") + (case.offset if offset is None else offset))
     h_hat = h * rstd
-    bracket = u - h_hat * (u * h_hat).sum(-1, keepdim=True) / (divide_by or case.N)
+    mean = (u * h_hat).sum(-1, keepdim=True) / (divide_by or case.N)
+    bracket = u - h_hat * mean
     if inside:
         return {"dh": (bracket + d_res) * rstd}
-    return {"dh": (bracket * rstd if norm else 0.0) + (0.0 if into_dy else dres * d_res)}
+    term = {"both": bracket * rstd, "u": u * rstd - h_hat * mean, "none": bracket}[rstd_on]
+    return {"dh": norm * term + (0.0 if into_dy else dres * d_res)}
 
 
 def correct_backward(case) -> dict[str, torch.Tensor]:
@@ -123,11 +180,22 @@ BACKWARD = [
     Symptom("d_residual_out is added to dy, before the weight: it then goes through the norm's backward, which it "
             "never passed through", lambda c: backward(c, into_dy=True),
             "u = dy · weight stays the norm's; add dres to the result: `dh = (u - h_hat * mean_uh) * rstd + dres`."),
-    Symptom("dh is d_residual_out alone: the norm's backward is left out", lambda c: backward(c, norm=False),
+    Symptom("dh is d_residual_out alone: the norm's backward is left out", lambda c: backward(c, norm=0.0),
             "dh = rstd · (u − ĥ · mean(u · ĥ)) + dres, with u = dy · (weight + OFFSET) and ĥ = h · rstd."),
+    Symptom("the norm's backward has the wrong sign: its bracket is written ĥ · mean(u · ĥ) − u, where it is "
+            "u − ĥ · mean(u · ĥ)", lambda c: backward(c, norm=-1.0),
+            "dh = rstd · (u − ĥ · mean(u · ĥ)) + dres: u first, `(u - h_hat * mean_uh) * rstd + dres`."),
     Symptom("the weight is used as it is where the case asks for weight + OFFSET (Gemma's 1 + weight): every case "
             "with OFFSET = 0.0 passes, every case with OFFSET = 1.0 does not", lambda c: backward(c, offset=0.0),
             "The forward scaled by weight + OFFSET, so u = dy · (weight + OFFSET): add OFFSET to the loaded weight."),
+    Symptom("dh's first term misses its last factor rstd: the norm's backward is rstd · (u − ĥ · mean(u · ĥ))",
+            lambda c: backward(c, rstd_on="none"),
+            "Multiply the bracket by rstd once more: `dh = (u - h_hat * mean_uh) * rstd + dres`."),
+    Symptom("the norm's backward misses one rstd on its second term: either the mean is taken of u · h where u · ĥ "
+            "belongs (`tl.sum(u * h, axis=0)`: ĥ = h · rstd), or rstd multiplies u only (`rstd * u - h_hat * mean_uh`)",
+            lambda c: backward(c, rstd_on="u"),
+            "The mean is over u · ĥ: `mean_uh = tl.sum(u * h_hat, axis=0) / N`; and rstd multiplies both terms of "
+            "the bracket: `(u - h_hat * mean_uh) * rstd`."),
     Symptom("mean(u · ĥ) is divided by BLOCK_SIZE instead of N",
             lambda c: backward(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),

@@ -17,8 +17,10 @@ from wrong_variants import NO_OTHER, mutate
 FIRST = "row = tl.program_id(0).to(tl.int64)\n"
 ROW = (FIRST, "raise NotImplementedError()\n    " + FIRST)
 STORE_H = "    tl.store(residual_out_ptr + offsets, h, mask=mask)\n"
+RSTD = "rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)"
 NORM_Y = "tl.store(y_ptr + offsets, h * rstd * weight, mask=mask)"
 INT32 = "multiplies the row index `row` by a stride in int32"
+WEIGHT_OFFSET = "the weight's load has the row's offset"
 
 #: The forward: name → (kernel, substring of the feedback).
 FORWARD = {
@@ -56,6 +58,16 @@ FORWARD = {
     "masked load of the residual without other": (
         mutate(F, ("residual_ptr + offsets, mask=mask, other=0.0)", "residual_ptr + offsets, mask=mask)")), NO_OTHER),
     "row index not cast to int64": (mutate(F, ("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")), INT32),
+    "weight loaded with the row offset": (mutate(F, ("tl.load(weight_ptr + cols", "tl.load(weight_ptr + offsets")),
+                                          WEIGHT_OFFSET),
+    "eps after the square root": (mutate(F, (RSTD, "rstd = 1.0 / (tl.sqrt(tl.sum(h * h, axis=0) / N) + eps)")),
+                                  "eps is added after the square root"),
+    "rstd stored at the row's offset": (
+        mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row * row_stride, rstd)")),
+        "its store has the row stride (`rstd_ptr + row * row_stride`)"),
+    "eps missing": (mutate(F, (RSTD, "rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N)")), "eps is missing"),
+    "the RMS for rstd": (mutate(F, (RSTD, "rstd = tl.sqrt(tl.sum(h * h, axis=0) / N + eps)")),
+                         "y is multiplied by the RMS"),
 }
 
 DH = "    dh = (u - h_hat * mean_uh) * rstd + dres"
@@ -78,4 +90,12 @@ BACKWARD = {
     "divides by BLOCK_SIZE": (mutate(B, ("axis=0) / N", "axis=0) / BLOCK_SIZE")),
                               "mean(u · ĥ) is divided by BLOCK_SIZE instead of N"),
     "row index not cast to int64": (mutate(B, ("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")), INT32),
+    "weight loaded with the row offset": (mutate(B, ("tl.load(weight_ptr + cols", "tl.load(weight_ptr + offsets")),
+                                          WEIGHT_OFFSET),
+    "mean of u · h, not u · h_hat": (mutate(B, ("tl.sum(u * h_hat, axis=0)", "tl.sum(u * h, axis=0)")),
+                                     "misses one rstd on its second term"),
+    "dh without its last rstd": (mutate(B, (DH, "    dh = (u - h_hat * mean_uh) + dres")),
+                                 "dh's first term misses its last factor rstd"),
+    "the bracket the wrong way round": (mutate(B, (DH, "    dh = (h_hat * mean_uh - u) * rstd + dres")),
+                                        "the norm's backward has the wrong sign"),
 }
