@@ -34,7 +34,7 @@ from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
 from .cases import AddBackwardCase, AddCase, describe
 from .ex03_symptoms import rstd_outside
-from .ex14_symptoms import BACKWARD, FORWARD, WEIGHT_ROW_OFFSET, correct_backward, correct_forward
+from .ex14_symptoms import BACKWARD, FORWARD, WEIGHT_ROW_OFFSET, correct_backward, correct_forward, norm_term
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, given, made, typed
 
@@ -164,5 +164,5 @@ BACKWARD_SPEC = ExerciseSpec(
                         "dh = (u - h_hat · mean_uh) · rstd + dres",
            "column_factor": "the per-column factor is wrong: the weight's load, its OFFSET, or u = dy · weight",
            "row_store": "store dh at the row's offset, `row * row_stride + cols`, as the loads do"},
-    outside=WEIGHT_ROW_OFFSET[1:],
+    outside=WEIGHT_ROW_OFFSET[1:], terms=norm_term,
 )

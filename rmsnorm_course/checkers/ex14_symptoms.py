@@ -11,10 +11,13 @@ Source: solutions/14_fusing_the_residual.ipynb.
 
 from __future__ import annotations
 
+import re
+
 import torch
 import triton
 
-from .diagnose import Symptom
+from .diagnose import Run, Symptom
+from .dx_terms import explainer
 from .spec import PROBE
 
 
@@ -137,6 +140,10 @@ FORWARD = [
     Symptom("y is multiplied by the RMS, sqrt(mean(h²) + eps), instead of its inverse",
             lambda c: forward(c, rule="the RMS"),
             "rstd = 1/sqrt(mean(h²) + eps), `tl.rsqrt(...)`; then y = h · rstd · (weight + OFFSET)."),
+    Symptom("h is rounded to float16 in every case (a `.to(tl.float16)` on it): residual_out and y of the float32 "
+            "cases carry float16 rounding", lambda c: forward(c, h=stream(c, torch.float16)),
+            "Round h to residual_out's dtype, `h.to(residual_out_ptr.dtype.element_ty)` (float32 in the float32 "
+            "cases), or keep it float32 and let the store round it."),
     Symptom("the mean of h² is divided by BLOCK_SIZE instead of N",
             lambda c: forward(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
@@ -144,16 +151,17 @@ FORWARD = [
 
 
 def backward(case, *, dres: float = 1.0, inside: bool = False, into_dy: bool = False, offset: float | None = None,
-             divide_by: int | None = None, norm: float = 1.0, rstd_on: str = "both") -> dict[str, torch.Tensor]:
+             divide_by: int | None = None, norm: float = 1.0, rstd_on: str = "both",
+             mean_of: str = "u") -> dict[str, torch.Tensor]:
     """dh of a variant: ``dres`` times d_residual_out added (0: left out, 2: twice), ``inside`` the bracket that rstd
     multiplies, or ``into_dy`` (added to dy before the weight); the weight plus ``offset``; ``norm`` times the norm's
     term (0: left out, −1: its sign flipped); ``rstd_on``: the last factor rstd on "both" terms of the bracket, on
-    "u" alone, or on "none"."""
+    "u" alone, or on "none"; ``mean_of``: "u" (mean(u · ĥ)) or "dy" (mean(dy · ĥ), the weight left out)."""
     h, dy, d_res = case.f64("h"), case.f64("dy"), case.f64("dres")
     rstd = case.f64("rstd").unsqueeze(-1)
     u = (dy + d_res if into_dy else dy) * (case.f64("weight") + (case.offset if offset is None else offset))
     h_hat = h * rstd
-    mean = (u * h_hat).sum(-1, keepdim=True) / (divide_by or case.N)
+    mean = ({"u": u, "dy": dy}[mean_of] * h_hat).sum(-1, keepdim=True) / (divide_by or case.N)
     bracket = u - h_hat * mean
     if inside:
         return {"dh": (bracket + d_res) * rstd}
@@ -196,7 +204,46 @@ BACKWARD = [
             lambda c: backward(c, rstd_on="u"),
             "The mean is over u · ĥ: `mean_uh = tl.sum(u * h_hat, axis=0) / N`; and rstd multiplies both terms of "
             "the bracket: `(u - h_hat * mean_uh) * rstd`."),
+    Symptom("the mean is taken of dy · ĥ where u · ĥ belongs: the weight (+ OFFSET) is left out of the mean, "
+            "u = dy · (weight + OFFSET)", lambda c: backward(c, mean_of="dy"),
+            "Take the mean of u · ĥ, with the same u as the first term: `mean_uh = tl.sum(u * h_hat, axis=0) / N`."),
     Symptom("mean(u · ĥ) is divided by BLOCK_SIZE instead of N",
             lambda c: backward(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),
 ]
+
+
+def _norm_parts(case):
+    """h, weight + OFFSET, dy and rstd (M, 1), float64: the inputs of the norm's term of dh (:mod:`~.dx_terms`)."""
+    return case.f64("h"), case.f64("weight") + case.offset, case.f64("dy"), case.f64("rstd").unsqueeze(-1)
+
+
+_NORM_TERM = explainer(_norm_parts, "x̂")
+#: lesson 04's words for dx's terms, said of dh's norm term in this exercise's names.
+_RENAMED = (("dx's", "its"), ("x̂", "ĥ"), ("gamma", "(weight + OFFSET)"), ("mean_ux", "mean_uh"),
+            ("x is loaded from dy_ptr", "h is loaded from dy_ptr"), ("x stands where dy belongs", "h stands where dy "
+            "belongs"), ("extra factor x", "extra factor h"), ("x · (weight + OFFSET)", "h · (weight + OFFSET)"))
+
+
+def norm_term(runs, name: str) -> str | None:
+    """The spec's ``terms`` hook: dh − dres (the norm's term) taken apart as lesson 04's dx, or None.
+
+    Only where dres is added right (dh − dres is then the norm's backward alone, which dx_terms knows).
+    """
+    if name != "dh":
+        return None
+    shifted = []
+    for run in runs:
+        actual = run.actual.get("dh")
+        if not isinstance(actual, torch.Tensor):
+            return None
+        dres = run.case.f64("dres")
+        shifted.append(Run(run.case, {"dx": (actual.detach().to("cpu", torch.float64) - dres).to(actual.dtype)},
+                           {"dx": run.expected["dh"] - dres}))
+    said = _NORM_TERM(shifted, "dx")
+    if said is None:
+        return None
+    for old, new in _RENAMED:
+        said = said.replace(old, new)
+    said = re.sub(r"\bdx\b", "the norm's term", said)
+    return f"dh − dres, the norm's backward, is off (dres itself is added right): {said}"

@@ -65,6 +65,9 @@ FORWARD = {
     "rstd stored at the row's offset": (
         mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row * row_stride, rstd)")),
         "its store has the row stride (`rstd_ptr + row * row_stride`)"),
+    "h rounded to float16 in every case": (
+        mutate(F, ("h = (x + residual).to(residual_out_ptr.dtype.element_ty)", "h = (x + residual).to(tl.float16)")),
+        "h is rounded to float16 in every case"),
     "eps missing": (mutate(F, (RSTD, "rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N)")), "eps is missing"),
     "the RMS for rstd": (mutate(F, (RSTD, "rstd = tl.sqrt(tl.sum(h * h, axis=0) / N + eps)")),
                          "y is multiplied by the RMS"),
@@ -96,6 +99,10 @@ BACKWARD = {
                                      "misses one rstd on its second term"),
     "dh without its last rstd": (mutate(B, (DH, "    dh = (u - h_hat * mean_uh) + dres")),
                                  "dh's first term misses its last factor rstd"),
+    "mean of dy · h_hat, without the weight": (mutate(B, ("tl.sum(u * h_hat, axis=0)", "tl.sum(dy * h_hat, axis=0)")),
+                                               "the mean is taken of dy · ĥ where u · ĥ belongs"),
+    "weight folded into h_hat": (mutate(B, ("    h_hat = h * rstd\n", "    h_hat = h * rstd * weight\n")),
+                                 "(weight + OFFSET) is folded into ĥ"),
     "the bracket the wrong way round": (mutate(B, (DH, "    dh = (h_hat * mean_uh - u) * rstd + dres")),
                                         "the norm's backward has the wrong sign"),
 }
