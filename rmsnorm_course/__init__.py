@@ -14,7 +14,7 @@ It imports the library (:mod:`rmsnorm`) and the lab (:mod:`rmsnorm_lab`); neithe
 Its own dependency beyond theirs is ``cloudpickle`` (the ``course`` extra), with which the
 checkers ship a learner's notebook code to a child process.
 
-Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
+Source: solutions/01_formula.ipynb … solutions/14_fusing_the_residual.ipynb.
 """
 
 from .backend import choose_backend

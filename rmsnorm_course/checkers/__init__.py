@@ -29,10 +29,10 @@ under the same time limit, by one harness, ``check(spec, answer, **given)``
 (:mod:`rmsnorm_course.checkers.functions`; ``given`` is what the notebook hands along, such as a
 table of samples).
 
-Source: solutions/01_formula.ipynb … solutions/13_into_a_model.ipynb.
+Source: solutions/01_formula.ipynb … solutions/14_fusing_the_residual.ipynb.
 """
 
-from . import ex03_forward, ex04_dx, ex05_dgamma, ex08_n_vs_block, ex09_long_row, ex10_one_pass
+from . import ex03_forward, ex04_dx, ex05_dgamma, ex08_n_vs_block, ex09_long_row, ex10_one_pass, ex14_fused_add
 from .ex01_by_hand import check_by_hand
 from .ex02_reference import check_reference
 from .ex06_autograd import check_autograd_function
@@ -64,7 +64,8 @@ __all__ = [
     "check_pick_config",
 ]
 
-__all__ += ["check_long_row_kernel", "check_one_pass_kernel"]
+__all__ += ["check_long_row_kernel", "check_one_pass_kernel", "check_fused_add_kernel",
+            "check_fused_add_backward_kernel"]
 
 
 def check_forward_kernel(kernel) -> Feedback:
@@ -123,3 +124,21 @@ def check_one_pass_kernel(kernel) -> Feedback:
     Source: solutions/10_one_pass_backward.ipynb.
     """
     return check(ex10_one_pass.SPEC, kernel)
+
+
+def check_fused_add_kernel(kernel) -> Feedback:
+    """Exercise 14: the fused residual add's forward, signature of
+    :func:`rmsnorm_course.teaching.fused_add.fused_add_forward_kernel`, launched with one program per row.
+
+    Source: solutions/14_fusing_the_residual.ipynb.
+    """
+    return check(ex14_fused_add.FORWARD_SPEC, kernel)
+
+
+def check_fused_add_backward_kernel(kernel) -> Feedback:
+    """Exercise 14: the fused residual add's backward (dh, d_residual_out included), signature of
+    :func:`rmsnorm_course.teaching.fused_add.fused_add_backward_kernel`, launched with one program per row.
+
+    Source: solutions/14_fusing_the_residual.ipynb.
+    """
+    return check(ex14_fused_add.BACKWARD_SPEC, kernel)

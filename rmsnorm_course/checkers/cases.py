@@ -51,6 +51,22 @@ class GridCase(Case):
     programs: int = 4
 
 
+@dataclass(frozen=True)
+class AddCase(Case):
+    """A case of exercise 14: the OFFSET the launch passes (0.0: y = ĥ · weight; 1.0: ĥ · (1 + weight))."""
+
+    offset: float = 0.0
+
+
+@dataclass(frozen=True)
+class AddBackwardCase(AddCase):
+    """A case of exercise 14's backward: its rows are h's (the forward's residual_out), not x's."""
+
+    @property
+    def x(self):
+        return self.inputs["h"]
+
+
 #: Largest finite float16: a float16 sum beyond it becomes inf.
 FLOAT16_MAX = 65504.0
 

@@ -105,14 +105,15 @@ GAMMA_ROW_OFFSET = Symptom(
 )
 
 
-def rstd_outside(M: int, row_stride: int):
+def rstd_outside(M: int, row_stride: int, stride_name: str = "x_row_stride"):
     """How a write outside rstd is worded (see :meth:`~.guards.Buffers.output`) for a case of M rows ``row_stride``
-    apart: rstd stored at `rstd_ptr + row * x_row_stride` writes row r at element r · row_stride."""
+    apart: rstd stored at `rstd_ptr + row * x_row_stride` (the kernel's ``stride_name``) writes row r at element
+    r · row_stride."""
 
     def explain(offsets: list[int]) -> str:
         shown = ", ".join(map(str, offsets[:3])) + (", …" if len(offsets) > 3 else "")
         if row_stride > 1 and offsets and all(o % row_stride == 0 and 1 <= o // row_stride < M for o in offsets):
-            return (f"wrote outside rstd: its store has the row stride (`rstd_ptr + row * x_row_stride`), so row 1 "
+            return (f"wrote outside rstd: its store has the row stride (`rstd_ptr + row * {stride_name}`), so row 1 "
                     f"onwards writes past rstd's M = {M} values (element offsets {shown}: row · {row_stride}). rstd "
                     "has one value per row, one after the other: `tl.store(rstd_ptr + row, rstd)`")
         return (f"wrote outside rstd (element offsets {shown}): rstd has one value per row, one after the other: "

@@ -33,6 +33,7 @@ from rmsnorm_course.checkers import (
     ex05_dgamma,
     ex09_long_row,
     ex10_one_pass,
+    ex14_fused_add,
     functions,
     isolate,
 )
@@ -194,7 +195,8 @@ def test_the_address_check_names_the_tensor_the_access_and_the_row_and_column():
 
 
 @pytest.mark.parametrize("spec", [ex03_forward.SPEC, ex04_dx.SPEC, ex05_dgamma.SPEC, ex09_long_row.SPEC,
-                                  ex10_one_pass.SPEC], ids=lambda spec: spec.exercise)
+                                  ex10_one_pass.SPEC, ex14_fused_add.FORWARD_SPEC, ex14_fused_add.BACKWARD_SPEC],
+                         ids=lambda spec: spec.exercise)
 def test_every_kernel_exercise_has_a_case_whose_rows_are_further_apart_than_n(spec):
     # A block that runs past its row's last column lands in the next row's elements where rows are N apart, which
     # no address check can tell from that row's own; in the padding it is outside every element.

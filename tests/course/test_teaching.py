@@ -1,4 +1,4 @@
-"""The teaching kernels (rmsnorm_course.teaching): exercises 09 and 10's kernels are the solutions', line for line.
+"""The teaching kernels (rmsnorm_course.teaching): exercises 09, 10 and 14's kernels are the solutions', line for line.
 
 The solution notebooks write the kernel a learner writes; the package holds the same kernel as the
 exercise's reference, the one its checker launches and its tests mutate. difflib holds the two to one
@@ -19,6 +19,7 @@ import pytest
 
 import rmsnorm_course.teaching.buggy
 import rmsnorm_course.teaching.primer  # noqa: F401  (loaded here, compared with its old path rmsnorm_course.teaching.primer below)
+from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 
@@ -29,6 +30,8 @@ MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 PAIRS = [
     ("09_the_long_row.ipynb", "my_long_row_kernel", long_row_forward_kernel),
     ("10_one_pass_backward.ipynb", "my_one_pass_kernel", one_pass_backward_kernel),
+    ("14_fusing_the_residual.ipynb", "my_fused_add_kernel", fused_add_forward_kernel),
+    ("14_fusing_the_residual.ipynb", "my_fused_add_backward_kernel", fused_add_backward_kernel),
 ]
 
 
@@ -58,7 +61,7 @@ def _package_kernel(kernel, name: str) -> list[str]:
     return [line.rstrip().replace(f"def {kernel.fn.__name__}(", f"def {name}(") for line in lines]
 
 
-@pytest.mark.parametrize(("notebook", "name", "kernel"), PAIRS, ids=[p[0] for p in PAIRS])
+@pytest.mark.parametrize(("notebook", "name", "kernel"), PAIRS, ids=[p[1] for p in PAIRS])
 def test_the_solutions_kernel_is_the_packages_teaching_kernel(notebook, name, kernel):
     solution = _solution_kernel(notebook, name)
     package = _package_kernel(kernel, name)
