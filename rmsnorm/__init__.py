@@ -19,7 +19,8 @@ Public API:
 - :class:`RMSNorm` (= :class:`FastRMSNorm`) — a ``torch.nn.RMSNorm`` subclass (same constructor and
   state_dict) that calls it.
 - :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for :class:`FastRMSNorm`, recognised by
-  behaviour, the weight Parameters kept.
+  behaviour, the weight Parameters kept; with ``fuse_residual=True`` each pre-norm decoder layer's
+  post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers; :class:`FastConfig`,
   :func:`forward_config`, :func:`backward_config` — the configuration table.
 - :class:`ContractError` — what every refused input raises, before anything is written.
@@ -31,7 +32,7 @@ The article's simple kernels, which lessons 03–08 teach (rows up to 4096, floa
 
 File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
 launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) → module (module.py) →
-the model swap (swap.py).
+the model swap (swap.py, and fused_layers.py for the decoder layers).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """

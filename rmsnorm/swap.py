@@ -32,6 +32,7 @@ from typing import Callable
 import torch
 
 from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
+from .fused_layers import fuse_decoder_layers
 from .module import FastRMSNorm
 from .probe import OFFSETS, _candidate, _eps_of, _probe, probe_input, randomise_norm_weights
 
@@ -48,20 +49,28 @@ class Swapped(int):
         left: {module name: why it was left in place}, for each norm-like module (a weight and an
             eps) that was not replaced: a gated norm (Qwen3.5's ``linear_attn.norm``), a LayerNorm.
         already: how many FastRMSNorm modules the model held before the call (a second swap: all of them).
+        fused: with ``fuse_residual=True``, the dotted names of the decoder layers this call patched
+            (:mod:`rmsnorm.fused_layers`); ``left`` then also names each decoder layer not patched, and why.
+        already_fused: the decoder layers patched before the call (a second call: all of them, ``fused`` empty).
     """
 
     names: tuple[str, ...]
     left: dict[str, str]
     already: int
+    fused: tuple[str, ...]
+    already_fused: tuple[str, ...]
 
-    def __new__(cls, count: int, left: dict[str, str], names: tuple[str, ...] = (), already: int = 0):
+    def __new__(cls, count: int, left: dict[str, str], names: tuple[str, ...] = (), already: int = 0, *,
+                fused: tuple[str, ...] = (), already_fused: tuple[str, ...] = ()):
         swapped = super().__new__(cls, count)
         swapped.left, swapped.names, swapped.already = left, tuple(names), already
+        swapped.fused, swapped.already_fused = tuple(fused), tuple(already_fused)
         return swapped
 
     def __repr__(self) -> str:
-        already = f", already={self.already}" if self.already else ""
-        return f"Swapped({int(self)}, left={self.left!r}{already})"
+        extra = "".join(f", {k}={v!r}" for k, v in (("already", self.already), ("fused", self.fused),
+                                                     ("already_fused", self.already_fused)) if v)
+        return f"Swapped({int(self)}, left={self.left!r}{extra})"
 
 
 def _fast(n: int, eps, weight, offset: float = 0.0) -> torch.nn.Module:
@@ -114,7 +123,8 @@ def _takes_more_than_x(module) -> str | None:
             "Qwen3.5's Qwen3_5RMSNormGated); FastRMSNorm takes x only, so it stays as it is")
 
 
-def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, build: Build | None = None) -> Swapped:
+def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, build: Build | None = None,
+                 fuse_residual: bool = False) -> Swapped:
     """Replace every RMSNorm below ``model`` with ``FastRMSNorm``, keeping eps and the same weight Parameter.
 
     Covers ``torch.nn.RMSNorm`` and Hugging Face's ``LlamaRMSNorm``, ``Qwen2RMSNorm``,
@@ -155,12 +165,20 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             holding ``weight``); it must keep that Parameter as its ``weight``. For norms with
             ``1 + weight`` it is called as ``build(N, eps, weight, offset=1.0)``, so it must take
             ``offset`` then. The benchmark swaps Liger's norm in the same way.
+        fuse_residual: also patch each pre-norm decoder layer (this model's instances, not the classes)
+            so that its ``h = residual + attn_out; x = post_attention_layernorm(h)`` is one
+            :func:`rmsnorm.rmsnorm_add` call (:mod:`rmsnorm.fused_layers`: what is fused, what is not,
+            which layers, the dtype rules). A layer whose post-attention norm is not a FastRMSNorm
+            (``build`` made another module) is left.
 
     Returns:
         :class:`Swapped`: an ``int``, the number of modules replaced (0 when there is none), whose
         ``names`` are the replaced modules' dotted names, ``left`` maps each norm-like module left in
         place to why (a gated norm; a LayerNorm), and ``already`` counts the FastRMSNorm modules the
-        model held before (a second swap returns 0 with ``already`` > 0).
+        model held before (a second swap returns 0 with ``already`` > 0); with ``fuse_residual``,
+        ``fused`` names the layers patched, ``already_fused`` those patched before (a second call is
+        harmless: it patches nothing and says so there), and ``left`` also maps each decoder layer not
+        patched to why (Gemma 3's sandwich norms, a forward other than the pre-norm one).
 
     Raises:
         ContractError: (a ValueError) before anything is replaced, naming each module that
@@ -174,6 +192,8 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
     """
     if dtype is not None and dtype not in FAST_DTYPES:
         raise ContractError(f"dtype must be float32, float16 or bfloat16 for the fast path; got {dtype}")
+    if not isinstance(fuse_residual, bool):
+        raise ContractError(f"fuse_residual must be True or False; got {fuse_residual!r}")
     verdicts: dict[int, tuple[str | None, float]] = {}
     places, replaced, refused, left = [], [], {}, {}  # refused: reason -> the modules refused for it, named once each
     already = sum(isinstance(m, FastRMSNorm) for m in model.modules())
@@ -215,7 +235,10 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             new[id(child)] = module.train(child.training)
     for parent, name, child, _ in places:
         setattr(parent, name, new[id(child)])
-    return Swapped(len(new), left, replaced, already)
+    if not fuse_residual:
+        return Swapped(len(new), left, replaced, already)
+    fused, already_fused, layers_left = fuse_decoder_layers(model)
+    return Swapped(len(new), {**left, **layers_left}, replaced, already, fused=fused, already_fused=already_fused)
 
 
 def _verdict(module, dtype) -> tuple[str | None, float]:
