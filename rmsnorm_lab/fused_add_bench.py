@@ -46,8 +46,9 @@ from .sidebyside import GRID as MAIN_GRID
 from .timing import kernel_time_us
 from .wholecall import HOST_BOUND, OUT_OF_TIME, fill_times
 
-#: Kernel-time shapes (M, N, dtype): the side-by-side's main grid, then two LLM widths in bf16.
-GRID = MAIN_GRID + ((16384, 5120, torch.bfloat16), (32768, 8192, torch.bfloat16))
+#: Kernel-time shapes (M, N, dtype): two LLM widths in bf16 (hidden 5120 and 8192), then the side-by-side's main
+#: grid. The LLM widths come first: a run whose budget is spent loses the main grid's last shapes, not them.
+GRID = ((16384, 5120, torch.bfloat16), (32768, 8192, torch.bfloat16)) + MAIN_GRID
 #: Whole-call shapes: where the host sets the pace (rmsnorm_lab.wholecall.HOST_BOUND).
 WHOLE_CALL_SHAPES = HOST_BOUND
 PROVIDERS = ("fast_fused", "fast_unfused", "liger", "quack", "compile", "eager")

@@ -10,7 +10,7 @@ uncompiled). Every call's outputs (y, residual_out; dx, d residual, dweight from
 are checked against the float64 oracle before it is timed; a missing peer is recorded as refused with the reason.
 
 1. Kernel time: the forward and the backward each alone, rmsnorm_lab.kernel_time_us (L2 flushed before each
-   call), at the main grid (rmsnorm_lab.sidebyside.GRID) plus 16384 x 5120 and 32768 x 8192 bf16; GB/s from
+   call), at 16384 x 5120 and 32768 x 8192 bf16, then the main grid (rmsnorm_lab.sidebyside.GRID); GB/s from
    the declared fused-add bytes, the same for everyone. Until --kernel-share of --budget-s is spent.
 2. Whole call: forward (no grad) and forward + backward through each public call, CUDA events around
    back-to-back calls and host us beside (rmsnorm_lab.wholecall.fill_times), at the host-bound shapes of
