@@ -110,6 +110,8 @@ def main(argv=None) -> int:
             parser.error(f"--{what}: {', '.join(sorted(set(given) - set(known)))} unknown; known: {', '.join(known)}")
     if args.calls < 1 or (args.samples is not None and args.samples < 1):
         parser.error(f"--calls and --samples must be at least 1; got {args.calls} and {args.samples}")
+    if not 0 < args.kernel_share <= 1:
+        parser.error(f"--kernel-share must be in (0, 1]; got {args.kernel_share}")
     from rmsnorm_lab import timing
 
     try:

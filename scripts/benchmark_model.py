@@ -257,8 +257,12 @@ def main(argv=None) -> int:
         else:
             quick = dict(batches=(1, 2), new_tokens=3, rounds=2, warmup=1) if args.quick else dict(
                 new_tokens=args.decode_new_tokens, rounds=args.decode_rounds)
+            now = time.perf_counter()
             decode += rounds.run_decode(size, variants, _base(bases, size, device, dtype)[0],
                                         prompt=decode_prompt(args), **quick)
+            decode_estimate = max(decode_estimate, time.perf_counter() - now)  # the next size: at least this long
+            print(f"decode {size.family} {size.name}: {time.perf_counter() - now:.0f} s; "
+                  f"at {time.perf_counter() - started:.0f} s")
         pd.DataFrame(decode, columns=list(rounds.DECODE_COLUMNS)).to_csv(
             args.out / f"{args.name}_decode.csv", index=False, float_format="%.6g")
     if decode:

@@ -50,14 +50,15 @@ def test_without_cuda_the_script_says_so_in_one_line_and_writes_nothing(capsys, 
 
 @pytest.mark.parametrize("argv, message", [(["--providers", "fast,eager"], "--providers: fast unknown"),
                                            (["--parts", "model"], "--parts: model unknown"),
-                                           (["--calls", "0"], "must be at least 1")])
+                                           (["--calls", "0"], "must be at least 1"),
+                                           (["--kernel-share", "1.5"], "--kernel-share must be in (0, 1]")])
 def test_a_wrong_option_is_refused_before_anything_runs(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         _load_script().main(["--out", str(tmp_path / "out"), *argv])
     assert exit_.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
-def _peer_status(name: str, module: str) -> str:
+def _peer_status(module: str) -> str:
     return "ok" if torch.cuda.is_available() and importlib.util.find_spec(module) else "refused: "
 
 
@@ -70,7 +71,7 @@ def test_the_run_writes_checked_rows_with_the_declared_bytes_and_names_the_refus
     assert (status[3][["fast_fused", "fast_unfused", "eager"]] == "ok").all(), status
     assert status[2]["eager"] == "ok" and status[2]["fast_fused"].startswith("refused: the fast path's contract")
     for name, module in (("liger", "liger_kernel"), ("quack", "quack")):  # absent here: refused with the reason
-        assert status[3][name].startswith(_peer_status(name, module)), status[3][name]
+        assert status[3][name].startswith(_peer_status(module)), status[3][name]
     for row in kernel.itertuples():
         count = fused_add_forward_bytes if row.pass_ == "forward" else fused_add_backward_bytes
         dtype = getattr(torch, row.dtype)
