@@ -89,6 +89,8 @@ def _table(step):
         "k tokens/s": (t["tokens_per_s"] / 1e3).round(1), "vs original": (100 * t["vs_original"]).round(1),
         "peak GiB": t["peak_mem_gib"].round(2), "norm share %": (100 * t["norm_share"]).round(1),
         "Amdahl x": t["amdahl_bound"].round(3), "check": t["check"].str.slice(0, 60)})
+    if "step_ms_lo" in t:  # --interleave: the median's 95 % interval beside it
+        out.insert(5, "95 % ms", [f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(t["step_ms_lo"], t["step_ms_hi"])])
     return out.to_string(index=False)
 
 
