@@ -125,3 +125,31 @@ def test_compile_passes_the_oracle_on_the_cpu():
         pytest.skip("no C++ compiler for inductor here")
     calls, status = bench.prepare("compile", *bench.inputs(3, 257, torch.float32, "cpu"), bench.PASSES)
     assert status == "ok" and set(calls) == set(bench.PASSES)
+
+
+# The committed run (results/h200), once the H200's files are in.
+from rmsnorm_lab import RESULTS_DIR  # noqa: E402
+
+committed = pytest.mark.skipif(not (RESULTS_DIR / "fused_add_kernel.csv").is_file(),
+                               reason="results/h200/fused_add_kernel.csv not committed yet")
+
+
+@committed
+def test_every_committed_time_was_checked_first_and_charged_the_declared_bytes():
+    kernel = pd.read_csv(RESULTS_DIR / "fused_add_kernel.csv")
+    assert list(kernel.columns) == list(bench.KERNEL_COLUMNS) and set(kernel["provider"]) <= set(bench.PROVIDERS)
+    grid = {(m, n, str(d).removeprefix("torch.")) for m, n, d in bench.GRID}
+    assert set(map(tuple, kernel[["M", "N", "dtype"]].drop_duplicates().to_numpy().tolist())) <= grid
+    ok = kernel["check"] == "ok"
+    assert (kernel.loc[ok, "us"] > 0).all() and kernel.loc[~ok, "us"].isna().all()
+    assert (kernel.loc[kernel["provider"] == "fast_fused", "check"] == "ok").all()  # ours never fails the oracle
+    for row in kernel.itertuples():
+        count = fused_add_forward_bytes if row.pass_ == "forward" else fused_add_backward_bytes
+        assert row.bytes == count(row.M, row.N, getattr(torch, row.dtype), getattr(torch, row.dtype))
+    assert np.allclose(kernel.loc[ok, "gbps"], kernel.loc[ok, "bytes"] / kernel.loc[ok, "us"] / 1e3, rtol=1e-3)
+    whole = pd.read_csv(RESULTS_DIR / "fused_add_whole_call.csv")
+    timed = whole["check"] == "ok"
+    assert (whole.loc[timed, ["whole_call_us", "host_us"]] > 0).all().all()
+    assert whole.loc[~timed, ["whole_call_us", "host_us"]].isna().all().all()
+    env = json.loads((RESULTS_DIR / "fused_add_environment.json").read_text())
+    assert env["eager_rms_norm"]["verdict"] and set(env["fused_add"]["providers"]) == set(kernel["provider"])

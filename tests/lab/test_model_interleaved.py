@@ -111,3 +111,19 @@ def test_a_spent_budget_leaves_the_rounds_and_the_decode_out_with_the_reason(tmp
     for table in (step, decode):
         assert table["check"].str.startswith(bench.OUT_OF_TIME).all()
     assert set(decode["variant"]) == set(bench.VARIANTS)
+
+
+from rmsnorm_lab import RESULTS_DIR  # noqa: E402
+
+
+@pytest.mark.skipif(not (RESULTS_DIR / "model_fused_decode.csv").is_file(),
+                    reason="results/h200/model_fused_decode.csv not committed yet")
+def test_the_committed_decode_rates_were_checked_first_and_sit_inside_their_intervals():
+    decode = pd.read_csv(RESULTS_DIR / "model_fused_decode.csv")
+    ok = decode[decode["check"] == "ok"]
+    assert not ok.empty and (ok["logits_err_ratio"] <= bench.LOGITS_ERROR_RATIO).all()
+    assert ((ok["tokens_per_s_lo"] <= ok["tokens_per_s"]) & (ok["tokens_per_s"] <= ok["tokens_per_s_hi"])).all()
+    assert decode.loc[decode["check"] != "ok", "tokens_per_s"].isna().all()
+    step = pd.read_csv(RESULTS_DIR / "model_fused.csv")
+    timed = step[step["check"] == "ok"]
+    assert ((timed["step_ms_lo"] <= timed["step_ms"]) & (timed["step_ms"] <= timed["step_ms_hi"])).all()
