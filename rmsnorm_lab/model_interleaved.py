@@ -102,8 +102,13 @@ def run_interleaved(size, variants, mode: str, base, ids, refs: dict, *, steps: 
         log(f"  {size.family} {size.name} {mode} {variant}: built, {row.get('check') or 'checked'}")
     times = {v: ([], []) for v in built}
     for order in _rounds(list(built), steps):
-        for variant in order:
-            step_ms, host_ms = step_bench._time_steps(built[variant][1], 1, cuda)
+        for variant in filter(built.__contains__, order):
+            try:
+                step_ms, host_ms = step_bench._time_steps(built[variant][1], 1, cuda)
+            except Exception as error:  # noqa: BLE001  (an out-of-memory step: that variant stops, the rest go on)
+                _fail(rows[variant], error)
+                del built[variant], times[variant]
+                continue
             times[variant][0].append(step_ms[0])
             times[variant][1].append(host_ms[0])
     kernels = []

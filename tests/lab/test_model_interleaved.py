@@ -55,6 +55,24 @@ def test_the_fused_variant_of_a_model_without_pre_norm_layers_is_absent():
         bench.make_variant(base, "fused", torch.float32, "gemma3")
 
 
+def test_a_variant_whose_step_fails_in_the_rounds_is_recorded_and_the_others_are_still_timed(monkeypatch):
+    def build(row, size, variant, mode, base, ids, refs, backend):
+        done = []
+
+        def step():
+            done.append(1)
+            if variant == "fast" and len(done) > 3:
+                raise RuntimeError("CUDA out of memory")
+        return torch.nn.Identity(), step
+
+    monkeypatch.setattr(bench, "build_variant", build)
+    monkeypatch.setattr(bench, "profile_step", lambda row, *args: [])
+    rows, _ = rounds.run_interleaved(bench.QUICK, ["original", "fast"], "eager", None, torch.zeros(1, 1), {},
+                                     steps=5, warmup=1, log=lambda line: None)
+    assert [(r["variant"], r["check"], r.get("steps")) for r in rows] == [
+        ("original", "ok", 5), ("fast", "failed: RuntimeError: CUDA out of memory", None)]
+
+
 def _script():
     return checkout_scripts.load("scripts/benchmark_model.py")
 
