@@ -177,11 +177,18 @@ def run_decode(size, variants, base, *, batches=DECODE_BATCHES, prompt: int = DE
     times = {key: [] for key in rows if key[0] in models}
     for i, order in enumerate(_rounds(list(models), warmup + rounds)):
         for b in batches:
-            for variant in order:
+            for variant in filter(models.__contains__, order):
                 step_bench._sync(cuda)
                 started = time.perf_counter()
-                _generate(models[variant], prompts[b], new_tokens)
-                step_bench._sync(cuda)
+                try:
+                    _generate(models[variant], prompts[b], new_tokens)
+                    step_bench._sync(cuda)
+                except Exception as error:  # noqa: BLE001  (that variant stops, the rest go on)
+                    for key in [k for k in times if k[0] == variant]:
+                        _fail(rows[key], error)
+                        del times[key]
+                    del models[variant]
+                    continue
                 if i >= warmup:
                     times[(variant, b)].append((time.perf_counter() - started) * 1e3)
     for (variant, b), ms in times.items():
