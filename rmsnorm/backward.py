@@ -177,9 +177,12 @@ def rmsnorm_fast_backward_kernel(
     dres_ptr=None,  # (M, N) gradient of residual_out, dtype of dx, unit column stride
     dres_row_stride=None,  # elements between rows of dres
     HAS_DRES: tl.constexpr = False,  # True: dx = the norm's dx + dres (the gradient of h = x + residual)
+    STATIC_N: tl.constexpr = 0,  # > 0: N itself, compiled in (FastConfig.static_n); 0: N is the run-time argument
 ):
-    # Triton knows an integer argument's divisibility only by 16: say what the launcher checked (16-byte accesses)
-    N = aligned(N, ROW_ALIGN)
+    if STATIC_N > 0:  # the masks of the columns always in range fold away, and the registers they took
+        N = STATIC_N
+    else:  # Triton knows an integer argument's divisibility only by 16: say what the launcher checked
+        N = aligned(N, ROW_ALIGN)
     x_row_stride = aligned(x_row_stride, ROW_ALIGN)
     dy_row_stride = aligned(dy_row_stride, ROW_ALIGN)
     dx_row_stride = aligned(dx_row_stride, ROW_ALIGN)
@@ -285,7 +288,7 @@ def launch_backward(
         M, N, weight is not None, offset, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
         row_align_hint(x.element_size(), N, *strides),
-        dres, None if dres is None else dres.stride(0), dres is not None, num_warps=config.num_warps,
+        dres, None if dres is None else dres.stride(0), dres is not None, config.static(N), num_warps=config.num_warps,
     )
     if weight is None:
         return dx, None

@@ -16,6 +16,11 @@ and how many programs share the chip, not by arithmetic. The knobs of a
 - ``num_stages``: software pipelining of the backward's row loop
   (``tl.range(..., num_stages=...)``): loads of the next step are issued
   before this step's arithmetic.
+- ``static_n``: N compiled into the kernel (a constexpr), as Inductor
+  compiles static shapes. A row narrower than its power-of-two block is
+  masked; with N known the compiler drops the masks of the columns that are
+  always in range and the registers that would hold them, so more programs
+  fit an SM. The price is a compile per N.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
 tables of :class:`Rule` (N range, kind of N, x dtypes → step, block, warps,
@@ -77,10 +82,15 @@ class FastConfig:
     num_warps: int
     programs_per_sm: int | None = 1
     num_stages: int = 1
+    static_n: bool = False
 
     def one_block(self, N: int) -> bool:
         """True when a row of N columns fits one block (no column loop)."""
         return N <= self.BLOCK_N
+
+    def static(self, N: int) -> int:
+        """The kernels' STATIC_N: N when it is compiled in, else 0 (N stays a run-time argument)."""
+        return N if self.static_n else 0
 
 
 @functools.lru_cache(maxsize=None)
@@ -192,6 +202,7 @@ class Rule(NamedTuple):
     programs_per_sm: int | None  # None: one program per row block
     stages: int
     evidence: str  # the rows of results/h200/fast_tuning.csv the rule rests on
+    static_n: bool = False  # N compiled into the kernel (FastConfig.static_n)
 
     def matches(self, N: int, dtype: str) -> bool:
         """True when the rule applies to rows of N columns of x dtype ``dtype`` (a torch name, "bfloat16")."""
@@ -204,7 +215,7 @@ class Rule(NamedTuple):
         """The rule's configuration at N: the block and the rows per step follow from N."""
         block_n = triton.next_power_of_2(N) if self.block is None else self.block
         return FastConfig(BLOCK_M=max(1, self.step // block_n), BLOCK_N=block_n, num_warps=self.warps,
-                          programs_per_sm=self.programs_per_sm, num_stages=self.stages)
+                          programs_per_sm=self.programs_per_sm, num_stages=self.stages, static_n=self.static_n)
 
 
 #: The forward: one program per row block, no pipelining. Rows of up to 4095 columns in one block; from
@@ -219,6 +230,8 @@ FORWARD_RULES = (
          "fast_tuning.csv: forward, bfloat16, N=2560, 3000, 3072: within 2 % of the best but at 8192 × 3072"),
     Rule(6144, 8192, ANY, F32, ONE_ROW, 4096, 16, None, 1,
          "fast_tuning.csv: forward, float32, N=6144, 7168, 8192: within 1.2 % of the best (the 2048 loop: 1.07-1.16x)"),
+    Rule(4097, 8191, ANY, B16, ONE_ROW, 2048, 8, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=4097, 5120, 7168: N compiled in 1.04-1.15x ahead", static_n=True),
     Rule(4096, 8192, ANY, ALL, ONE_ROW, 2048, 8, None, 1,
          "fast_tuning.csv: forward, bfloat16, N=4096, 4097: best at every M"),
     Rule(8193, 16383, ODD, ALL, ONE_ROW, 4096, 8, None, 1,
@@ -243,7 +256,8 @@ BACKWARD_RULES = (
     Rule(2049, 4095, ODD, F32, 4096, None, 4, 2, 1, "fast_tuning.csv: backward, float32, N=4095: best of 90"),
     Rule(1025, 4095, ODD, B16, 4096, None, 8, 2, 3, "fast_tuning.csv: backward, bfloat16, N=2047: best of 108"),
     Rule(4097, 8191, ODD, F32, ONE_ROW, None, 8, 1, 1, "fast_tuning.csv: backward, float32, N=4097: best of 63"),
-    Rule(4097, 8191, ODD, B16, ONE_ROW, None, 8, 1, 2, "fast_tuning.csv: backward, bfloat16, N=4097, 6143: best"),
+    Rule(4097, 8191, ODD, B16, ONE_ROW, None, 8, 1, 2,
+         "fast_tuning.csv: backward, bfloat16, N=4097, 6143: best; N compiled in 1.20x ahead at 4097", static_n=True),
     Rule(2, 4096, EVEN, F32, 4096, None, 8, 1, 3, "fast_tuning.csv: backward, float32, N=16, 1000, 4096: best"),
     Rule(4098, 8192, EVEN, F32, ONE_ROW, None, 16, 1, 3, "fast_tuning.csv: backward, float32, N=8192: 2nd of 16"),
     Rule(2, 8192, EVEN_NOT_POW2, BF16, 8192, None, 8, 1, 4,
@@ -293,9 +307,9 @@ def render_rules(pass_: str) -> list[dict]:
 
     Each row: ``N_first``, ``N_last`` (None: no limit), ``parity``, ``dtypes`` (comma-separated),
     ``step`` (elements per step: BLOCK_M = max(1, step // BLOCK_N)), ``BLOCK_N`` (None: the row's
-    next power of two), ``num_warps``, ``programs_per_sm``, ``num_stages``, ``evidence``; ready for
+    next power of two), ``num_warps``, ``programs_per_sm``, ``num_stages``, ``static_n``, ``evidence``; ready for
     ``pandas.DataFrame`` or a markdown table. A row of N applies when no row above it does.
     """
     return [dict(N_first=r.N_min, N_last=r.N_max, parity=r.parity, dtypes=", ".join(r.dtypes), step=r.step,
                  BLOCK_N=r.block, num_warps=r.warps, programs_per_sm=r.programs_per_sm, num_stages=r.stages,
-                 evidence=r.evidence) for r in RULES[pass_]]
+                 static_n=r.static_n, evidence=r.evidence) for r in RULES[pass_]]

@@ -139,10 +139,13 @@ def rmsnorm_fast_forward_kernel(
     residual_out_ptr=None,  # (M, N) output h = x + residual, in the dtype torch's sum has
     residual_out_row_stride=None,  # elements from one row of residual_out to the next
     HAS_RESIDUAL: tl.constexpr = False,  # True: h = x + residual, stored in residual_out, and y = norm(h)
+    STATIC_N: tl.constexpr = 0,  # > 0: N itself, compiled in (FastConfig.static_n); 0: N is the run-time argument
 ):
-    # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
-    # that rows of 1000 or 3000 16-bit elements still load and store 16 bytes at a time.
-    N = aligned(N, ROW_ALIGN)
+    if STATIC_N > 0:  # the masks of the columns always in range fold away
+        N = STATIC_N
+    else:  # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
+        # that rows of 1000 or 3000 16-bit elements still load and store 16 bytes at a time.
+        N = aligned(N, ROW_ALIGN)
     x_row_stride = aligned(x_row_stride, ROW_ALIGN)
     y_row_stride = aligned(y_row_stride, ROW_ALIGN)
     if HAS_RESIDUAL:
@@ -249,7 +252,7 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
         weight is not None, offset, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks,
         config.num_stages, row_align_hint(x.element_size(), N, *strides),
         residual, residual.stride(0) if has_residual else None,
-        residual_out, residual_out.stride(0) if has_residual else None, has_residual,
+        residual_out, residual_out.stride(0) if has_residual else None, has_residual, config.static(N),
         num_warps=config.num_warps,
     )
 

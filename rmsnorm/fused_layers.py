@@ -1,16 +1,18 @@
 """The fused residual add + RMSNorm inside a model's pre-norm decoder layers: ``swap_rmsnorm(..., fuse_residual=True)``.
 
-A pre-norm decoder layer (Llama, Qwen2, Qwen3, Mistral, Gemma in transformers 5.17) runs::
+A pre-norm decoder layer (in transformers 5.17: Llama, Qwen2, Qwen3, Qwen3-MoE, Mistral, Gemma) runs::
 
     residual = h;  x = input_layernorm(h);  x = self_attn(x, ...);  h = residual + x
     residual = h;  x = post_attention_layernorm(h);  x = mlp(x);  return residual + x
 
-:func:`fuse_decoder_layers` makes the middle line one call, ``x, h = rmsnorm_add(x, residual, weight, eps,
-offset=...)`` with the post-attention norm's own weight Parameter, eps and offset, which writes h and
-reads it back once instead of twice (one (M, N) pass fewer each way). Everything else is the layer's own:
-the attention, the MLP and the input norm are called as modules, with every argument the forward takes
-(``attention_mask``, ``position_ids``, ``past_key_values``, ``use_cache``, ``position_embeddings``, and
-``**kwargs`` passed on to the attention), and the forward returns the one tensor transformers' returns.
+:func:`fuse_decoder_layers` makes the add that ends the first line and the norm that follows it one
+call, ``x, h = rmsnorm_add(x, residual, weight, eps, offset=...)``, with the post-attention norm's own
+weight Parameter, eps and offset: the forward reads h once fewer (the kernel normalises the h it has
+just made), and the backward adds h's two gradients (the residual's and the norm's) in the norm's
+kernel instead of in a separate add. Everything else is the layer's own: the attention, the MLP and
+the input norm are called as modules, with every argument the forward takes (``attention_mask``,
+``position_ids``, ``past_key_values``, ``use_cache``, ``position_embeddings``, and ``**kwargs`` passed
+on to the attention), and the forward returns the one tensor transformers' returns.
 
 **What is not fused.** The last add of layer i with layer i + 1's ``input_layernorm`` (and the last
 layer's with the model's final ``norm``) would need layer i to hand on (x, residual) instead of h.
@@ -19,31 +21,40 @@ to layer, records it for ``output_hidden_states``, and feeds the last one to ``s
 across layers means replacing that forward by a copy of it, which drifts from the next transformers
 release; this module patches the layers only, so one add + norm per layer is fused, the other stays.
 
-**Which layers.** The instance passed in is patched, never the class: its ``forward`` becomes a bound
-method in the instance's ``__dict__`` (as Liger-Kernel's ``_bind_method_to_module`` does), so other
-models in the process, and the checkpoint, are untouched. A layer is recognised by structure, not by
-class name: it has ``input_layernorm``, ``self_attn``, ``post_attention_layernorm`` and ``mlp``, its
-post-attention norm is a :class:`~rmsnorm.FastRMSNorm` without hooks (the fused call reads its weight
-and skips its ``__call__``), and its class's ``forward`` is, statement for statement (its syntax
-tree, annotations and docstring aside), :func:`_eager_forward`, the pre-norm forward the patch
-reproduces. Any other module holding ``self_attn`` and ``mlp`` is left, named with the reason:
-Gemma 2/3's sandwich norms, OLMo 2's post-norm, a forward with dropout or a scaled residual.
+**Which layers.** The instance passed in is patched, never the class: its ``forward`` becomes
+``functools.partial(_fused_forward, layer)`` in the instance's ``__dict__``. (Liger-Kernel's
+``_bind_method_to_module`` stores a bound method there; a partial also survives pickling, which
+reloads a bound method by its name, and ``copy.deepcopy`` binds it to the copy.) Other models in the
+process, and the checkpoint (state_dict), are untouched; ``del layer.forward`` undoes the patch. A
+layer is recognised by structure, not by class name: it has ``input_layernorm``, ``self_attn``,
+``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm`
+without hooks; and its class's ``forward`` is, statement for statement (its syntax tree, annotations
+and docstring aside), :func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other
+module holding ``self_attn`` and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms,
+OLMo 2's post-norm, a forward with a scaled residual (Granite) or another shape (Mixtral).
+
+**What the patched layer skips.** The fused call reads the post-attention norm's weight and does not
+call the module, so a hook registered on that norm after the patch does not run, and ``fully_shard``
+applied to that norm on its own (rather than to the layer, which unshards the layer's parameters
+before its forward) leaves a DTensor shard as its weight, which rmsnorm_add refuses with a
+ContractError.
 
 **Dtypes.** In a bf16 (or fp16) model the residual stream is bf16: x and residual are bf16, h is
 rounded to bf16 as eager's add rounds it, and y is bf16. In a float32 model all are float32. Where the
 attention's output and the residual differ (``torch.autocast``: a float32 stream, bf16 projections),
 both go to the dtype eager's add gives (``torch.promote_types``: float32), so that y is float32 as the
 swapped norm returns it; rmsnorm_add's own mixed mode (y in x's dtype) would round y to bf16 there.
-Numbers: h is eager's bit for bit; y is the swapped norm's within float32 roundings (one fused
-kernel's order of operations against another's), the original Llama norm's as swap_rmsnorm explains.
+Numbers: h is eager's, bit for bit; y is the swapped norm's within float32 roundings, and so the
+original norm's as :func:`rmsnorm.swap_rmsnorm` explains.
 
-Source: notebooks/13_into_a_model.ipynb; Liger-Kernel ``apply_liger_kernel_to_llama`` and
-``LigerFusedAddRMSNorm``; transformers 5.17 ``LlamaDecoderLayer.forward``.
+Source: notebooks/13_into_a_model.ipynb; tests/library/test_fused_layers.py; Liger-Kernel
+``apply_liger_kernel_to_llama`` and ``LigerFusedAddRMSNorm``; transformers 5.17 ``LlamaDecoderLayer.forward``.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 
@@ -131,7 +142,7 @@ _EAGER = _syntax(_eager_forward)
 
 def _is_fused(layer) -> bool:
     forward = layer.__dict__.get("forward")
-    return getattr(forward, "__func__", None) is _fused_forward
+    return isinstance(forward, functools.partial) and forward.func is _fused_forward and forward.args == (layer,)
 
 
 def _why_not(layer) -> str | None:
@@ -192,6 +203,6 @@ def fuse_decoder_layers(model: torch.nn.Module) -> tuple[tuple[str, ...], tuple[
         if reason is not None:
             left[name] = reason
             continue
-        module.__dict__["forward"] = _fused_forward.__get__(module, type(module))
+        module.__dict__["forward"] = functools.partial(_fused_forward, module)
         fused.append(name)
     return tuple(fused), tuple(already), left

@@ -131,16 +131,18 @@ def config_of(row) -> FastConfig:
     row from its last block; results/h200/README.md says which rows have it).
 
     Args:
-        row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages.
+        row: a mapping (a pandas row, a dict) with BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages,
+            and ``static_n`` where the sweep had the knob (True, or the text "True" as a CSV cell reads).
 
     Returns:
         :class:`rmsnorm.FastConfig`, comparable with the table's choice
         (``config_of(row) == backward_config(N, dtype)``).
     """
     pps = row["programs_per_sm"]
+    static_n = row.get("static_n", False)  # empty (NaN) in the sweeps before the knob: N at run time
     return FastConfig(BLOCK_M=int(row["BLOCK_M"]), BLOCK_N=int(row["BLOCK_N"]), num_warps=int(row["num_warps"]),
                       programs_per_sm=None if pps is None or pps != pps else int(pps),
-                      num_stages=int(row["num_stages"]))
+                      num_stages=int(row["num_stages"]), static_n=static_n is True or static_n in ("True", 1.0))
 
 
 def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:

@@ -81,7 +81,7 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0]},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
          "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align,
-         **residual[1]},
+         **residual[1], "STATIC_N": fwd.static(N)},
         (0, 2, 3, 5) + ((17, 19) if fused else ()), fwd.num_warps, (1, 4, 7) if divisible else ())
     one_block = bwd.one_block(N)
     compute = row_arithmetic_dtype(N, residual_dtype or dtype)
@@ -94,7 +94,8 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
          "mean_ux_ptr": "*fp64" if compute == torch.float64 else "*fp32", "M": "i32", "N": "i32", **dres[0]},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[compute],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
-         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, **dres[1]},
+         "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, **dres[1],
+         "STATIC_N": bwd.static(N)},
         (0, 2, 3, 4, 6, 8, 9) + ((20,) if fused else ()), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
     return forward, backward
 

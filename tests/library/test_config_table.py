@@ -78,7 +78,8 @@ def test_each_choice_is_the_first_rendered_row_that_matches(pass_, dtype):
         row = _first_row(rows, N, dtype)
         block_n = triton.next_power_of_2(N) if row["BLOCK_N"] is None else row["BLOCK_N"]
         want = FastConfig(BLOCK_M=max(1, row["step"] // block_n), BLOCK_N=block_n, num_warps=row["num_warps"],
-                          programs_per_sm=row["programs_per_sm"], num_stages=row["num_stages"])
+                          programs_per_sm=row["programs_per_sm"], num_stages=row["num_stages"],
+                          static_n=row["static_n"])
         assert choose(N, getattr(torch, dtype)) == want, (N, row)
 
 

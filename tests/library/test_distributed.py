@@ -9,13 +9,17 @@ A model engineer who outgrows one GPU trains with ``torch.distributed``. What is
   batch, once under DDP and once under FSDP2 (``fully_shard`` on the norm and on the root, on a
   CPU device mesh), and save what they saw; the test compares it with one process training on
   the whole batch. Under FSDP2 it also records what reached the kernels: a plain (37,) weight,
-  never a DTensor shard. A DTensor x sharded over the two ranks must be refused.
+  never a DTensor shard. A DTensor x sharded over the two ranks must be refused. In a second pair
+  of ranks (mode ``cpu-fused``), a tiny Llama whose norms are swapped and whose decoder layers are
+  fused (``swap_rmsnorm(fuse_residual=True)``) trains the same way, DDP then FSDP2 (``fully_shard``
+  on each decoder layer and on the root), the weight each fused call reads recorded.
 - **In this process:** DTensor inputs and weights (on a one-rank mesh) are refused with a
   ContractError naming their placements, before anything is allocated, at the eager entry, the
   module, the registered operators and under torch.compile; plain tensors keep working.
 - **On two GPUs (``gpu`` mark, skipped below two):** tensors on cuda:1 while cuda:0 is current and
   the reverse, forward and backward; DDP and FSDP2 with NCCL training a tiny Llama whose norms are
-  swapped, 20 steps, the loss curve against one GPU; step times printed beside the original norm's.
+  swapped (and one whose decoder layers are fused too), 20 steps, the loss curve against one GPU;
+  step times printed beside the original norm's.
 
 Tolerances are declared here, before any run: float32's row of rmsnorm.testing.TOLERANCES for
 losses, parameters and gradients (a DDP gradient is the mean of two half-batch gradients, equal to
@@ -67,8 +71,16 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(BATCH, SEQ, D_IN, generator=g), torch.randn(BATCH, SEQ, D_OUT, generator=g)
 
 
-def _train(model, x, target, full=lambda t: t, mean=lambda v: v) -> dict:
-    """3 SGD steps of mean-squared error; returns the losses, each step's gradients and the final weights.
+def _mse(model, x, target) -> torch.Tensor:
+    return torch.nn.functional.mse_loss(model(x), target)
+
+
+def _next_token_loss(model, tokens, _target) -> torch.Tensor:
+    return model(input_ids=tokens, labels=tokens).loss  # the mean over this rank's tokens (equal halves)
+
+
+def _train(model, x, target, full=lambda t: t, mean=lambda v: v, loss_of=_mse) -> dict:
+    """3 SGD steps of ``loss_of`` (mean-squared error); returns the losses, each step's gradients and the final weights.
 
     ``full`` turns a parameter or gradient into the whole tensor (FSDP2's DTensor.full_tensor);
     ``mean`` averages a rank's loss over the ranks (the global batch's loss: equal halves).
@@ -77,7 +89,7 @@ def _train(model, x, target, full=lambda t: t, mean=lambda v: v) -> dict:
     losses, grads = [], []
     for _ in range(STEPS):
         optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), target)
+        loss = loss_of(model, x, target)
         loss.backward()
         losses.append(mean(loss.detach()))
         grads.append({name: full(p.grad).detach().clone() for name, p in model.named_parameters()})
@@ -137,6 +149,75 @@ def _cpu_worker(rank: int, world: int, store: str, out: str) -> None:
         result["dtensor_refused"] = "yes"
     except AssertionError as error:
         result["dtensor_refused"] = str(error)
+    _save_and_exit(result, rank, out)
+
+
+TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+TOKENS_BATCH, TOKENS_SEQ = 4, 12  # each of two ranks takes 2 sequences
+
+
+def _fused_llama() -> torch.nn.Module:
+    """A tiny Llama (float32, seeded, norm weights randomised), its norms swapped and its decoder layers fused."""
+    import transformers
+
+    from rmsnorm import randomise_norm_weights, swap_rmsnorm
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    randomise_norm_weights(model, seed=3)
+    swapped = swap_rmsnorm(model, fuse_residual=True)
+    assert swapped.fused == ("model.layers.0", "model.layers.1"), swapped
+    return model
+
+
+def _token_batch() -> torch.Tensor:
+    g = torch.Generator().manual_seed(5)
+    return torch.randint(0, TINY_LLAMA["vocab_size"], (TOKENS_BATCH, TOKENS_SEQ), generator=g)
+
+
+def _cpu_fused_worker(rank: int, world: int, store: str, out: str) -> None:
+    """One CPU rank: the fused tiny Llama under DDP, then FSDP2; saves ``out/rank<r>.pt``."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    from rmsnorm import fused_layers
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    tokens = _token_batch()[rank * TOKENS_BATCH // world:(rank + 1) * TOKENS_BATCH // world]
+
+    def mean(v):
+        dist.all_reduce(v)
+        return v / world
+
+    seen = []  # the weight each fused call reads: a plain Parameter, never a DTensor shard
+    add = fused_layers.rmsnorm_add
+
+    def recording(x, residual, weight, eps, **offset):
+        seen.append((type(weight).__name__, tuple(weight.shape)))
+        return add(x, residual, weight, eps, **offset)
+
+    fused_layers.rmsnorm_add = recording
+    result = {}
+    try:
+        ddp = _train(DistributedDataParallel(_fused_llama()), tokens, None, mean=mean, loss_of=_next_token_loss)
+        result["ddp"] = {"losses": ddp["losses"], "seen": list(seen),
+                         "params": {k.removeprefix("module."): v for k, v in ddp["params"].items()},
+                         "grads": [{k.removeprefix("module."): v for k, v in g.items()} for g in ddp["grads"]]}
+        seen.clear()
+        model, mesh = _fused_llama(), init_device_mesh("cpu", (world,))
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        result["fsdp"] = _train(model, tokens, None, full=lambda t: t.full_tensor(), mean=mean,
+                                loss_of=_next_token_loss)
+        result["fsdp"]["seen"] = list(seen)
+        weight = model.model.layers[0].post_attention_layernorm.weight
+        result["fsdp"]["sharded_weight"] = (type(weight).__name__, tuple(weight.to_local().shape))
+    finally:
+        fused_layers.rmsnorm_add = add
     _save_and_exit(result, rank, out)
 
 
@@ -214,21 +295,39 @@ needs_gloo = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def cpu_ranks(tmp_path_factory) -> list[dict]:
-    """What the two gloo ranks saved; run once per session, also under pytest-xdist (a file lock)."""
+def _cpu_ranks_once(tmp_path_factory, mode: str) -> list[dict]:
+    """What the two gloo ranks of ``mode`` saved; run once per session, also under pytest-xdist (a file lock)."""
     from filelock import FileLock  # a dependency of torch
 
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):  # one folder per worker: their parent is this session's
         shared = shared.parent
-    with FileLock(str(shared / "distributed_cpu.lock")):
-        results = shared / "distributed_cpu"
+    name = "distributed_" + mode.replace("-", "_")
+    with FileLock(str(shared / f"{name}.lock")):
+        results = shared / name
         if not (results / "out" / "rank1.pt").exists():
             results.mkdir(exist_ok=True)
             # CPU ranks on any machine: with CUDA hidden, rmsnorm runs the kernels in Triton's interpreter
-            _launch_ranks("cpu", results, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+            _launch_ranks(mode, results, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
         return [torch.load(results / "out" / f"rank{r}.pt", weights_only=False) for r in range(2)]
+
+
+@pytest.fixture(scope="module")
+def cpu_ranks(tmp_path_factory) -> list[dict]:
+    """What the two gloo ranks of the plain norm saved."""
+    return _cpu_ranks_once(tmp_path_factory, "cpu")
+
+
+@pytest.fixture(scope="module")
+def cpu_fused_ranks(tmp_path_factory) -> list[dict]:
+    """What the two gloo ranks of the fused tiny Llama saved."""
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    return _cpu_ranks_once(tmp_path_factory, "cpu-fused")
+
+
+def _on_cpu(one: dict) -> dict:
+    return {"losses": one["losses"].cpu(), "grads": [{k: v.cpu() for k, v in g.items()} for g in one["grads"]],
+            "params": {k: v.cpu() for k, v in one["params"].items()}}
 
 
 @pytest.fixture(scope="module")
@@ -236,9 +335,15 @@ def one_process() -> dict:
     """The same 3 steps in this process, on the whole batch: what the ranks must reproduce (on the CPU)."""
     device = rmsnorm.default_device()  # the interpreter here; the GPU on a GPU machine
     x, target = _batch()
-    one = _train(_model().to(device), x.to(device), target.to(device))
-    return {"losses": one["losses"].cpu(), "grads": [{k: v.cpu() for k, v in g.items()} for g in one["grads"]],
-            "params": {k: v.cpu() for k, v in one["params"].items()}}
+    return _on_cpu(_train(_model().to(device), x.to(device), target.to(device)))
+
+
+@pytest.fixture(scope="module")
+def one_process_fused() -> dict:
+    """The fused tiny Llama's 3 steps in this process, on the whole batch of tokens."""
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    device = rmsnorm.default_device()
+    return _on_cpu(_train(_fused_llama().to(device), _token_batch().to(device), None, loss_of=_next_token_loss))
 
 
 def _assert_trained_as_one_process(run: dict, one: dict, what: str) -> None:
@@ -278,6 +383,26 @@ def test_fsdp2_unshards_the_weight_before_the_kernels_and_trains_as_one_process(
 @needs_gloo
 def test_a_dtensor_sharded_over_two_ranks_is_refused_before_anything_is_allocated(cpu_ranks):
     assert [result["dtensor_refused"] for result in cpu_ranks] == ["yes", "yes"]
+
+
+@pytest.mark.slow  # two ranks: two imports of torch and transformers
+@needs_gloo
+def test_a_fused_llama_trains_under_ddp_as_one_process_on_the_whole_batch(cpu_fused_ranks, one_process_fused):
+    assert one_process_fused["losses"][-1] < one_process_fused["losses"][0]  # the steps do move the model
+    for rank, result in enumerate(cpu_fused_ranks):
+        assert result["ddp"]["seen"] == [("Parameter", (64,))] * 2 * STEPS  # one fused call a layer, each step
+        _assert_trained_as_one_process(result["ddp"], one_process_fused, f"fused Llama, DDP rank {rank}")
+
+
+@pytest.mark.slow  # two ranks: two imports of torch and transformers
+@needs_gloo
+def test_a_fused_llama_under_fsdp2_reads_whole_weights_and_trains_as_one_process(cpu_fused_ranks,
+                                                                                  one_process_fused):
+    for rank, result in enumerate(cpu_fused_ranks):
+        fsdp = result["fsdp"]
+        assert fsdp["sharded_weight"] == ("DTensor", (32,))  # between steps, half of the 64 rows
+        assert fsdp["seen"] == [("Parameter", (64,))] * 2 * STEPS  # unsharded by the layer's fully_shard
+        _assert_trained_as_one_process(fsdp, one_process_fused, f"fused Llama, FSDP2 rank {rank}")
 
 
 # ----------------------------------------------------------------------------- DTensor, in this process
@@ -444,16 +569,22 @@ def test_tensors_on_the_other_gpu_are_normalised_there_forward_and_backward(curr
         assert other in {key[0] for key in launcher.cache}, launcher.kernel
 
 
-def _llama(fast: bool, device) -> torch.nn.Module:
-    """A tiny Llama (float32, seeded, norm weights randomised); its norms swapped for FastRMSNorm when ``fast``."""
+NORMS = ("original", "fast", "fused")  # torch's norms; FastRMSNorm; FastRMSNorm and the fused decoder layers
+
+
+def _llama(norm: str, device) -> torch.nn.Module:
+    """A tiny Llama (float32, seeded, norm weights randomised); its norms swapped for FastRMSNorm unless
+    ``norm`` is "original", and its decoder layers fused too when it is "fused"."""
     transformers = pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
     from rmsnorm import randomise_norm_weights, swap_rmsnorm
 
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA))
     randomise_norm_weights(model, seed=3)
-    if fast:
-        assert swap_rmsnorm(model) == 2 * LLAMA["num_hidden_layers"] + 1
+    if norm != "original":
+        swapped = swap_rmsnorm(model, fuse_residual=norm == "fused")
+        assert swapped == 2 * LLAMA["num_hidden_layers"] + 1
+        assert len(swapped.fused) == (LLAMA["num_hidden_layers"] if norm == "fused" else 0)
     return model.to(device)
 
 
@@ -496,8 +627,8 @@ def _gpu_worker(rank: int, world: int, store: str, out: str, parallel: str) -> N
         return v / world
 
     result = {}
-    for norm in ("original", "fast"):
-        model = _llama(norm == "fast", device)
+    for norm in NORMS:
+        model = _llama(norm, device)
         if parallel == "ddp":
             model = DistributedDataParallel(model, device_ids=[rank])
         else:
@@ -517,20 +648,21 @@ def _median(times: list[float]) -> float:
 @two_gpus
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp2"])
 def test_a_tiny_llama_trains_on_two_gpus_as_on_one(parallel, tmp_path):
-    one = {norm: _train_llama(_llama(norm == "fast", "cuda:0"), _tokens("cuda:0")) for norm in ("original", "fast")}
+    one = {norm: _train_llama(_llama(norm, "cuda:0"), _tokens("cuda:0")) for norm in NORMS}
     ranks = _launch_ranks(f"gpu-{parallel}", tmp_path)
     for rank, result in enumerate(ranks):
         # the original norm's own distance from one GPU (all-reduce order, sharded optimizer steps) sets the bar
         bar = 2 * (result["original"][0] - one["original"][0]).abs().max()
-        allowed = bar + F32["atol"] + F32["rtol"] * one["fast"][0].abs()
-        distance = (result["fast"][0] - one["fast"][0]).abs()
-        assert (distance <= allowed).all(), (
-            f"{parallel} rank {rank}: fast-norm losses {result['fast'][0].tolist()} against one GPU's "
-            f"{one['fast'][0].tolist()}; allowed {allowed.tolist()}"
-        )
-        assert result["fast"][0][-1] < result["fast"][0][0]  # it trains
+        for norm in NORMS[1:]:
+            allowed = bar + F32["atol"] + F32["rtol"] * one[norm][0].abs()
+            distance = (result[norm][0] - one[norm][0]).abs()
+            assert (distance <= allowed).all(), (
+                f"{parallel} rank {rank}: {norm} losses {result[norm][0].tolist()} against one GPU's "
+                f"{one[norm][0].tolist()}; allowed {allowed.tolist()}"
+            )
+            assert result[norm][0][-1] < result[norm][0][0]  # it trains
     print(f"\n{parallel} tiny Llama, median step time (ms, steps 4-{LLAMA_STEPS}), printed, not asserted:")
-    for norm in ("original", "fast"):
+    for norm in NORMS:
         per_rank = ", ".join(f"rank {r} {_median(result[norm][1]):.2f}" for r, result in enumerate(ranks))
         print(f"  {norm:8s} one GPU {_median(one[norm][1]):.2f}; two GPUs: {per_rank}")
 
@@ -539,6 +671,8 @@ if __name__ == "__main__":
     _mode, _rank, _world, _store, _out = sys.argv[1:6]
     if _mode == "cpu":
         _cpu_worker(int(_rank), int(_world), _store, _out)
+    elif _mode == "cpu-fused":
+        _cpu_fused_worker(int(_rank), int(_world), _store, _out)
     else:  # gpu-ddp, gpu-fsdp2
         _gpu_worker(int(_rank), int(_world), _store, _out, _mode.removeprefix("gpu-"))
 
@@ -558,3 +692,20 @@ def test_the_fused_add_refuses_a_dtensor_residual_and_so_do_its_operators(mesh):
         torch.ops.rmsnorm_fast.add_forward(x, rd, None, 1e-6)
     with refused_before_allocating(r"x is a DTensor \(placements \(Shard\(dim=0\),\)"):
         rmsnorm_add(rd, x, None)
+
+
+@needs_gloo
+def test_a_fused_layer_whose_norm_alone_is_sharded_refuses_the_shard_and_says_how(mesh):
+    from torch.distributed.fsdp import fully_shard
+
+    pytest.importorskip("transformers", reason="transformers (the 'models' extra) is not installed")
+    if not rmsnorm.interpreter_active():  # the mesh is the CPU's: so must the model be, and its other norms' kernels
+        pytest.skip("the one-rank mesh is a CPU mesh, and the model's other norms run on the CPU only in "
+                    "Triton's interpreter, which is off where there is a GPU")
+    model = _fused_llama()
+    norm = model.model.layers[0].post_attention_layernorm
+    fully_shard(norm, mesh=mesh)  # its own group: only its own forward, which the fused call skips, unshards it
+    # the input norm and the attention run first (and allocate); the fused call refuses before its kernels
+    refusal = r"weight is a DTensor \(placements \(Shard\(dim=0\),\).*fully_shard"
+    with pytest.raises(rmsnorm.ContractError, match=refusal):
+        model(input_ids=_token_batch())

@@ -265,6 +265,10 @@ def test_dgamma_is_bitwise_identical_from_run_to_run(device):
     FastConfig(BLOCK_M=1, BLOCK_N=64, num_warps=4, programs_per_sm=1, num_stages=1),  # loop over 64-wide blocks
     FastConfig(BLOCK_M=8, BLOCK_N=512, num_warps=4, programs_per_sm=3, num_stages=2),
     FastConfig(BLOCK_M=2, BLOCK_N=64, num_warps=4, programs_per_sm=None),  # the loop, two rows a step, per block
+    # N compiled in (a constexpr): one block, the loop, and the loop of two rows a step
+    FastConfig(BLOCK_M=2, BLOCK_N=512, num_warps=4, programs_per_sm=2, num_stages=2, static_n=True),
+    FastConfig(BLOCK_M=1, BLOCK_N=64, num_warps=4, programs_per_sm=1, static_n=True),
+    FastConfig(BLOCK_M=2, BLOCK_N=64, num_warps=4, programs_per_sm=None, static_n=True),
 ])
 def test_any_config_gives_the_same_numbers(cfg, device):
     x, gamma, dy = make_inputs(77, 300, torch.float32, device=device, seed=15)
