@@ -4,8 +4,10 @@ What a user of the fast path feels is not the kernel, nor the whole call, but th
 size (:data:`SIZES` for Llama, :data:`FAMILY_SIZES` for Gemma 3 and Qwen3.5, built as
 :mod:`rmsnorm_lab.model_families` says), each norm (:data:`VARIANTS`: the model's own, ``FastRMSNorm``
 swapped in by :func:`rmsnorm.swap_rmsnorm` sharing the weight Parameters, Qwen3.5's gated norms left
-in place (``norms_left``), and Liger's: ``LigerRMSNorm`` swapped in the same way for Llama, Liger's
-own patch of the norms for Gemma 3 and Qwen3.5) and each mode (eager, ``torch.compile(model)``), :func:`run_variant`:
+in place (``norms_left``); ``fused``, the same swap with ``fuse_residual=True``, each pre-norm decoder layer's
+post-attention add + norm one :func:`rmsnorm.rmsnorm_add` call; and Liger's: ``LigerRMSNorm`` swapped in
+the same way for Llama, Liger's own patch of the norms for Gemma 3 and Qwen3.5) and each mode (eager,
+``torch.compile(model)``), :func:`run_variant` (:mod:`rmsnorm_lab.model_interleaved`: the variants in rounds):
 
 1. builds the variant from one base model (random init, norm weights randomised), AdamW;
 2. **checks before timing**: logits on the step's own batch, against a float32 run of the same
@@ -16,7 +18,8 @@ own patch of the norms for Gemma 3 and Qwen3.5) and each mode (eager, ``torch.co
    events around each step, and the host's time to issue it; median, min, max; the peak memory
    of the timed steps above what was allocated before the variant was built (its model copy,
    optimizer state and activations, not the base model or the reference logits);
-4. profiles one more step and attributes its kernels (:mod:`rmsnorm_lab.step_profile`):
+4. profiles one more step and attributes its kernels (:mod:`rmsnorm_lab.step_profile`; the fused variant's
+   by name, eager too: its post-attention norm module is not called, its rmsnorm_add kernel is rmsnorm_fast*):
    the norm's share of the step and the Amdahl bound 1 / (1 − share), the best step speed-up a
    norm that took no time at all could give (reached only when the GPU sets the step's pace).
 
@@ -80,7 +83,7 @@ FAMILY_SIZES = {f: (ModelSize("gpu_bound", layers=4, hidden=2048, intermediate=5
                     ModelSize("host_bound", layers=2, hidden=2048, intermediate=5632, heads=16, seq=1024, batch=4,
                               family=f))
                 for f in ("gemma3", "qwen3_5")}
-VARIANTS = ("original", "fast", "liger")
+VARIANTS = ("original", "fast", "fused", "liger")
 MODES = ("eager", "compile")
 #: A variant is timed only if its logits' error against the float32 run is at most this × the original's.
 LOGITS_ERROR_RATIO = 1.5
@@ -125,8 +128,11 @@ def make_variant(base: torch.nn.Module, variant: str, dtype: torch.dtype,
                  family: str = "llama") -> tuple[torch.nn.Module, int, int]:
     """A deep copy of ``base`` with its norms as ``variant`` says; (model, norms swapped, norm-like modules left).
 
+    ``fused``: :func:`rmsnorm.swap_rmsnorm` with ``fuse_residual=True``, every norm a FastRMSNorm and each pre-norm
+    decoder layer's post-attention add + norm one :func:`rmsnorm.rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
+
     Raises:
-        Absent: Liger, or its patch for ``family``, is not there.
+        Absent: Liger, or its patch for ``family``, is not there; ``fused`` where no decoder layer could be fused.
     """
     model = copy.deepcopy(base)
     if variant == "original":
@@ -134,9 +140,13 @@ def make_variant(base: torch.nn.Module, variant: str, dtype: torch.dtype,
     if variant == "liger" and family != "llama":
         return (model, *liger_patch(model, family))
     try:
-        swapped = swap_rmsnorm(model, dtype=dtype, build=_liger if variant == "liger" else None)
+        swapped = swap_rmsnorm(model, dtype=dtype, build=_liger if variant == "liger" else None,
+                               fuse_residual=variant == "fused")
     except ImportError as error:
         raise Absent(f"liger_kernel is not installed ({error})") from None
+    if variant == "fused" and not swapped.fused:
+        layers = [f"{name}: {why}" for name, why in swapped.left.items() if "layers." in name][:2]
+        raise Absent(f"no decoder layer of {family} could be fused ({'; '.join(layers) or 'none found'})")
     return model, int(swapped), len(swapped.left)
 
 
@@ -195,17 +205,20 @@ def _check_logits(row: dict, logits: torch.Tensor, refs: dict, dtype: torch.dtyp
     return False
 
 
-def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend):
-    """run_variant's work; its locals (the model, the optimizer, the compiled graph) go when it returns."""
-    cuda, dtype, started = ids.is_cuda, next(base.parameters()).dtype, time.perf_counter()
-    before = torch.cuda.memory_allocated() if cuda else 0  # the base model, the reference logits: not the variant's
+def build_variant(row, size, variant, mode, base, ids, refs, compile_backend="inductor"):
+    """Build ``variant`` from ``base``, check its logits, and return (model, step), or None when the check fails.
+
+    Fills the row's ``norms_swapped``, ``norms_left`` and logits columns. ``step()`` runs one training step
+    (forward with the loss, backward, ``optimizer.step()``, ``zero_grad``) inside :func:`step_region` scopes.
+    """
+    dtype = next(base.parameters()).dtype
     model, row["norms_swapped"], row["norms_left"] = make_variant(base, variant, dtype, size.family)
     model.train()
     runner = torch.compile(model, backend=compile_backend) if mode == "compile" else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     logits = runner(input_ids=ids, labels=ids).logits.detach().float()  # with grad: the graph the steps reuse
     if not _check_logits(row, logits, refs, dtype):
-        return []
+        return None
     del logits
 
     def step():
@@ -217,6 +230,42 @@ def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_b
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
+    return model, step
+
+
+def scoped(variant: str, mode: str) -> bool:
+    """Whether a step's norm kernels are told by the norms' profiler scopes (eager) or by name (compiled, and the
+    fused variant, whose post-attention norm's module is not called: its rmsnorm_add kernel is named rmsnorm_fast*)."""
+    return mode == "eager" and variant != "fused"
+
+
+def profile_step(row, size, variant, mode, model, step, cuda) -> list[dict]:
+    """Profile one more step; fill the row's norm columns (share of its ``step_ms``); return its kernel rows."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    by_scope = scoped(variant, mode)
+    with norm_scopes(model, _is_norm) if by_scope else contextlib.nullcontext(), profile(activities=activities) as prof:
+        step()
+        _sync(cuda)
+    kernels = attribute_kernels(prof.events(), "fast" if variant == "fused" else variant, scoped=by_scope)
+    norm = {p: sum(k["us"] for k in kernels if k["norm"] and k["part"] == p) / 1e3 for p in STEP_PARTS}
+    row.update(gpu_busy_ms=sum(k["us"] for k in kernels) / 1e3, norm_fwd_ms=norm["forward"],
+               norm_bwd_ms=norm["backward"], norm_ms=sum(k["us"] for k in kernels if k["norm"]) / 1e3)
+    row["tokens_per_s"] = size.tokens / (row["step_ms"] / 1e3)
+    row["norm_share"] = row["norm_ms"] / row["step_ms"]
+    row["amdahl_bound"] = amdahl_bound(row["norm_share"])
+    return [dict(size=size.name, variant=variant, mode=mode, **k, model=size.family) for k in kernels]
+
+
+def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend):
+    """run_variant's work; its locals (the model, the optimizer, the compiled graph) go when it returns."""
+    cuda, started = ids.is_cuda, time.perf_counter()
+    before = torch.cuda.memory_allocated() if cuda else 0  # the base model, the reference logits: not the variant's
+    built = build_variant(row, size, variant, mode, base, ids, refs, compile_backend)
+    if built is None:
+        return []
+    model, step = built
     for _ in range(warmup):
         step()
     _sync(cuda)
@@ -225,23 +274,15 @@ def _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_b
         torch.cuda.reset_peak_memory_stats()
     step_ms, host_ms = _time_steps(step, steps, cuda)
     row["peak_mem_gib"] = (torch.cuda.max_memory_allocated() - before) / 2**30 if cuda else math.nan
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    scopes = norm_scopes(model, _is_norm) if mode == "eager" else contextlib.nullcontext()
-    with scopes, profile(activities=activities) as prof:
-        step()
-        _sync(cuda)
-    kernels = attribute_kernels(prof.events(), variant, scoped=mode == "eager")
-    norm = {p: sum(k["us"] for k in kernels if k["norm"] and k["part"] == p) / 1e3 for p in STEP_PARTS}
     row.update(check="ok", steps=steps, step_ms=float(np.median(step_ms)), step_ms_min=float(step_ms.min()),
-               step_ms_max=float(step_ms.max()), host_ms=float(np.median(host_ms)),
-               gpu_busy_ms=sum(k["us"] for k in kernels) / 1e3, norm_fwd_ms=norm["forward"],
-               norm_bwd_ms=norm["backward"], norm_ms=sum(k["us"] for k in kernels if k["norm"]) / 1e3)
-    row["tokens_per_s"] = size.tokens / (row["step_ms"] / 1e3)
-    row["norm_share"] = row["norm_ms"] / row["step_ms"]
-    row["amdahl_bound"] = amdahl_bound(row["norm_share"])
-    return [dict(size=size.name, variant=variant, mode=mode, **k, model=size.family) for k in kernels]
+               step_ms_max=float(step_ms.max()), host_ms=float(np.median(host_ms)))
+    return profile_step(row, size, variant, mode, model, step, cuda)
+
+
+def new_row(size: ModelSize, variant: str, mode: str) -> dict:
+    """A step row's first columns: the size's numbers, the variant and the mode."""
+    return {**{k: v for k, v in asdict(size).items() if k not in ("name", "vocab", "family")}, "size": size.name,
+            "tokens": size.tokens, "variant": variant, "mode": mode, "model": size.family}
 
 
 def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict, *, steps: int, warmup: int,
@@ -262,8 +303,7 @@ def run_variant(size: ModelSize, variant: str, mode: str, base, ids, refs: dict,
         ("failed: …", or the check's verdict; "absent: …" for a provider not installed), with no times;
         it never raises.
     """
-    row = {**{k: v for k, v in asdict(size).items() if k not in ("name", "vocab", "family")}, "size": size.name,
-           "tokens": size.tokens, "variant": variant, "mode": mode, "model": size.family}
+    row = new_row(size, variant, mode)
     try:
         kernels = _measure(row, size, variant, mode, base, ids, refs, steps, warmup, compile_backend)
     except Absent as error:

@@ -55,8 +55,16 @@ COLUMNS = ("M", "N", "dtype", "provider", "pass_", "whole_call_us", "host_us", "
 OUT_OF_TIME = "not run: the run's time budget was spent"
 
 
-def _timed(row: dict, name: str, pass_: str, fn, graph_providers, samples: dict) -> None:
-    """Fill ``row``'s times; a timer that fails leaves NaN and says why in ``check``."""
+def fill_times(row: dict, name: str, pass_: str, fn, graph_providers, samples: dict) -> None:
+    """Fill ``row``'s times (:data:`COLUMNS`, µs) for ``fn``; a timer that fails leaves NaN and says why in ``check``.
+
+    Args:
+        row: a row with ``check`` set; its time columns are written.
+        name, pass_: the provider and the call (``kernel_us`` only for :data:`KERNEL_PASSES`).
+        fn: the zero-argument call, checked against the oracle already.
+        graph_providers: providers also replayed from a CUDA graph (``graph_us``).
+        samples: keyword arguments of the whole-call and host timers (``{"samples": 5}``, or ``{}``).
+    """
     timers = [("whole_call_us", lambda: float(np.median(time_whole_calls(fn, **samples)))),
               ("host_us", lambda: float(np.median(time_host_calls(fn, **samples))))]
     if pass_ in KERNEL_PASSES:
@@ -105,7 +113,8 @@ def measure_shape(
             row = dict(M=M, N=N, dtype=dtype_name, provider=name, pass_=pass_, whole_call_us=np.nan, host_us=np.nan,
                        graph_us=np.nan, kernel_us=np.nan, check=status)
             if calls is not None:
-                _timed(row, name, pass_, calls[pass_], graph_providers, {} if samples is None else {"samples": samples})
+                fill_times(row, name, pass_, calls[pass_], graph_providers,
+                           {} if samples is None else {"samples": samples})
             rows.append(row)
         shown = " ".join(f"{r['pass_']} {r['whole_call_us']:.1f}/{r['host_us']:.1f}" for r in rows[-len(passes):])
         log(f"  {M}x{N} {dtype_name:8s} {name:8s} {time.perf_counter() - started:5.1f} s  "

@@ -24,6 +24,16 @@ a variant that would overrun --budget-s is recorded as not run. The CSVs are rew
 variant, so a run cut short keeps what it measured. Prints a short table last; never asserts a speed;
 without a GPU (and without --quick) it says so and exits 0.
 
+The ``fused`` variant is swap_rmsnorm(model, fuse_residual=True): FastRMSNorm everywhere and each decoder
+layer's post-attention add + norm one rmsnorm_add call. With --interleave the variants of one (size, mode) are
+built and warmed up together and timed in rounds of one step each (rmsnorm_lab.model_interleaved), the median
+step with its 95 % interval (step_ms_lo, step_ms_hi); peak memory is not recorded then. With --decode, greedy
+model.generate tokens/s (eager, batches 1 and 16, 128-token prompt, --decode-new-tokens made by every call),
+--decode-rounds calls per variant and batch in rounds, median and 95 % interval, at --decode-sizes, into
+<name>_decode.csv; its time is kept out of the steps' budget (DECODE_ESTIMATE_S).
+
+    python3 scripts/benchmark_model.py --out results/h200 --name model_fused --interleave --steps 50 --decode
+
 Source: notebooks/13_into_a_model.ipynb; rmsnorm_lab/model.py.
 """
 
@@ -46,16 +56,21 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from rmsnorm_lab import model as bench  # noqa: E402
+from rmsnorm_lab import model_interleaved as rounds  # noqa: E402
 from rmsnorm_lab.eager import eager_provenance  # noqa: E402
 from rmsnorm_lab.model_families import FAMILIES  # noqa: E402
 
 #: Seconds a variant is expected to take before one of its mode has been timed at that size (a guess, for the budget).
 FIRST_ESTIMATE_S = {"eager": 10.0, "compile": 45.0}
+#: Seconds kept out of the steps' budget for --decode at one size (4 variants, 2 batches, 20 rounds of 64 tokens).
+DECODE_ESTIMATE_S = 90.0
+#: --quick's estimate for a variant of either mode and for its decode (a tiny model, aot_eager).
+QUICK_ESTIMATE_S = 5.0
 
 
-def _write(out: Path, rows, kernels, stem):
+def _write(out: Path, rows, kernels, stem, columns=bench.COLUMNS):
     """Both CSVs, rewritten whole (after every variant: a run cut short keeps what it measured); the step table."""
-    step = pd.DataFrame(rows, columns=list(bench.COLUMNS))
+    step = pd.DataFrame(rows, columns=list(columns))
     step.to_csv(out / bench.files(stem)[0], index=False, float_format="%.6g")
     pd.DataFrame(kernels, columns=list(bench.KERNEL_COLUMNS)).to_csv(out / bench.files(stem)[1], index=False,
                                                                      float_format="%.6g")
@@ -74,6 +89,8 @@ def _table(step):
         "k tokens/s": (t["tokens_per_s"] / 1e3).round(1), "vs original": (100 * t["vs_original"]).round(1),
         "peak GiB": t["peak_mem_gib"].round(2), "norm share %": (100 * t["norm_share"]).round(1),
         "Amdahl x": t["amdahl_bound"].round(3), "check": t["check"].str.slice(0, 60)})
+    if "step_ms_lo" in t:  # --interleave: the median's 95 % interval beside it
+        out.insert(5, "95 % ms", [f"{lo:.1f}-{hi:.1f}" for lo, hi in zip(t["step_ms_lo"], t["step_ms_hi"])])
     return out.to_string(index=False)
 
 
@@ -105,7 +122,22 @@ def _environment(args, asked: dict, rows, started, *, complete: bool) -> dict:
         "liger": "llama: LigerRMSNorm swapped in by swap_rmsnorm; gemma3, qwen3_5: liger_kernel.transformers' "
                  "apply_liger_kernel_to_<family> on the instance, rms_norm=True, every other switch False",
         "norms_left": "norm-like modules left in place: Qwen3.5's gated norms (Qwen3_5RMSNormGated)",
-        "not_run": sorted({f"{r['model']} {r['size']} {r['mode']} {r['variant']}: {r['check']}"
+        "fused": "swap_rmsnorm(model, fuse_residual=True): FastRMSNorm everywhere, each pre-norm decoder layer's "
+                 "post-attention add + norm one rmsnorm_add call; its norm kernels are told by name "
+                 "(rmsnorm_fast*, the fused kernel counted whole), eager and compiled",
+        "interleave": args.interleave and "the variants of one (size, mode) built and warmed up together, then "
+                      "timed in rounds of one step each, the order rotated each round; step_ms_lo/hi: the "
+                      "distribution-free 95 % interval of the median (model_interleaved.median_interval); "
+                      "peak_mem_gib not recorded",
+        "decode": args.decode and {
+            "sizes": args.decode_sizes, "batches": list(rounds.DECODE_BATCHES), "prompt": decode_prompt(args),
+            "new_tokens": args.decode_new_tokens, "rounds": args.decode_rounds,
+            "call": "model.generate(input_ids, attention_mask, do_sample=False, max_new_tokens=min_new_tokens="
+                    "new_tokens), eval, no grad, KV cache; synchronised wall time per call, prefill included",
+            "tokens_per_s": "batch * new_tokens / median call time; _lo/_hi from the 95 % interval of the median",
+            "check": "prompt logits against a float32 run, at most LOGITS_ERROR_RATIO x the original's error; "
+                     "tokens_match: share of generated tokens equal to the original's (reported)"},
+        "not_run": sorted({f"{r['model']} {r['size']} {r.get('mode', 'decode')} {r['variant']}: {r['check']}"
                            for r in rows if r["check"] != "ok"}),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "complete": complete,  # False: the run was cut before its end; the CSVs hold the variants done by then
@@ -113,6 +145,22 @@ def _environment(args, asked: dict, rows, started, *, complete: bool) -> dict:
     env["eager"] = eager_provenance()
     (args.out / bench.files(args.name)[2]).write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
     return env
+
+
+def decode_prompt(args) -> int:
+    """Prompt tokens of the decode measurement (4 in --quick, whose model has 16 positions)."""
+    return 4 if args.quick else rounds.DECODE_PROMPT
+
+
+def _base(bases: dict, size, device, dtype):
+    """(base model, step token ids, {"fp32": reference logits}) of ``size``, built once."""
+    key = (size.family, size.name)
+    if key not in bases:
+        base = bench.build_base(size, device, dtype)
+        g = torch.Generator().manual_seed(0)
+        ids = torch.randint(0, size.vocab, (size.batch, size.seq), generator=g).to(device)
+        bases[key] = base, ids, {"fp32": bench.reference_logits(base, ids)}
+    return bases[key]
 
 
 def main(argv=None) -> int:
@@ -129,6 +177,12 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=None, help="layers of the GPU-bound size (default 4)")
     parser.add_argument("--models", default="llama", help="comma-separated: llama, gemma3, qwen3_5")
     parser.add_argument("--name", default="model_step", help="the files' stem: <name>.csv, <name>_kernels.csv, …")
+    parser.add_argument("--interleave", action="store_true", help="time each (size, mode)'s variants in rounds")
+    parser.add_argument("--decode", action="store_true", help="also greedy decode tokens/s, eager, batches 1 and 16")
+    parser.add_argument("--decode-sizes", default="gpu_bound", help="comma-separated sizes decoded (--quick: all)")
+    parser.add_argument("--decode-rounds", type=int, default=20, help="timed generate calls per variant and batch")
+    parser.add_argument("--decode-new-tokens", type=int, default=rounds.DECODE_NEW_TOKENS,
+                        help="tokens every generate call makes")
     args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
     if not cuda and not args.quick:
@@ -165,31 +219,60 @@ def main(argv=None) -> int:
     asked = {"models": models, "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes),
              "variants": variants, "dtype": str(dtype).removeprefix("torch."), "steps": steps, "warmup": warmup}
     _environment(args, asked, rows, started, complete=False)
-    for size, variant, mode in plan:
+    decode_sizes = [s for s in sizes if args.quick or s.name in args.decode_sizes.split(",")] if args.decode else []
+    decode_estimate = QUICK_ESTIMATE_S if args.quick else DECODE_ESTIMATE_S
+    reserve = decode_estimate * len(decode_sizes)  # the decode's time, kept out of the steps' budget
+    columns = rounds.STEP_COLUMNS if args.interleave else bench.COLUMNS
+    groups = ([(s, m, variants) for s, m in dict.fromkeys((s, m) for s, _, m in plan)] if args.interleave
+              else [(s, m, [v]) for s, v, m in plan])
+    for size, mode, group in groups:
         now, key = time.perf_counter(), (size.family, size.name)
         # Another family's time says little (Qwen3.5's linear attention compiles for minutes, Gemma 3 in seconds).
-        estimate = took.get((*key, mode), FIRST_ESTIMATE_S[mode])
-        if now + estimate > started + args.budget_s:
+        estimate = took.get((*key, mode), QUICK_ESTIMATE_S if args.quick else FIRST_ESTIMATE_S[mode]) * len(group)
+        if now + estimate > started + args.budget_s - reserve:
             reason = f"{bench.OUT_OF_TIME} ({args.budget_s:.0f} s)"
-            rows.append(dict(size=size.name, variant=variant, mode=mode, check=reason, model=size.family))
-            print(f"{size.family} {size.name} {mode} {variant}: {rows[-1]['check']}")
+            for variant in group:
+                rows.append(dict(size=size.name, variant=variant, mode=mode, check=reason, model=size.family))
+                print(f"{size.family} {size.name} {mode} {variant}: {rows[-1]['check']}")
             continue
-        if key not in bases:
-            base = bench.build_base(size, device, dtype)
-            g = torch.Generator().manual_seed(0)
-            ids = torch.randint(0, size.vocab, (size.batch, size.seq), generator=g).to(device)
-            bases[key] = base, ids, {"fp32": bench.reference_logits(base, ids)}
-        base, ids, refs = bases[key]
-        row, ks = bench.run_variant(size, variant, mode, base, ids, refs, steps=steps, warmup=warmup,
-                                    compile_backend="inductor" if cuda else "aot_eager")
-        rows.append(row)
+        base, ids, refs = _base(bases, size, device, dtype)
+        backend = "inductor" if cuda else "aot_eager"
+        if args.interleave:
+            new, ks = rounds.run_interleaved(size, group, mode, base, ids, refs, steps=steps, warmup=warmup,
+                                             compile_backend=backend)
+        else:
+            row, ks = bench.run_variant(size, group[0], mode, base, ids, refs, steps=steps, warmup=warmup,
+                                        compile_backend=backend)
+            new = [row]
+        rows += new
         kernels += ks
-        took[(*key, mode)] = time.perf_counter() - now
-        _write(args.out, rows, kernels, args.name)
-        print(f"{size.family} {size.name} {mode} {variant}: {row['check']} ({took[(*key, mode)]:.0f} s; "
-              f"at {time.perf_counter() - started:.0f} s)")
-    step = _write(args.out, rows, kernels, args.name)
-    env = _environment(args, asked, rows, started, complete=True)
+        took[(*key, mode)] = (time.perf_counter() - now) / len(group)
+        _write(args.out, rows, kernels, args.name, columns)
+        for row in new:
+            print(f"{size.family} {size.name} {mode} {row['variant']}: {row['check']} ({took[(*key, mode)]:.0f} s "
+                  f"a variant; at {time.perf_counter() - started:.0f} s)")
+    decode = []
+    for size in decode_sizes:
+        if time.perf_counter() + decode_estimate > started + args.budget_s:
+            decode += [dict(model=size.family, size=size.name, variant=v, batch=b, check=f"{bench.OUT_OF_TIME} "
+                            f"({args.budget_s:.0f} s)") for v in variants for b in rounds.DECODE_BATCHES]
+        else:
+            quick = dict(batches=(1, 2), new_tokens=3, rounds=2, warmup=1) if args.quick else dict(
+                new_tokens=args.decode_new_tokens, rounds=args.decode_rounds)
+            now = time.perf_counter()
+            decode += rounds.run_decode(size, variants, _base(bases, size, device, dtype)[0],
+                                        prompt=decode_prompt(args), **quick)
+            decode_estimate = max(decode_estimate, time.perf_counter() - now)  # the next size: at least this long
+            print(f"decode {size.family} {size.name}: {time.perf_counter() - now:.0f} s; "
+                  f"at {time.perf_counter() - started:.0f} s")
+        pd.DataFrame(decode, columns=list(rounds.DECODE_COLUMNS)).to_csv(
+            args.out / f"{args.name}_decode.csv", index=False, float_format="%.6g")
+    if decode:
+        shown = ["size", "variant", "batch", "check", "call_ms", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi",
+                 "tokens_match"]
+        print(pd.DataFrame(decode, columns=list(rounds.DECODE_COLUMNS))[shown].to_string(index=False))
+    step = _write(args.out, rows, kernels, args.name, columns)
+    env = _environment(args, asked, rows + decode, started, complete=True)
     pd.set_option("display.width", 250)
     print(_table(step))
     print(f"\nwrote {args.out / bench.files(args.name)[0]} in {env['model_step']['wall_seconds']} s; "
