@@ -57,10 +57,10 @@ def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
     return FloorPlan(
         fwd, bwd,
         dict(HAS_WEIGHT=True, OFFSET=0.0, ONE_BLOCK=fwd.one_block(N), BLOCK_M=fwd.BLOCK_M, BLOCK_N=fwd.BLOCK_N,
-             NUM_STAGES=fwd.num_stages, num_warps=fwd.num_warps),
+             NUM_STAGES=fwd.num_stages, STATIC_N=fwd.static(N), num_warps=fwd.num_warps),
         dict(HAS_WEIGHT=True, OFFSET=0.0, COMPUTE=TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], ONE_BLOCK=one_block,
              BLOCK_M=bwd.BLOCK_M if one_block else 1, BLOCK_N=bwd.BLOCK_N, NUM_STAGES=bwd.num_stages,
-             num_warps=bwd.num_warps),
+             STATIC_N=bwd.static(N), num_warps=bwd.num_warps),
         bwd.BLOCK_M if one_block else 1,
         None if one_block else row_arithmetic_dtype(N, dtype),
     )
