@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout,
 import torch  # noqa: E402
 
 from rmsnorm.config import backward_config, forward_config  # noqa: E402
+from rmsnorm.testing import make_inputs  # noqa: E402
 from rmsnorm_lab.providers import pass_calls, prepare, provider  # noqa: E402
 from rmsnorm_lab.timing import kernel_time_us  # noqa: E402
 
@@ -25,18 +26,12 @@ def shape(s):
     M, N = map(int, mn.split("x"))
     return M, N, getattr(torch, dt)
 
-def inputs(M, N, dtype):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(M, N, device="cuda", dtype=dtype, generator=g)
-    w = (1 + 0.1 * torch.randn(N, device="cuda", generator=g)).to(dtype)
-    dy = torch.randn(M, N, device="cuda", dtype=dtype, generator=g)
-    return x, w, dy
 
 if sys.argv[1] == "time":
     provs = ("fast", "compile", "quack", "liger")
     for s in sys.argv[2:]:
         M, N, dtype = shape(s)
-        x, w, dy = inputs(M, N, dtype)
+        x, w, dy = make_inputs(M, N, dtype, "cuda", draw_on_device=True)
         print(f"== {s} fwd cfg {forward_config(N, dtype)} bwd cfg {backward_config(N, dtype)}", flush=True)
         for name in provs:
             calls, why = prepare(provider(name), pass_calls, x, w, dy)
@@ -48,7 +43,7 @@ if sys.argv[1] == "time":
 else:
     _, _, name, pass_, s = sys.argv
     M, N, dtype = shape(s)
-    x, w, dy = inputs(M, N, dtype)
+    x, w, dy = make_inputs(M, N, dtype, "cuda", draw_on_device=True)
     calls, why = prepare(provider(name), pass_calls, x, w, dy)
     assert calls is not None, why
     for _ in range(3):

@@ -23,6 +23,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import rmsnorm  # noqa: E402
+from rmsnorm import testing  # noqa: E402
+from rmsnorm.testing import make_inputs  # noqa: E402
 from rmsnorm_lab.timing import kernel_time_us  # noqa: E402
 
 
@@ -98,21 +100,11 @@ def bwd_one(x_ptr, w_ptr, rstd_ptr, dy_ptr, dx_ptr, partial_ptr, M, N, BLOCK_N: 
         acc += dy * xh
     tl.store(partial_ptr + tl.cast(pid, tl.int64) * N + cols, acc, mask=cm)
 
-def data(M, N, dtype):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(M, N, device="cuda", dtype=dtype, generator=g)
-    w = (1 + 0.1 * torch.randn(N, device="cuda", generator=g)).to(dtype)
-    dy = torch.randn(M, N, device="cuda", dtype=dtype, generator=g)
-    return x, w, dy
 
 def oracle(x, w, dy, eps=1e-6):
-    xd, wd, dyd = x.double(), w.double(), dy.double()
-    rstd = torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps)
-    y = xd * rstd * wd
-    xh = xd * rstd
-    u = dyd * wd
-    dx = (u - xh * (u * xh).mean(-1, keepdim=True)) * rstd
-    return y, dx, (dyd * xh).sum(0), rstd.squeeze(-1)
+    """y, dx, dgamma and rstd in float64 on x's device (rmsnorm.testing's oracle)."""
+    return (*testing.oracle(x, w, dy, eps, on=x.device), testing.rstd_oracle(x, eps, on=x.device))
+
 
 def ok(a, b, dtype):
     tol = {torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-4)}[dtype]
@@ -133,7 +125,7 @@ def timed(launch, check) -> float | None:
 def forward_exps(shapes):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for M, N, dtype in shapes:
-        x, w, dy = data(M, N, dtype)
+        x, w, dy = make_inputs(M, N, dtype, "cuda", draw_on_device=True)
         yo, *_ = oracle(x, w, dy)
         lib = kernel_time_us(lambda: rmsnorm.rmsnorm_fast_forward(x, w, 1e-6))
         print(f"FWD {M}x{N} {dtype} library {lib:.2f} us", flush=True)
@@ -167,7 +159,7 @@ def forward_exps(shapes):
 def backward_exps(shapes):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for M, N, dtype in shapes:
-        x, w, dy = data(M, N, dtype)
+        x, w, dy = make_inputs(M, N, dtype, "cuda", draw_on_device=True)
         _, dxo, dgo, rstdo = oracle(x, w, dy)
         rstd = rstdo.float()
         lib = kernel_time_us(lambda: rmsnorm.rmsnorm_fast_backward(x, w, rstd, dy))
