@@ -68,6 +68,13 @@ FORWARD = {
     "h rounded to float16 in every case": (
         mutate(F, ("h = (x + residual).to(residual_out_ptr.dtype.element_ty)", "h = (x + residual).to(tl.float16)")),
         "h is rounded to float16 in every case"),
+    "the norm of the unrounded sum": (
+        mutate(F, ("h = (x + residual).to(residual_out_ptr.dtype.element_ty)", "h = x + residual"),
+               ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", "")),
+        "the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out"),
+    "the rounded h not converted back": (
+        mutate(F, ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", "")),
+        ("the norm is off where h is rounded to 16 bits", "convert the rounded h back")),
     "OFFSET added to the product": (
         mutate(F, (".to(tl.float32) + OFFSET\n", ".to(tl.float32)\n"),
                ("h * rstd * weight,", "h * rstd * weight + OFFSET,")),
