@@ -71,7 +71,15 @@ FORWARD = {
     "the norm of the unrounded sum": (
         mutate(F, ("h = (x + residual).to(residual_out_ptr.dtype.element_ty)", "h = x + residual"),
                ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", "")),
-        "the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out"),
+        ("the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out",
+         "rstd off by up to", "y holds the unrounded sum's rounding")),
+    "y of the unrounded sum": (
+        mutate(F, (NORM_Y, "tl.store(y_ptr + offsets, (x + residual) * rstd * weight, mask=mask)")),
+        "the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out: y holds"),
+    "the squares rounded to float16": (
+        mutate(F, ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", ""),
+               ("tl.sum(h * h, axis=0)", "tl.sum((h * h).to(tl.float32), axis=0)")),
+        "rstd is off by more than float32 arithmetic on the stored h gives"),
     "the rounded h not converted back": (
         mutate(F, ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", "")),
         ("the norm is off where h is rounded to 16 bits", "convert the rounded h back")),
