@@ -13,13 +13,16 @@ residual_out is float32.
 
 Symptoms recognised (modelled in float64, :mod:`rmsnorm_course.checkers.ex14_symptoms`): residual_out never
 written, holding the residual or x alone, swapped with y; the add after the norm; the norm (rstd, y or
-both) read from x instead of h; h rounded to x's dtype on a float32 stream; the weight without its OFFSET;
-a mean divided by BLOCK_SIZE; the weight loaded at the row's offset; in the backward, d_residual_out left
-out, added twice, inside the bracket that rstd multiplies, or to dy, the norm's term left out, and a
-factor rstd missing (the last one, or the second term's: a mean of u · h). Plus everything the one harness finds
-(:mod:`rmsnorm_course.checkers.kernels`): a wrong signature, unmasked accesses, a write into an input,
-reads and writes outside the tensors, a masked load without ``other=``, code a GPU would not compile,
-an int32 row index, a crash, an endless loop.
+both) read from x instead of h; h rounded to x's dtype on a float32 stream; the weight without its OFFSET,
+or OFFSET added to the product; a mean divided by BLOCK_SIZE; the weight loaded at the row's offset; in the
+backward, d_residual_out left out, added twice, inside the bracket that rstd multiplies, or to dy, or loaded
+from dy_ptr, the norm's term left out, and a factor rstd missing (the last one, or the second term's: a mean
+of u · h). Where residual_out is 16-bit (first looks, before the symptoms): the norm of the unrounded float32
+sum instead of the stored h, the norm computed in float16 from the rounded h, and rstd held to
+:data:`RSTD_OF_16_BIT_H`, tighter than float32's rtol 1e-4, which the unrounded sum passes. Plus everything
+the one harness finds (:mod:`rmsnorm_course.checkers.kernels`): a wrong signature, unmasked accesses, a write
+into an input, reads and writes outside the tensors, a masked load without ``other=``, code a GPU would not
+compile, an int32 row index, a crash, an endless loop.
 
 Source: solutions/14_fusing_the_residual.ipynb.
 """
@@ -33,8 +36,18 @@ from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
 from .cases import AddBackwardCase, AddCase, describe
+from .diagnose import close, evidence, first_difference, fmt, tolerance
 from .ex03_symptoms import rstd_outside
-from .ex14_symptoms import BACKWARD, FORWARD, WEIGHT_ROW_OFFSET, correct_backward, correct_forward, norm_term
+from .ex14_symptoms import (
+    BACKWARD,
+    FORWARD,
+    WEIGHT_ROW_OFFSET,
+    correct_backward,
+    correct_forward,
+    forward,
+    norm_term,
+    stream,
+)
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, given, made, typed
 
@@ -115,6 +128,97 @@ def _backward_launch(case: AddBackwardCase) -> Launch:
                   {"OFFSET": case.offset, "BLOCK_SIZE": triton.next_power_of_2(N)})
 
 
+#: rstd's tolerance where residual_out is 16-bit, declared with the check: float32 arithmetic on the stored h (a
+#: tree sum of N ≤ 1000 positive squares, ≤ log2(N) roundings of 2^-24 each, then rsqrt) is within 1e-6 on CPU and
+#: GPU (1.2e-7 measured on 17×257 float16), while the norm of the unrounded sum is off by 5e-6 to 3e-5 on its rows.
+RSTD_OF_16_BIT_H = {"atol": 0.0, "rtol": 5e-6}
+
+
+def _rounded(run) -> bool:
+    """Is residual_out 16-bit in this run, so that the store rounds h?"""
+    return run.case.inputs["residual"].dtype in (torch.float16, torch.bfloat16)
+
+
+def _passes(run) -> bool:
+    return all(close(run.actual.get(n), want, tolerance(run.actual[n], run.case)) for n, want in run.expected.items())
+
+
+def _y_share(run, model) -> tuple[int, int]:
+    """(elements of y where the oracle and ``model`` round apart, how many of them hold the model's rounding)."""
+    y, dtype = run.actual["y"].to("cpu"), run.actual["y"].dtype
+    right, slip = run.expected["y"].to(dtype), model["y"].to(dtype)
+    apart = right != slip
+    return int(apart.sum()), int((y == slip)[apart].sum())
+
+
+def _norm_of_unrounded_sum(runs) -> str | None:
+    """The norm reads the float32 sum x + residual, not the h stored (rounded) in residual_out: on a 16-bit stream
+    rstd is that sum's to float32 precision, off the stored h's by more than :data:`RSTD_OF_16_BIT_H`, and y holds
+    that sum's rounding where the two round apart. A float32 stream rounds nothing: the slip shows only here."""
+    for run in filter(_rounded, runs):
+        if not all(isinstance(run.actual.get(n), torch.Tensor) for n in ("y", "rstd")):
+            return None
+        model = forward(run.case, h=stream(run.case, torch.float32))
+        rstd = run.actual["rstd"]
+        off = not close(rstd, run.expected["rstd"], RSTD_OF_16_BIT_H)
+        apart, held = _y_share(run, model)
+        rstd_slip = off and close(rstd, model["rstd"], RSTD_OF_16_BIT_H)
+        y_slip = apart >= 10 and held > 0.75 * apart
+        if rstd_slip or y_slip:
+            said = []
+            if rstd_slip:
+                index = first_difference(rstd, run.expected["rstd"], RSTD_OF_16_BIT_H)
+                relative = (rstd.double() / run.expected["rstd"] - 1).abs().max().item()
+                said.append(f"{evidence(run, 'rstd', index)} (rstd off by up to {fmt(relative, 1)} relative; "
+                            f"tolerance where residual_out is 16-bit: rtol {RSTD_OF_16_BIT_H['rtol']:g})")
+            if y_slip:
+                said.append(f"y holds the unrounded sum's rounding in {held} of the {apart} elements of "
+                            f"{run.case.label} where the two round apart")
+            return (f"the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out: "
+                    f"{', and '.join(said)}. "
+                    "y must be the norm of exactly the residual_out the caller gets: round h to residual_out's dtype "
+                    "once, `h = (x + residual).to(residual_out_ptr.dtype.element_ty)`, store it, and go on with that "
+                    "rounded h, `h = h.to(tl.float32)`.")
+    return None
+
+
+def _norm_in_16_bits(runs) -> str | None:
+    """Every case with a float32 residual_out passes, residual_out is right everywhere, and a 16-bit one fails:
+    the norm computes with the rounded h, which is 16-bit again whatever the loads were converted to."""
+    rounded = [run for run in runs if _rounded(run)]
+    if not rounded or not all(_passes(run) for run in runs if not _rounded(run)):
+        return None
+    failing = [run for run in rounded if not _passes(run)]
+    if not failing or not all(close(run.actual.get("residual_out"), run.expected["residual_out"],
+                                    tolerance(run.actual["residual_out"])) for run in runs):
+        return None
+    run = failing[0]
+    name = next(n for n in ("rstd", "y") if not close(run.actual[n], run.expected[n], tolerance(run.actual[n])))
+    tol = tolerance(run.actual[name])
+    shown = evidence(run, name, first_difference(run.actual[name], run.expected[name], tol))
+    return (f"every case whose residual_out is float32 passes, and residual_out is right everywhere, but the norm is "
+            f"off where h is rounded to 16 bits: {shown} (tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g}). "
+            "Your loads are converted, but `h = (x + residual).to(residual_out_ptr.dtype.element_ty)` is float16 "
+            "again, so the sum of squares and y are computed in float16: convert the rounded h back, "
+            "`h = h.to(tl.float32)`, after the store and before the norm.")
+
+
+def _rstd_of_16_bit_h(runs) -> str | None:
+    """Every case passes the dtype's tolerance, but rstd of a 16-bit stream is off by more than float32 arithmetic on
+    the stored h gives (:data:`RSTD_OF_16_BIT_H`): a part of the norm computed in 16 bits, or from another h."""
+    if not all(_passes(run) for run in runs):
+        return None
+    for run in filter(_rounded, runs):
+        rstd = run.actual["rstd"]
+        if not close(rstd, run.expected["rstd"], RSTD_OF_16_BIT_H):
+            index = first_difference(rstd, run.expected["rstd"], RSTD_OF_16_BIT_H)
+            return (f"rstd is off by more than float32 arithmetic on the stored h gives: {evidence(run, 'rstd', index)}"
+                    f" (tolerance where residual_out is 16-bit: rtol {RSTD_OF_16_BIT_H['rtol']:g}). Compute the norm "
+                    "from exactly the h stored in residual_out, converted to float32 (`h = h.to(tl.float32)`), "
+                    "and keep h · h and its sum in float32.")
+    return None
+
+
 def _said(runs) -> str:
     cases = [r.case for r in runs]
     return f"{len(cases)} cases ({describe(cases)}; OFFSET = 0.0 and 1.0; rows further apart than N)"
@@ -145,7 +249,7 @@ FORWARD_SPEC = ExerciseSpec(
            "zero_row": "rstd = 1/sqrt(mean(h²) + eps): add eps to the mean, inside the root "
                        "(row 0 of that case has h = x + residual = 0)",
            "row_store": "store at the row's offset, `row * row_stride + cols`, as the loads do"},
-    outside=WEIGHT_ROW_OFFSET[:1],
+    outside=WEIGHT_ROW_OFFSET[:1], first_looks=(_norm_of_unrounded_sum, _norm_in_16_bits, _rstd_of_16_bit_h),
 )
 
 BACKWARD_SPEC = ExerciseSpec(

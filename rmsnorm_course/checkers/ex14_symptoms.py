@@ -3,8 +3,9 @@
 :data:`FORWARD` and :data:`BACKWARD` (for :func:`rmsnorm_course.checkers.diagnose.diagnose`) serve
 :mod:`rmsnorm_course.checkers.ex14_fused_add`. Each model is the oracle with one slip: the norm read
 from x instead of h, the add after the norm, residual_out never written or holding the wrong tensor,
-h rounded to x's dtype on a float32 stream, the weight without its OFFSET; in the backward, the
-gradient of residual_out left out, added twice, inside the bracket or to dy.
+h rounded to x's dtype on a float32 stream, the weight without its OFFSET or OFFSET added to the product;
+in the backward, the gradient of residual_out left out, added twice, inside the bracket or to dy, or
+loaded from dy_ptr.
 
 Source: solutions/14_fusing_the_residual.ipynb.
 """
@@ -39,15 +40,17 @@ RSTD_RULES = {
 
 
 def forward(case, *, rstd_of: str = "h", y_of: str = "h", offset: float | None = None, add_after: bool = False,
-            h: torch.Tensor | None = None, divide_by: int | None = None,
-            rule: str = "right") -> dict[str, torch.Tensor]:
+            h: torch.Tensor | None = None, divide_by: int | None = None, rule: str = "right",
+            offset_after: bool = False) -> dict[str, torch.Tensor]:
     """y, residual_out and rstd of a variant: rstd from ``rstd_of`` and y from ``y_of`` ("h" or "x"), the weight
-    plus ``offset`` (the case's when None), the residual added to y after the norm, h given (rounded otherwise),
-    rstd by one of :data:`RSTD_RULES`."""
+    plus ``offset`` (the case's when None), or ``offset_after`` the product (``h * rstd * weight + OFFSET``), the
+    residual added to y after the norm, h given (rounded otherwise), rstd by one of :data:`RSTD_RULES`."""
     h = stream(case) if h is None else h
     rows = {"h": h, "x": case.f64("x")}
     rstd = RSTD_RULES[rule](rows[rstd_of].square().sum(-1, keepdim=True) / (divide_by or case.N), case.eps)
-    y = rows[y_of] * rstd * (case.f64("weight") + (case.offset if offset is None else offset))
+    offset = case.offset if offset is None else offset
+    h_hat = rows[y_of] * rstd
+    y = h_hat * case.f64("weight") + offset if offset_after else h_hat * (case.f64("weight") + offset)
     if add_after:
         y = y + case.f64("residual")
     return {"y": y, "residual_out": h, "rstd": rstd.reshape(-1)}
@@ -115,6 +118,12 @@ FORWARD = [
             "with OFFSET = 0.0 passes, every case with OFFSET = 1.0 does not", lambda c: forward(c, offset=0.0),
             "Add the constexpr to the loaded weight: `weight = tl.load(weight_ptr + cols, mask=mask, "
             "other=0.0).to(tl.float32) + OFFSET`."),
+    Symptom("OFFSET is added to the product, y = h · rstd · weight + OFFSET, where it belongs to the weight, "
+            "y = h · rstd · (weight + OFFSET): multiplication binds first, so every case with OFFSET = 0.0 passes and "
+            "every case with OFFSET = 1.0 does not", lambda c: forward(c, offset_after=True),
+            "Bracket the sum, `h * rstd * (weight + OFFSET)`, or add OFFSET where the weight is loaded: "
+            "`weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32) + OFFSET`, then "
+            "`h * rstd * weight`."),
     Symptom("y and residual_out are swapped: y holds h = x + residual, residual_out holds the norm's output",
             _swapped, "Store the norm at `y_ptr + offsets` and h at `residual_out_ptr + offsets`."),
     Symptom("residual_out holds the residual as it came in, not x + residual: the stream never gets the sublayer's "
@@ -152,12 +161,13 @@ FORWARD = [
 
 def backward(case, *, dres: float = 1.0, inside: bool = False, into_dy: bool = False, offset: float | None = None,
              divide_by: int | None = None, norm: float = 1.0, rstd_on: str = "both",
-             mean_of: str = "u") -> dict[str, torch.Tensor]:
+             mean_of: str = "u", dres_from: str = "dres") -> dict[str, torch.Tensor]:
     """dh of a variant: ``dres`` times d_residual_out added (0: left out, 2: twice), ``inside`` the bracket that rstd
     multiplies, or ``into_dy`` (added to dy before the weight); the weight plus ``offset``; ``norm`` times the norm's
     term (0: left out, −1: its sign flipped); ``rstd_on``: the last factor rstd on "both" terms of the bracket, on
-    "u" alone, or on "none"; ``mean_of``: "u" (mean(u · ĥ)) or "dy" (mean(dy · ĥ), the weight left out)."""
-    h, dy, d_res = case.f64("h"), case.f64("dy"), case.f64("dres")
+    "u" alone, or on "none"; ``mean_of``: "u" (mean(u · ĥ)) or "dy" (mean(dy · ĥ), the weight left out);
+    ``dres_from``: the input d_residual_out is read from ("dy": loaded from dy_ptr)."""
+    h, dy, d_res = case.f64("h"), case.f64("dy"), case.f64(dres_from)
     rstd = case.f64("rstd").unsqueeze(-1)
     u = (dy + d_res if into_dy else dy) * (case.f64("weight") + (case.offset if offset is None else offset))
     h_hat = h * rstd
@@ -188,6 +198,11 @@ BACKWARD = [
     Symptom("d_residual_out is added to dy, before the weight: it then goes through the norm's backward, which it "
             "never passed through", lambda c: backward(c, into_dy=True),
             "u = dy · weight stays the norm's; add dres to the result: `dh = (u - h_hat * mean_uh) * rstd + dres`."),
+    Symptom("d_residual_out is loaded from dy_ptr (a copy of the line above it): dh adds dy where d_residual_out "
+            "belongs, so the gradient that goes around the norm is the norm's own dy",
+            lambda c: backward(c, dres_from="dy"),
+            "Load d_residual_out from its own pointer: `dres = tl.load(dres_ptr + offsets, mask=mask, "
+            "other=0.0).to(tl.float32)`."),
     Symptom("dh is d_residual_out alone: the norm's backward is left out", lambda c: backward(c, norm=0.0),
             "dh = rstd · (u − ĥ · mean(u · ĥ)) + dres, with u = dy · (weight + OFFSET) and ĥ = h · rstd."),
     Symptom("the norm's backward has the wrong sign: its bracket is written ĥ · mean(u · ĥ) − u, where it is "

@@ -17,8 +17,8 @@ from checker_support import assert_passes, assert_verdict, contains, feedback_of
 from rmsnorm import rmsnorm_add
 from rmsnorm.testing import TOLERANCES
 from rmsnorm_course import checkers
-from rmsnorm_course.checkers.ex14_fused_add import backward_cases, forward_cases
-from rmsnorm_course.checkers.ex14_symptoms import BACKWARD, FORWARD, correct_backward, correct_forward
+from rmsnorm_course.checkers.ex14_fused_add import RSTD_OF_16_BIT_H, backward_cases, forward_cases
+from rmsnorm_course.checkers.ex14_symptoms import BACKWARD, FORWARD, correct_backward, correct_forward, forward, stream
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
 
 #: exercise → (checker, wrong variants).
@@ -89,3 +89,16 @@ def test_every_symptom_differs_from_the_oracle_on_some_case(symptoms, cases, ora
     for symptom in symptoms:
         assert any(not torch.allclose(model, oracle(c)[name], equal_nan=False)
                    for c in cases for name, model in symptom.model(c).items()), symptom.summary
+
+
+def test_the_16_bit_rstd_tolerance_separates_the_stored_h_from_the_unrounded_sum():
+    rounded = [c for c in forward_cases() if c.inputs["residual"].dtype == torch.float16]
+    assert rounded
+    rtol = RSTD_OF_16_BIT_H["rtol"]
+    for case in rounded:
+        right = correct_forward(case)["rstd"]
+        h = stream(case).float()  # the stored h, in float32 as the kernel reads it
+        in_float32 = torch.rsqrt(h.square().sum(-1) / case.N + case.eps).double()
+        assert (in_float32 / right - 1).abs().max() < rtol / 10  # float32 arithmetic on the stored h
+        unrounded = forward(case, h=stream(case, torch.float32))["rstd"]
+        assert (unrounded / right - 1).abs().max() > 4 * rtol  # the norm of the unrounded sum

@@ -68,6 +68,25 @@ FORWARD = {
     "h rounded to float16 in every case": (
         mutate(F, ("h = (x + residual).to(residual_out_ptr.dtype.element_ty)", "h = (x + residual).to(tl.float16)")),
         "h is rounded to float16 in every case"),
+    "the norm of the unrounded sum": (
+        mutate(F, ("h = (x + residual).to(residual_out_ptr.dtype.element_ty)", "h = x + residual"),
+               ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", "")),
+        ("the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out",
+         "rstd off by up to", "y holds the unrounded sum's rounding")),
+    "y of the unrounded sum": (
+        mutate(F, (NORM_Y, "tl.store(y_ptr + offsets, (x + residual) * rstd * weight, mask=mask)")),
+        "the norm reads the unrounded float32 sum x + residual, not the h stored in residual_out: y holds"),
+    "the squares rounded to float16": (
+        mutate(F, ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", ""),
+               ("tl.sum(h * h, axis=0)", "tl.sum((h * h).to(tl.float32), axis=0)")),
+        "rstd is off by more than float32 arithmetic on the stored h gives"),
+    "the rounded h not converted back": (
+        mutate(F, ("    h = h.to(tl.float32)  # the norm reads the h the caller gets back\n", "")),
+        ("the norm is off where h is rounded to 16 bits", "convert the rounded h back")),
+    "OFFSET added to the product": (
+        mutate(F, (".to(tl.float32) + OFFSET\n", ".to(tl.float32)\n"),
+               ("h * rstd * weight,", "h * rstd * weight + OFFSET,")),
+        "OFFSET is added to the product, y = h · rstd · weight + OFFSET"),
     "eps missing": (mutate(F, (RSTD, "rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N)")), "eps is missing"),
     "the RMS for rstd": (mutate(F, (RSTD, "rstd = tl.sqrt(tl.sum(h * h, axis=0) / N + eps)")),
                          "y is multiplied by the RMS"),
@@ -103,6 +122,8 @@ BACKWARD = {
                                                "the mean is taken of dy · ĥ where u · ĥ belongs"),
     "weight folded into h_hat": (mutate(B, ("    h_hat = h * rstd\n", "    h_hat = h * rstd * weight\n")),
                                  "(weight + OFFSET) is folded into ĥ"),
+    "d_residual_out loaded from dy": (mutate(B, ("dres = tl.load(dres_ptr", "dres = tl.load(dy_ptr")),
+                                      "d_residual_out is loaded from dy_ptr"),
     "the bracket the wrong way round": (mutate(B, (DH, "    dh = (h_hat * mean_uh - u) * rstd + dres")),
                                         "the norm's backward has the wrong sign"),
 }
