@@ -191,7 +191,8 @@ def _y_buggy_off(runs) -> str | None:
     if near:
         _, what, fix = min(near, key=lambda hypothesis: hypothesis[0])
         return f"your y_buggy is {what}: for N = {NS[i]} you predict {mine}, the buggy kernel gives {seen}. {fix}"
-    return f"for N = {NS[i]} you predict y_buggy = {mine}, the buggy kernel gives {seen}{_implied(NS[i], float(guess[i]))}."
+    implied = _implied(NS[i], float(guess[i]))
+    return f"for N = {NS[i]} you predict y_buggy = {mine}, the buggy kernel gives {seen}{implied}."
 
 
 def _implied(N: int, y: float) -> str:

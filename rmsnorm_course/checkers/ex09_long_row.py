@@ -45,6 +45,7 @@ import torch
 from rmsnorm.device import default_device
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import LoopCase, describe, random_case
+from .ex09_loop_slips import SYMPTOMS as LOOP_SLIPS
 from .ex09_symptoms import SYMPTOMS, blocks_added, correct, sum_in_16_bits
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
@@ -112,7 +113,7 @@ SPEC = ExerciseSpec(
     int64_row='`row = tl.program_id(0).to(tl.int64)`',
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
-    cases=loop_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
+    cases=loop_cases, launch=_launch, oracle=correct, symptoms=(*SYMPTOMS, *LOOP_SLIPS), success=_success,
     parts={"row_scale": "the row's scale is wrong: rstd from pass 1 (the sum of the squares of every block, the "
                         "last partial one included, divided by N, plus eps); pass 2's x · gamma is right",
            "columns_from": "the loop over the blocks (`range(0, N, BLOCK_SIZE)`) and the block's start in each "
