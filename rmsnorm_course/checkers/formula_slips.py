@@ -111,8 +111,8 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             f"Add eps once: {rstd_code}."),
         # Only x.shape[0] tells this from the sum ("sum"): with one row the two agree, so it needs a case of M > 1.
         "rows for N": Symptom(
-            f"{rstd} divides the sum of the squares by the number of rows (x.shape[0]; in a kernel with one program "
-            "per row, `tl.num_programs(0)`), where the row's length N belongs",
+            f"{rstd} divides the sum of the squares by the number of rows, x.shape[0], where the row's length N "
+            "belongs (in a kernel with one program per row, `tl.num_programs(0)` is that number of rows)",
             lambda c: outputs(c, torch.rsqrt(_ms(c) * c.N / _rows(c) + c.eps)),
             f"The mean is over the row's N columns (x.shape[-1]): {rstd_code}."),
         # torch.linalg.norm / x.norm(dim=-1): the root of the sum, with eps usually added outside it.
