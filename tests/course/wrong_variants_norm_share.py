@@ -77,5 +77,6 @@ NORM_SHARE.update({
     "walk 8: every kernel counted": (_walk8("all"), "every kernel of the step was counted, not only the norm's"),
     "walk 8: µs to ms with 1e6": (_walk8("1e6"), "µs were divided by 1e6, not 1e3"),
     "walk 8: selection inverted": (_walk8("inverted"), "the selection is inverted"),
-    "walk 8: mean over the norm's kernels": (_walk8("mean"), "the norm's kernels were averaged (`.mean()`) where their times add up"),
+    "walk 8: mean over the norm's kernels": (_walk8("mean"),
+                                             "the norm's kernels were averaged (`.mean()`) where their times add up"),
 })
