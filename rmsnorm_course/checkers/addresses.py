@@ -41,7 +41,10 @@ def reading(tensor: str | None, lanes: Lanes | None) -> str:
         return ""
     shape, stride = lanes.shapes[tensor]
     for look in (_transposed, _mask_axes_swapped, _per_row_value, _mask_off_by_one, _row_offset):
-        words = look(tensor, shape, stride, lanes)
+        try:
+            words = look(tensor, shape, stride, lanes)
+        except Exception:  # noqa: BLE001 - an unusual block shape: no reading, the caller's words stand
+            words = ""
         if words:
             return words[0].upper() + words[1:] if words.startswith("the ") else words
     return ""

@@ -273,7 +273,14 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, re
                  ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")}
 
     def lanes_of(builder, addresses, unmasked, itemsize, views):
-        """(owner, Lanes): the access in elements of the tensor whose buffer holds its first lane."""
+        """(owner, Lanes): the access in elements of the tensor whose buffer holds its first lane; (None, None)
+        where that cannot be said (a reading that fails must never fail the learner's launch)."""
+        try:
+            return _lanes_of(builder, addresses, unmasked, itemsize, views)
+        except Exception:  # noqa: BLE001 - the words are extra; the access itself is still judged
+            return None, None
+
+    def _lanes_of(builder, addresses, unmasked, itemsize, views):
         first = int(addresses.reshape(-1)[0])
         for name, buffer in bounds.buffers().items():
             start = buffer.data_ptr()
