@@ -26,7 +26,9 @@ rstd stored per block); an address without the block's start (x in both
 passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
 writes the first block); the mask without the block's start (``cols < N``) or
 against BLOCK_SIZE (pass 1's alone too), or pass 1's one past N (``<= N``); the sum of squares accumulated in
-float16; and, where none of these fits, which blocks pass 1 added
+float16; the block's total added to every lane, pass 1 over block indices, gamma once per block, x's rows
+``row * BLOCK_SIZE`` apart (:mod:`~rmsnorm_course.checkers.ex09_loop_slips`); and, where none of these fits,
+which blocks pass 1 added
 (:func:`~rmsnorm_course.checkers.ex09_symptoms.blocks_added`: the last or the first alone, all but the first…, read
 from the sum of squares the learner's rstd implies); plus, before
 any launch, an unmasked load or store and a wrong signature; a kernel a GPU
