@@ -18,7 +18,9 @@ operations for the duration of a launch:
   numel elements. The guards, the padding between rows and whatever lies past
   them are outside. The first access outside is kept (:attr:`Buffers.stray`):
   the numbers can come out right while a GPU reads another row's values or
-  races with another program, and the checker names it once they do. Where
+  races with another program, and the checker names it once they do. It keeps
+  the access's lanes too (every lane's offset, the mask, the program), which
+  :mod:`~rmsnorm_course.checkers.addresses` reads back as the slip. Where
   the exercise asks for it, an access outside every buffer, which would crash
   the process, raises :class:`OutOfBounds` instead.
 
