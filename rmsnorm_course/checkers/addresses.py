@@ -40,7 +40,7 @@ def reading(tensor: str | None, lanes: Lanes | None) -> str:
     if tensor is None or lanes is None or tensor not in lanes.shapes or lanes.offsets.size < 2:
         return ""
     shape, stride = lanes.shapes[tensor]
-    for look in (_transposed, _mask_axes_swapped, _per_row_value, _mask_off_by_one, _row_offset):
+    for look in (_transposed, _mask_axes_swapped, _per_row_value, _mask_off_by_one, _row_offset, _tile_row_step):
         try:
             words = look(tensor, shape, stride, lanes)
         except Exception:  # noqa: BLE001 - an unusual block shape: no reading, the caller's words stand
@@ -140,7 +140,9 @@ def _mask_off_by_one(tensor, shape, stride, lanes) -> str:
 
 
 def _row_offset(tensor, shape, stride, lanes) -> str:
-    """A row offset that is ``row × k`` for a k that is not the tensor's row stride: name the k."""
+    """A row offset that is ``row × k`` for a k that is not the tensor's row stride but another number of the launch
+    (another tensor's row stride, N, BLOCK_SIZE): name the k. The row is taken as the program's index, so a k
+    that is none of those (a loop over rows, where row ≠ pid) says nothing."""
     if len(shape) != 2 or _steps(lanes.offsets)[-1] != 1 or lanes.program < 1:
         return ""
     base = int(lanes.offsets.reshape(-1)[0])
@@ -148,10 +150,28 @@ def _row_offset(tensor, shape, stride, lanes) -> str:
     if base % row or base // row == stride:
         return ""
     k = base // row
-    names = [f"{name}'s row stride" for name, (s, st) in lanes.shapes.items() if name != tensor and len(s) == 2
-             and st == k and st != stride]
-    names += ["N"] if k == shape[1] else []
+    others = [name for name, (s, st) in lanes.shapes.items() if name != tensor and len(s) == 2 and st == k]
+    names = [f"the row stride of {', '.join(others[:-1])} and {others[-1]}" if len(others) > 1
+             else f"{others[0]}'s row stride"] if others else []
+    names += ["N, the row's length"] if k == shape[1] else []
+    names += ["BLOCK_SIZE, the block's width"] if k == lanes.offsets.shape[-1] and k != shape[1] else []
     if not names:
-        names = [f"{k}"]
+        return ""
     return (f"row {row}'s block of {tensor} starts {base} elements in, {row} × {k}: {' or '.join(names)}, where "
-            f"{tensor}'s own row stride, {stride}, belongs (`{tensor}_ptr + row * {tensor}_row_stride`).")
+            f"{tensor}'s own row stride, {stride}, belongs: the row's offset is the row times its tensor's row "
+            "stride.")
+
+
+def _tile_row_step(tensor, shape, stride, lanes) -> str:
+    """A 2-D tile whose rows lie N (or BLOCK_N) elements apart where the tensor's rows lie row_stride apart."""
+    if len(shape) != 2 or lanes.offsets.ndim != 2:
+        return ""
+    step, along = _steps(lanes.offsets)
+    if along != 1 or step in (0, stride):
+        return ""
+    names = (["N, the row's length"] if step == shape[1] else []) + (
+        ["BLOCK_N, the tile's width"] if step == lanes.offsets.shape[1] and step != shape[1] else [])
+    if not names:
+        return ""
+    return (f"the tile's rows of {tensor} lie {step} elements apart, {' or '.join(names)}, where {tensor}'s rows lie "
+            f"{stride} apart: multiply the rows by the row stride, `rows[:, None] * row_stride + cols[None, :]`.")

@@ -116,9 +116,9 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
                         spec.looped_row)
     feedback = _all_nan(spec.exercise, feedback, runs)
     shown = [(case, stray) for case, stray in strays if not feedback.passed and case.label in feedback.message]
-    if "NaN" in feedback.message and shown:  # a stray load on the case the message shows: the NaN's likely source
+    if _UNEXPLAINED_NAN in feedback.message and shown:  # no symptom named the NaN; a stray load on its case did
         found, read = _nan_from_outside(shown)
-        if read and _UNEXPLAINED_NAN in feedback.message:  # the load explains the NaN: the suspects that follow go
+        if read:  # the load's lanes name the slip: the suspects that follow the NaN go
             feedback = wrong(spec.exercise, feedback.message.split(_UNEXPLAINED_NAN)[0] + _UNEXPLAINED_NAN + found)
         else:
             feedback = wrong(spec.exercise, f"{feedback.message}{found}")
@@ -309,7 +309,8 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, ou
 
 #: Where a stray load's address went, when its lanes fit no model of :mod:`~.addresses`: what to check.
 _AXIS_HINTS = {
-    "columns": "Check that load's column mask (`cols < N`) and its address's column part.",
+    "columns": "Check that load's column mask (`cols < N`) and its row offset (`row * row_stride`: where the rows "
+               "lie further apart than N, padding lies between them).",
     "rows": "That row does not exist: check the row offset (`row * row_stride`) and the bound of any loop over rows.",
     "elements": "Check that load's mask and how many elements the tensor holds (one per row, or one per column).",
     "start": "Check that load's address: the pointer, the row offset (`row * row_stride`) and the column offset.",

@@ -36,7 +36,13 @@ def test_a_row_offset_from_another_tensors_stride_names_that_tensor():
     shapes = {"x": ((6, 257), 300), "y": ((6, 257), 316)}
     lanes = Lanes(316 + COLS, COLS < 257, 1, shapes)
     assert reading("x", lanes) == ("row 1's block of x starts 316 elements in, 1 × 316: y's row stride, where x's own "
-                                   "row stride, 300, belongs (`x_ptr + row * x_row_stride`).")
+                                   "row stride, 300, belongs: the row's offset is the row times its tensor's row "
+                                   "stride.")
+
+
+def test_a_row_offset_that_is_no_number_of_the_launch_says_nothing():
+    shapes = {"x": ((17, 257), 257), "dx": ((17, 257), 257)}
+    assert reading("x", Lanes(4369 + COLS, COLS < 257, 1, shapes)) == ""  # row 17 of a loop, program 1
 
 
 def test_swapped_mask_axes_of_a_tile_are_named():

@@ -1086,7 +1086,7 @@ REFERENCE.update({
 
 FORWARD.update({
     "walk 8: mask cols <= N": (mutate(F, ("mask = cols < N", "mask = cols <= N")), "The mask lets exactly one lane past x's last column through (index 257, and none further): `<=` where `<` belongs"),
-    "walk 8: x loaded with y's row stride": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + row * y_row_stride + cols")), "row 1's block of x starts 316 elements in, 1 × 316: y's row stride, where x's own row stride, 300, belongs"),
+    "walk 8: x loaded with y's row stride": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + row * y_row_stride + cols")), "row 1's block of x starts 316 elements in, 1 × 316: y's row stride, where x's own row stride, 300, belongs: the row's offset is the row times its tensor's row stride"),
     "walk 8: mean over tl.num_programs(0)": (mutate(F, ("/ N + eps", "/ tl.num_programs(0) + eps")), "divides the sum of the squares by the number of rows, x.shape[0], where the row's length N belongs (in a kernel with one program per row, `tl.num_programs(0)` is that number of rows)"),
     "walk 8: x's address transposed": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + cols * x_row_stride + row")), "x's address is transposed: neighbouring lanes (neighbouring columns) lie 257 elements apart"),
     "walk 8: gamma added": (mutate(F, ("x * rstd * gamma", "x * rstd + gamma")), "gamma is added where it multiplies: y = x · rstd + gamma"),
