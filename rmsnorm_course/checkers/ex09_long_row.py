@@ -27,7 +27,7 @@ passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
 writes the first block); the mask without the block's start (``cols < N``) or
 against BLOCK_SIZE (pass 1's alone too), or pass 1's one past N (``<= N``); the sum of squares accumulated in
 float16; the block's total added to every lane, pass 1 over block indices, gamma once per block, x's rows
-``row * BLOCK_SIZE`` apart (:mod:`~rmsnorm_course.checkers.ex09_loop_slips`); and, where none of these fits,
+``row * BLOCK_SIZE`` apart (:mod:`~rmsnorm_course.checkers.ex09_loop_symptoms`); and, where none of these fits,
 which blocks pass 1 added
 (:func:`~rmsnorm_course.checkers.ex09_symptoms.blocks_added`: the last or the first alone, all but the first…, read
 from the sum of squares the learner's rstd implies); plus, before
@@ -47,7 +47,7 @@ import torch
 from rmsnorm.device import default_device
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import LoopCase, describe, random_case
-from .ex09_loop_slips import SYMPTOMS as LOOP_SLIPS
+from .ex09_loop_symptoms import SYMPTOMS as LOOP_SLIPS
 from .ex09_symptoms import SYMPTOMS, blocks_added, correct, sum_in_16_bits
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
