@@ -160,7 +160,7 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
                 if strays is not None:
                     strays.extend(seen)
                 if problem is not None:
-                    return wrong(exercise, f"on {case.label}, {name} ran but {problem}.{_read_back(seen)}")
+                    return wrong(exercise, f"on {case.label}, {name} ran but {_with_reading(problem, seen)}")
                 want = spec.oracle(case)
                 if _nan_where_finite(outputs, want):
                     found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds,
@@ -287,7 +287,7 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, ou
     seen: list = []
     outputs, problem = _launch(case, kernel, launch, bounds, guard_value=PROBE, strays=seen)
     if problem is not None:
-        return wrong(exercise, f"on {case.label}, {name} ran but {problem}.{_read_back(seen)}")
+        return wrong(exercise, f"on {case.label}, {name} ran but {_with_reading(problem, seen)}")
     if not _nan_where_finite(outputs, want):
         run = Run(case, outputs, want)
         named = next((s for s in outside if _matches(run, {**want, **s.model(case)})), None)
@@ -327,6 +327,19 @@ def _nan_from_outside(strays: list) -> tuple[str, str]:
     reading = stray.reading()
     return (f" On {case.label} it made {stray}{_frame_words(stray.frame)}: the checker's NaN lies there, so that load "
             f"brings NaN in. {reading}").rstrip(), reading
+
+
+#: The generic suspects of a write outside a tensor (:meth:`~.guards.Buffers.problems`), dropped where the
+#: addresses name the slip.
+_GENERIC_SUSPECTS = ": check the row offset"
+
+
+def _with_reading(problem: str, strays: list) -> str:
+    """``problem`` as a sentence, and what the first stray access's lanes show; its generic suspects go when they do."""
+    reading = _read_back(strays)
+    if reading and _GENERIC_SUSPECTS in problem:
+        problem = problem.split(_GENERIC_SUSPECTS)[0]
+    return f"{problem}.{reading}"
 
 
 def _read_back(strays: list) -> str:

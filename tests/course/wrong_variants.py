@@ -1093,7 +1093,7 @@ FORWARD.update({
 })
 
 DX.update({
-    "walk 8: mask cols <= N": (mutate(D, ("mask = cols < N", "mask = cols <= N")), "wrote outside dx (past its last element, element offset 257): check the row offset (`row * row_stride`) and the store's mask. The mask lets exactly one lane past"),
+    "walk 8: mask cols <= N": (mutate(D, ("mask = cols < N", "mask = cols <= N")), "wrote outside dx (past its last element, element offset 257). The mask lets exactly one lane past"),
     "walk 8: rstd loaded at the column offsets": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + cols, mask=mask, other=0)")), "rstd holds one value per row (1 of them), but it is loaded as a block at column offsets (`rstd_ptr + cols`)"),
     "walk 8: r³ term divided by N again": (mutate(D, ("rstd * rstd * rstd * mean_ux", "rstd * rstd * rstd * mean_ux / N")), "the r³ term is divided by N twice"),
     "walk 8: dy loaded from x_ptr": (mutate(D, ("dy = tl.load(dy_ptr + offsets", "dy = tl.load(x_ptr + offsets")), "x stands where dy belongs"),
