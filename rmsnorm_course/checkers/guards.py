@@ -84,6 +84,9 @@ class Buffers:
         self.entries: list[tuple] = []  # (kind, name, view, buffer, buffer as it was, fix)
         #: The first access (an unmasked lane) outside every tensor's elements, inside a buffer; None: none seen.
         self.stray: OutOfBounds | None = None
+        #: The first access outside every buffer (where the interpreter reads whatever memory holds), when such
+        #: accesses are not refused; None: none seen.
+        self.far: OutOfBounds | None = None
 
     def _place(self, shape, dtype, device, row_stride, room):
         rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
@@ -312,11 +315,15 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, re
         for b in buffers.values():
             start = b.data_ptr()
             inside |= (addresses >= start) & (addresses + itemsize <= start + b.numel() * b.element_size())
-        if refuse and not inside.all():
+        if not inside.all() and (refuse or bounds.far is None):
             bad = int(addresses[~inside].reshape(-1)[0])
             words, tensor, axis = _describe_address(bad, itemsize, buffers)
-            raise OutOfBounds(f"a {kind} at {words}", kind, tensor, axis, None,
+            far = OutOfBounds(f"a {kind} at {words}", kind, tensor, axis, None,
                               *reversed(lanes_of(builder, addresses, unmasked, itemsize, views)))
+            if refuse:
+                raise far
+            far.frame = _learner_frame_here()
+            bounds.far = far
         if bounds.stray is not None:
             return
         by_row = addresses.reshape(addresses.shape[0] if addresses.ndim > 1 else 1, -1)

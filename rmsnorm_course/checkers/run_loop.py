@@ -87,8 +87,8 @@ def _launch(case: Case, kernel, launch: Launch, bounds: bool, guard_value=float(
         with interpreter_guards(nan_other, buffers, refuse=bounds):
             kernel[launch.grid](*args, **launch.options)
     finally:
-        if strays is not None and buffers.stray is not None:
-            strays.append((case, buffers.stray))
+        if strays is not None:
+            strays.extend((case, found) for found in (buffers.stray, buffers.far) if found is not None)
     outputs = {t.name: placed[t.name].detach().cpu().clone() for t in launch.tensors if t.data is None}
     return outputs, buffers.problems()
 
@@ -159,6 +159,12 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
                 outputs, problem = _launch(case, kernel, launch, bounds, strays=seen)
                 if strays is not None:
                     strays.extend(seen)
+                far = next((stray for _, stray in seen if stray.tensor is None), None)
+                if far is not None:  # what lies past every buffer is anyone's memory: judge the access, not the numbers
+                    return wrong(exercise, f"on {case.label}: {name} made {far}{_frame_words(far.frame)}, "
+                                 f"{OUTSIDE_EVERY}: what it reads there is whatever memory holds. "
+                                 + (far.reading() or "Check that address: the row offset (`row * row_stride`), the "
+                                    "column offset, and the mask."))
                 if problem is not None:
                     return wrong(exercise, f"on {case.label}, {name} ran but {_with_reading(problem, seen)}")
                 want = spec.oracle(case)
