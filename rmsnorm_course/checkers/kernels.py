@@ -33,7 +33,7 @@ from dataclasses import replace
 from . import gpu_compile, isolate
 from .feedback import Feedback, checker_failed, name_of, source_of, wrong
 from .preflight import first_line, masked_loads_without_other, preflight, rows_without_int64, unmasked_accesses  # noqa: F401
-from .run_loop import OUTSIDE_EVERY, RAISED, judge
+from .run_loop import OUTSIDE_EVERY, RAISED, judge, past_every_buffer
 from .shipping import KernelSource, kernel_spec
 from .spec import ExerciseSpec
 
@@ -97,9 +97,9 @@ def _where_it_crashed(spec: ExerciseSpec, name: str, source, outcomes) -> Feedba
     found = again.value if again.kind == "done" else None
     if found is None or found.passed or OUTSIDE_EVERY not in found.message:
         return None
-    return wrong(spec.exercise, f"your kernel {name} read or wrote outside the tensor and stopped the process running "
-                 f"it (your notebook is safe: the checker ran it in a separate process). Run again with every address "
-                 f"checked before it happens, {found.message}")
+    access, _, reading = found.message.partition(f", {OUTSIDE_EVERY} (stopped before it happened). ")
+    return wrong(spec.exercise, past_every_buffer(name, access, "" if reading.startswith("Check that address") else
+                                                  reading))
 
 
 def _int32_row(spec: ExerciseSpec, kernel) -> Feedback | None:

@@ -161,10 +161,8 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
                     strays.extend(seen)
                 far = next((stray for _, stray in seen if stray.tensor is None), None)
                 if far is not None:  # what lies past every buffer is anyone's memory: judge the access, not the numbers
-                    return wrong(exercise, f"on {case.label}: {name} made {far}{_frame_words(far.frame)}, "
-                                 f"{OUTSIDE_EVERY}: what it reads there is whatever memory holds. "
-                                 + (far.reading() or "Check that address: the row offset (`row * row_stride`), the "
-                                    "column offset, and the mask."))
+                    return wrong(exercise, past_every_buffer(name, f"on {case.label}: {name} made {far}"
+                                                             f"{_frame_words(far.frame)}", far.reading()))
                 if problem is not None:
                     return wrong(exercise, f"on {case.label}, {name} ran but {_with_reading(problem, seen)}")
                 want = spec.oracle(case)
@@ -181,6 +179,18 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
                 return _error_feedback(exercise, kernel, case, error, spec.example, spec.accumulator)
             results.append(outputs)
     return results
+
+
+#: What a kernel that reached past every buffer is told, whether its process died of it or not.
+PAST_EVERY_BUFFER = ("{name} read or wrote outside the tensor, past every buffer the checker gave it (on a CPU that "
+                     "can stop the process, on a GPU it is an illegal address; your notebook is safe: the checker ran "
+                     "it in a separate process). Checked address by address, {access}. {reading}")
+
+
+def past_every_buffer(name: str, access: str, reading: str) -> str:
+    """The message of an access past every buffer: ``access`` says where, ``reading`` what its lanes show ("")."""
+    return PAST_EVERY_BUFFER.format(name=f"your kernel {name}", access=access, reading=reading or (
+        "Check that address: the row offset (`row * row_stride`), the column offset, and the mask."))
 
 
 def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example: str,
