@@ -93,7 +93,8 @@ SYMPTOMS = [
     ),
     # The forward's formula slips, shared with 02 and 09 (sqrt for rsqrt and gamma missing are named before).
     *y_slips(outputs, "`rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`", "`y = x * rstd * gamma`",
-             ("sum", "square of the mean", "eps multiplied", "x not squared", "gamma in the mean", "x for gamma")),
+             ("sum", "square of the mean", "eps multiplied", "x not squared", "gamma in the mean", "x for gamma",
+              "gamma added", "rows for N")),
 ]
 
 #: gamma's load with the row's offset, for :attr:`~.spec.ExerciseSpec.outside`.

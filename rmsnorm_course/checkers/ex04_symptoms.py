@@ -70,6 +70,17 @@ def more_symptoms(parts, dx) -> list[Symptom]:
                 lambda c: {"dx": parts(c)[2] * parts(c)[0] * parts(c)[3], "partial": None},
                 "Store dy · x · rstd at partial's pointer: `tl.store(partial_ptr + offsets, dy * x * rstd, "
                 "mask=mask)`."),
+        # Issue 36: arithmetic slips of u and of the mean, each a model checked against the learner's numbers.
+        Symptom("gamma is added to dy where it multiplies it (`u = dy + gamma`)",
+                lambda c: dx(c, parts=lambda k: (*parts(k)[:4], parts(k)[2] + parts(k)[1])),
+                "u = dy · gamma, in both of dx's terms: `u = dy * gamma`."),
+        Symptom("the r³ term is divided by N twice: mean_ux is already a mean (Σ u·x / N), and another `/ N` "
+                "divides it again (on dx's line, or a `/ (N * N)` on mean_ux's)", lambda c: dx(c, divide_by=c.N ** 2),
+                "Divide the sum by N once, on mean_ux's line, and use mean_ux as it is on dx's: "
+                "`dx = rstd * u - x * rstd * rstd * rstd * mean_ux`."),
+        Symptom("mean_ux is mean(u) · mean(x), a product of means, where the mean of the product, Σ(u·x) / N, belongs",
+                lambda c: dx(c, mean=parts(c)[4].mean(-1, keepdim=True) * parts(c)[0].mean(-1, keepdim=True)),
+                "Multiply lane by lane, then sum: `mean_ux = tl.sum(u * x, axis=0) / N`."),
     ]
 
 

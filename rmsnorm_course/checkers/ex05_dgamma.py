@@ -32,6 +32,7 @@ Source: solutions/05_gamma_reduction.ipynb.
 
 from __future__ import annotations
 
+import re
 import traceback
 
 import torch
@@ -76,6 +77,9 @@ def _sum(case: Case, rows: int | None = None) -> dict[str, torch.Tensor]:
     return {"dgamma": case.f64("partial")[:rows].sum(0)}
 
 
+#: The words of the loop that adds one tile only (:func:`_start_times_block` names the line when it can).
+_FIRST_TILE_ONLY = "only the first BLOCK_M rows are added: the rows past the first tile are never read"
+
 SYMPTOMS = [
     Symptom(
         "dgamma is a mean over rows, not a sum",
@@ -84,7 +88,7 @@ SYMPTOMS = [
         "(M = 1 cannot tell them apart; M = 17 can).",
     ),
     Symptom(
-        "only the first BLOCK_M rows are added: the rows past the first tile are never read",
+        _FIRST_TILE_ONLY,
         lambda c: _sum(c, block_m(c)),
         "Loop over the rows, `for start in range(0, M, BLOCK_M)`, adding one BLOCK_M × BLOCK_N tile per step.",
     ),
@@ -228,6 +232,17 @@ def _success(runs) -> str:
             f"GPU; the article's partials [[1, 2], [3, 4]] give {article}.")
 
 
+def _start_times_block(message: str, source: str) -> str:
+    """:data:`_FIRST_TILE_ONLY`'s message, for a kernel whose rows are `start * BLOCK_M + …`: that line is the slip."""
+    if not message.startswith(_FIRST_TILE_ONLY) or not re.search(r"start\s*\*\s*BLOCK_M", source):
+        return message
+    shown = message[len(_FIRST_TILE_ONLY):].split(". Loop over the rows")[0]
+    return ("the rows of each step are `start * BLOCK_M + tl.arange(0, BLOCK_M)`, but `start` already steps by "
+            "BLOCK_M (`range(0, M, BLOCK_M)`: 0, BLOCK_M, 2·BLOCK_M, …), so the second tile starts at row "
+            f"BLOCK_M² (past M, masked) and only the first BLOCK_M rows are added{shown}. The step's rows are "
+            "`rows = start + tl.arange(0, BLOCK_M)`.")
+
+
 #: Exercise 05, declared: judged by :func:`rmsnorm_course.checkers.kernels.check`.
 SPEC = ExerciseSpec(
     exercise=EXERCISE,
@@ -251,6 +266,7 @@ SPEC = ExerciseSpec(
     first_looks=(_summed_in_16_bits,),
     outside=OUTSIDE,
     explain_error=_blocks_mixed,
+    by_source=lambda message, source: _start_times_block(message, source),
     masks={"columns": "the tile's load needs the column mask as well as the row mask, "
                       "`mask = (rows[:, None] < M) & (cols[None, :] < N)` (`col_mask[None, :]`): the store's "
                       "`mask=col_mask` does not keep the load in, and a GPU reads past the row's last column there",

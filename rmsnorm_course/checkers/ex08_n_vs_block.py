@@ -8,7 +8,8 @@
    Recognised: the denominator sqrt(mean + eps) given instead of the output;
    the mean itself; the square root forgotten; the ratio upside down
    (BLOCK_SIZE / N); BLOCK_SIZE taken as 2N, or as 512 for every N; the two
-   numbers swapped; eps left out (float32's tolerance hides it).
+   numbers swapped; eps left out or outside the square root (float32's tolerance hides both); integer
+   division N // BLOCK_SIZE; any other BLOCK_SIZE, read back from the prediction.
    A :class:`~rmsnorm_course.checkers.spec.FunctionSpec` (:data:`HYPOTHESIS_SPEC`), judged by
    :func:`rmsnorm_course.checkers.functions.check`.
 2. The fix: a dx kernel that divides mean(u · x) by N, checked like exercise
@@ -85,6 +86,9 @@ WRONG_HYPOTHESES = [
      lambda N: 1 / math.sqrt(N / _block(N + 1) + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N), the smallest power of two ≥ N: N itself when N is a power of two, "
      "so at N = 256 the block is exactly the row, the mean is 1 and the bug hides (y_buggy = y_correct)."),
+    ("computed with integer division, N // BLOCK_SIZE: 0 whenever N < BLOCK_SIZE, so y = 1/sqrt(0 + eps) = 1000",
+     lambda N: 1 / math.sqrt(N // _block(N) + EPS),
+     "The mean is N / BLOCK_SIZE, a fraction (3 / 4 = 0.75 for N = 3): divide with `/`, not `//`."),
     ("computed with BLOCK_SIZE = 512 for every N",
      lambda N: 1 / math.sqrt(N / 512 + EPS),
      "BLOCK_SIZE = triton.next_power_of_2(N): 4 for N = 3, 256 for N = 256 (where the bug hides), 1024 for N = 1000."),
@@ -128,6 +132,34 @@ def _first_off(runs, column: int) -> int:
     return next(i for i in range(len(runs)) if not close(guess[i, column], seen[i, column], TOLERANCES[torch.float32]))
 
 
+#: How far a float64 prediction may lie from the exact formula: a few float32 roundings (2^-24 ≈ 6e-8 each), for a
+#: learner who computes in float32. eps moves each number by about 5e-7 of itself, and so does any slip in where
+#: it goes (outside the square root: 1/(sqrt(m) + eps)), so such a slip is refused although float32's tolerance
+#: against the kernels lets it pass.
+FORMULA_RTOL = 2.5e-7
+
+
+def _off_the_formula(runs) -> str | None:
+    """A prediction the kernels accept but that is not 1/sqrt(mean + eps): eps misplaced, or another formula."""
+    if not _close(runs):
+        return None
+    for column, what in enumerate(("y_correct", "y_buggy")):
+        for N, run in zip(NS, runs):
+            mine, want = run.actual["guess"][column], _formula(N, EPS)[column]
+            if abs(mine - want) <= FORMULA_RTOL * abs(want):
+                continue
+            mean = 1.0 if column == 0 else N / _block(N)
+            if abs(mine - 1 / (math.sqrt(mean) + EPS)) <= FORMULA_RTOL * abs(want):
+                how = (f"eps is added outside the square root, 1/(sqrt(mean) + eps) = {1 / (math.sqrt(mean) + EPS):.9f}"
+                       ": eps belongs to the mean, inside the root")
+            else:
+                how = f"it is {abs(mine - want) / want:.1e} of itself off, more than float32's rounding"
+            return (f"your {what} for N = {N} is {mine:.9f}, the formula 1/sqrt(mean + eps) with mean = {mean:.6g} "
+                    f"and eps = {EPS:g} gives {want:.9f}: {how}. The kernels compute in float32, whose tolerance "
+                    "lets the difference pass; the formula does not: y = 1 / (mean + eps) ** 0.5.")
+    return None
+
+
 def _swapped(runs) -> str | None:
     if _close(runs) or not _close(runs, flip=True):
         return None
@@ -159,8 +191,27 @@ def _y_buggy_off(runs) -> str | None:
     if near:
         _, what, fix = min(near, key=lambda hypothesis: hypothesis[0])
         return f"your y_buggy is {what}: for N = {NS[i]} you predict {mine}, the buggy kernel gives {seen}. {fix}"
-    return (f"for N = {NS[i]} you predict y_buggy = {mine}, the buggy kernel gives {seen} "
-            f"(BLOCK_SIZE = {_block(NS[i])}).")
+    implied = _implied(NS[i], float(guess[i]))
+    return f"for N = {NS[i]} you predict y_buggy = {mine}, the buggy kernel gives {seen}{implied}."
+
+
+def _implied(N: int, y: float) -> str:
+    """What a y_buggy implies, read back through y = 1/sqrt(N / B + eps): the BLOCK_SIZE B (or the mean) it stands for.
+
+    A learner who computes BLOCK_SIZE another way (next_power_of_2(N - 1), N rounded up to a multiple of 64…)
+    still uses the formula; solving it for B shows which block width they took, in their own terms.
+    """
+    block = _block(N)
+    if not (math.isfinite(y) and y > 0) or 1 / y**2 - EPS <= 0:
+        return f" (BLOCK_SIZE = {block}; y_buggy = 1/sqrt(N / BLOCK_SIZE + eps) is a positive number)"
+    mean = 1 / y**2 - EPS
+    taken = N / mean
+    if abs(taken - round(taken)) <= 1e-3 * taken and round(taken) != block:
+        return (f": your number is 1/sqrt(N / B + eps) with B = {round(taken)}, but the kernel's BLOCK_SIZE is "
+                f"triton.next_power_of_2({N}) = {block}, the smallest power of two ≥ N (the mean is "
+                f"{N} / {block} = {N / block:.4g})")
+    return (f": your number stands for a mean of {mean:.4g} (1/y² − eps), where the buggy kernel's is "
+            f"N / BLOCK_SIZE = {N} / {block} = {N / block:.4g}")
 
 
 def _formula(N: int, eps: float) -> tuple[float, float]:
@@ -210,7 +261,7 @@ HYPOTHESIS_SPEC = FunctionSpec(
     symptoms=(),
     success=_matches_both,
     verify=lambda run: None,
-    first_looks=(_without_eps, _swapped, _y_correct_off, _y_buggy_off),
+    first_looks=(_without_eps, _off_the_formula, _swapped, _y_correct_off, _y_buggy_off),
 )
 
 

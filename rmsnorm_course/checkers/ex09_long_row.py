@@ -26,7 +26,9 @@ rstd stored per block); an address without the block's start (x in both
 passes, in pass 1 or in pass 2, gamma, the store of y: every block reads or
 writes the first block); the mask without the block's start (``cols < N``) or
 against BLOCK_SIZE (pass 1's alone too), or pass 1's one past N (``<= N``); the sum of squares accumulated in
-float16; and, where none of these fits, which blocks pass 1 added
+float16; the block's total added to every lane, pass 1 over block indices, gamma once per block, x's rows
+``row * BLOCK_SIZE`` apart (:mod:`~rmsnorm_course.checkers.ex09_loop_symptoms`); and, where none of these fits,
+which blocks pass 1 added
 (:func:`~rmsnorm_course.checkers.ex09_symptoms.blocks_added`: the last or the first alone, all but the first…, read
 from the sum of squares the learner's rstd implies); plus, before
 any launch, an unmasked load or store and a wrong signature; a kernel a GPU
@@ -45,6 +47,7 @@ import torch
 from rmsnorm.device import default_device
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from .cases import LoopCase, describe, random_case
+from .ex09_loop_symptoms import SYMPTOMS as LOOP_SLIPS
 from .ex09_symptoms import SYMPTOMS, blocks_added, correct, sum_in_16_bits
 from .guards import GUARD
 from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
@@ -112,7 +115,7 @@ SPEC = ExerciseSpec(
     int64_row='`row = tl.program_id(0).to(tl.int64)`',
     signatures=typed({"x_ptr": "*{t}", "gamma_ptr": "*{t}", "y_ptr": "*{t}", "rstd_ptr": "*fp32", "row_stride": "i32",
                       "N": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 64}),
-    cases=loop_cases, launch=_launch, oracle=correct, symptoms=tuple(SYMPTOMS), success=_success,
+    cases=loop_cases, launch=_launch, oracle=correct, symptoms=(*SYMPTOMS, *LOOP_SLIPS), success=_success,
     parts={"row_scale": "the row's scale is wrong: rstd from pass 1 (the sum of the squares of every block, the "
                         "last partial one included, divided by N, plus eps); pass 2's x · gamma is right",
            "columns_from": "the loop over the blocks (`range(0, N, BLOCK_SIZE)`) and the block's start in each "

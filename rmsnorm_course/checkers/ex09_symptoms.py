@@ -72,7 +72,8 @@ def _gamma_row_offset(case: Case) -> dict[str, torch.Tensor]:
 
 def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at: bool = True,
             mask: str = "start + cols < N", pass1: str = "range(0, N, BLOCK_SIZE)",
-            y_row: bool = True, mask1: str | None = None) -> dict[str, torch.Tensor]:
+            y_row: bool = True, mask1: str | None = None, x_row: str = "row_stride", gamma_lanes: bool = True,
+            lane_total: bool = False) -> dict[str, torch.Tensor]:
     """The reference loop run in float64 on the case's memory (NaN around x and gamma), with one slip or none.
 
     Args:
@@ -84,13 +85,16 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
         y_row: whether y's store address includes the row's offset (`y_ptr + row * row_stride + …`).
         mask1: pass 1's mask where it differs from ``mask``; also "start + cols < row_stride" or
             "start + cols <= N".
+        x_row: what multiplies the row index in x's address, "row_stride" or "BLOCK_SIZE".
+        gamma_lanes: False: gamma is one value per block, `tl.load(gamma_ptr + start)`.
+        lane_total: pass 1 adds the block's total, `tl.sum(x * x, axis=0)`, to every lane of sum_sq.
 
     Returns:
         y (never-written elements NaN) and rstd, as the interpreter would leave them (programs and blocks in order).
     """
     M, N, B, S = case.M, case.N, case.block, case.stride
     nan = float("nan")
-    x_memory = torch.full((M * S + 2 * B,), nan, dtype=torch.float64)
+    x_memory = torch.full((M * max(S, B) + 2 * B,), nan, dtype=torch.float64)
     y_memory = x_memory.clone()
     for r in range(M):
         x_memory[r * S: r * S + N] = case.f64("x")[r]
@@ -104,14 +108,17 @@ def emulate(case, x1: bool = True, x2: bool = True, gamma_at: bool = True, y_at:
     rstd = torch.empty(M, dtype=torch.float64)
     for r in range(M):
         sum_sq = torch.zeros(B, dtype=torch.float64)
-        for start in (range(0, N, B) if pass1 == "range(0, N, BLOCK_SIZE)" else range(0, B)):  # pass 1
-            x = torch.where(live1(start), x_memory[r * S + start * x1 + lanes], 0.0)
-            sum_sq += x * x
+        starts = {"range(0, N, BLOCK_SIZE)": range(0, N, B), "range(0, BLOCK_SIZE)": range(0, B),
+                  "range(0, tl.cdiv(N, BLOCK_SIZE))": range(0, -(-N // B))}[pass1]
+        X = r * (S if x_row == "row_stride" else B)  # noqa: N806 - x's row start, as the kernel computes it
+        for start in starts:  # pass 1
+            x = torch.where(live1(start), x_memory[X + start * x1 + lanes], 0.0)
+            sum_sq += (x * x).sum() if lane_total else x * x
         rstd[r] = torch.rsqrt(sum_sq.sum() / N + case.eps)
         for start in range(0, N, B):  # pass 2
             on = live(start)
-            x = torch.where(on, x_memory[r * S + start * x2 + lanes], 0.0)
-            gamma = torch.where(on, gamma_memory[start * gamma_at + lanes], 0.0)
+            x = torch.where(on, x_memory[X + start * x2 + lanes], 0.0)
+            gamma = torch.where(on, gamma_memory[start * gamma_at + lanes * gamma_lanes], 0.0)
             y_memory[(r * S * y_row + start * y_at + lanes)[on]] = (x * rstd[r] * gamma)[on]
     return {"y": torch.stack([y_memory[r * S: r * S + N] for r in range(M)]), "rstd": rstd}
 
@@ -255,7 +262,7 @@ SYMPTOMS = [
              "`tl.store(y_ptr + row * row_stride + start + cols, x * rstd * gamma, mask=mask)` with gamma loaded "
              "at `gamma_ptr + start + cols`", ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied",
                                                           "eps after rsqrt", "gamma in the mean", "x for gamma",
-                                                          "rstd not applied")),
+                                                          "rstd not applied", "gamma added", "rows for N")),
 ]
 
 

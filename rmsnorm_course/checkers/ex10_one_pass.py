@@ -26,9 +26,10 @@ the partial stored inside the loop (a program without rows never stores it);
 the partial never stored; the partial stored at the row's index instead of the
 program's, or with its rows BLOCK_SIZE or row_stride apart (writes outside
 partial, told apart by where they land); dx's second term without rstd, or the mean
-taken of u · x (the same numbers: the line found in the kernel's text names
-one, :func:`~.ex10_symptoms.by_source`, else both are named); each row's term stored
-in place of the sum; ``row = pid``; the loop started at ``pid * P``, or run to ``M + 1``; an
+taken of u · x, or x for x̂ on dx's line (the same numbers: the line found in the kernel's text names
+one, :func:`~.ex10_symptoms.by_source`, else the first two are named); each row's term stored
+in place of the sum; ``row = pid``; the loop started at ``pid * P``, or run to ``M + 1``, or a chunk of P
+consecutive rows per program; the mean over M; the partial's row at ``pid`` without × N; an
 accumulator in 16 bits; plus a wrong signature,
 unmasked accesses, a kernel a GPU would not compile (checked under the
 interpreter too), a masked load without ``other=`` whose lanes reach a result,

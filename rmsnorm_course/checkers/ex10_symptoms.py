@@ -63,7 +63,7 @@ def _model(case, divide_by=None, dx_rstd=True, term="dy·x̂", step=None, empty_
 
 
 def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str = "pid", reset: bool = False,
-            store_each: bool = False, past_end: bool = False):
+            store_each: bool = False, past_end: bool = False, chunk: bool = False, partial_row: str = "pid * N"):
     """The reference loop in float64, programs in order, with one slip or none.
 
     Args:
@@ -76,6 +76,9 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
             rows never stores: NaN).
         past_end: the loop runs to M + 1 (`range(pid, M + 1, P)`): the program that visits row M reads the NaN
             around the inputs into its partial (its dx lands past dx).
+        chunk: program pid takes P consecutive rows, `range(pid * P, pid * P + P)`; a row past M reads NaN.
+        partial_row: where the partial's row starts, "pid * N" or "pid" (`partial_ptr + pid + cols`: the programs'
+            stores overlap in the first row, in program order).
 
     Returns:
         dx (rows never written NaN) and the (P, N) partial.
@@ -85,14 +88,21 @@ def emulate(case, offsets_at: str = "row", rstd_at: str = "row", first_row: str 
     dx = torch.full((M, N), float("nan"), dtype=torch.float64)
     partial = torch.full((P, N), float("nan") if store_each else 0.0, dtype=torch.float64)
     for p in range(P):
-        for row in range({"pid": p, "0": 0, "pid * P": p * P}[first_row], M + past_end, P):
-            if row == M:
+        rows = range(p * P, p * P + P) if chunk else range({"pid": p, "0": 0, "pid * P": p * P}[first_row],
+                                                             M + past_end, P)
+        for row in rows:
+            if row >= M:
                 partial[p] = float("nan")
                 continue
             at, r = (row if offsets_at == "row" else p), rstd[row if rstd_at == "row" else p]
             x_hat, u = x[at] * r, dy[at] * gamma
             dx[at] = (u - x_hat * (u * x_hat).sum() / N) * r
             partial[p] = (0 if reset or store_each else partial[p]) + dy[at] * x_hat
+    if partial_row == "pid":
+        flat = torch.full((P * N,), float("nan"), dtype=torch.float64)
+        for p in range(P):
+            flat[p:p + N] = partial[p]
+        partial = flat.reshape(P, N)
     return {"dx": dx, "partial": partial}
 
 
@@ -109,7 +119,7 @@ ONE_RSTD_SHORT = Symptom(
     "The mean is over u · x̂: `mean_ux = tl.sum(u * x_hat, axis=0) / N`; and rstd multiplies both terms of "
     "dx: `(u - x_hat * mean_ux) * rstd`.")
 
-#: The two lines that give :data:`ONE_RSTD_SHORT`'s numbers, each with its own summary and fix.
+#: The three lines that give :data:`ONE_RSTD_SHORT`'s numbers, each with its own summary and fix.
 _ONE_RSTD_SHORT_LINES = (
     (re.compile(r"tl\.sum\(\s*(?:u\s*\*\s*x|x\s*\*\s*u)\b"),
      "the mean is taken of u · x where u · x̂ belongs (`tl.sum(u * x, axis=0)`), so it lacks one rstd "
@@ -118,6 +128,9 @@ _ONE_RSTD_SHORT_LINES = (
     (re.compile(r"rstd\s*\*\s*u\s*-"),
      "dx's second term misses its rstd (`rstd * u - x_hat * mean_ux`): rstd multiplies u only",
      "dx = rstd · (u − x̂ · mean(u · x̂)): rstd multiplies both terms, `(u - x_hat * mean_ux) * rstd`."),
+    (re.compile(r"u\s*-\s*x\s*\*\s*mean"),
+     "dx's second term uses x where x̂ belongs (`(u - x * mean_ux) * rstd`), so it lacks one rstd (x̂ = x · rstd)",
+     "dx = rstd · (u − x̂ · mean(u · x̂)): `(u - x_hat * mean_ux) * rstd`."),
 )
 
 
@@ -189,6 +202,20 @@ SYMPTOMS = [
             "past x and dy (the NaN around them goes into its partial) and writes its dx past dx's last row",
             lambda c: emulate(c, past_end=True),
             "Rows are numbered 0 … M − 1, and `range` stops before its end: `for row in range(pid, M, P)`."),
+    # Issue 36: a chunk of rows per program, the mean over M, the partial's row without × N.
+    Symptom("each program takes P consecutive rows, `range(pid * P, pid * P + P)`, where it takes every P-th row "
+            "from its own, `range(pid, M, P)`: rows past the last chunk are never written (or rows past M are read)",
+            lambda c: emulate(c, chunk=True),
+            "The grid strides over the rows: program pid takes rows pid, pid + P, pid + 2P, … up to M, "
+            "`for row in range(pid, M, P)`."),
+    Symptom("mean(u · x̂) is divided by M, the number of rows, where N, the row's length, belongs (`/ M`)",
+            lambda c: _model(c, divide_by=c.M), "The mean is over the row's N columns: "
+            "`mean_ux = tl.sum(u * x_hat, axis=0) / N`."),
+    Symptom("the partial's row offset lacks × N (`partial_ptr + pid + cols`): the programs' rows overlap in the "
+            "first row, one column apart, and rows 1 … P − 1 are never written",
+            lambda c: emulate(c, partial_row="pid"),
+            "Row pid of the (P, N) partial starts pid · N elements in: `tl.store(partial_ptr + pid * N + cols, "
+            "dgamma_acc, mask=mask)`."),
     # 04's dx slips, on 10's loaded rstd (shared: one model, one wording).
     u_without_gamma(lambda c: (*_terms(c)[:4], _terms(c)[2] * _terms(c)[1])),
 ]

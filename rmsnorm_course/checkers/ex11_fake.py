@@ -112,6 +112,12 @@ def _explain(error: BaseException, case: Case) -> str | None:
                 f"{str(error).splitlines()[0][:160]}. A fake implementation never launches the kernel or reads "
                 "values (its inputs have shapes but no data): only allocate the outputs, "
                 "e.g. x.new_empty(shape, dtype=...).")
+    weight = case.inputs["fake"].inputs()[1]
+    if weight is None and isinstance(error, (AttributeError, TypeError)) and "NoneType" in str(error):
+        dgamma = "dgamma is `x.new_empty(0)`" if case.inputs["op"] == "backward" else "y keeps x's dtype"
+        return (f"{case.inputs['name']} raised {type(error).__name__} on {case.label}: {str(error).splitlines()[0]}. "
+                f"weight is None here (an RMSNorm without a weight), and your code uses it as a tensor: test "
+                f"`weight is None` first; then {dgamma}.")
     return None
 
 

@@ -5,7 +5,8 @@ Symptoms of the forward's formula (02's reference, 03's kernel, 09's loop):
 sqrt for rsqrt, gamma missing, the sum of the squares for their mean, the
 square of the mean, eps multiplied, eps added after the rsqrt, x not squared, gamma inside the mean of the
 squares, x loaded in gamma's place, rstd never applied to y, eps added twice, the sum of the squares divided by
-the number of rows, the L2 norm for the RMS, the variance (unbiased or not) for the mean of the squares, the mean
+the number of rows, the L2 norm for the RMS,
+gamma added where it multiplies, the variance (unbiased or not) for the mean of the squares, the mean
 of |x| for the mean of x², eps as a floor (``clamp_min(eps)``) where it is added, the square root missing. Each
 exercise picks those it does not already name and gives its own code for the fix. The dx slips are
 shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
@@ -26,7 +27,7 @@ Outputs = Callable[..., dict[str, torch.Tensor]]
 
 ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared",
        "gamma in the mean", "x for gamma", "rstd not applied", "eps twice", "rows for N", "L2 norm", "variance",
-       "variance over N", "abs", "eps as a floor", "no root")
+       "variance over N", "abs", "eps as a floor", "no root", "gamma added")
 
 
 def gamma_of(case: Case, gamma) -> torch.Tensor | float:
@@ -111,7 +112,7 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
         # Only x.shape[0] tells this from the sum ("sum"): with one row the two agree, so it needs a case of M > 1.
         "rows for N": Symptom(
             f"{rstd} divides the sum of the squares by the number of rows, x.shape[0], where the row's length N "
-            "belongs",
+            "belongs (in a kernel with one program per row, `tl.num_programs(0)` is that number of rows)",
             lambda c: outputs(c, torch.rsqrt(_ms(c) * c.N / _rows(c) + c.eps)),
             f"The mean is over the row's N columns (x.shape[-1]): {rstd_code}."),
         # torch.linalg.norm / x.norm(dim=-1): the root of the sum, with eps usually added outside it.
@@ -145,5 +146,15 @@ def y_slips(outputs: Outputs, rstd_code: str, y_code: str, which: tuple[str, ...
             f"the square root is missing: {rstd} = 1/(mean(x²) + eps), where 1/sqrt(mean(x²) + eps) belongs",
             lambda c: outputs(c, 1 / (_ms(c) + c.eps)),
             f"Take the square root (or use rsqrt): {rstd_code}."),
+        "gamma added": Symptom(
+            f"gamma is added where it multiplies: y = x · {rstd} + gamma (a row of ones gives 1 + 1 = 2)",
+            lambda c: _plus_gamma(outputs, c),
+            f"y = x · {rstd} · gamma: {y_code}."),
     }
     return [slips[name] for name in which]
+
+
+def _plus_gamma(outputs: Outputs, case: Case) -> dict[str, torch.Tensor]:
+    """The exercise's outputs with y = x · rstd + gamma (rstd right)."""
+    right = outputs(case, torch.rsqrt(_ms(case) + case.eps), gamma=False)
+    return {**right, "y": right["y"] + case.f64("gamma")}

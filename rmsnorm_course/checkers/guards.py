@@ -18,7 +18,9 @@ operations for the duration of a launch:
   numel elements. The guards, the padding between rows and whatever lies past
   them are outside. The first access outside is kept (:attr:`Buffers.stray`):
   the numbers can come out right while a GPU reads another row's values or
-  races with another program, and the checker names it once they do. Where
+  races with another program, and the checker names it once they do. It keeps
+  the access's lanes too (every lane's offset, the mask, the program), which
+  :mod:`~rmsnorm_course.checkers.addresses` reads back as the slip. Where
   the exercise asks for it, an access outside every buffer, which would crash
   the process, raises :class:`OutOfBounds` instead.
 
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 
 from rmsnorm.device import interpreter_active
+from .addresses import Lanes, reading
 from .feedback import innermost_learner_frame
 
 #: Elements of NaN guard before every tensor the checker hands a kernel (and, by default, after it).
@@ -54,9 +57,17 @@ class OutOfBounds(Exception):
         frame: the learner's line that made the access (a ``traceback.FrameSummary``), or None.
     """
 
-    def __init__(self, message: str, kind: str = "", tensor: str | None = None, axis: str = "", frame=None):
+    def __init__(self, message: str, kind: str = "", tensor: str | None = None, axis: str = "", frame=None,
+                 lanes=None, owner: str | None = None):
         super().__init__(message)
         self.kind, self.tensor, self.axis, self.frame = kind, tensor, axis, frame
+        #: The access's lanes (:class:`~.addresses.Lanes`) in elements of ``owner``, the tensor its first lane
+        #: addresses (also where the stray lane fell outside every buffer); None where not known.
+        self.lanes, self.owner = lanes, owner
+
+    def reading(self) -> str:
+        """What the lanes' addresses show of the slip (:func:`~.addresses.reading`), or ""."""
+        return reading(self.owner, self.lanes)
 
 
 class Buffers:
@@ -73,6 +84,9 @@ class Buffers:
         self.entries: list[tuple] = []  # (kind, name, view, buffer, buffer as it was, fix)
         #: The first access (an unmasked lane) outside every tensor's elements, inside a buffer; None: none seen.
         self.stray: OutOfBounds | None = None
+        #: The first access outside every buffer (where the interpreter reads whatever memory holds), when such
+        #: accesses are not refused; None: none seen.
+        self.far: OutOfBounds | None = None
 
     def _place(self, shape, dtype, device, row_stride, room):
         rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
@@ -263,7 +277,27 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, re
     originals = {n: getattr(builder, n) for n in
                  ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas")}
 
-    def check(ptrs, mask, kind):
+    def lanes_of(builder, addresses, unmasked, itemsize, views):
+        """(owner, Lanes): the access in elements of the tensor whose buffer holds its first lane; (None, None)
+        where that cannot be said (a reading that fails must never fail the learner's launch)."""
+        try:
+            return _lanes_of(builder, addresses, unmasked, itemsize, views)
+        except Exception:  # noqa: BLE001 - the words are extra; the access itself is still judged
+            return None, None
+
+    def _lanes_of(builder, addresses, unmasked, itemsize, views):
+        first = int(addresses.reshape(-1)[0])
+        for name, buffer in bounds.buffers().items():
+            start = buffer.data_ptr()
+            if start <= first < start + buffer.numel() * buffer.element_size() and name in views:
+                view = views[name]
+                offsets = (addresses.astype(np.int64) - view.data_ptr()) // itemsize
+                shapes = {n: (tuple(v.shape), v.stride(0) if v.dim() == 2 else 1) for n, v in views.items()}
+                grid = getattr(builder, "grid_idx", None) or (0,)
+                return name, Lanes(offsets, unmasked.copy(), int(grid[0]), shapes)
+        return None, None
+
+    def check(ptrs, mask, kind, builder=None):
         buffers = bounds.buffers() if bounds is not None else {}
         if not buffers or any(b.device.type != "cpu" for b in buffers.values()):
             return
@@ -281,10 +315,15 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, re
         for b in buffers.values():
             start = b.data_ptr()
             inside |= (addresses >= start) & (addresses + itemsize <= start + b.numel() * b.element_size())
-        if refuse and not inside.all():
+        if not inside.all() and (refuse or bounds.far is None):
             bad = int(addresses[~inside].reshape(-1)[0])
             words, tensor, axis = _describe_address(bad, itemsize, buffers)
-            raise OutOfBounds(f"a {kind} at {words}", kind, tensor, axis)
+            far = OutOfBounds(f"a {kind} at {words}", kind, tensor, axis, None,
+                              *reversed(lanes_of(builder, addresses, unmasked, itemsize, views)))
+            if refuse:
+                raise far
+            far.frame = _learner_frame_here()
+            bounds.far = far
         if bounds.stray is not None:
             return
         by_row = addresses.reshape(addresses.shape[0] if addresses.ndim > 1 else 1, -1)
@@ -292,10 +331,11 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, re
         first = np.argwhere(~ok.reshape(by_row.shape))[0]
         bad = int(by_row[tuple(first)])
         words, tensor, axis = _describe_address(bad, itemsize, buffers, views, by_row[first[0]][lanes[first[0]]])
-        bounds.stray = OutOfBounds(f"a {kind} at {words}", kind, tensor, axis, _learner_frame_here())
+        owner, lanes = lanes_of(builder, addresses, unmasked, itemsize, views)
+        bounds.stray = OutOfBounds(f"a {kind} at {words}", kind, tensor, axis, _learner_frame_here(), lanes, owner)
 
     def masked_load(self, ptrs, mask, other, *args, **kwargs):
-        check(ptrs, mask, "load")
+        check(ptrs, mask, "load", self)
         if other is None and nan_other:
             dtype_tt = ptrs.get_element_ty()
             dtype_np = interpreter._get_np_dtype(dtype_tt)
@@ -304,15 +344,15 @@ def interpreter_guards(nan_other: bool = True, bounds: Buffers | None = None, re
         return originals["create_masked_load"](self, ptrs, mask, other, *args, **kwargs)
 
     def masked_store(self, ptrs, value, mask, *args, **kwargs):
-        check(ptrs, mask, "store")
+        check(ptrs, mask, "store", self)
         return originals["create_masked_store"](self, ptrs, value, mask, *args, **kwargs)
 
     def atomic_rmw(self, op, ptr, val, mask, *args, **kwargs):
-        check(ptr, mask, "atomic operation")
+        check(ptr, mask, "atomic operation", self)
         return originals["create_atomic_rmw"](self, op, ptr, val, mask, *args, **kwargs)
 
     def atomic_cas(self, ptr, *args, **kwargs):
-        check(ptr, None, "atomic operation")
+        check(ptr, None, "atomic operation", self)
         return originals["create_atomic_cas"](self, ptr, *args, **kwargs)
 
     replacements: dict[str, Callable] = {"create_masked_load": masked_load, "create_masked_store": masked_store,

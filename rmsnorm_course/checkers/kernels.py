@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import replace
 
 from . import gpu_compile, isolate
 from .feedback import Feedback, checker_failed, name_of, source_of, wrong
 from .preflight import first_line, masked_loads_without_other, preflight, rows_without_int64, unmasked_accesses  # noqa: F401
-from .run_loop import RAISED, judge
+from .run_loop import OUTSIDE_EVERY, RAISED, judge, past_every_buffer
 from .shipping import KernelSource, kernel_spec
 from .spec import ExerciseSpec
 
@@ -73,12 +74,32 @@ def _check(spec: ExerciseSpec, kernel) -> Feedback:
     outcomes = isolate.run_judges(judge, [spec, KernelSource(source)], spec.exercise, f"your kernel {name}")
     if any(o.kind in ("crashed", "timeout") for o in outcomes):
         gpu_compile.cancel_gpu_compile(compiling)
-        return verdict(spec.exercise, name, outcomes, None)
+        return _where_it_crashed(spec, name, source, outcomes) or verdict(spec.exercise, name, outcomes, None)
     result = verdict(spec.exercise, name, outcomes, gpu_compile.finish_gpu_compile(compiling),
                      source_of(kernel) or "", spec.accumulator)
     if result.passed and spec.int64_row is not None:
         return _int32_row(spec, kernel) or result
     return result
+
+
+def _where_it_crashed(spec: ExerciseSpec, name: str, source, outcomes) -> Feedback | None:
+    """A kernel that killed its process: run again in the interpreter, every access checked before it happens.
+
+    The crash says only that memory outside the tensors was touched; the run with ``bounds`` stops the first
+    access outside every buffer and names the tensor, the line and what its lanes' addresses show
+    (:mod:`~rmsnorm_course.checkers.addresses`). None where that run does not find it (the crash's own words then).
+    """
+    crashed = next((o for o in outcomes if o.kind == "crashed"), None)
+    if crashed is None or spec.bounds:
+        return None
+    started = isolate.start(judge, [replace(spec, bounds=True), KernelSource(source)], interpret=True)
+    again = isolate.wait(started, isolate.CASE_TIME_LIMIT_S)
+    found = again.value if again.kind == "done" else None
+    if found is None or found.passed or OUTSIDE_EVERY not in found.message:
+        return None
+    access, _, reading = found.message.partition(f", {OUTSIDE_EVERY} (stopped before it happened). ")
+    return wrong(spec.exercise, past_every_buffer(name, access, "" if reading.startswith("Check that address") else
+                                                  reading))
 
 
 def _int32_row(spec: ExerciseSpec, kernel) -> Feedback | None:

@@ -57,6 +57,8 @@ from .guards import Buffers, OutOfBounds, interpreter_guards
 from .preflight import first_line, masked_loads_without_other
 from .spec import PROBE, ExerciseSpec, Launch
 
+#: Words of an access outside every buffer, stopped before it happened (``spec.bounds``).
+OUTSIDE_EVERY = "outside every tensor it was given"
 #: Words of :func:`describe_error` that mark a kernel that raised (its message beats the GPU compiler's).
 RAISED = " raised "
 
@@ -85,8 +87,8 @@ def _launch(case: Case, kernel, launch: Launch, bounds: bool, guard_value=float(
         with interpreter_guards(nan_other, buffers, refuse=bounds):
             kernel[launch.grid](*args, **launch.options)
     finally:
-        if strays is not None and buffers.stray is not None:
-            strays.append((case, buffers.stray))
+        if strays is not None:
+            strays.extend((case, found) for found in (buffers.stray, buffers.far) if found is not None)
     outputs = {t.name: placed[t.name].detach().cpu().clone() for t in launch.tensors if t.data is None}
     return outputs, buffers.problems()
 
@@ -113,6 +115,13 @@ def judge(spec: ExerciseSpec, kernel) -> Feedback:
     feedback = diagnose(spec.exercise, runs, spec.symptoms, spec.success(runs), spec.parts, spec.terms,
                         spec.looped_row)
     feedback = _all_nan(spec.exercise, feedback, runs)
+    shown = [(case, stray) for case, stray in strays if not feedback.passed and case.label in feedback.message]
+    if _UNEXPLAINED_NAN in feedback.message and shown:  # no symptom named the NaN; a stray load on its case did
+        found, read = _nan_from_outside(shown)
+        if read:  # the load's lanes name the slip: the suspects that follow the NaN go
+            feedback = wrong(spec.exercise, feedback.message.split(_UNEXPLAINED_NAN)[0] + _UNEXPLAINED_NAN + found)
+        else:
+            feedback = wrong(spec.exercise, f"{feedback.message}{found}")
     if feedback.passed and strays:
         return wrong(spec.exercise, stray_message(spec, kernel, *strays[0]))
     if spec.by_source is not None and not feedback.passed:
@@ -146,9 +155,16 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
             progress.say(f"the case {case.label}")
             try:
                 launch = spec.launch(case)
-                outputs, problem = _launch(case, kernel, launch, bounds, strays=strays)
+                seen: list = []
+                outputs, problem = _launch(case, kernel, launch, bounds, strays=seen)
+                if strays is not None:
+                    strays.extend(seen)
+                far = next((stray for _, stray in seen if stray.tensor is None), None)
+                if far is not None:  # what lies past every buffer is anyone's memory: judge the access, not the numbers
+                    return wrong(exercise, past_every_buffer(name, f"on {case.label}: {name} made {far}"
+                                                             f"{_frame_words(far.frame)}", far.reading()))
                 if problem is not None:
-                    return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
+                    return wrong(exercise, f"on {case.label}, {name} ran but {_with_reading(problem, seen)}")
                 want = spec.oracle(case)
                 if _nan_where_finite(outputs, want):
                     found = _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside=not bounds,
@@ -165,15 +181,28 @@ def run_cases(spec: ExerciseSpec, kernel, cases: Sequence[Case],
     return results
 
 
+#: What a kernel that reached past every buffer is told, whether its process died of it or not.
+PAST_EVERY_BUFFER = ("{name} read or wrote outside the tensor, past every buffer the checker gave it (on a CPU that "
+                     "can stop the process, on a GPU it is an illegal address; your notebook is safe: the checker ran "
+                     "it in a separate process). Checked address by address, {access}. {reading}")
+
+
+def past_every_buffer(name: str, access: str, reading: str) -> str:
+    """The message of an access past every buffer: ``access`` says where, ``reading`` what its lanes show ("")."""
+    return PAST_EVERY_BUFFER.format(name=f"your kernel {name}", access=access, reading=reading or (
+        "Check that address: the row offset (`row * row_stride`), the column offset, and the mask."))
+
+
 def _error_feedback(exercise: str, kernel, case: Case, error: Exception, example: str,
                     accumulator: str = ACCUMULATOR) -> Feedback:
     """What an exception from the learner's kernel means, in words (one translator for every kernel exercise)."""
     name = name_of(kernel)
     outside = caused_by(error, OutOfBounds)
     if outside is not None:
-        return wrong(exercise, f"on {case.label}: {name} made {outside}{_learner_line(error)}, outside every tensor "
-                     "it was given (stopped before it happened). Check that address: the row offset "
-                     "(`row * row_stride`), the column offset, and the mask.")
+        reading = outside.reading()
+        return wrong(exercise, f"on {case.label}: {name} made {outside}{_learner_line(error)}, {OUTSIDE_EVERY} "
+                     "(stopped before it happened). " + (reading or "Check that address: the row offset "
+                     "(`row * row_stride`), the column offset, and the mask."))
     if is_not_implemented(error):
         return not_done(exercise, name)
     rejected = compile_error_message(kernel, error, example, accumulator)
@@ -245,9 +274,10 @@ def stray_message(spec: ExerciseSpec, kernel, case: Case, stray: OutOfBounds) ->
     axis = "columns" if stray.axis in ("elements", "") else stray.axis
     fix = spec.masks.get(stray.tensor or "", spec.masks.get(axis, _MASKS.get(axis, _MASKS["start"])))
     gpu = _ON_A_GPU.get(stray.kind, _ON_A_GPU["load"]).format(tensor=tensor)
+    reading = stray.reading()
     return (f"on {case.label}, {name_of(kernel)} gets the numbers right, but it made {stray}"
             f"{_frame_words(stray.frame)}, outside the tensor's elements (every address of an unmasked lane is "
-            f"checked). On a GPU that {stray.kind} {gpu}. The fix: {fix}.")
+            f"checked). On a GPU that {stray.kind} {gpu}. " + (reading or f"The fix: {fix}."))
 
 
 def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, outside=()) -> Feedback | None:
@@ -270,19 +300,71 @@ def _explain_nan(exercise, kernel, case, launch, want, bounds, reads_outside, ou
                          "with NaN, found them in the result. Pass `other=0` (the value that adds nothing to a sum).")
     if not reads_outside:
         return None
-    outputs, problem = _launch(case, kernel, launch, bounds, guard_value=PROBE)
+    seen: list = []
+    outputs, problem = _launch(case, kernel, launch, bounds, guard_value=PROBE, strays=seen)
     if problem is not None:
-        return wrong(exercise, f"on {case.label}, {name} ran but {problem}.")
+        return wrong(exercise, f"on {case.label}, {name} ran but {_with_reading(problem, seen)}")
     if not _nan_where_finite(outputs, want):
         run = Run(case, outputs, want)
         named = next((s for s in outside if _matches(run, {**want, **s.model(case)})), None)
         if named is not None:
             return wrong(exercise, f"on {case.label}, {name} read outside its tensors: {named.summary}. {named.fix}")
+        loads = [stray for _, stray in seen if stray.kind == "load"]
+        if loads:
+            stray = loads[0]
+            reading = stray.reading()
+            return wrong(exercise, f"on {case.label}, {name} read outside its tensors: it made {stray}"
+                         f"{_frame_words(stray.frame)}, and what it read there reached the result. "
+                         + (reading or _AXIS_HINTS.get(stray.axis, _AXIS_HINTS["start"])))
         return wrong(exercise, f"on {case.label}, {name} read outside its tensors: its result depends on the memory "
                      "just before or after a tensor (or between rows), which the checker filled with NaN. Check the "
                      "row offset (`row * row_stride`, not `row * N` or `row * BLOCK_SIZE`) and the masks of every "
                      "`tl.load` (`cols < N`).")
     return None
+
+
+#: Where a stray load's address went, when its lanes fit no model of :mod:`~.addresses`: what to check.
+_AXIS_HINTS = {
+    "columns": "Check that load's column mask (`cols < N`) and its row offset (`row * row_stride`: where the rows "
+               "lie further apart than N, padding lies between them).",
+    "rows": "That row does not exist: check the row offset (`row * row_stride`) and the bound of any loop over rows.",
+    "elements": "Check that load's mask and how many elements the tensor holds (one per row, or one per column).",
+    "start": "Check that load's address: the pointer, the row offset (`row * row_stride`) and the column offset.",
+}
+
+
+def _nan_from_outside(strays: list) -> tuple[str, str]:
+    """Where a NaN can come from when the kernel also read outside a tensor: (words for that load, what its lanes
+    show or "")."""
+    loads = [(case, stray) for case, stray in strays if stray.kind == "load"]
+    if not loads:
+        return "", ""
+    case, stray = loads[0]
+    reading = stray.reading()
+    return (f" On {case.label} it made {stray}{_frame_words(stray.frame)}: the checker's NaN lies there, so that load "
+            f"brings NaN in. {reading}").rstrip(), reading
+
+
+#: The generic suspects of a write outside a tensor (:meth:`~.guards.Buffers.problems`), dropped where the
+#: addresses name the slip.
+_GENERIC_SUSPECTS = ": check the row offset"
+
+
+def _with_reading(problem: str, strays: list) -> str:
+    """``problem`` as a sentence, and what the first stray access's lanes show; its generic suspects go when they do."""
+    reading = _read_back(strays)
+    if reading and _GENERIC_SUSPECTS in problem:
+        problem = problem.split(_GENERIC_SUSPECTS)[0]
+    return f"{problem}.{reading}"
+
+
+def _read_back(strays: list) -> str:
+    """' ' + what the first stray access's lanes show (:func:`~.addresses.reading`), or ''."""
+    for _, stray in strays:
+        reading = stray.reading()
+        if reading:
+            return f" {reading}"
+    return ""
 
 
 _UNEXPLAINED_NAN = "is still NaN: never written, or computed from NaN."

@@ -1059,3 +1059,72 @@ DX["mask against row_stride"] = (
     mutate(D, ("mask = cols < N", "mask = cols < row_stride")),
     ("it wrote outside dx: columns 257 … 299 of every row", "the mask lets the lanes from N to row_stride through",
      "`mask = cols < N`"))
+
+
+# Issue 36, walk 8: a fresh learner's slips, each the solution with one line changed, each named.
+def _walk8_reference(kind):
+    def my_reference(x, gamma, eps=1e-6):
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        xf, gf = x.to(dtype), gamma.to(dtype)
+        source = x if kind == "x² in x's dtype" else xf
+        squares = source.square()
+        ms = {"dim 1": squares.mean(1, keepdim=True), "whole tensor": squares.mean()}.get(
+            kind, squares.mean(-1, keepdim=True))
+        r = torch.sqrt(ms + eps) if kind == "sqrt" else torch.rsqrt(ms + eps)
+        r = r.to(x.dtype) if kind == "r in x's dtype" else r
+        return (xf * r * gf).to(x.dtype)
+    return my_reference
+
+
+REFERENCE.update({
+    "walk 8: mean over dim 1": (_walk8_reference("dim 1"), "the mean is taken over dim 1, not the last dimension"),
+    "walk 8: mean over the whole tensor": (_walk8_reference("whole tensor"), "the mean is taken over the whole tensor, not row by row"),
+    "walk 8: sqrt for rsqrt": (_walk8_reference("sqrt"), "y is multiplied by the RMS instead of its inverse"),
+    "walk 8: x² in x's dtype": (_walk8_reference("x² in x's dtype"), "x² is computed in float16, where it overflows past 65504"),
+    "walk 8: r rounded to x's dtype": (_walk8_reference("r in x's dtype"), "nearly all are those of r rounded to x's dtype before it multiplies"),
+})
+
+FORWARD.update({
+    "walk 8: mask cols <= N": (mutate(F, ("mask = cols < N", "mask = cols <= N")), "The mask lets exactly one lane past x's last column through (index 257, and none further): `<=` where `<` belongs"),
+    "walk 8: x loaded with y's row stride": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + row * y_row_stride + cols")), "row 1's block of x starts 316 elements in, 1 × 316: y's row stride, where x's own row stride, 300, belongs: the row's offset is the row times its tensor's row stride"),
+    "walk 8: mean over tl.num_programs(0)": (mutate(F, ("/ N + eps", "/ tl.num_programs(0) + eps")), "divides the sum of the squares by the number of rows, x.shape[0], where the row's length N belongs (in a kernel with one program per row, `tl.num_programs(0)` is that number of rows)"),
+    "walk 8: x's address transposed": (mutate(F, ("x_ptr + row * x_row_stride + cols", "x_ptr + cols * x_row_stride + row")), "x's address is transposed: neighbouring lanes (neighbouring columns) lie 257 elements apart"),
+    "walk 8: gamma added": (mutate(F, ("x * rstd * gamma", "x * rstd + gamma")), "gamma is added where it multiplies: y = x · rstd + gamma"),
+})
+
+DX.update({
+    "walk 8: mask cols <= N": (mutate(D, ("mask = cols < N", "mask = cols <= N")), "wrote outside dx (past its last element, element offset 257). The mask lets exactly one lane past"),
+    "walk 8: rstd loaded at the column offsets": (mutate(D, ("rstd = tl.load(rstd_ptr + row)", "rstd = tl.load(rstd_ptr + cols, mask=mask, other=0)")), "rstd holds one value per row (1 of them), but it is loaded as a block at column offsets (`rstd_ptr + cols`)"),
+    "walk 8: r³ term divided by N again": (mutate(D, ("rstd * rstd * rstd * mean_ux", "rstd * rstd * rstd * mean_ux / N")), "the r³ term is divided by N twice"),
+    "walk 8: dy loaded from x_ptr": (mutate(D, ("dy = tl.load(dy_ptr + offsets", "dy = tl.load(x_ptr + offsets")), "x stands where dy belongs"),
+    "walk 8: u = dy + gamma": (mutate(D, ("u = dy * gamma", "u = dy + gamma")), "gamma is added to dy where it multiplies it (`u = dy + gamma`)"),
+})
+
+DGAMMA.update({
+    "walk 8: column mask cols <= N": (mutate(G, ("col_mask = cols < N", "col_mask = cols <= N")), "The mask lets exactly one lane past partial's last column through (index 2, and none further)"),
+    "walk 8: tile offsets transposed": (mutate(G, ("offsets = rows[:, None].to(tl.int64) * partial_row_stride + cols[None, :]", "offsets = cols[None, :].to(tl.int64) * partial_row_stride + rows[:, None]")), "The tile's offsets into partial are transposed: along the tile's columns (axis 1) the lanes lie 257 elements apart"),
+    "walk 8: mask axes swapped": (mutate(G, ("mask = (rows[:, None] < M) & col_mask[None, :]", "mask = (rows[None, :] < M) & col_mask[:, None]")), "The mask's axes are swapped"),
+    "walk 8: int32 accumulator": (mutate(G, ("total = tl.zeros((BLOCK_N,), dtype=tl.float32)", "total = tl.zeros((BLOCK_N,), dtype=tl.int32)")), GPU_REJECTS),
+    "walk 8: start * BLOCK_M": (mutate(G, ("rows = start + tl.arange(0, BLOCK_M)", "rows = start * BLOCK_M + tl.arange(0, BLOCK_M)")), "but `start` already steps by BLOCK_M"),
+})
+
+
+def _walk8_hypothesis(kind):
+    def predict(N):
+        block = triton.next_power_of_2(N - 1 if kind == "N - 1" else N)
+        mean = N // block if kind == "//" else N / block
+        buggy = 1 / (mean ** 0.5 + 1e-6) if kind == "eps outside" else 1 / (mean + 1e-6) ** 0.5
+        return 1 / (1 + 1e-6) ** 0.5, buggy
+    return predict
+
+
+HYPOTHESIS.update({
+    "walk 8: eps outside the root": (_walk8_hypothesis("eps outside"), "eps is added outside the square root, 1/(sqrt(mean) + eps) = 1.154699205"),
+    "walk 8: next_power_of_2(N - 1)": (_walk8_hypothesis("N - 1"), "your number is 1/sqrt(N / B + eps) with B = 2, but the kernel's BLOCK_SIZE is triton.next_power_of_2(3) = 4"),
+    "walk 8: integer division": (_walk8_hypothesis("//"), "your y_buggy is computed with integer division, N // BLOCK_SIZE"),
+})
+
+FIX.update({
+    "walk 8: mean(u)·mean(x)": (mutate(D, ("mean_ux = tl.sum(u * x, axis=0) / N", "mean_ux = tl.sum(u, axis=0) * tl.sum(x, axis=0) / (N * N)")), "mean_ux is mean(u) · mean(x), a product of means"),
+    "walk 8: sum along axis 1": (mutate(D, ("mean_ux = tl.sum(u * x, axis=0) / N", "mean_ux = tl.sum(u * x, axis=1) / N")), "axis 1 out of bounds"),
+})

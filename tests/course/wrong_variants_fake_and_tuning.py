@@ -180,3 +180,33 @@ PICK_CONFIG = {
 #: Variants that are the same slip as another in the checker's data, so they get its message: ignoring
 #: the l2 column lets the warm samples win, exactly as keeping only the warm ones does.
 SAME_MESSAGE = {"l2 ignored": "warm samples"}
+
+
+# Issue 36, walk 8: a fresh learner's slips of 11, each the solution with one line changed, each named (its y in
+# weight's dtype is "y promoted to weight's dtype" above).
+def _walk8_fwd_rstd_per_column(x, weight, eps):
+    return x.new_empty(x.shape), x.new_empty(x.shape[-1:], dtype=torch.float32)
+
+
+def _walk8_bwd_no_none_branch(x, weight, rstd, dy):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape)
+
+
+def _walk8_bwd_dx_from_rstd(x, weight, rstd, dy):
+    return rstd.new_empty(x.shape), (x.new_empty(0) if weight is None else weight.new_empty(weight.shape))
+
+
+def _walk8_bwd_dgamma_per_column_without_weight(x, weight, rstd, dy):
+    return x.new_empty(x.shape), (x.new_empty(x.shape[1:]) if weight is None else weight.new_empty(weight.shape))
+
+
+FAKE.update({
+    "walk 8: rstd one per column": ((_walk8_fwd_rstd_per_column, fake_backward),
+                                    "rstd has shape (257,), expected (17,)"),
+    "walk 8: no branch for weight None": ((fake_forward, _walk8_bwd_no_none_branch),
+                                          "weight is None here (an RMSNorm without a weight), and your code uses it "
+                                          "as a tensor: test `weight is None` first; then dgamma is `x.new_empty(0)`"),
+    "walk 8: dx from rstd.new_empty": ((fake_forward, _walk8_bwd_dx_from_rstd), "dx is float32, expected float16"),
+    "walk 8: dgamma (N,) without weight": ((fake_forward, _walk8_bwd_dgamma_per_column_without_weight),
+                                           "dgamma has shape (40,), expected (0,)"),
+})

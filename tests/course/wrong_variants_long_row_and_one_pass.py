@@ -389,3 +389,31 @@ LONG_ROW["pass 1 masked with BLOCK_SIZE"] = (
     mutate(L, _mask(MASK_1, "start + cols < BLOCK_SIZE")),
     ("pass 1's mask compares with BLOCK_SIZE where the row has N columns (`start + cols < BLOCK_SIZE`)",
      "`mask = start + cols < N`"))
+# Issue 36, walk 8: a fresh learner's slips of 09 and 10, each the solution with one line changed, each named.
+LONG_ROW.update({
+    "walk 8: block total added to every lane": (mutate(L, ("sum_sq += x * x", "sum_sq += tl.sum(x * x, axis=0)")),
+                                               "pass 1 adds each block's total, `tl.sum(x * x, axis=0)`, to every lane"),
+    "walk 8: x's row start from BLOCK_SIZE": (mutate(L, ("x_row = x_ptr + row * row_stride", "x_row = x_ptr + row * BLOCK_SIZE")),
+                                             "x's row start is `row * BLOCK_SIZE`"),
+    "walk 8: pass 1 over block indices": (mutate(L, ("for start in range(0, N, BLOCK_SIZE):  # pass 1", "for start in range(0, tl.cdiv(N, BLOCK_SIZE)):  # pass 1")),
+                                         "pass 1 loops over block indices, `range(0, tl.cdiv(N, BLOCK_SIZE))`"),
+    "walk 8: y stored into x": (mutate(L, ("tl.store(y_ptr + row * row_stride + start + cols", "tl.store(x_row + start + cols")),
+                               "it wrote into x, an input"),
+    "walk 8: gamma one value per block": (mutate(L, ("tl.load(gamma_ptr + start + cols, mask=mask, other=0.0)", "tl.load(gamma_ptr + start)")),
+                                         "gamma is loaded as one value per block (`tl.load(gamma_ptr + start)`, without `cols`)"),
+})
+ONE_PASS.update({
+    "walk 8: a chunk of P rows per program": (mutate(B, ("for row in range(pid, M, P):", "for row in range(pid * P, pid * P + P):")),
+                                             "each program takes P consecutive rows, `range(pid * P, pid * P + P)`"),
+    "walk 8: mean over M": (mutate(B, ("mean_ux = tl.sum(u * x_hat, axis=0) / N", "mean_ux = tl.sum(u * x_hat, axis=0) / M")),
+                           "mean(u · x̂) is divided by M, the number of rows"),
+    "walk 8: x for x̂ in dx": (mutate(B, ("(u - x_hat * mean_ux) * rstd", "(u - x * mean_ux) * rstd")),
+                              "dx's second term uses x where x̂ belongs (`(u - x * mean_ux) * rstd`)"),
+    "walk 8: partial's row without × N": (mutate(B, ("tl.store(partial_ptr + pid * N + cols", "tl.store(partial_ptr + pid + cols")),
+                                         "the partial's row offset lacks × N (`partial_ptr + pid + cols`)"),
+    "walk 8: gamma loaded in the loop at the row's offsets": (
+        mutate(B, ("    gamma = tl.load(gamma_ptr + cols, mask=mask, other=0.0).to(tl.float32)\n", ""),
+               ("        u = dy * gamma", "        gamma = tl.load(gamma_ptr + offsets, mask=mask, other=0.0).to(tl.float32)\n"
+                                        "        u = dy * gamma")),
+        "gamma holds one value per column (257 of them), the same for every row, but it is read at row"),
+})

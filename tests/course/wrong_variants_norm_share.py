@@ -58,3 +58,25 @@ NORM_SHARE = {
 
 #: Variants that are the same slip as another, so they get its message (host time alone, or added to the kernels').
 SAME_MESSAGE = {"host + GPU time": "host time"}
+
+
+# Issue 36, walk 8: a fresh learner's slips of the share, each the solution with one line changed, each named.
+def _walk8(kind):
+    def norm_share(profile, step_ms):
+        rows = {"by name": profile["kernel"].str.contains("rms", case=False), "all": slice(None),
+                "inverted": ~profile["norm"]}.get(kind, profile["norm"])
+        us = profile.loc[rows, "us"]
+        total = us.mean() if kind == "mean" else us.sum()
+        share = total / (1e6 if kind == "1e6" else 1e3) / step_ms
+        return share, 1 / (1 - share)
+    return norm_share
+
+
+NORM_SHARE.update({
+    "walk 8: rows picked by kernel name": (_walk8("by name"), "no row was selected (share 0)"),
+    "walk 8: every kernel counted": (_walk8("all"), "every kernel of the step was counted, not only the norm's"),
+    "walk 8: µs to ms with 1e6": (_walk8("1e6"), "µs were divided by 1e6, not 1e3"),
+    "walk 8: selection inverted": (_walk8("inverted"), "the selection is inverted"),
+    "walk 8: mean over the norm's kernels": (_walk8("mean"),
+                                             "the norm's kernels were averaged (`.mean()`) where their times add up"),
+})
