@@ -312,6 +312,8 @@ def _require_like(name: str, t, x: torch.Tensor, x_name: str, dtype: torch.dtype
 def residual_out_dtype(x_dtype: torch.dtype, residual_dtype: torch.dtype) -> torch.dtype | None:
     """The dtype of residual_out = x + residual that the fused add accepts, or None for a refused pair.
 
+    For every accepted pair it is the residual's own dtype (the stream keeps its dtype), which is also
+    ``torch.promote_types`` of the pair: the launcher and the operator's fake allocate residual_out in it.
     The residual has x's dtype (the sum is rounded to it, as torch rounds it), or it is float32 with a
     16-bit x (a float32 residual stream: torch promotes the sum to float32). Any other pair is refused:
     a 16-bit residual with a float32 x would promote the stream of a float32 model for no reason, and

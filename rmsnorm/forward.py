@@ -225,12 +225,13 @@ def launch_add_forward(
 
     Returns:
         (y, residual_out, rstd): y (M, N) contiguous in x's dtype; residual_out = x + residual (M, N)
-        contiguous in ``torch.promote_types(x.dtype, residual.dtype)``, rounded as torch rounds the sum;
+        contiguous in residual's dtype (:func:`~rmsnorm.contract.residual_out_dtype`), rounded as torch rounds
+        the sum;
         rstd (M,) float32, of residual_out's rows.
     """
     M, N = x.shape
     y = device.new_output((M, N), x.dtype, x.device)
-    residual_out = device.new_output((M, N), torch.promote_types(x.dtype, residual.dtype), x.device)
+    residual_out = device.new_output((M, N), residual.dtype, x.device)  # the stream keeps its dtype (contract)
     rstd = device.new_output((M,), torch.float32, x.device)
     _run(x, weight, eps, config, offset, y, rstd, residual, residual_out)
     return y, residual_out, rstd

@@ -95,7 +95,7 @@ for _device in ("CPU", "CUDA"):
 
 @torch.library.register_fake("rmsnorm_fast::add_forward", lib=_LIB)
 def _(x, residual, weight, eps, offset=0.0):
-    return (x.new_empty(x.shape), x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, residual.dtype)),
+    return (x.new_empty(x.shape), x.new_empty(x.shape, dtype=residual.dtype),
             x.new_empty(x.shape[:1], dtype=torch.float32))
 
 
