@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from rmsnorm import check_fast_inputs, rmsnorm_add, rmsnorm_fast
 from rmsnorm.contract import ContractError
 from rmsnorm.testing import assert_close, dgamma_tolerance, inductor_unavailable, oracle, poisoned_outputs
-from .providers import EPS, _cuda_only, _quack_refuses, imported, one_line
+from .providers import EPS, cuda_only, imported, one_line, quack_refuses
 from .results import fused_add_backward_bytes, fused_add_forward_bytes
 from .sidebyside import GRID as MAIN_GRID
 from .timing import kernel_time_us
@@ -93,10 +93,10 @@ def refuses(name: str, x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) 
             return f"the fast path's contract: {err}"
         return None
     if name == "liger":
-        return _cuda_only("Liger-Kernel", lambda: imported("liger_kernel.ops.fused_add_rms_norm",
+        return cuda_only("Liger-Kernel", lambda: imported("liger_kernel.ops.fused_add_rms_norm",
                                                              "LigerFusedAddRMSNormFunction"))(x, weight, eps)
     if name == "quack":
-        return _quack_refuses(x, weight, eps)
+        return quack_refuses(x, weight, eps)
     if name == "compile":
         return inductor_unavailable(x.device)
     if name == "eager":

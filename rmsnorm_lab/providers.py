@@ -130,7 +130,8 @@ def _refuses_nothing(x, weight, eps) -> None:
     return None
 
 
-def _cuda_only(who: str, importer: Callable[[], tuple[Any, str | None]]):
+def cuda_only(who: str, importer: Callable[[], tuple[Any, str | None]]):
+    """A provider's ``refuses``: the reason ``importer`` gives (a peer not installed), or x not on a CUDA GPU."""
     def refuses(x, weight, eps):
         _, reason = importer()
         if reason:
@@ -160,8 +161,9 @@ def _quack(x, w, eps):
     return imported("quack", "rmsnorm")[0](x, w, eps=eps)
 
 
-def _quack_refuses(x, weight, eps):
-    reason = _cuda_only("QuACK", lambda: imported("quack", "rmsnorm"))(x, weight, eps)
+def quack_refuses(x, weight, eps):
+    """QuACK's ``refuses`` (plain or fused add): not importable, not on CUDA, or a GPU older than SM90."""
+    reason = cuda_only("QuACK", lambda: imported("quack", "rmsnorm"))(x, weight, eps)
     capability = torch.cuda.get_device_capability(x.device) if reason is None else None
     if capability is not None and capability < (9, 0):
         return f"QuACK's CuTe-DSL kernels need compute capability 9.0 or newer; this GPU has {capability}"
@@ -229,9 +231,9 @@ PROVIDERS: tuple[Provider, ...] = (
     Provider("compile_nomix", "torch.compile(F.rms_norm), torch._inductor.config.triton.mix_order_reduction = False",
              _COMPILE_NOMIX, lambda x, weight, eps: inductor_unavailable(x.device), setup=_COMPILE_NOMIX_SETUP),
     Provider("liger", "Liger-Kernel's LigerRMSNormFunction.apply(x, weight, eps, 0.0, 'llama', in_place=False)",
-             _functional(_liger), _cuda_only("Liger-Kernel", _LIGER_IMPORT)),
+             _functional(_liger), cuda_only("Liger-Kernel", _LIGER_IMPORT)),
     Provider("quack", "QuACK's quack.rmsnorm(x, weight, eps=eps) (CuTe DSL; autograd)",
-             _functional(_quack), _quack_refuses),
+             _functional(_quack), quack_refuses),
 )
 #: Their names, in the list's order.
 PROVIDER_NAMES = tuple(p.name for p in PROVIDERS)
