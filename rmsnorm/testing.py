@@ -83,6 +83,37 @@ def assert_close(
     )
 
 
+def assert_sum_close(
+    actual: torch.Tensor, terms: tuple[torch.Tensor, ...], *, dtype: torch.dtype, msg: str = "",
+) -> None:
+    """Compare a sum of separately computed terms with the terms' float64 sum, each term allowed its own error.
+
+    A two-step computation (the norm's dx rounded to ``dtype``, then eager's add of d residual_out, rounded
+    again) carries each term's rounding, so its error scales with Σ|term|, not with |Σ term|: where two
+    gradients of opposite sign nearly cancel, the relative part of :func:`assert_close`'s rule vanishes while
+    the rounding of each term does not. The rule here is ``|actual − Σ terms| ≤ atol + rtol · Σ |term|``
+    with ``dtype``'s :data:`TOLERANCES`, elementwise; it equals :func:`assert_close`'s for one term.
+
+    Raises:
+        AssertionError: naming the worst element, its value, the expected sum and the bound. NaN never passes.
+    """
+    tol = TOLERANCES[dtype]
+    device = terms[0].device
+    terms64 = [t.detach().to(device, torch.float64) for t in terms]
+    expected = torch.stack(terms64).sum(0)
+    bound = tol["atol"] + tol["rtol"] * torch.stack(terms64).abs().sum(0)
+    got = actual.detach().to(device, torch.float64)
+    excess = ((got - expected).abs() - bound).nan_to_num(nan=float("inf"))
+    worst = int(excess.argmax())
+    if float(excess.flatten()[worst]) > 0:
+        at = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), excess.shape))
+        raise AssertionError(
+            f"{msg}{': ' if msg else ''}{int((excess > 0).sum())} of {excess.numel()} elements outside "
+            f"atol + rtol·Σ|term|; worst at {at}: {float(got[at]):.6g}, expected {float(expected[at]):.6g}, "
+            f"bound {float(bound[at]):.3g}"
+        )
+
+
 def tolerance_share(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype | None = None) -> float:
     """How much of the declared tolerance the worst element uses: max |actual − expected| / (atol + rtol·|expected|).
 

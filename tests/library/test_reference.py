@@ -74,3 +74,23 @@ def test_make_inputs_draws_on_the_cpu_unless_asked_and_honours_the_weight_dtype(
     x2, gamma2, _ = make_inputs(3, 5, torch.float16, "cpu", 7, weight_dtype=torch.float32, draw_on_device=True)
     assert x2.dtype == torch.float16 and gamma2.dtype == torch.float32 and gamma2.shape == (5,)
     torch.testing.assert_close(gamma2.half(), gamma, rtol=0, atol=0)  # on the CPU the device is the CPU
+
+
+def test_a_two_step_sum_is_judged_by_its_terms_and_a_real_error_still_fails():
+    """Eager's unfused backward: the norm's d h rounded to bf16, then d residual_out added and rounded again."""
+    from rmsnorm.testing import assert_close, assert_sum_close
+
+    g = torch.Generator().manual_seed(0)
+    dh = 3 * torch.randn(4096, generator=g, dtype=torch.float64)
+    d_res = -dh + 1e-3 * torch.randn(4096, generator=g, dtype=torch.float64)  # the two nearly cancel
+    two_step = dh.bfloat16() + d_res.bfloat16()  # each term rounded, then the sum rounded
+    with pytest.raises(AssertionError):  # |Σ term| is tiny, so the rule for one term refuses the roundings
+        assert_close(two_step, dh + d_res, dtype=torch.bfloat16)
+    assert_sum_close(two_step, (dh, d_res), dtype=torch.bfloat16)
+    wrong = two_step.clone()
+    wrong[17] += 0.5  # an error no rounding of these terms makes
+    with pytest.raises(AssertionError, match=r"1 of 4096 elements .* worst at \(17,\)"):
+        assert_sum_close(wrong, (dh, d_res), dtype=torch.bfloat16, msg="dx")
+    wrong[17] = float("nan")
+    with pytest.raises(AssertionError, match="worst at \\(17,\\)"):
+        assert_sum_close(wrong, (dh, d_res), dtype=torch.bfloat16)
