@@ -56,8 +56,9 @@ from .wholecall import HOST_BOUND, OUT_OF_TIME, fill_times
 #: Kernel-time shapes (M, N, dtype): two LLM widths in bf16 (hidden 5120 and 8192), then the side-by-side's main
 #: grid. The LLM widths come first: a run whose budget is spent loses the main grid's last shapes, not them.
 GRID = ((16384, 5120, torch.bfloat16), (32768, 8192, torch.bfloat16)) + MAIN_GRID
-#: Whole-call shapes: where the host sets the pace (rmsnorm_lab.wholecall.HOST_BOUND).
-WHOLE_CALL_SHAPES = HOST_BOUND
+#: Whole-call shapes: where the host sets the pace (rmsnorm_lab.wholecall.HOST_BOUND), then two where the GPU does
+#: (issue 39's fused-against-unfused target is a whole call at GPU-bound shapes).
+WHOLE_CALL_SHAPES = HOST_BOUND + ((32768, 4096, torch.bfloat16), (16384, 5120, torch.bfloat16))
 PROVIDERS = ("fast_fused", "fast_unfused", "liger", "quack", "compile", "eager")
 DESCRIPTIONS = {
     "fast_fused": "rmsnorm.rmsnorm_add(x, residual, weight, eps) -> (y, residual_out)",

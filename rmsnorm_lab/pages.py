@@ -16,7 +16,10 @@ writes the blocks between their ``<!-- name:start -->`` / ``<!-- name:end -->`` 
 - :func:`render_host_probe` — where the fast path's host time goes (host_time_probe.txt);
 - :func:`render_sweeps` — the configuration table before each recorded sweep and the sweep's best
   (fast_tuning.csv, the runs that recorded ``table_when_swept``);
-- :func:`render_cliffs` — the cliff sweep per dtype and pass (cliffs.csv).
+- :func:`render_cliffs` — the cliff sweep per dtype and pass (cliffs.csv);
+- :func:`render_fused_add` — the fused residual add + norm against its peers, kernel time and whole call
+  (fused_add_kernel.csv, fused_add_whole_call.csv);
+- :func:`render_decode` — greedy decode tokens/s per norm (model_fused_decode.csv).
 
 Source: notebooks/12_tuning_and_side_by_side.ipynb, notebooks/13_into_a_model.ipynb.
 """
@@ -31,8 +34,9 @@ import pandas as pd
 
 from .sidebyside import PEERS, best_peer_table, ratio_table
 
-__all__ = ["OFFSET_COST", "ZERO_OFFSET_COST", "offset_cost", "render_cliffs", "render_host_probe", "render_model_step",
-           "render_offset", "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost"]
+__all__ = ["FUSED_ADD_TARGETS", "OFFSET_COST", "ZERO_OFFSET_COST", "fused_add_ratios", "offset_cost", "render_cliffs",
+           "render_decode", "render_fused_add", "render_host_probe", "render_model_step", "render_offset",
+           "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost"]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _NAMES = {"compile": "compile", "liger": "Liger", "quack": "QuACK", "eager": "eager"}
@@ -97,14 +101,17 @@ def render_model_step(step: pd.DataFrame) -> str:
     lines = []
     for size, group in step.groupby("size", sort=False):
         first = group.iloc[0]
-        lines.append(f"- **{size}**: {first['layers']} layers, hidden {first['hidden']}, {first['tokens']} tokens a "
-                     f"step, median of {first['steps']} timed steps.")
-    lines += ["", "| size | mode | norm | step ms | min–max ms | kernels / step | norm kernels / step "
-              "| Amdahl bound | speed-up over the original |", "|---" * 9 + "|"]
+        lines.append(f"- **{size}**: {first['layers']:.0f} layers, hidden {first['hidden']:.0f}, {first['tokens']:.0f} "
+                     f"tokens a step, median of {first['steps']:.0f} timed steps.")
     ok = step[step["check"] == "ok"].set_index(["size", "mode", "variant"])
+    interval = "step_ms_lo" in ok and ok["step_ms_lo"].notna().all()  # an interleaved run: the median's 95 % interval
+    lines += ["", "| size | mode | norm | step ms | " + ("median's 95 % interval, ms | " if interval else "")
+              + "min–max ms | kernels / step | norm kernels / step | Amdahl bound | speed-up over the original |",
+              "|---" * (10 if interval else 9) + "|"]
     for (size, mode, variant), r in ok.iterrows():
         original = ok.loc[(size, mode, "original"), "step_ms"]
-        lines.append(f"| {size} | {mode} | {variant} | {r.step_ms:.1f} | {r.step_ms_min:.1f}–{r.step_ms_max:.1f} | "
+        ci = f"{r.step_ms_lo:.1f}–{r.step_ms_hi:.1f} | " if interval else ""
+        lines.append(f"| {size} | {mode} | {variant} | {r.step_ms:.1f} | {ci}{r.step_ms_min:.1f}–{r.step_ms_max:.1f} | "
                      f"{r.gpu_busy_ms / r.step_ms:.0%} | {r.norm_share:.1%} | {r.amdahl_bound:.3f}× | "
                      f"{original / r.step_ms:.3f}× |".replace("%", " %"))
     failed = step[step["check"] != "ok"]
@@ -249,4 +256,99 @@ def render_cliffs(cliffs: pd.DataFrame, environment: dict) -> str:
         reasons.append(f"{provider}, {dtype}, N = {', '.join(map(str, sorted(group['N'].unique())))} ({kind})")
     if reasons:
         lines += ["", "Failed the oracle or to run, not timed: " + "; ".join(reasons) + "."]
+    return "\n".join(lines)
+
+
+#: Issue 39's kernel targets, the plain norm's rule: the fused forward at least 0.97× and its backward at least
+#: 1.0× the best of Liger, QuACK and compile (peer's time over fused's), at every shape.
+FUSED_ADD_TARGETS = {"forward": 0.97, "backward": 1.0}
+_FUSED_PEERS = ("liger", "quack", "compile")
+_FUSED_COLUMNS = (("unfused", "fast_unfused"), ("Liger", "liger"), ("QuACK", "quack"), ("compile", "compile"),
+                  ("eager", "eager"))
+
+
+def fused_add_ratios(kernel: pd.DataFrame) -> pd.DataFrame:
+    """Per shape and pass (fused_add_kernel.csv): the fused op's µs and each provider's µs over it (above 1: the
+    fused op is faster), with the best of Liger, QuACK and compile (``best``) and who it is (``best_peer``)."""
+    timed = kernel[kernel["check"] == "ok"]
+    us = timed.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="us", sort=False)
+    table = pd.DataFrame({"fused_us": us["fast_fused"]})
+    for _, provider in _FUSED_COLUMNS:
+        if provider in us:
+            table[provider] = us[provider] / us["fast_fused"]
+    peers = [p for p in _FUSED_PEERS if p in table]
+    table["best"] = table[peers].min(axis=1)
+    table["best_peer"] = table[peers].idxmin(axis=1)
+    return table
+
+
+def render_fused_add(kernel: pd.DataFrame, whole: pd.DataFrame | None = None) -> str:
+    """The fused residual add + norm (fused_add_kernel.csv, fused_add_whole_call.csv): kernel time L2 cold per
+    shape and pass as each provider's time over the fused op's; per pass the best peer's geometric mean, its worst
+    shape and the shapes under :data:`FUSED_ADD_TARGETS`; fused over unfused for forward + backward; then the
+    whole call and host µs at the host-bound shapes."""
+    table = fused_add_ratios(kernel)
+    names = list(table.index.names)
+    header = [name for name, provider in _FUSED_COLUMNS if provider in table]
+    lines = ["Kernel time, L2 cold: the fused op's µs, then each provider's time over it (above 1: the fused op is "
+             "faster).", "",
+             "| shape | pass | fused µs | " + " | ".join(header) + " | best of Liger, QuACK, compile |",
+             "|---" * (4 + len(header)) + "|"]
+    for key, r in table.iterrows():
+        cells = [f"{r[p]:.2f}×" if not math.isnan(r[p]) else "—" for _, p in _FUSED_COLUMNS if p in table]
+        lines.append(f"| {_shape(key, names)} | {key[-1]} | {r.fused_us:.1f} | " + " | ".join(cells)
+                     + f" | {r.best:.2f}× ({_NAMES[r.best_peer]}) |")
+    lines.append("")
+    for pass_, target in FUSED_ADD_TARGETS.items():
+        sub = table.xs(pass_, level="pass_")
+        worst = sub["best"].idxmin()
+        under = [_shape((*k, pass_), names) for k, v in sub["best"].items() if v < target]
+        lines.append(f"- {pass_}: best peer over fused, geometric mean {_geomean(sub['best']):.2f}× over "
+                     f"{len(sub)} shapes; worst {sub.loc[worst, 'best']:.2f}× at {_shape((*worst, pass_), names)} "
+                     f"({_NAMES[sub.loc[worst, 'best_peer']]}); under {target:.2f}×: "
+                     + (", ".join(under) if under else "none") + ".")
+    if "fast_unfused" in table:
+        both = table["fused_us"].unstack("pass_")
+        unfused = (table["fused_us"] * table["fast_unfused"]).unstack("pass_")
+        ratio = (both.sum(axis=1, min_count=2) / unfused.sum(axis=1, min_count=2)).dropna()
+        lines.append(f"- fused over unfused (the plain fast norm after eager's add), kernel time forward + backward: "
+                     f"{ratio.min():.2f}–{ratio.max():.2f}× over {len(ratio)} shapes, geometric mean "
+                     f"{_geomean(ratio):.2f}×.")
+    failed = kernel[kernel["check"] != "ok"]
+    if len(failed):
+        lines.append("- not timed: " + "; ".join(
+            f"{r.provider} at {_shape((r.M, r.N, r.dtype), ['M', 'N', 'dtype'])} {r.pass_} "
+            f"({r.check.split(':')[0]})" for r in failed.itertuples()) + ".")
+    if whole is not None:
+        lines += ["", "Whole call (CUDA events around back-to-back calls) and host µs per call, at the host-bound "
+                  "shapes: the fused op's µs, then each provider's over it.", "",
+                  "| shape | pass | fused: whole call µs | fused: host µs | " + " | ".join(header) + " |",
+                  "|---" * (4 + len(header)) + "|"]
+        ok = whole[whole["check"] == "ok"]
+        calls = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="whole_call_us",
+                               sort=False)
+        host = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="host_us", sort=False)
+        for key, r in calls.iterrows():
+            cells = [f"{r[p] / r['fast_fused']:.2f}×" if p in r and not math.isnan(r[p]) else "—"
+                     for _, p in _FUSED_COLUMNS if p in table]
+            lines.append(f"| {_shape(key, list(calls.index.names))} | {key[-1]} | {r['fast_fused']:.1f} | "
+                         f"{host.loc[key, 'fast_fused']:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_decode(decode: pd.DataFrame) -> str:
+    """Greedy decode (model_*_decode.csv): per model size and batch, each variant's tokens/s with its 95 % interval,
+    over the original's, and the share of generated tokens equal to the original's."""
+    lines = ["| size | batch | norm | tokens/s | 95 % interval | over the original | tokens as the original's |",
+             "|---|---|---|---|---|---|---|"]
+    ok = decode[decode["check"] == "ok"].set_index(["size", "batch", "variant"])
+    for (size, batch, variant), r in ok.iterrows():
+        original = ok.loc[(size, batch, "original"), "tokens_per_s"]
+        lines.append(f"| {size} | {batch} | {variant} | {r.tokens_per_s:.0f} | {r.tokens_per_s_lo:.0f}–"
+                     f"{r.tokens_per_s_hi:.0f} | {r.tokens_per_s / original:.3f}× | {r.tokens_match:.0%} |"
+                     .replace("%", " %"))
+    failed = decode[decode["check"] != "ok"]
+    if len(failed):
+        lines += ["", "Not timed: " + "; ".join(f"{r.size} {r.variant} batch {r.batch}: {r.check}"
+                                                 for r in failed.itertuples()) + "."]
     return "\n".join(lines)

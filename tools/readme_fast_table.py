@@ -10,8 +10,9 @@ holds the rest: ``fast-table``, the side-by-side of kernel time (fast.csv, QuACK
 by side (whole_call.csv); ``host-probe`` (host_time_probe.txt); ``model-step-table`` (model_step.csv);
 ``model-step-gemma-table`` (model_step_gemma_qwen.csv, its Gemma 3 rows); ``model-step-qwen-table``
 (model_step_qwen.csv, qwen_order.csv); ``offset-table`` (offset.csv, kernel_time_offset_zero.csv);
-``sweeps-table`` (fast_tuning.csv) and ``cliffs-table`` (cliffs.csv). A block whose file is not committed
-stays empty. No figure of those pages is typed: tests/lab/test_sidebyside.py runs the check.
+``sweeps-table`` (fast_tuning.csv); ``cliffs-table`` (cliffs.csv); ``fused-add-table`` (fused_add_kernel.csv,
+fused_add_whole_call.csv) and ``model-fused-table`` (model_fused.csv, model_fused_decode.csv). A block whose
+file is not committed stays empty. No figure of those pages is typed: tests/lab/test_sidebyside.py runs the check.
 """
 
 from __future__ import annotations
@@ -265,6 +266,18 @@ def updated_summary(readme: str, folder: Path) -> str:
 ZERO_FILE = "kernel_time_offset_zero.csv"
 
 
+def _model_fused(folder: Path, present) -> str:
+    """The Llama steps with the fused add (model_fused.csv), then its decode table where committed."""
+    from rmsnorm_lab import pages
+    from rmsnorm_lab.model import load_model_step
+
+    text = pages.render_model_step(load_model_step(folder, "model_fused"))
+    if present("model_fused_decode.csv"):
+        text += ("\n\nDecode, greedy `generate` (model_fused_decode.csv):\n\n"
+                 + pages.render_decode(pd.read_csv(folder / "model_fused_decode.csv")))
+    return text
+
+
 def updated_results(page: str, folder: Path) -> str:
     """results/h200/README.md with every block rendered from the files of ``folder``."""
     from rmsnorm_lab import pages
@@ -294,6 +307,10 @@ def updated_results(page: str, folder: Path) -> str:
         "sweeps-table": ("fast_tuning.csv", lambda: pages.render_sweeps(pd.read_csv(folder / "fast_tuning.csv"))),
         "cliffs-table": ("cliffs.csv", lambda: pages.render_cliffs(pd.read_csv(folder / "cliffs.csv"),
                                                                    _environment(folder, "cliffs_environment.json"))),
+        "fused-add-table": ("fused_add_kernel.csv", lambda: pages.render_fused_add(
+            pd.read_csv(folder / "fused_add_kernel.csv"),
+            pd.read_csv(folder / "fused_add_whole_call.csv") if present("fused_add_whole_call.csv") else None)),
+        "model-fused-table": (files("model_fused")[0], lambda: _model_fused(folder, present)),
     }
     for name, (source, body) in blocks.items():
         text = _block(text, name, body if present(source) else (lambda: ""))

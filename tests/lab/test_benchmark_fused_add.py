@@ -153,3 +153,15 @@ def test_every_committed_time_was_checked_first_and_charged_the_declared_bytes()
     assert whole.loc[~timed, ["whole_call_us", "host_us"]].isna().all().all()
     env = json.loads((RESULTS_DIR / "fused_add_environment.json").read_text())
     assert env["eager_rms_norm"]["verdict"] and set(env["fused_add"]["providers"]) == set(kernel["provider"])
+
+
+@committed
+def test_the_committed_fused_op_costs_at_most_085_of_the_unfused_form_at_every_shape():
+    """Issue 39: one launch each way instead of the add's and the norm's, kernel time forward + backward."""
+    from rmsnorm_lab.pages import fused_add_ratios
+
+    table = fused_add_ratios(pd.read_csv(RESULTS_DIR / "fused_add_kernel.csv"))
+    fused = table["fused_us"].unstack("pass_").sum(axis=1, min_count=2)
+    unfused = (table["fused_us"] * table["fast_unfused"]).unstack("pass_").sum(axis=1, min_count=2)
+    ratio = (fused / unfused).dropna()
+    assert len(ratio) >= len(bench.MAIN_GRID) - 2 and (ratio <= 0.85).all(), ratio.sort_values().tail()
