@@ -1,6 +1,6 @@
 """rmsnorm: RMSNorm in Triton, verified before it is accelerated. What a model imports.
 
-Importing it defines the kernels and registers four operators; it changes nothing else in the
+Importing it defines the kernels and registers six operators; it changes nothing else in the
 caller's process (no environment variable, no Triton setting, no ``torch._dynamo`` import).
 The kernels run on a CUDA GPU, or on the CPU in Triton's interpreter when ``TRITON_INTERPRET=1``
 was set before triton was first imported (:mod:`rmsnorm.device`).
@@ -18,6 +18,10 @@ Public API:
   ``::add_backward``).
 - :class:`RMSNorm` (= :class:`FastRMSNorm`) — a ``torch.nn.RMSNorm`` subclass (same constructor and
   state_dict) that calls it.
+- :func:`layernorm_fast` (x, weight, bias, eps=1e-5) and :class:`FastLayerNorm` (a ``torch.nn.LayerNorm``
+  subclass) — Part III's other norm: the same kernels with ``IS_LAYERNORM`` on, the same contract, two more
+  operators (``rmsnorm_fast::layernorm_forward``, ``::layernorm_backward``); :func:`swap_layernorm` swaps a
+  model's LayerNorms (:mod:`rmsnorm.layernorm`).
 - :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for :class:`FastRMSNorm`, recognised by
   behaviour, the weight Parameters kept; with ``fuse_residual=True`` each pre-norm decoder layer's
   post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
@@ -53,7 +57,8 @@ from .contract import (
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 from .fused_add import rmsnorm_add
-from .module import FastRMSNorm
+from .layernorm import layernorm_fast, layernorm_fast_backward, layernorm_fast_forward
+from .module import FastLayerNorm, FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
 
@@ -65,6 +70,7 @@ __all__ = [
     "FAST_DTYPES",
     "FAST_MAX_N",
     "FastConfig",
+    "FastLayerNorm",
     "FastRMSNorm",
     "INTERPRETER_BF16_REASON",
     "ContractError",
@@ -78,6 +84,9 @@ __all__ = [
     "forward_config",
     "grid_size",
     "interpreter_active",
+    "layernorm_fast",
+    "layernorm_fast_backward",
+    "layernorm_fast_forward",
     "manual_backward",
     "num_programs",
     "randomise_norm_weights",

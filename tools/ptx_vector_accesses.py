@@ -44,6 +44,10 @@ PATTERNS = {
     "st.v4": r"st\.global(?:\.\w+)*\.v4\.b32",
 }
 ALIGNED = [["tt.divisibility", 16]]
+#: The LayerNorm's arguments, switched off as the RMSNorm's launchers leave them.
+PLAIN_FORWARD = {"mean_ptr": None, "bias_ptr": None, "IS_LAYERNORM": False, "HAS_BIAS": False}
+PLAIN_BACKWARD = {"mean_ptr": None, "bias_partial_ptr": None, "mean_u_ptr": None, "IS_LAYERNORM": False,
+                  "HAS_BIAS": False}
 
 
 def _ptx(kernel, signature: dict, constexprs: dict, pointers, num_warps: int, divisible=()) -> str:
@@ -81,7 +85,7 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0]},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
          "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align,
-         **residual[1], "STATIC_N": fwd.static(N)},
+         **residual[1], "STATIC_N": fwd.static(N), **PLAIN_FORWARD},
         (0, 2, 3, 5) + ((17, 19) if fused else ()), fwd.num_warps, (1, 4, 7) if divisible else ())
     one_block = bwd.one_block(N)
     compute = row_arithmetic_dtype(N, residual_dtype or dtype)
@@ -95,7 +99,7 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[compute],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
          "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, **dres[1],
-         "STATIC_N": bwd.static(N)},
+         "STATIC_N": bwd.static(N), **PLAIN_BACKWARD},
         (0, 2, 3, 4, 6, 8, 9) + ((20,) if fused else ()), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
     return forward, backward
 
