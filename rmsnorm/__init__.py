@@ -36,7 +36,7 @@ The article's simple kernels, which lessons 03–08 teach (rows up to 4096, floa
 
 File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
 launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) → module (module.py) →
-the model swap (swap.py, and fused_layers.py for the decoder layers).
+the model swap (swap.py, and fused_layers.py for the decoder layers; swap_layernorm.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
@@ -61,6 +61,7 @@ from .layernorm import layernorm_fast, layernorm_fast_backward, layernorm_fast_f
 from .module import FastLayerNorm, FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
+from .swap_layernorm import swap_layernorm
 
 #: The library's RMSNorm: the fast path under the names a user looks for first.
 rmsnorm = rmsnorm_fast
@@ -102,5 +103,6 @@ __all__ = [
     "rmsnorm_reference",
     "row_align_hint",
     "row_alignment",
+    "swap_layernorm",
     "swap_rmsnorm",
 ]
