@@ -110,9 +110,9 @@ def _quack_calls(x, weight, bias, dy, eps, passes) -> dict:
         backward, why = imported("quack.rmsnorm", "layernorm_bwd")
         if why:
             raise KeyError(f"QuACK has no LayerNorm backward function to time: {why}")
-        _y, mean, rstd = _quack_forward(x, weight, bias, eps)
+        _y, rstd, mean = _quack_forward(x, weight, bias, eps)  # 0.6.5 returns (out, rstd, mean)
         calls["backward"] = lambda: backward(x, weight, dy, rstd, mean)
-        calls["forward_backward"] = lambda: backward(x, weight, dy, *_quack_forward(x, weight, bias, eps)[:0:-1])
+        calls["forward_backward"] = lambda: backward(x, weight, dy, *_quack_forward(x, weight, bias, eps)[1:])
     return calls
 
 
