@@ -20,8 +20,10 @@ Public API:
   state_dict) that calls it.
 - :func:`layernorm_fast` (x, weight, bias, eps=1e-5) and :class:`FastLayerNorm` (a ``torch.nn.LayerNorm``
   subclass) — Part III's other norm: the same kernels with ``IS_LAYERNORM`` on, the same contract, two more
-  operators (``rmsnorm_fast::layernorm_forward``, ``::layernorm_backward``); :func:`swap_layernorm` swaps a
-  model's LayerNorms (:mod:`rmsnorm.layernorm`).
+  operators (``rmsnorm_fast::layernorm_forward``, ``::layernorm_backward``; :mod:`rmsnorm.layernorm`);
+  :func:`layernorm_fast_forward`, :func:`layernorm_fast_backward` — its launchers
+  (:mod:`rmsnorm.layernorm_launchers`); :func:`swap_layernorm` — a model's LayerNorms swapped for
+  :class:`FastLayerNorm`, the Parameters kept (:mod:`rmsnorm.swap_layernorm`).
 - :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for :class:`FastRMSNorm`, recognised by
   behaviour, the weight Parameters kept; with ``fuse_residual=True`` each pre-norm decoder layer's
   post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
@@ -35,8 +37,9 @@ The article's simple kernels, which lessons 03–08 teach (rows up to 4096, floa
 :mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
 File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
-launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) → module (module.py) →
-the model swap (swap.py, and fused_layers.py for the decoder layers; swap_layernorm.py).
+launch.py; layernorm_launchers.py) → operators, autograd and the functional (autograd.py, fused_add.py,
+layernorm.py) → module (module.py) → the model swap (swap.py, and fused_layers.py for the decoder layers;
+swap_layernorm.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
@@ -57,7 +60,8 @@ from .contract import (
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 from .fused_add import rmsnorm_add
-from .layernorm import layernorm_fast, layernorm_fast_backward, layernorm_fast_forward
+from .layernorm import layernorm_fast
+from .layernorm_launchers import layernorm_fast_backward, layernorm_fast_forward
 from .module import FastLayerNorm, FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
