@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import time
 
 import numpy as np
 import torch
@@ -31,13 +30,15 @@ import torch.nn.functional as F
 
 from rmsnorm import layernorm_fast
 from rmsnorm.contract import ContractError
-from rmsnorm.layernorm import check_layernorm_inputs
+from rmsnorm.layernorm_launchers import check_layernorm_inputs
 from rmsnorm.testing import assert_close, dgamma_tolerance, inductor_unavailable, poisoned_outputs
-from .providers import cuda_only, imported, one_line, quack_refuses
+from . import checked_rows
+from .checked_rows import PASSES, WHOLE_CALL_PASSES, Side, prepared  # noqa: F401  (the passes: this module's too)
+from .providers import cuda_only, imported, quack_refuses
 from .results import layernorm_backward_bytes, layernorm_forward_bytes
 from .sidebyside import GRID as MAIN_GRID
 from .timing import kernel_time_us
-from .wholecall import HOST_BOUND, OUT_OF_TIME, fill_times
+from .wholecall import HOST_BOUND
 
 EPS = 1e-5
 #: Kernel-time shapes (M, N, x dtype, weight and bias dtype): GPT-2/ViT and Phi widths with float32 parameters
@@ -57,8 +58,6 @@ DESCRIPTIONS = {
     "compile": "torch.compile(F.layer_norm, dynamic=False)",
     "eager": "F.layer_norm(x, (N,), weight, bias, eps)",
 }
-PASSES = ("forward", "backward")
-WHOLE_CALL_PASSES = ("forward", "forward_backward")
 KERNEL_COLUMNS = ("M", "N", "dtype", "weight_dtype", "provider", "pass_", "us", "bytes", "gbps", "check")
 WHOLE_CALL_COLUMNS = ("M", "N", "dtype", "weight_dtype", "provider", "pass_", "whole_call_us", "host_us", "kernel_us",
                       "check")
@@ -181,19 +180,11 @@ def check(calls: dict, x, weight, bias, dy, eps: float = EPS, label: str = "") -
 
 def prepare(name: str, x, weight, bias, dy, passes, eps: float = EPS):
     """(calls, "ok") once checked, or (None, "refused: …" / "failed: …" / "wrong: …"); never raises for a peer."""
-    reason = refuses(name, x, weight, bias, eps)
-    if reason:
-        return None, f"refused: {reason}"
-    try:
+    def build_and_check():
         calls = build_calls(name, x, weight, bias, dy, eps, passes)
         check(calls, x, weight, bias, dy, eps, label=name)
-    except KeyError as err:
-        return None, f"refused: {one_line(err)}"
-    except AssertionError as err:
-        return None, f"wrong: {one_line(err)}"
-    except Exception as err:  # noqa: BLE001  a peer that cannot be set up or run is reported, not timed
-        return None, f"failed: {one_line(err)}"
-    return calls, "ok"
+        return calls
+    return prepared(refuses(name, x, weight, bias, eps), build_and_check)
 
 
 def inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype, device) -> tuple:
@@ -206,23 +197,8 @@ def inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype, device
     return (x * 2 + 0.5).to(dtype), weight, bias - 1, dy
 
 
-def _each_provider(shapes, providers, passes, deadline, device, log):
-    """Per shape and provider: (base row, calls or None, status) after the check; inputs freed after each shape."""
-    for M, N, dtype, weight_dtype in shapes:
-        tensors = inputs(M, N, dtype, weight_dtype, device)
-        for name in providers:
-            base = dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."),
-                        weight_dtype=str(weight_dtype).removeprefix("torch."), provider=name)
-            if deadline is not None and time.perf_counter() > deadline:
-                yield base, None, OUT_OF_TIME
-                continue
-            calls, status = prepare(name, *tensors, passes)
-            yield base, calls, status
-            log(f"  {M}x{N} {base['dtype']:8s} {name:8s} {status[:100]}")
-            del calls
-        del tensors
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+#: This side-by-side's declarations for rmsnorm_lab.checked_rows: a shape names x's dtype and the parameters'.
+SIDE = Side(KERNEL_COLUMNS, WHOLE_CALL_COLUMNS, inputs, prepare, layernorm_forward_bytes, layernorm_backward_bytes)
 
 
 def kernel_rows(shapes=GRID, providers=PROVIDERS, *, calls: int = 20, deadline: float | None = None,
@@ -232,31 +208,15 @@ def kernel_rows(shapes=GRID, providers=PROVIDERS, *, calls: int = 20, deadline: 
     A provider that runs one pass only (QuACK without a backward function) is refused for both: the check covers
     the passes it is timed at.
     """
-    rows = []
-    for base, timed, status in _each_provider(shapes, providers, PASSES, deadline, device, log):
-        dtype, weight_dtype = getattr(torch, base["dtype"]), getattr(torch, base["weight_dtype"])
-        nbytes = {"forward": layernorm_forward_bytes(base["M"], base["N"], dtype, weight_dtype),
-                  "backward": layernorm_backward_bytes(base["M"], base["N"], dtype, weight_dtype)}
-        for pass_ in PASSES:
-            us = kernel_time_us(timed[pass_], calls=calls, warmup=3) if timed else float("nan")
-            rows.append(base | dict(pass_=pass_, us=us, bytes=nbytes[pass_], gbps=nbytes[pass_] / us / 1e3,
-                                    check=status))
-    return rows
+    return checked_rows.kernel_rows(SIDE, shapes, providers, kernel_time_us=kernel_time_us, calls=calls,
+                                    deadline=deadline, device=device, log=log)
 
 
 def whole_call_rows(shapes=WHOLE_CALL_SHAPES, providers=PROVIDERS, *, samples: int | None = None,
                     deadline: float | None = None, device="cuda", log=print) -> list[dict]:
     """Check, then time every provider's whole calls (forward without grad, forward + backward)."""
-    rows = []
-    for base, timed, status in _each_provider(shapes, providers, WHOLE_CALL_PASSES, deadline, device, log):
-        for pass_ in WHOLE_CALL_PASSES:
-            row = base | dict(pass_=pass_, whole_call_us=np.nan, host_us=np.nan, graph_us=np.nan, kernel_us=np.nan,
-                              check=status)
-            if timed:
-                fill_times(row, base["provider"], pass_, timed[pass_], (), {} if samples is None else
-                           {"samples": samples})
-            rows.append({k: row[k] for k in WHOLE_CALL_COLUMNS})
-    return rows
+    return checked_rows.whole_call_rows(SIDE, shapes, providers, samples=samples, deadline=deadline, device=device,
+                                        log=log)
 
 
 def best_peer_table(kernel) -> "pd.DataFrame":  # noqa: F821
