@@ -9,17 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from compiled_model import assert_compiled_call_matches_eager
 from rmsnorm import ContractError, FastLayerNorm, layernorm_fast, layernorm_fast_backward, layernorm_fast_forward
 from rmsnorm.config import ONE_BLOCK_MAX_N, backward_config, forward_config
 from rmsnorm.layernorm import _backward_op, _forward_op
-from rmsnorm.testing import (
-    TOLERANCES,
-    assert_close,
-    dgamma_tolerance,
-    inductor_unavailable,
-    make_inputs,
-    refused_before_allocating,
-)
+from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, make_inputs, refused_before_allocating
 
 GPU = torch.cuda.is_available()
 gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
@@ -208,24 +202,12 @@ def test_meta_tensors_get_the_shapes_and_dtypes():
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(backend, device):
-    if backend == "inductor" and inductor_unavailable(device):
-        pytest.skip(inductor_unavailable(device))
     x, weight, bias, dy = _inputs(5, 48, F32, device, seed=4)
 
     def layer(x, weight, bias):
         return (layernorm_fast(x * 2.0, weight, bias) * dy).sum()
 
-    args = [t.detach().clone().requires_grad_() for t in (x, weight, bias)]
-    compiled_args = [t.detach().clone().requires_grad_() for t in (x, weight, bias)]
-    layer(*args).backward()
-    eager = layer(*[a.detach() for a in args])
-    compiled = torch.compile(layer, backend=backend, fullgraph=True)(*compiled_args)
-    compiled.backward()
-    # aot_eager: the same kernels, bit for bit; inductor: its own elementwise kernels, within float32's tolerance
-    tol = {"rtol": 0, "atol": 0} if backend == "aot_eager" else TOLERANCES[F32]
-    torch.testing.assert_close(compiled, eager, **tol)
-    for got, want in zip(compiled_args, args):
-        torch.testing.assert_close(got.grad, want.grad, **tol)
+    assert_compiled_call_matches_eager(layer, (x, weight, bias), backend, device)
 
 
 def test_vmap_grad_and_jacrev(device):
