@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
 from .module import FastLayerNorm
 from .probe import PROBE_SEED, probe_input
-from .swap import Swapped
+from .swap import Swapped, _bad_eps, _hooks_refusal, _norm_places, _other_state
 from .testing import TOLERANCES
 
 __all__ = ["swap_layernorm"]
@@ -64,15 +64,12 @@ def _structure(module) -> str | None:
             return f"its {name} is {p.dtype}; the fast path takes float32, float16 or bfloat16"
     if not 1 <= math.prod(shape) <= FAST_MAX_N:
         return f"its rows have {math.prod(shape)} elements; the fast path takes 1 to {FAST_MAX_N}"
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+    if _bad_eps(eps):
         return f"its eps is {eps!r}; the fast path needs a finite real number > 0"
-    others = sorted(set(module.state_dict()) - {"weight", "bias"})
+    others = _other_state(module, {"weight", "bias"})
     if others:
         return f"it has state other than a weight and a bias ({', '.join(others)}), which the swap would drop"
-    if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
-        return ("it has hooks registered, which the new module would not have: remove them, swap, then register "
-                "them on the new module")
-    return None
+    return _hooks_refusal(module)
 
 
 def _probe(module) -> str | None:
@@ -123,18 +120,14 @@ def swap_layernorm(model: torch.nn.Module) -> Swapped:
     verdicts: dict[int, str | None] = {}
     places, names, refused = [], [], {}
     already = sum(isinstance(m, FastLayerNorm) for m in model.modules())
-    for parent_name, parent in model.named_modules(remove_duplicate=False):
-        for name, child in parent.named_children():
-            if isinstance(child, FastLayerNorm) or not _claims_layernorm(child):
-                continue
-            full = f"{parent_name}.{name}" if parent_name else name
-            if id(child) not in verdicts:
-                verdicts[id(child)] = _structure(child) or _probe(child)
-                if verdicts[id(child)] is not None:
-                    refused.setdefault(verdicts[id(child)], []).append(f"{full} ({type(child).__name__})")
-            if verdicts[id(child)] is None:
-                places.append((parent, name, child))
-                names.append(full)
+    for parent, name, child, full in _norm_places(model, FastLayerNorm, _claims_layernorm):
+        if id(child) not in verdicts:
+            verdicts[id(child)] = _structure(child) or _probe(child)
+            if verdicts[id(child)] is not None:
+                refused.setdefault(verdicts[id(child)], []).append(f"{full} ({type(child).__name__})")
+        if verdicts[id(child)] is None:
+            places.append((parent, name, child))
+            names.append(full)
     refusals = [f"{', '.join(where)}: {reason}" for reason, where in refused.items()]
     if _claims_layernorm(model) and not isinstance(model, FastLayerNorm):
         refusals.append(f"the model itself ({type(model).__name__}) is a LayerNorm: swap it in its parent, or build "
