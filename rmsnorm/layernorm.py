@@ -11,8 +11,8 @@ Operators (``rmsnorm_fast`` library, as the RMSNorm's):
 - ``rmsnorm_fast::layernorm_backward(Tensor x, Tensor? weight, Tensor? bias, Tensor mean, Tensor rstd,
   Tensor dy) -> (dx, dweight, dbias)`` (dweight, dbias empty where there is no weight, no bias)
 
-Source: Triton's tutorial 05-layer-norm; quack ``rmsnorm.py`` (``is_layernorm``); Liger-Kernel
-``ops/layer_norm.py``; llm.c ``doc/layernorm``.
+Source: rmsnorm/autograd.py and rmsnorm/fused_add.py (the same plumbing for the RMSNorm and the fused add);
+PyTorch "Python Custom Operators" (torch.library.define, impl, register_fake, register_autograd).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 
 from .autograd import (
     _LIB,
+    _batch_slice,
     _no_double_backward,
     _RefuseDoubleBackward,
     _savable,
@@ -102,10 +103,6 @@ torch.library.register_autograd("rmsnorm_fast::layernorm_backward", _no_double_b
 
 
 # ----------------------------------------------------------------------------- the eager path, torch.func
-
-
-def _batch_slice(t, dim, b):
-    return t if dim is None or t is None else t.select(dim, b)
 
 
 class _LayerNormBackwardUnderTransforms(torch.autograd.Function):
