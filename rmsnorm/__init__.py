@@ -1,6 +1,6 @@
 """rmsnorm: RMSNorm in Triton, verified before it is accelerated. What a model imports.
 
-Importing it defines the kernels and registers four operators; it changes nothing else in the
+Importing it defines the kernels and registers six operators; it changes nothing else in the
 caller's process (no environment variable, no Triton setting, no ``torch._dynamo`` import).
 The kernels run on a CUDA GPU, or on the CPU in Triton's interpreter when ``TRITON_INTERPRET=1``
 was set before triton was first imported (:mod:`rmsnorm.device`).
@@ -18,6 +18,12 @@ Public API:
   ``::add_backward``).
 - :class:`RMSNorm` (= :class:`FastRMSNorm`) — a ``torch.nn.RMSNorm`` subclass (same constructor and
   state_dict) that calls it.
+- :func:`layernorm_fast` (x, weight, bias, eps=1e-5) and :class:`FastLayerNorm` (a ``torch.nn.LayerNorm``
+  subclass) — Part III's other norm: the same kernels with ``IS_LAYERNORM`` on, the same contract, two more
+  operators (``rmsnorm_fast::layernorm_forward``, ``::layernorm_backward``; :mod:`rmsnorm.layernorm`);
+  :func:`layernorm_fast_forward`, :func:`layernorm_fast_backward` — its launchers
+  (:mod:`rmsnorm.layernorm_launchers`); :func:`swap_layernorm` — a model's LayerNorms swapped for
+  :class:`FastLayerNorm`, the Parameters kept (:mod:`rmsnorm.swap_layernorm`).
 - :func:`swap_rmsnorm` — a model's RMSNorm modules swapped for :class:`FastRMSNorm`, recognised by
   behaviour, the weight Parameters kept; with ``fuse_residual=True`` each pre-norm decoder layer's
   post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
@@ -31,8 +37,9 @@ The article's simple kernels, which lessons 03–08 teach (rows up to 4096, floa
 :mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
 File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
-launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) → module (module.py) →
-the model swap (swap.py, and fused_layers.py for the decoder layers).
+launch.py; layernorm_launchers.py) → operators, autograd and the functional (autograd.py, fused_add.py,
+layernorm.py) → module (module.py) → the model swap (swap.py, and fused_layers.py for the decoder layers;
+swap_layernorm.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
@@ -53,9 +60,12 @@ from .contract import (
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 from .fused_add import rmsnorm_add
-from .module import FastRMSNorm
+from .layernorm import layernorm_fast
+from .layernorm_launchers import layernorm_fast_backward, layernorm_fast_forward
+from .module import FastLayerNorm, FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
+from .swap_layernorm import swap_layernorm
 
 #: The library's RMSNorm: the fast path under the names a user looks for first.
 rmsnorm = rmsnorm_fast
@@ -65,6 +75,7 @@ __all__ = [
     "FAST_DTYPES",
     "FAST_MAX_N",
     "FastConfig",
+    "FastLayerNorm",
     "FastRMSNorm",
     "INTERPRETER_BF16_REASON",
     "ContractError",
@@ -78,6 +89,9 @@ __all__ = [
     "forward_config",
     "grid_size",
     "interpreter_active",
+    "layernorm_fast",
+    "layernorm_fast_backward",
+    "layernorm_fast_forward",
     "manual_backward",
     "num_programs",
     "randomise_norm_weights",
@@ -93,5 +107,6 @@ __all__ = [
     "rmsnorm_reference",
     "row_align_hint",
     "row_alignment",
+    "swap_layernorm",
     "swap_rmsnorm",
 ]

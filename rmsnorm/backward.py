@@ -68,8 +68,9 @@ def _shifted(weight, OFFSET: tl.constexpr, COMPUTE: tl.constexpr):
 @triton.jit
 def _backward_one_block(
     x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row, M, N,
-    dres_ptr, dres_row_stride, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, COMPUTE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr, HAS_DRES: tl.constexpr,
+    dres_ptr, dres_row_stride, mean_ptr, bias_partial_row, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr,
+    COMPUTE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+    HAS_DRES: tl.constexpr, IS_LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     """Rows that fit one block: BLOCK_M rows per step, dgamma summed in registers (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -78,6 +79,8 @@ def _backward_one_block(
     if HAS_WEIGHT:
         weight = _shifted(tl.load(weight_ptr + cols, mask=col_mask, other=0.0), OFFSET, COMPUTE)
     dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    if HAS_BIAS:
+        dbias_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for block in tl.range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):  # no row twice
         rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < M
@@ -85,26 +88,37 @@ def _backward_one_block(
         x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
         dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)
-        x_hat = x * rstd[:, None]
+        if IS_LAYERNORM:  # masked columns: x̂ is −mean · rstd there, but u and dy are 0
+            x_hat = (x - tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(COMPUTE)[:, None]) * rstd[:, None]
+        else:
+            x_hat = x * rstd[:, None]
         u = dy
         if HAS_WEIGHT:
             u = dy * weight[None, :]
         mean_ux = tl.sum(u * x_hat, axis=1) / N  # (BLOCK_M,)
-        dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
+        if IS_LAYERNORM:
+            dx = (u - x_hat * mean_ux[:, None] - (tl.sum(u, axis=1) / N)[:, None]) * rstd[:, None]
+        else:
+            dx = (u - x_hat * mean_ux[:, None]) * rstd[:, None]
         if HAS_DRES:
             dx += tl.load(dres_ptr + rows[:, None] * dres_row_stride + cols[None, :], mask=mask, other=0.0).to(COMPUTE)
         tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx, mask=mask)
         if HAS_WEIGHT:
             dgamma_acc += (dy * x_hat).to(tl.float32)  # float32, in registers
+        if HAS_BIAS:
+            dbias_acc += dy.to(tl.float32)
     if HAS_WEIGHT:
         tl.store(partial_row + cols, tl.sum(dgamma_acc, axis=0), mask=col_mask)
+    if HAS_BIAS:
+        tl.store(bias_partial_row + cols, tl.sum(dbias_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
 def _backward_looped(
     x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride, partial_row,
-    mean_ux_ptr, M, N, dres_ptr, dres_row_stride, HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr,
-    COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
+    mean_ux_ptr, M, N, dres_ptr, dres_row_stride, mean_ptr, bias_partial_row, mean_u_ptr, HAS_WEIGHT: tl.constexpr,
+    OFFSET: tl.constexpr, COMPUTE: tl.constexpr, BLOCK_N: tl.constexpr, HAS_DRES: tl.constexpr,
+    IS_LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     """Rows wider than one block: two passes over the program's rows (arguments as in the kernel)."""
     pid = tl.program_id(0)
@@ -115,6 +129,9 @@ def _backward_looped(
         row64 = tl.cast(row, tl.int64)
         rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
         ux = tl.zeros([BLOCK_N], dtype=COMPUTE)
+        if IS_LAYERNORM:  # and mean(u) in the (M,) scratch mean_u; x − mean, not x: no cancellation
+            mean = tl.load(mean_ptr + row64).to(COMPUTE)
+            u_sum = tl.zeros([BLOCK_N], dtype=COMPUTE)
         for start in range(0, N, BLOCK_N):
             c = start + cols
             mask = c < N
@@ -122,8 +139,14 @@ def _backward_looped(
             u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             if HAS_WEIGHT:
                 u = u * _shifted(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
-            ux += u * x
+            if IS_LAYERNORM:
+                ux += u * (x - mean)
+                u_sum += u
+            else:
+                ux += u * x
         tl.store(mean_ux_ptr + row64, tl.sum(ux, axis=0) * rstd / N)
+        if IS_LAYERNORM:
+            tl.store(mean_u_ptr + row64, tl.sum(u_sum, axis=0) / N)
     # pass 2, column block by column block, this program's rows inside: dx, and the block's
     # share of dgamma summed in registers, stored once per block (no read-modify-write)
     for start in range(0, N, BLOCK_N):
@@ -132,23 +155,36 @@ def _backward_looped(
         if HAS_WEIGHT:
             weight = _shifted(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
         dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        if HAS_BIAS:
+            dbias_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for row in tl.range(pid, M, P):
             row64 = tl.cast(row, tl.int64)
             rstd = tl.load(rstd_ptr + row64).to(COMPUTE)
             mean_ux = tl.load(mean_ux_ptr + row64).to(COMPUTE)
-            x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
+            if IS_LAYERNORM:
+                x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
+                x_hat = (x - tl.load(mean_ptr + row64).to(COMPUTE)) * rstd
+            else:
+                x_hat = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE) * rstd
             dy = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             u = dy
             if HAS_WEIGHT:
                 u = dy * weight
-            dx = (u - x_hat * mean_ux) * rstd
+            if IS_LAYERNORM:
+                dx = (u - x_hat * mean_ux - tl.load(mean_u_ptr + row64).to(COMPUTE)) * rstd
+            else:
+                dx = (u - x_hat * mean_ux) * rstd
             if HAS_DRES:
                 dx += tl.load(dres_ptr + row64 * dres_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             tl.store(dx_ptr + row64 * dx_row_stride + c, dx, mask=mask)
             if HAS_WEIGHT:
                 dgamma_acc += (dy * x_hat).to(tl.float32)
+            if HAS_BIAS:
+                dbias_acc += dy.to(tl.float32)
         if HAS_WEIGHT:
             tl.store(partial_row + c, dgamma_acc, mask=mask)
+        if HAS_BIAS:
+            tl.store(bias_partial_row + c, dbias_acc, mask=mask)
 
 
 @triton.jit
@@ -178,7 +214,14 @@ def rmsnorm_fast_backward_kernel(
     dres_row_stride=None,  # elements between rows of dres
     HAS_DRES: tl.constexpr = False,  # True: dx = the norm's dx + dres (the gradient of h = x + residual)
     STATIC_N: tl.constexpr = 0,  # > 0: N itself, compiled in (FastConfig.static_n); 0: N is the run-time argument
+    # LayerNorm (rmsnorm.layernorm); the RMSNorm leaves these at None/False, which compiles none of it
+    mean_ptr=None,  # (M,) float32 from the forward
+    bias_partial_ptr=None,  # (P, N) float32 output: program p's share of dbias in row p
+    mean_u_ptr=None,  # (M,) scratch (dtype COMPUTE) for mean(u) when ONE_BLOCK is False, else unused
+    IS_LAYERNORM: tl.constexpr = False,  # True: x̂ = (x − mean) · rstd, dx = rstd · (u − x̂ · mean(u · x̂) − mean(u))
+    HAS_BIAS: tl.constexpr = False,  # True: dbias = Σ_rows dy, summed as dgamma is
 ):
+    tl.static_assert(not (IS_LAYERNORM and HAS_DRES), "the fused add is RMSNorm's only")
     if STATIC_N > 0:  # the masks of the columns always in range fold away, and the registers they took
         N = STATIC_N
     else:  # Triton knows an integer argument's divisibility only by 16: say what the launcher checked
@@ -189,14 +232,17 @@ def rmsnorm_fast_backward_kernel(
     if HAS_DRES:
         dres_row_stride = aligned(dres_row_stride, ROW_ALIGN)
     partial_row = partial_ptr + tl.program_id(0).to(tl.int64) * N
+    bias_partial_row = bias_partial_ptr
+    if HAS_BIAS:
+        bias_partial_row = bias_partial_ptr + tl.program_id(0).to(tl.int64) * N
     if ONE_BLOCK:
         _backward_one_block(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                            partial_row, M, N, dres_ptr, dres_row_stride, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_M,
-                            BLOCK_N, NUM_STAGES, HAS_DRES)
+                            partial_row, M, N, dres_ptr, dres_row_stride, mean_ptr, bias_partial_row, HAS_WEIGHT,
+                            OFFSET, COMPUTE, BLOCK_M, BLOCK_N, NUM_STAGES, HAS_DRES, IS_LAYERNORM, HAS_BIAS)
     else:
         _backward_looped(x_ptr, x_row_stride, weight_ptr, rstd_ptr, dy_ptr, dy_row_stride, dx_ptr, dx_row_stride,
-                         partial_row, mean_ux_ptr, M, N, dres_ptr, dres_row_stride, HAS_WEIGHT, OFFSET, COMPUTE,
-                         BLOCK_N, HAS_DRES)
+                         partial_row, mean_ux_ptr, M, N, dres_ptr, dres_row_stride, mean_ptr, bias_partial_row,
+                         mean_u_ptr, HAS_WEIGHT, OFFSET, COMPUTE, BLOCK_N, HAS_DRES, IS_LAYERNORM, HAS_BIAS)
 
 
 @triton.jit
@@ -268,11 +314,25 @@ def launch_backward(
     gradient of h, the norm's dx + dres (HAS_DRES), in x's dtype; ``dy`` may then be 16-bit with a float32
     ``x`` (the float32 residual stream). Launches through :class:`~rmsnorm.launch.DirectLauncher`.
     """
+    return run_backward(x, weight, rstd, dy, config, offset, dres)[:2]
+
+
+def run_backward(
+    x: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, dy: torch.Tensor,
+    config: FastConfig | None = None, offset: float = 0.0, dres: torch.Tensor | None = None,
+    mean: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(dx, dgamma, dbias): :func:`launch_backward`, and the LayerNorm's when ``mean`` ((M,) float32) is given.
+
+    The LayerNorm's backward (IS_LAYERNORM) reads the forward's mean beside rstd; with ``bias`` (whose dtype
+    dbias takes) it also sums dbias = Σ_rows dy from its own (P, N) float32 partials, in the fixed order
+    dgamma's are summed. dbias is None without a bias.
+    """
     M, N = x.shape
     config = config or backward_config(N, x.dtype)
     dx = device.new_output((M, N), x.dtype, x.device)
     if M == 0:
-        return dx, None if weight is None else torch.zeros(N, dtype=weight.dtype, device=x.device)
+        return dx, *(None if t is None else torch.zeros(N, dtype=t.dtype, device=x.device) for t in (weight, bias))
     one_block = config.one_block(N)
     block_m = config.BLOCK_M if one_block else 1
     P = num_programs(config, x.device, -(-M // block_m))
@@ -281,25 +341,37 @@ def launch_backward(
     mean_ux = rstd if one_block else device.new_output((M,), compute, x.device)
     w = x if weight is None else weight
     strides = (x.stride(0), dy.stride(0), dx.stride(0)) + (() if dres is None else (dres.stride(0),))
+    key = backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None, dres)
+    bias_partial = mean_u = None
+    if mean is not None:  # the LayerNorm's launches: their own entries (IS_LAYERNORM), and the bias's
+        bias_partial = device.new_output((P, N), torch.float32, x.device) if bias is not None else None
+        mean_u = rstd if one_block else device.new_output((M,), compute, x.device)
+        key += (mean.data_ptr() & 15, mean_u.data_ptr() & 15) + (
+            (None,) if bias is None else (bias.dtype, bias_partial.data_ptr() & 15))
     _launch(
-        backward_key(x, w, rstd, dy, dx, partial, mean_ux, config, one_block, block_m, weight is not None, dres)
-        + (offset,),
+        key + (offset,),
         (P,), x, x.stride(0), w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux,
         M, N, weight is not None, offset, TRITON_DTYPE[compute],
         one_block, block_m, config.BLOCK_N, config.num_stages,
         row_align_hint(x.element_size(), N, *strides),
-        dres, None if dres is None else dres.stride(0), dres is not None, config.static(N), num_warps=config.num_warps,
+        dres, None if dres is None else dres.stride(0), dres is not None, config.static(N),
+        mean, bias_partial, mean_u, mean is not None, bias is not None, num_warps=config.num_warps,
     )
-    if weight is None:
-        return dx, None
-    dgamma = device.new_output((N,), weight.dtype, x.device)
+    dgamma = None if weight is None else _sum_partials(partial, weight.dtype)
+    return dx, dgamma, (None if bias is None else _sum_partials(bias_partial, bias.dtype))
+
+
+def _sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(P, N) float32 partials → (N,) in ``dtype``: their sum over P in a fixed order, the same on every run."""
+    P, N = partial.shape
+    total = device.new_output((N,), dtype, partial.device)
     _launch_dgamma(
-        (x.device.index, partial.dtype, dgamma.dtype, partial.data_ptr() & 15, dgamma.data_ptr() & 15,
+        (partial.device.index, partial.dtype, total.dtype, partial.data_ptr() & 15, total.data_ptr() & 15,
          (P == 1, not P & 15, P >> 31), N),
-        (-(-N // REDUCE_BLOCK_N),), partial, dgamma, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
-        row_align_hint(dgamma.element_size(), N), num_warps=4,
+        (-(-N // REDUCE_BLOCK_N),), partial, total, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
+        row_align_hint(total.element_size(), N), num_warps=4,
     )
-    return dx, dgamma
+    return total
 
 
 def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_block: bool, block_m: int,

@@ -288,14 +288,15 @@ def check_fast_backward_inputs(
     _require_like("dy", dy, x, "x", x.dtype)
 
 
-def _require_rstd(rstd, x: torch.Tensor) -> None:
-    _require_tensor("rstd", rstd)
+def _require_rstd(rstd, x: torch.Tensor, name: str = "rstd") -> None:
+    """A per-row statistic from the forward (rstd; the LayerNorm's mean too): (M,) float32 on x's device."""
+    _require_tensor(name, rstd)
     if rstd.dtype != torch.float32 or tuple(rstd.shape) != (x.shape[0],):
         raise ContractError(
-            f"rstd must be float32 of shape (M,) = ({x.shape[0]},); got {rstd.dtype} {tuple(rstd.shape)}"
+            f"{name} must be float32 of shape (M,) = ({x.shape[0]},); got {rstd.dtype} {tuple(rstd.shape)}"
         )
-    _require_device("rstd", rstd, x.device)
-    _require_unit_last_stride("rstd", rstd)
+    _require_device(name, rstd, x.device)
+    _require_unit_last_stride(name, rstd)
 
 
 def _require_like(name: str, t, x: torch.Tensor, x_name: str, dtype: torch.dtype) -> None:

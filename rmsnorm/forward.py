@@ -62,11 +62,35 @@ def _add_residual(x_ptrs, residual_ptrs, residual_out_ptrs, mask, LOAD_EVICT: tl
 
 
 @triton.jit
+def _shifted_moments(x_rows, row_mask, N, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(mean, rstd) of rows too wide for one block, from sums of d = x − x[0] (the row's first element).
+
+    E[x²] − E[x]² in float32 loses every digit of the variance when the mean is large against the
+    spread (mean 1e4, std 1: E[x²] ≈ 1e8, whose ulp is 8); shifted by an element of the row, the two
+    sums are of the spread's size and the difference keeps its digits (tests/library/test_layernorm.py).
+    """
+    cols = tl.arange(0, BLOCK_N)
+    shift = tl.load(x_rows, mask=row_mask[:, None], other=0.0).to(tl.float32)  # (BLOCK_M, 1): x[row, 0]
+    sum_d = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    sum_dd = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):  # pass 1: both sums, block by block
+        c = start + cols
+        mask = row_mask[:, None] & (c < N)[None, :]
+        x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        d = tl.where(mask, x - shift, 0.0)
+        sum_d += d
+        sum_dd += d * d
+    mean_d = tl.sum(sum_d, axis=1) / N
+    variance = tl.maximum(tl.sum(sum_dd, axis=1) / N - mean_d * mean_d, 0.0)
+    return tl.sum(shift, axis=1) + mean_d, tl.rsqrt(variance + eps)
+
+
+@triton.jit
 def _normalise_row_block(
     block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
-    residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
+    residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride, mean_ptr, bias_ptr,
     HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+    BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr, IS_LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
     cols = tl.arange(0, BLOCK_N)
@@ -86,11 +110,31 @@ def _normalise_row_block(
                               "", "")
         else:
             x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
-        y = x * rstd[:, None]
+        if IS_LAYERNORM:  # two passes over the row held on chip: the mean, then the spread around it
+            mean = tl.sum(x, axis=1) / N  # (BLOCK_M,)
+            centred = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = tl.rsqrt(tl.sum(centred * centred, axis=1) / N + eps)
+            y = centred * rstd[:, None]
+        else:
+            rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
+            y = x * rstd[:, None]
         if HAS_WEIGHT:
             y = y * _scale(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET)[None, :]
+        if HAS_BIAS:
+            y = y + tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
+    elif IS_LAYERNORM:
+        mean, rstd = _shifted_moments(x_rows, row_mask, N, eps, BLOCK_M, BLOCK_N)
+        for start in range(0, N, BLOCK_N):  # pass 2: read x again (from L2, mostly), write y
+            c = start + cols
+            mask = row_mask[:, None] & (c < N)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            y = (x - mean[:, None]) * rstd[:, None]
+            if HAS_WEIGHT:
+                y = y * _scale(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET)[None, :]
+            if HAS_BIAS:
+                y = y + tl.load(bias_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+            tl.store(y_rows + c[None, :], y, mask=mask)
     else:
         sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):  # pass 1: sum of squares, block by block (and h, stored)
@@ -112,6 +156,8 @@ def _normalise_row_block(
                 y = y * _scale(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET)[None, :]
             tl.store(y_rows + c[None, :], y, mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+    if IS_LAYERNORM:
+        tl.store(mean_ptr + rows, mean, mask=row_mask)
 
 
 @triton.jit
@@ -140,7 +186,13 @@ def rmsnorm_fast_forward_kernel(
     residual_out_row_stride=None,  # elements from one row of residual_out to the next
     HAS_RESIDUAL: tl.constexpr = False,  # True: h = x + residual, stored in residual_out, and y = norm(h)
     STATIC_N: tl.constexpr = 0,  # > 0: N itself, compiled in (FastConfig.static_n); 0: N is the run-time argument
+    # LayerNorm (rmsnorm.layernorm); the RMSNorm leaves these at None/False, which compiles none of it
+    mean_ptr=None,  # (M,) float32 output, kept for the backward
+    bias_ptr=None,  # (N,) bias (any of the three dtypes); unused when HAS_BIAS is False
+    IS_LAYERNORM: tl.constexpr = False,  # True: y = (x − mean) · rstd · weight + bias, rstd of the variance
+    HAS_BIAS: tl.constexpr = False,  # True: y += bias
 ):
+    tl.static_assert(not (IS_LAYERNORM and HAS_RESIDUAL), "the fused add is RMSNorm's only")
     if STATIC_N > 0:  # the masks of the columns always in range fold away
         N = STATIC_N
     else:  # Triton knows an integer argument's divisibility only by 16: tell it what the launcher checked, so
@@ -155,11 +207,13 @@ def rmsnorm_fast_forward_kernel(
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
                                  residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
-                                 HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL)
+                                 mean_ptr, bias_ptr, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL,
+                                 IS_LAYERNORM, HAS_BIAS)
     else:  # one program per row block
         _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr,
                              M, N, eps, residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
-                             HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL)
+                             mean_ptr, bias_ptr, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL,
+                             IS_LAYERNORM, HAS_BIAS)
 
 
 def rmsnorm_fast_forward(
@@ -237,7 +291,9 @@ def launch_add_forward(
     return y, residual_out, rstd
 
 
-def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rstd, residual, residual_out) -> None:
+def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rstd, residual, residual_out,
+         mean=None, bias=None) -> None:
+    """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
     if M == 0:
         return
@@ -247,14 +303,17 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
     w = x if weight is None else weight
     has_residual = residual is not None
     strides = (x.stride(0), y.stride(0)) + ((residual.stride(0), residual_out.stride(0)) if has_residual else ())
+    key = forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None, offset, residual, residual_out)
+    if mean is not None:  # the LayerNorm's launches: their own entries (IS_LAYERNORM), and the bias's class
+        key += (mean.data_ptr() & 15,) + ((None,) if bias is None else (bias.dtype, bias.data_ptr() & 15))
     _launch(
-        forward_key(x, w, y, rstd, config, P < row_blocks, weight is not None, offset, residual, residual_out), (P,),
+        key, (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, M, N, eps,
         weight is not None, offset, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < row_blocks,
         config.num_stages, row_align_hint(x.element_size(), N, *strides),
         residual, residual.stride(0) if has_residual else None,
         residual_out, residual_out.stride(0) if has_residual else None, has_residual, config.static(N),
-        num_warps=config.num_warps,
+        mean, bias, mean is not None, bias is not None, num_warps=config.num_warps,
     )
 
 

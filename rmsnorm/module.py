@@ -1,14 +1,18 @@
-"""The module: ``FastRMSNorm``, a ``torch.nn.RMSNorm`` whose forward is :func:`~rmsnorm.autograd.rmsnorm_fast`.
+"""The modules: ``FastRMSNorm``, a ``torch.nn.RMSNorm`` whose forward is :func:`~rmsnorm.autograd.rmsnorm_fast`,
+and ``FastLayerNorm``, a ``torch.nn.LayerNorm`` whose forward is :func:`~rmsnorm.layernorm.layernorm_fast`.
 
 Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .autograd import rmsnorm_fast
 from .contract import FAST_MAX_N, ContractError, check_eps, check_offset
+from .layernorm import layernorm_fast
 
 
 class FastRMSNorm(torch.nn.RMSNorm):
@@ -75,3 +79,42 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 f"got x of shape {tuple(x.shape)}"
             )
         return rmsnorm_fast(x, self.weight, self.eps, self.offset)
+
+
+class FastLayerNorm(torch.nn.LayerNorm):
+    """``torch.nn.LayerNorm`` whose forward runs the fast kernels (:func:`~rmsnorm.layernorm.layernorm_fast`).
+
+    Same constructor (``eps`` 1e-5, ``elementwise_affine``, ``bias``), ``reset_parameters`` and state_dict
+    as ``torch.nn.LayerNorm``. A ``normalized_shape`` of several dimensions is normalised over all of them,
+    as torch does: the last ``len(normalized_shape)`` dimensions of x are read as one row of their product
+    (at most 262144 elements), and the weight and bias as views of that length. y has x's dtype, except
+    under CUDA's ``torch.autocast``, where it is float32 as ``torch.nn.LayerNorm``'s is.
+
+    Raises:
+        ContractError: for a normalized_shape of more than 262144 elements or an eps that is not a finite
+            real number > 0 (at construction); for x whose trailing dimensions are not normalized_shape, or
+            inputs outside the fast contract (at call time).
+
+    Source: quack ``QuackRMSNorm`` (a torch module subclassed, its state kept); Liger ``LigerLayerNorm``.
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        check_eps(eps)  # before the parameters are allocated, as the article's RMSNorm does
+        super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, bias=bias, device=device,
+                         dtype=dtype)
+        self._N = math.prod(self.normalized_shape)
+        if not 1 <= self._N <= FAST_MAX_N:
+            raise ContractError(f"FastLayerNorm normalises rows of 1 to {FAST_MAX_N} elements; normalized_shape "
+                                f"{tuple(self.normalized_shape)} has {self._N}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = layernorm_fast over the last len(normalized_shape) dimensions of x."""
+        k = len(self.normalized_shape)
+        if isinstance(x, torch.Tensor) and tuple(x.shape[x.dim() - k:]) != tuple(self.normalized_shape):
+            raise ContractError(f"x's last dimensions must be normalized_shape {tuple(self.normalized_shape)}; "
+                                f"got x of shape {tuple(x.shape)}")
+        if k == 1:
+            return layernorm_fast(x, self.weight, self.bias, self.eps)
+        weight, bias = (None if p is None else p.reshape(self._N) for p in (self.weight, self.bias))
+        return layernorm_fast(x.reshape(*x.shape[:x.dim() - k], self._N), weight, bias, self.eps).view(x.shape)

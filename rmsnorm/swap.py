@@ -96,16 +96,39 @@ def _structure(module) -> str | None:
         return f"its weight has {weight.shape[0]} elements; the fast path takes 1 <= N <= {FAST_MAX_N}"
     if weight is not None and weight.dtype not in FAST_DTYPES:
         return f"its weight is {weight.dtype}; the fast path takes float32, float16 or bfloat16"
-    others = sorted(set(module.state_dict()) - {"weight"})
+    others = _other_state(module, {"weight"})
     if others:
         return (f"it has state other than its weight ({', '.join(others)}): FastRMSNorm holds a weight only, "
                 "so the swap would drop them (a bias, a buffer)")
-    if not (eps is None and isinstance(module, torch.nn.RMSNorm)):
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
-            return f"its epsilon is {eps!r}; the fast path needs a finite real number > 0"
+    if not (eps is None and isinstance(module, torch.nn.RMSNorm)) and _bad_eps(eps):
+        return f"its epsilon is {eps!r}; the fast path needs a finite real number > 0"
+    return _hooks_refusal(module)
+
+
+def _norm_places(model: torch.nn.Module, fast: type, candidate: Callable[[torch.nn.Module], bool]):
+    """(parent, name, child, dotted name) for every child below ``model`` that ``candidate`` accepts and that is
+    not already a ``fast`` module; a module held by several parents comes once for each."""
+    for parent_name, parent in model.named_modules(remove_duplicate=False):
+        for name, child in parent.named_children():
+            if not isinstance(child, fast) and candidate(child):
+                yield parent, name, child, f"{parent_name}.{name}" if parent_name else name
+
+
+def _other_state(module, kept: set[str]) -> list[str]:
+    """The names in the module's state_dict beyond ``kept``, sorted: what a swap would drop."""
+    return sorted(set(module.state_dict()) - kept)
+
+
+def _bad_eps(eps) -> bool:
+    """Whether eps is outside the fast contract (a finite real number > 0; a bool is not one)."""
+    return isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf
+
+
+def _hooks_refusal(module) -> str | None:
+    """Why the module's hooks stop a swap (the new module would not have them), or None without hooks."""
     if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks:
         return ("it has hooks registered, which the new module would not have: remove them (handle.remove()), "
-            "swap, then register them on the new module")
+                "swap, then register them on the new module")
     return None
 
 
@@ -197,22 +220,18 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
     verdicts: dict[int, tuple[str | None, float]] = {}
     places, replaced, refused, left = [], [], {}, {}  # refused: reason -> the modules refused for it, named once each
     already = sum(isinstance(m, FastRMSNorm) for m in model.modules())
-    for parent_name, parent in model.named_modules(remove_duplicate=False):
-        for name, child in parent.named_children():
-            if isinstance(child, FastRMSNorm) or not _candidate(child):
-                continue
-            full = f"{parent_name}.{name}" if parent_name else name
-            if id(child) not in verdicts:
-                verdicts[id(child)] = _verdict(child, dtype)
-                reason = verdicts[id(child)][0]
-                if reason is not None and _claims_rmsnorm(child) and not _takes_more_than_x(child):
-                    refused.setdefault(reason, []).append(f"{full} ({type(child).__name__})")
-            reason, offset = verdicts[id(child)]
-            if reason is None:
-                places.append((parent, name, child, offset))
-                replaced.append(full)
-            else:
-                left[full] = f"{type(child).__name__}: {reason}"
+    for parent, name, child, full in _norm_places(model, FastRMSNorm, _candidate):
+        if id(child) not in verdicts:
+            verdicts[id(child)] = _verdict(child, dtype)
+            reason = verdicts[id(child)][0]
+            if reason is not None and _claims_rmsnorm(child) and not _takes_more_than_x(child):
+                refused.setdefault(reason, []).append(f"{full} ({type(child).__name__})")
+        reason, offset = verdicts[id(child)]
+        if reason is None:
+            places.append((parent, name, child, offset))
+            replaced.append(full)
+        else:
+            left[full] = f"{type(child).__name__}: {reason}"
     refusals = [f"{', '.join(names)}: {reason}" for reason, names in refused.items()]
     if _candidate(model) and _claims_rmsnorm(model) and not isinstance(model, FastRMSNorm):
         refusals.append(f"the model itself ({type(model).__name__}) is a norm: swap it in its parent, "

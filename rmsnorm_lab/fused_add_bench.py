@@ -30,10 +30,8 @@ Source: scripts/benchmark_offset.py, rmsnorm_lab/sidebyside.py, rmsnorm_lab/whol
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Callable
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -47,11 +45,13 @@ from rmsnorm.testing import (
     oracle,
     poisoned_outputs,
 )
-from .providers import EPS, cuda_only, imported, one_line, quack_refuses
+from . import checked_rows
+from .checked_rows import PASSES, WHOLE_CALL_PASSES, Side, prepared  # noqa: F401  (the passes: this module's too)
+from .providers import EPS, cuda_only, imported, quack_refuses
 from .results import fused_add_backward_bytes, fused_add_forward_bytes
 from .sidebyside import GRID as MAIN_GRID
 from .timing import kernel_time_us
-from .wholecall import HOST_BOUND, OUT_OF_TIME, fill_times
+from .wholecall import HOST_BOUND
 
 #: Kernel-time shapes (M, N, dtype): two LLM widths in bf16 (hidden 5120 and 8192), then the side-by-side's main
 #: grid. The LLM widths come first: a run whose budget is spent loses the main grid's last shapes, not them.
@@ -69,8 +69,6 @@ DESCRIPTIONS = {
     "compile": "torch.compile(add_then_norm, dynamic=False): h = x + residual; (F.rms_norm(h, (N,), weight, eps), h)",
     "eager": "add_then_norm uncompiled: h = x + residual; (F.rms_norm(h, (N,), weight, eps), h)",
 }
-PASSES = ("forward", "backward")
-WHOLE_CALL_PASSES = ("forward", "forward_backward")
 KERNEL_COLUMNS = ("M", "N", "dtype", "provider", "pass_", "us", "bytes", "gbps", "check")
 WHOLE_CALL_COLUMNS = ("M", "N", "dtype", "provider", "pass_", "whole_call_us", "host_us", "kernel_us", "check")
 
@@ -204,17 +202,11 @@ def check(calls: dict, x, residual, weight, dy, d_residual_out, eps: float = EPS
 
 def prepare(name: str, x, residual, weight, dy, d_residual_out, passes, eps: float = EPS):
     """(calls, "ok") once checked, or (None, "refused: …" / "failed: …" / "wrong: …"); never raises for a peer."""
-    reason = refuses(name, x, weight, eps)
-    if reason:
-        return None, f"refused: {reason}"
-    try:
+    def build_and_check():
         calls = build_calls(name, x, residual, weight, dy, d_residual_out, eps, passes)
         check(calls, x, residual, weight, dy, d_residual_out, eps, label=name)
-    except AssertionError as err:
-        return None, f"wrong: {one_line(err)}"
-    except Exception as err:  # noqa: BLE001  a peer that cannot be set up or run is reported, not timed
-        return None, f"failed: {one_line(err)}"
-    return calls, "ok"
+        return calls
+    return prepared(refuses(name, x, weight, eps), build_and_check)
 
 
 def inputs(M: int, N: int, dtype: torch.dtype, device) -> tuple:
@@ -227,22 +219,10 @@ def inputs(M: int, N: int, dtype: torch.dtype, device) -> tuple:
     return x, residual, weight, dy, d_residual_out
 
 
-def _each_provider(shapes, providers, passes, deadline, device, log):
-    """Per shape and provider: (base row, calls or None, status) after the check; inputs freed after each shape."""
-    for M, N, dtype in shapes:
-        tensors = inputs(M, N, dtype, device)
-        for name in providers:
-            base = dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), provider=name)
-            if deadline is not None and time.perf_counter() > deadline:
-                yield base, None, OUT_OF_TIME
-                continue
-            calls, status = prepare(name, *tensors, passes)
-            yield base, calls, status
-            log(f"  {M}x{N} {base['dtype']:8s} {name:12s} {status[:100]}")
-            del calls
-        del tensors
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+#: This side-by-side's declarations for rmsnorm_lab.checked_rows: the residual in x's dtype, charged as such.
+SIDE = Side(KERNEL_COLUMNS, WHOLE_CALL_COLUMNS, inputs, prepare,
+            lambda M, N, dtype: fused_add_forward_bytes(M, N, dtype, dtype),
+            lambda M, N, dtype: fused_add_backward_bytes(M, N, dtype, dtype))
 
 
 def kernel_rows(shapes=GRID, providers=PROVIDERS, *, calls: int = 20, deadline: float | None = None,
@@ -251,31 +231,15 @@ def kernel_rows(shapes=GRID, providers=PROVIDERS, *, calls: int = 20, deadline: 
 
     ``us``: :func:`rmsnorm_lab.kernel_time_us` (``calls`` profiled calls), NaN when not timed; ``bytes`` the
     declared fused-add bytes of the pass; ``gbps`` = bytes / µs / 1e3. After ``deadline`` (a
-    ``time.perf_counter()`` value) no provider is started: its rows say :data:`OUT_OF_TIME`.
+    ``time.perf_counter()`` value) no provider is started: its rows say :data:`~rmsnorm_lab.wholecall.OUT_OF_TIME`.
     """
-    rows = []
-    for base, timed, status in _each_provider(shapes, providers, PASSES, deadline, device, log):
-        dtype = getattr(torch, base["dtype"])
-        nbytes = {"forward": fused_add_forward_bytes(base["M"], base["N"], dtype, dtype),
-                  "backward": fused_add_backward_bytes(base["M"], base["N"], dtype, dtype)}
-        for pass_ in PASSES:
-            us = kernel_time_us(timed[pass_], calls=calls, warmup=3) if timed else float("nan")
-            rows.append(base | dict(pass_=pass_, us=us, bytes=nbytes[pass_], gbps=nbytes[pass_] / us / 1e3,
-                                    check=status))
-    return rows
+    return checked_rows.kernel_rows(SIDE, shapes, providers, kernel_time_us=kernel_time_us, calls=calls,
+                                    deadline=deadline, device=device, log=log)
 
 
 def whole_call_rows(shapes=WHOLE_CALL_SHAPES, providers=PROVIDERS, *, samples: int | None = None,
                     deadline: float | None = None, device="cuda", log=print) -> list[dict]:
     """Check, then time every provider's whole calls (forward without grad, forward + backward): rows of
     :data:`WHOLE_CALL_COLUMNS`, µs per call from :func:`rmsnorm_lab.wholecall.fill_times`."""
-    rows = []
-    for base, timed, status in _each_provider(shapes, providers, WHOLE_CALL_PASSES, deadline, device, log):
-        for pass_ in WHOLE_CALL_PASSES:
-            row = base | dict(pass_=pass_, whole_call_us=np.nan, host_us=np.nan, graph_us=np.nan, kernel_us=np.nan,
-                              check=status)
-            if timed:
-                fill_times(row, base["provider"], pass_, timed[pass_], (), {} if samples is None else
-                           {"samples": samples})
-            rows.append({k: row[k] for k in WHOLE_CALL_COLUMNS})
-    return rows
+    return checked_rows.whole_call_rows(SIDE, shapes, providers, samples=samples, deadline=deadline, device=device,
+                                        log=log)

@@ -159,6 +159,26 @@ def fused_add_backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32,
     return M * N * (3 * s_r + s) + 2 * N * s_w + 4 * M
 
 
+def layernorm_forward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32,
+                            weight_dtype: torch.dtype | None = None) -> int:
+    """Declared bytes of one LayerNorm forward: read x, weight, bias; write y, mean, rstd (float32).
+
+    Returns:
+        ``2·M·N·s + 2·N·s_w + 8·M`` bytes (s: x's element size, s_w: the weight's and the bias's); a lower bound.
+    """
+    return 2 * M * N * _itemsize(dtype) + 2 * N * _itemsize(weight_dtype or dtype) + 8 * M
+
+
+def layernorm_backward_bytes(M: int, N: int, dtype: torch.dtype = torch.float32,
+                             weight_dtype: torch.dtype | None = None) -> int:
+    """Declared bytes of one LayerNorm backward: read x, dy, weight, mean, rstd; write dx, dweight, dbias.
+
+    Returns:
+        ``3·M·N·s + 3·N·s_w + 8·M`` bytes; a lower bound (the partials' round trip is charged to no one).
+    """
+    return 3 * M * N * _itemsize(dtype) + 3 * N * _itemsize(weight_dtype or dtype) + 8 * M
+
+
 def bytes_moved(path: str, M: int, N: int, dtype: torch.dtype = torch.float32) -> int:
     """:func:`forward_bytes` for ``path == 'forward'``, :func:`forward_backward_bytes` for ``'forward_backward'``.
 

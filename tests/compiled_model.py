@@ -36,3 +36,32 @@ def assert_compiled_matches_eager(model: torch.nn.Module, x: torch.Tensor, backe
     torch.testing.assert_close(out, out_eager, **tol)
     for p, g in zip(model.parameters(), grads_eager):
         torch.testing.assert_close(p.grad, g, **tol)
+
+
+def assert_compiled_call_matches_eager(layer, inputs, backend: str, device) -> None:
+    """``layer(*inputs)`` (a scalar loss) and the inputs' grads, ``torch.compile(fullgraph=True)`` against eager.
+
+    tests/library/test_rmsnorm_add.py and tests/library/test_layernorm.py hold their functionals to it: under
+    aot_eager the same kernels run, bit for bit; under Inductor its own elementwise kernels around them, within
+    float32's tolerance. Skips Inductor where it cannot compile (rmsnorm.testing.inductor_unavailable).
+
+    Args:
+        layer: a function of the inputs returning a scalar tensor. inputs: float32 tensors, each copied twice
+            into leaves. backend: torch.compile's backend. device: where the inputs are.
+    """
+    import pytest
+
+    from rmsnorm.testing import TOLERANCES, inductor_unavailable
+
+    if backend == "inductor" and inductor_unavailable(device):
+        pytest.skip(inductor_unavailable(device))
+    args = [t.detach().clone().requires_grad_() for t in inputs]
+    compiled_args = [t.detach().clone().requires_grad_() for t in inputs]
+    eager = layer(*args)
+    eager.backward()
+    compiled = torch.compile(layer, backend=backend, fullgraph=True)(*compiled_args)
+    compiled.backward()
+    tol = {"rtol": 0, "atol": 0} if backend == "aot_eager" else TOLERANCES[torch.float32]
+    torch.testing.assert_close(compiled, eager, **tol)
+    for got, want in zip(compiled_args, args):
+        torch.testing.assert_close(got.grad, want.grad, **tol)

@@ -10,6 +10,7 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 4096 bfloat16 --divisible
     python tools/ptx_vector_accesses.py 4096 bfloat16 --plain-digest     # sha256 of the plain kernels' code
     python tools/ptx_vector_accesses.py 4096 bfloat16 --fused float32    # instructions, plain and fused add
+    python tools/ptx_vector_accesses.py 4096 bfloat16 --layernorm        # instructions, RMSNorm and LayerNorm
 """
 
 import hashlib
@@ -44,6 +45,10 @@ PATTERNS = {
     "st.v4": r"st\.global(?:\.\w+)*\.v4\.b32",
 }
 ALIGNED = [["tt.divisibility", 16]]
+#: The LayerNorm's arguments, switched off as the RMSNorm's launchers leave them.
+PLAIN_FORWARD = {"mean_ptr": None, "bias_ptr": None, "IS_LAYERNORM": False, "HAS_BIAS": False}
+PLAIN_BACKWARD = {"mean_ptr": None, "bias_partial_ptr": None, "mean_u_ptr": None, "IS_LAYERNORM": False,
+                  "HAS_BIAS": False}
 
 
 def _ptx(kernel, signature: dict, constexprs: dict, pointers, num_warps: int, divisible=()) -> str:
@@ -63,14 +68,20 @@ def _instructions(ptx: str) -> int:
 
 
 def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
-                residual_dtype: torch.dtype | None = None) -> tuple[str, str]:
+                residual_dtype: torch.dtype | None = None, layernorm: bool = False) -> tuple[str, str]:
     """The PTX of the forward and backward (weight, offset 0) at N, for sm_90: plain, or with ``residual_dtype``
-    the fused add's (HAS_RESIDUAL and HAS_DRES on; the backward's x, dx and dres in residual's dtype)."""
+    the fused add's (HAS_RESIDUAL and HAS_DRES on; the backward's x, dx and dres in residual's dtype), or with
+    ``layernorm`` the LayerNorm's (IS_LAYERNORM and HAS_BIAS on, a bias in x's dtype)."""
     names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
     t = names[dtype]
     fused = residual_dtype is not None
     tr = names[residual_dtype] if fused else t  # residual, residual_out, h and its gradient
     fwd, bwd = forward_config(N, dtype), backward_config(N, dtype)
+    compute = row_arithmetic_dtype(N, residual_dtype or dtype)
+    scratch = "*fp64" if compute == torch.float64 else "*fp32"
+    ln_forward, ln_backward = ({"mean_ptr": "*fp32", "bias_ptr": f"*{t}"}, {"mean_ptr": "*fp32",
+                               "bias_partial_ptr": "*fp32", "mean_u_ptr": scratch}) if layernorm else ({}, {})
+    switches = {"IS_LAYERNORM": True, "HAS_BIAS": True} if layernorm else {}
     residual = ({"residual_ptr": f"*{tr}", "residual_row_stride": "i32", "residual_out_ptr": f"*{tr}",
                  "residual_out_row_stride": "i32"}, {"HAS_RESIDUAL": True}) if fused else (
         {}, {**dict.fromkeys(("residual_ptr", "residual_row_stride", "residual_out_ptr", "residual_out_row_stride")),
@@ -78,26 +89,32 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
     forward = _ptx(
         rmsnorm_fast_forward_kernel,
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
-         "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0]},
+         "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0], **ln_forward},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
          "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align,
-         **residual[1], "STATIC_N": fwd.static(N)},
-        (0, 2, 3, 5) + ((17, 19) if fused else ()), fwd.num_warps, (1, 4, 7) if divisible else ())
+         **residual[1], "STATIC_N": fwd.static(N), **(_without(PLAIN_FORWARD, ln_forward) | switches)},
+        (0, 2, 3, 5) + ((17, 19) if fused else ()) + ((23, 24) if layernorm else ()), fwd.num_warps,
+        (1, 4, 7) if divisible else ())
     one_block = bwd.one_block(N)
-    compute = row_arithmetic_dtype(N, residual_dtype or dtype)
     dres = ({"dres_ptr": f"*{tr}", "dres_row_stride": "i32"}, {"HAS_DRES": True}) if fused else (
         {}, {"dres_ptr": None, "dres_row_stride": None, "HAS_DRES": False})
     backward = _ptx(
         rmsnorm_fast_backward_kernel,
         {"x_ptr": f"*{tr}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}",
          "dy_row_stride": "i32", "dx_ptr": f"*{tr}", "dx_row_stride": "i32", "partial_ptr": "*fp32",
-         "mean_ux_ptr": "*fp64" if compute == torch.float64 else "*fp32", "M": "i32", "N": "i32", **dres[0]},
+         "mean_ux_ptr": scratch, "M": "i32", "N": "i32", **dres[0], **ln_backward},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[compute],
          "ONE_BLOCK": one_block, "BLOCK_M": bwd.BLOCK_M if one_block else 1, "BLOCK_N": bwd.BLOCK_N,
          "NUM_STAGES": bwd.num_stages, "ROW_ALIGN": align, **dres[1],
-         "STATIC_N": bwd.static(N)},
-        (0, 2, 3, 4, 6, 8, 9) + ((20,) if fused else ()), bwd.num_warps, (1, 5, 7, 11) if divisible else ())
+         "STATIC_N": bwd.static(N), **(_without(PLAIN_BACKWARD, ln_backward) | switches)},
+        (0, 2, 3, 4, 6, 8, 9) + ((20,) if fused else ()) + ((24, 25, 26) if layernorm else ()), bwd.num_warps,
+        (1, 5, 7, 11) if divisible else ())
     return forward, backward
+
+
+def _without(constexprs: dict, arguments: dict) -> dict:
+    """The switched-off arguments, less those given as run-time ``arguments``."""
+    return {k: v for k, v in constexprs.items() if k not in arguments}
 
 
 def code_only(ptx: str) -> str:
@@ -143,6 +160,12 @@ if __name__ == "__main__":
         plain = kernels_ptx(N, dtype, 1, N % 16 == 0)
         print(json.dumps({f"instructions {which}": [_instructions(ptx) for ptx in pair]
                           for which, pair in zip(("forward", "backward"), zip(plain, fused))}))
+        sys.exit()
+    if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype)
+        layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True)
+        plain = kernels_ptx(N, dtype, 1, N % 16 == 0)
+        print(json.dumps({f"instructions {which}": [_instructions(ptx) for ptx in pair]
+                          for which, pair in zip(("forward", "backward"), zip(plain, layernorm))}))
         sys.exit()
     if "--plain-digest" in sys.argv[3:]:
         print(json.dumps(plain_digests(N, dtype)))

@@ -1,15 +1,17 @@
 """The plain kernels' code is the one recorded: switches added to the kernels cost the plain path nothing.
 
-The fused residual add (rmsnorm_add) shares the fast kernels through constexpr switches (HAS_RESIDUAL in the
-forward, HAS_DRES in the backward). Switched off, a constexpr branch is not compiled, so the plain kernels must
-be instruction for instruction those of commit 1a22cbb, before the switches. tools/ptx_vector_accesses.py
-compiles them for sm_90 (no GPU needed) as the launchers do at each width and hashes the PTX without its
-debug information (which names source lines); tests/data/plain_ptx_digests.json holds the digests of 1a22cbb.
+The fused residual add (rmsnorm_add) and the LayerNorm share the fast kernels through constexpr switches (HAS_RESIDUAL
+in the forward, HAS_DRES in the backward; IS_LAYERNORM and HAS_BIAS in both). Switched off, a constexpr branch is
+not compiled, so the plain kernels must be instruction for instruction those of commit 1a22cbb, before the
+switches. tools/ptx_vector_accesses.py compiles them for sm_90 (no GPU needed) as the launchers do at each width
+and hashes the PTX without its debug information (which names source lines); tests/data/plain_ptx_digests.json
+holds the digests of 1a22cbb.
 The widths cover both shapes of each kernel: one block (1000), the forward's column loop (4096), both
 loops (32768), and the float64 row arithmetic of the float32 backward (1000 float32).
 
 A deliberate change to a plain kernel changes its digest: record the new ones with the tool's --plain-digest.
-The same tool compiles the fused add's kernels (switches on), which the CPU interpreter never compiles.
+The same tool compiles the fused add's and the LayerNorm's kernels (switches on), which the CPU interpreter never
+compiles.
 """
 
 import json
@@ -49,3 +51,15 @@ def test_the_fused_add_kernels_compile_for_sm_90_with_their_switches_on(N, dtype
     assert done.returncode == 0, done.stderr[-3000:]
     for which, (plain, fused) in json.loads(done.stdout).items():
         assert 0 < plain < fused, which  # the switch adds the residual's loads and stores, and only when on
+
+
+@pytest.mark.parametrize("N, dtype", [(1000, "bfloat16"), (4096, "bfloat16"), (32768, "float16"), (1000, "float32")])
+def test_the_layernorm_kernels_compile_for_sm_90_with_their_switches_on(N, dtype):
+    # The LayerNorm (IS_LAYERNORM, HAS_BIAS) runs under the interpreter on the CPU, which compiles nothing: this
+    # compiles it as a GPU would, at one block, at the forward's loop, at both loops, and in float64 arithmetic.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype, "--layernorm"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for which, (plain, layernorm) in json.loads(done.stdout).items():
+        assert 0 < plain < layernorm, which  # the mean, the bias and dx's third term, compiled only when on

@@ -13,11 +13,12 @@ import math
 import pytest
 import torch
 
+from compiled_model import assert_compiled_call_matches_eager
 from rmsnorm import ContractError, rmsnorm_add, rmsnorm_fast, rmsnorm_reference
 from rmsnorm.config import ONE_BLOCK_MAX_N
 from rmsnorm.forward import forward_key
 from rmsnorm.fused_add import _add_backward_op, _add_forward_op
-from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, inductor_unavailable, make_inputs, oracle
+from rmsnorm.testing import assert_close, dgamma_tolerance, make_inputs, oracle
 
 GPU = torch.cuda.is_available()
 gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU (bf16 runs there)")
@@ -233,25 +234,13 @@ def test_meta_tensors_get_the_shapes_and_dtypes(device):
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph_traces_it_and_gives_eager_numbers(backend, device):
-    if backend == "inductor" and inductor_unavailable(device):
-        pytest.skip(inductor_unavailable(device))
     x, residual, weight, dy, _ = _inputs((5, 48), F32, F32, device, seed=4)
 
     def layer(x, residual, weight):
         y, h = rmsnorm_add(x * 2.0, residual, weight)
         return (y * dy).sum() + h.square().sum()
 
-    args = [t.detach().clone().requires_grad_() for t in (x, residual, weight)]
-    compiled_args = [t.detach().clone().requires_grad_() for t in (x, residual, weight)]
-    eager = layer(*args)
-    eager.backward()
-    compiled = torch.compile(layer, backend=backend, fullgraph=True)(*compiled_args)
-    compiled.backward()
-    # aot_eager: the same kernels, bit for bit; inductor: its own elementwise kernels, within float32's tolerance
-    tol = {"rtol": 0, "atol": 0} if backend == "aot_eager" else TOLERANCES[F32]
-    torch.testing.assert_close(compiled, eager, **tol)
-    for got, want in zip(compiled_args, args):
-        torch.testing.assert_close(got.grad, want.grad, **tol)
+    assert_compiled_call_matches_eager(layer, (x, residual, weight), backend, device)
 
 
 def test_the_forward_key_holds_the_residuals_specialisations(device):

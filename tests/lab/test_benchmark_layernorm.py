@@ -1,0 +1,74 @@
+"""scripts/benchmark_layernorm.py and rmsnorm_lab.layernorm_bench on any machine: the GPU timers replaced by fakes.
+
+What runs on the H200 is the glue: the providers, the float64 check in front of every timing, the declared bytes,
+the rows of both CSVs, the environment file and the table. Here it runs on the CPU (Triton's interpreter) at small
+shapes with fixed fake times, which are never compared with anything measured.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import checkout_scripts
+from rmsnorm_lab import layernorm_backward_bytes, layernorm_forward_bytes, timing, wholecall
+from rmsnorm_lab import layernorm_bench as bench
+
+FAKE_US = 4.0
+#: Small CPU shapes: float16 rows with float32 parameters, and bf16 (which the interpreter refuses).
+SHAPES = ((3, 257, torch.float16, torch.float32), (2, 64, torch.bfloat16, torch.bfloat16))
+CPU_PROVIDERS = ("fast", "liger", "quack", "eager")
+
+
+@pytest.fixture
+def fake_timers(monkeypatch):
+    monkeypatch.setattr(timing, "require_cuda", lambda: None)
+    monkeypatch.setattr(wholecall, "require_cuda", lambda: None)
+    monkeypatch.setattr(bench, "kernel_time_us", lambda fn, **kw: (fn(), FAKE_US)[1])
+    monkeypatch.setattr(wholecall, "time_whole_calls", lambda fn, **kw: (fn(), np.full(3, 40.0))[1])
+    monkeypatch.setattr(wholecall, "time_host_calls", lambda fn, **kw: (fn(), np.full(3, 30.0))[1])
+    monkeypatch.setattr(wholecall, "kernel_time_us", lambda fn, **kw: 5.0)
+    monkeypatch.setattr(bench, "GRID", SHAPES)
+    monkeypatch.setattr(bench, "WHOLE_CALL_SHAPES", SHAPES[:1])
+
+
+def test_the_script_checks_then_times_and_writes_both_csvs_and_the_environment(fake_timers, tmp_path):
+    out = tmp_path / "out"
+    script = checkout_scripts.load("scripts/benchmark_layernorm.py")
+    assert script.main(["--out", str(out), "--providers", ",".join(CPU_PROVIDERS)]) == 0
+    kernel = pd.read_csv(out / "layernorm_kernel.csv")
+    fp16 = kernel[kernel["dtype"] == "float16"].set_index(["provider", "pass_"])
+    for name in ("fast", "eager"):
+        assert (fp16.loc[name, "check"] == "ok").all() and (fp16.loc[name, "us"] == FAKE_US).all()
+    assert fp16.loc[("fast", "forward"), "bytes"] == layernorm_forward_bytes(3, 257, torch.float16, torch.float32)
+    assert fp16.loc[("fast", "backward"), "bytes"] == layernorm_backward_bytes(3, 257, torch.float16, torch.float32)
+    for name in ("liger", "quack"):  # not on a CPU: refused with the reason, not timed
+        assert fp16.loc[name, "check"].str.startswith("refused: ").all() and fp16.loc[name, "us"].isna().all()
+    bf16 = kernel[(kernel["dtype"] == "bfloat16") & (kernel["provider"] == "fast")]
+    assert bf16["check"].str.contains("bfloat16").all()  # the interpreter's refusal, named
+    whole = pd.read_csv(out / "layernorm_whole_call.csv")
+    assert set(whole[whole["check"] == "ok"]["provider"]) == {"fast", "eager"}
+    env = json.loads((out / "layernorm_environment.json").read_text())
+    assert env["layernorm"]["complete"] and env["eps"] == bench.EPS
+
+
+def test_a_wrong_answer_is_not_timed(fake_timers, monkeypatch):
+    x, weight, bias, dy = bench.inputs(3, 40, torch.float32, torch.float32, "cpu")
+    monkeypatch.setattr(bench, "_eager", lambda x, w, b, eps=bench.EPS: torch.nn.functional.layer_norm(
+        x, (x.shape[-1],), w, b, eps) * (1 + 1e-3) if x.dtype == torch.float32 else torch.nn.functional.layer_norm(
+        x, (x.shape[-1],), w, b, eps))
+    calls, status = bench.prepare("eager", x, weight, bias, dy, bench.PASSES)
+    assert calls is None and status.startswith("wrong: ") and "eager forward y" in status
+
+
+def test_the_table_compares_fast_with_the_best_peer_at_each_shape():
+    rows = [dict(M=8, N=768, dtype="float16", weight_dtype="float32", pass_=p, provider=n, us=us, check="ok")
+            for p, us_by in (("forward", {"fast": 2.0, "liger": 3.0, "compile": 2.5, "eager": 9.0}),
+                             ("backward", {"fast": 4.0, "liger": 3.0, "quack": 6.0}))
+            for n, us in us_by.items()]
+    table = bench.best_peer_table(pd.DataFrame(rows)).set_index("pass_")
+    assert table.loc["forward", "best_peer"] == "compile" and table.loc["forward", "speedup"] == 1.25
+    assert table.loc["backward", "best_peer"] == "liger" and table.loc["backward", "speedup"] == 0.75
+    assert bench.geometric_means(table.reset_index()) == pytest.approx({"forward": 1.25, "backward": 0.75})
