@@ -24,7 +24,7 @@ from .ex14_symptoms import RSTD_RULES
 
 def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: bool = False,
             var_divisor: int | None = None, mean_divisor: int | None = None, rule: str = "right",
-            bias: str = "after") -> dict[str, torch.Tensor]:
+            bias: str = "after", scaled_first: bool = False) -> dict[str, torch.Tensor]:
     """y, mean and rstd of a variant, in float64.
 
     Args:
@@ -34,6 +34,7 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
         var_divisor, mean_divisor: what the sums are divided by (None: N).
         rule: where eps goes, one of :data:`~.ex14_symptoms.RSTD_RULES`.
         bias: "after" the weight (x̂ · weight + bias), "before" it ((x̂ + bias) · weight) or "none".
+        scaled_first: y's x̂ is x · rstd − mean, the mean subtracted after scaling, unscaled.
     """
     x, weight, b = case.f64("x"), case.f64("weight"), case.f64("bias")
     N, block = case.N, triton.next_power_of_2(case.N)
@@ -43,7 +44,7 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
     if masked_lanes:
         squares = squares + (block - N) * mean.square()
     rstd = RSTD_RULES[rule](squares / (var_divisor or N), case.eps)
-    x_hat = (diff if center_y else x) * rstd
+    x_hat = x * rstd - mean if scaled_first else (diff if center_y else x) * rstd
     y = {"after": x_hat * weight + b, "before": (x_hat + b) * weight, "none": x_hat * weight}[bias]
     return {"y": y, "mean": mean.reshape(-1), "rstd": rstd.reshape(-1)}
 
@@ -73,6 +74,10 @@ FORWARD = [
     Symptom("y normalises x, not x − mean (the variance is right): y = x · rstd · weight + bias",
             lambda c: forward(c, center_y=False),
             "y = (x − mean) · rstd · weight + bias: multiply diff, not x."),
+    Symptom("the mean is subtracted after scaling: y = (x · rstd − mean) · weight + bias, where the mean is scaled "
+            "with x, (x − mean) · rstd (rstd and mean themselves are right)", lambda c: forward(c, scaled_first=True),
+            "Subtract the mean first, then scale: `y = diff * rstd * weight + bias` with `diff = tl.where(mask, "
+            "x - mean, 0.0)` (or `x * rstd - mean * rstd`)."),
     Symptom("the bias is left out: y = x̂ · weight", lambda c: forward(c, bias="none"),
             "Load the bias and add it after the weight: `y = diff * rstd * weight + bias`."),
     Symptom("the bias is added before the weight: y = (x̂ + bias) · weight, where it is x̂ · weight + bias",
@@ -110,8 +115,8 @@ def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered:
         mean_u_of: "u" (mean(u)) or "dy" (mean(dy): the weight left out of the mean term).
         divisor: what both row sums are divided by (None: N).
         last_rstd: dx is rstd · (…) (False: the bracket alone).
-        dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", or the row's sum over its
-            columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast to every column.
+        dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", "dy·(x−mean)", or the row's
+            sum over its columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast to every column.
     """
     x, weight, dy = case.f64("x"), case.f64("weight"), case.f64("dy")
     mean, rstd = case.f64("mean").unsqueeze(-1), case.f64("rstd").unsqueeze(-1)
@@ -121,7 +126,7 @@ def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered:
     mean_u = {"u": u, "dy": dy}[mean_u_of].sum(-1, keepdim=True) / n
     mean_ux = (u * x_hat).sum(-1, keepdim=True) / n
     dx = (u - mean_term * mean_u - x_hat_term * x_hat * mean_ux) * (rstd if last_rstd else 1.0)
-    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x}
+    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean)}
     terms["Σ dy·x̂"] = terms["dy·x̂"].sum(-1, keepdim=True).expand_as(dy)
     terms["Σ dy"] = dy.sum(-1, keepdim=True).expand_as(dy)
     return {"dx": dx, "dweight_partial": by_program(case, terms[dweight]),
@@ -168,6 +173,9 @@ BACKWARD = [
     Symptom("the row sums of dx's terms are divided by BLOCK_SIZE instead of N",
             lambda c: backward(c, divisor=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide both sums by N."),
+    Symptom("dweight's partial adds dy · (x − mean), without rstd: the weight multiplies x̂ = (x − mean) · rstd, "
+            "the centred x scaled", lambda c: backward(c, dweight="dy·(x−mean)"),
+            "`dweight_acc += dy * x_hat`, with `x_hat = (x - mean) * rstd`."),
     Symptom("dweight's partial adds dy · x, not dy · x̂: the weight multiplies the normalised x",
             lambda c: backward(c, dweight="dy·x"),
             "`dweight_acc += dy * x_hat`, with `x_hat = (x - mean) * rstd`."),
