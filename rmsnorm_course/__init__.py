@@ -6,7 +6,7 @@
 - :mod:`rmsnorm_course.checkers` — one checker per exercise, run on a learner's code in child
   processes, each returning a :class:`~rmsnorm_course.checkers.Feedback`;
 - :mod:`rmsnorm_course.teaching` — kernels a lesson or an exercise launches and a model never
-  does (the primer, the deliberately buggy kernels, exercises 09 and 10's kernels);
+  does (the primer, the deliberately buggy kernels, the kernels of exercises 09, 10, 14 and 15);
 - :mod:`rmsnorm_course.training` — the small seeded training run of lesson 06;
 - ``python -m rmsnorm_course.check_env`` — proves the kernels run here, and says where.
 
@@ -14,7 +14,7 @@ It imports the library (:mod:`rmsnorm`) and the lab (:mod:`rmsnorm_lab`); neithe
 Its own dependency beyond theirs is ``cloudpickle`` (the ``course`` extra), with which the
 checkers ship a learner's notebook code to a child process.
 
-Source: solutions/01_formula.ipynb … solutions/14_fusing_the_residual.ipynb.
+Source: solutions/01_formula.ipynb … solutions/15_layernorm.ipynb.
 """
 
 from .backend import choose_backend

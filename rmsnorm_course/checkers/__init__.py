@@ -29,10 +29,19 @@ under the same time limit, by one harness, ``check(spec, answer, **given)``
 (:mod:`rmsnorm_course.checkers.functions`; ``given`` is what the notebook hands along, such as a
 table of samples).
 
-Source: solutions/01_formula.ipynb … solutions/14_fusing_the_residual.ipynb.
+Source: solutions/01_formula.ipynb … solutions/15_layernorm.ipynb.
 """
 
-from . import ex03_forward, ex04_dx, ex05_dgamma, ex08_n_vs_block, ex09_long_row, ex10_one_pass, ex14_fused_add
+from . import (
+    ex03_forward,
+    ex04_dx,
+    ex05_dgamma,
+    ex08_n_vs_block,
+    ex09_long_row,
+    ex10_one_pass,
+    ex14_fused_add,
+    ex15_layernorm,
+)
 from .ex01_by_hand import check_by_hand
 from .ex02_reference import check_reference
 from .ex06_autograd import check_autograd_function
@@ -65,7 +74,7 @@ __all__ = [
 ]
 
 __all__ += ["check_long_row_kernel", "check_one_pass_kernel", "check_fused_add_kernel",
-            "check_fused_add_backward_kernel"]
+            "check_fused_add_backward_kernel", "check_layernorm_kernel", "check_layernorm_backward_kernel"]
 
 
 def check_forward_kernel(kernel) -> Feedback:
@@ -142,3 +151,21 @@ def check_fused_add_backward_kernel(kernel) -> Feedback:
     Source: solutions/14_fusing_the_residual.ipynb.
     """
     return check(ex14_fused_add.BACKWARD_SPEC, kernel)
+
+
+def check_layernorm_kernel(kernel) -> Feedback:
+    """Exercise 15: LayerNorm's forward (y, mean and rstd), signature of
+    :func:`rmsnorm_course.teaching.layernorm.layernorm_forward_kernel`, launched with one program per row.
+
+    Source: solutions/15_layernorm.ipynb.
+    """
+    return check(ex15_layernorm.FORWARD_SPEC, kernel)
+
+
+def check_layernorm_backward_kernel(kernel) -> Feedback:
+    """Exercise 15: LayerNorm's backward (dx and the dweight and dbias partials), signature of
+    :func:`rmsnorm_course.teaching.layernorm.layernorm_backward_kernel`, launched on a persistent grid of P programs.
+
+    Source: solutions/15_layernorm.ipynb.
+    """
+    return check(ex15_layernorm.BACKWARD_SPEC, kernel)

@@ -1,6 +1,6 @@
 """An exercise, declared once: what a learner's kernel or function is judged against, as data.
 
-Every kernel exercise (03, 04, 05, 08's fix, 09, 10, 14) is one frozen
+Every kernel exercise (03, 04, 05, 08's fix, 09, 10, 14, 15) is one frozen
 :class:`ExerciseSpec`; :func:`rmsnorm_course.checkers.kernels.check` judges any
 kernel against any spec, and ships the spec (cloudpickled, with the learner's
 kernel source) to the checker's child process, where
@@ -11,7 +11,7 @@ checked against an oracle (01, 02, 06, 07, 08's hypothesis, 11–13), is one fro
 under the same time limit, by :func:`rmsnorm_course.checkers.functions.check`.
 A new exercise is a spec plus its symptoms.
 
-Source: solutions/01_formula.ipynb … 14_fusing_the_residual.ipynb.
+Source: solutions/01_formula.ipynb … 15_layernorm.ipynb.
 """
 
 from __future__ import annotations

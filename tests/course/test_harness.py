@@ -34,6 +34,7 @@ from rmsnorm_course.checkers import (
     ex09_long_row,
     ex10_one_pass,
     ex14_fused_add,
+    ex15_layernorm,
     functions,
     isolate,
 )
@@ -195,7 +196,8 @@ def test_the_address_check_names_the_tensor_the_access_and_the_row_and_column():
 
 
 @pytest.mark.parametrize("spec", [ex03_forward.SPEC, ex04_dx.SPEC, ex05_dgamma.SPEC, ex09_long_row.SPEC,
-                                  ex10_one_pass.SPEC, ex14_fused_add.FORWARD_SPEC, ex14_fused_add.BACKWARD_SPEC],
+                                  ex10_one_pass.SPEC, ex14_fused_add.FORWARD_SPEC, ex14_fused_add.BACKWARD_SPEC,
+                                  ex15_layernorm.FORWARD_SPEC, ex15_layernorm.BACKWARD_SPEC],
                          ids=lambda spec: spec.exercise)
 def test_every_kernel_exercise_has_a_case_whose_rows_are_further_apart_than_n(spec):
     # A block that runs past its row's last column lands in the next row's elements where rows are N apart, which

@@ -20,6 +20,7 @@ import torch
 import rmsnorm.article
 import wrong_variants as wv
 import wrong_variants_fused_add as wv14
+import wrong_variants_layernorm as wv15
 import wrong_variants_long_row_and_one_pass as wv910
 from checker_support import assert_verdict, needs_interpreter, params
 from rmsnorm_course import checkers
@@ -202,13 +203,15 @@ def test_the_verdict_is_wrong_when_either_judge_says_so(case, monkeypatch):
 
 gpu_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the CPU runs the other tests)")
 
-#: Every wrong kernel of exercises 03, 04, 05, 08 (the fix), 09, 10 and 14 with the message the CPU gives it.
+#: Every wrong kernel of exercises 03, 04, 05, 08 (the fix), 09, 10, 14 and 15 with the message the CPU gives it.
 KERNEL_VARIANTS = [
     *params(wv.FORWARD, checkers.check_forward_kernel), *params(wv.DX, checkers.check_dx_kernel),
     *params(wv.DGAMMA, checkers.check_dgamma_kernel), *params(wv.DX, checkers.check_fixed_dx_kernel),
     *params(wv910.LONG_ROW, checkers.check_long_row_kernel), *params(wv910.ONE_PASS, checkers.check_one_pass_kernel),
     *params(wv14.FORWARD, checkers.check_fused_add_kernel),
     *params(wv14.BACKWARD, checkers.check_fused_add_backward_kernel),
+    *params(wv15.FORWARD, checkers.check_layernorm_kernel),
+    *params(wv15.BACKWARD, checkers.check_layernorm_backward_kernel),
 ]
 
 

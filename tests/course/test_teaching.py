@@ -1,4 +1,4 @@
-"""The teaching kernels (rmsnorm_course.teaching): exercises 09, 10 and 14's kernels are the solutions', line for line.
+"""The teaching kernels (rmsnorm_course.teaching): 09, 10, 14 and 15 hold the solutions' kernels, line for line.
 
 The solution notebooks write the kernel a learner writes; the package holds the same kernel as the
 exercise's reference, the one its checker launches and its tests mutate. difflib holds the two to one
@@ -20,6 +20,7 @@ import pytest
 import rmsnorm_course.teaching.buggy
 import rmsnorm_course.teaching.primer  # noqa: F401  (loaded here, compared with its old path rmsnorm_course.teaching.primer below)
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
+from rmsnorm_course.teaching.layernorm import layernorm_backward_kernel, layernorm_forward_kernel
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
 
@@ -32,6 +33,8 @@ PAIRS = [
     ("10_one_pass_backward.ipynb", "my_one_pass_kernel", one_pass_backward_kernel),
     ("14_fusing_the_residual.ipynb", "my_fused_add_kernel", fused_add_forward_kernel),
     ("14_fusing_the_residual.ipynb", "my_fused_add_backward_kernel", fused_add_backward_kernel),
+    ("15_layernorm.ipynb", "my_layernorm_kernel", layernorm_forward_kernel),
+    ("15_layernorm.ipynb", "my_layernorm_backward_kernel", layernorm_backward_kernel),
 ]
 
 

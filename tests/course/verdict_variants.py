@@ -33,12 +33,14 @@ import rmsnorm_course.teaching.buggy
 import wrong_variants as wv
 import wrong_variants_fake_and_tuning as wv11
 import wrong_variants_fused_add as wv14
+import wrong_variants_layernorm as wv15
 import wrong_variants_long_row_and_one_pass as wv910
 import wrong_variants_norm_share as wv13
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex10_one_pass import one_pass_backward_kernel
 from rmsnorm_course.checkers.ex13_into_a_model import check_norm_share
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
+from rmsnorm_course.teaching.layernorm import layernorm_backward_kernel, layernorm_forward_kernel
 from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 
 #: The time limit of the answers that never end (a normal case takes well under 1 s).
@@ -149,6 +151,8 @@ def variants() -> list[Variant]:
         ("13", "solution", lambda: check_norm_share(wv13._share(), *_step_tables(), "the fixture"), False),
         ("14 forward", "solution", lambda: c.check_fused_add_kernel(fused_add_forward_kernel), False),
         ("14 backward", "solution", lambda: c.check_fused_add_backward_kernel(fused_add_backward_kernel), False),
+        ("15 forward", "solution", lambda: c.check_layernorm_kernel(layernorm_forward_kernel), False),
+        ("15 backward", "solution", lambda: c.check_layernorm_backward_kernel(layernorm_backward_kernel), False),
     ]
     out += _table("01", wv.BY_HAND, c.check_by_hand)
     out += _table("02", wv.REFERENCE, c.check_reference)
@@ -203,7 +207,9 @@ def variants() -> list[Variant]:
                             ("08 hypothesis", c.check_hypothesis), ("08 fix", c.check_fixed_dx_kernel),
                             ("09", c.check_long_row_kernel), ("10", c.check_one_pass_kernel),
                             ("14 forward", c.check_fused_add_kernel),
-                            ("14 backward", c.check_fused_add_backward_kernel)):
+                            ("14 backward", c.check_fused_add_backward_kernel),
+                            ("15 forward", c.check_layernorm_kernel),
+                            ("15 backward", c.check_layernorm_backward_kernel)):
         out += [(exercise, f"answer is {label}", (lambda a=answer, ch=check: ch(a)), False)
                 for label, answer in answers.items()]
     out += [("11", name, (lambda p=pair: c.check_fake_implementation(*p)), False)
@@ -216,6 +222,8 @@ def variants() -> list[Variant]:
             for name, (fn, _) in wv13.NORM_SHARE.items()]
     out += _table("14 forward", wv14.FORWARD, c.check_fused_add_kernel)
     out += _table("14 backward", wv14.BACKWARD, c.check_fused_add_backward_kernel)
+    out += _table("15 forward", wv15.FORWARD, c.check_layernorm_kernel)
+    out += _table("15 backward", wv15.BACKWARD, c.check_layernorm_backward_kernel)
     keys = [(e, v) for e, v, _, _ in out]
     assert len(keys) == len(set(keys)), "two variants of one exercise share a name"
     return out

@@ -1,0 +1,182 @@
+"""The wrong LayerNorms of exercise 15, modelled in float64: what each classic slip makes of the outputs.
+
+:data:`FORWARD` and :data:`BACKWARD` (for :func:`rmsnorm_course.checkers.diagnose.diagnose`) serve
+:mod:`rmsnorm_course.checkers.ex15_layernorm`. Each model is the oracle with one slip: the variance
+divided by N − 1 (``torch.var``'s default), the masked lanes' 0 − mean left in the variance, the mean
+never subtracted (RMSNorm), the bias left out or added before the weight, eps misplaced; in the backward,
+dx without its mean term mean(u) or its x̂ term, x̂ without the mean subtracted, the bias's (or the weight's)
+column sum taken over the row's columns instead of over the rows, the two partials swapped. The naive
+variance, E[x²] − E[x]², is right in float64 and wrong only in float32's rounding: no float64 model
+captures it, :func:`~rmsnorm_course.checkers.ex15_layernorm` looks for it first.
+
+Source: solutions/15_layernorm.ipynb.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .diagnose import Symptom
+from .ex10_symptoms import by_program
+from .ex14_symptoms import RSTD_RULES
+
+
+def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: bool = False,
+            var_divisor: int | None = None, mean_divisor: int | None = None, rule: str = "right",
+            bias: str = "after", scaled_first: bool = False) -> dict[str, torch.Tensor]:
+    """y, mean and rstd of a variant, in float64.
+
+    Args:
+        center: the variance is of x − mean (False: of x, mean(x²), RMSNorm's).
+        center_y: y normalises x − mean (False: x).
+        masked_lanes: the BLOCK_SIZE − N masked lanes add (0 − mean)² each to the sum of squares.
+        var_divisor, mean_divisor: what the sums are divided by (None: N).
+        rule: where eps goes, one of :data:`~.ex14_symptoms.RSTD_RULES`.
+        bias: "after" the weight (x̂ · weight + bias), "before" it ((x̂ + bias) · weight) or "none".
+        scaled_first: y's x̂ is x · rstd − mean, the mean subtracted after scaling, unscaled.
+    """
+    x, weight, b = case.f64("x"), case.f64("weight"), case.f64("bias")
+    N, block = case.N, triton.next_power_of_2(case.N)
+    mean = x.sum(-1, keepdim=True) / (mean_divisor or N)
+    diff = x - mean
+    squares = (diff if center else x).square().sum(-1, keepdim=True)
+    if masked_lanes:
+        squares = squares + (block - N) * mean.square()
+    rstd = RSTD_RULES[rule](squares / (var_divisor or N), case.eps)
+    x_hat = x * rstd - mean if scaled_first else (diff if center_y else x) * rstd
+    y = {"after": x_hat * weight + b, "before": (x_hat + b) * weight, "none": x_hat * weight}[bias]
+    return {"y": y, "mean": mean.reshape(-1), "rstd": rstd.reshape(-1)}
+
+
+def correct_forward(case) -> dict[str, torch.Tensor]:
+    """The float64 oracle: mean, var = mean((x − mean)²) (biased), rstd = 1/sqrt(var + eps), y = x̂ · weight + bias."""
+    return forward(case)
+
+
+FORWARD = [
+    Symptom("the variance is divided by N − 1 (the unbiased, sample variance, `torch.var`'s default), where "
+            "LayerNorm's divides by N (the biased variance of the row's own N values, as `torch.nn.LayerNorm`)",
+            lambda c: forward(c, var_divisor=c.N - 1),
+            "Divide the sum of squared deviations by N: `var = tl.sum(diff * diff, axis=0) / N`."),
+    Symptom("the masked lanes add to the variance: past column N − 1, x is the `other=0.0` of the load, so x − mean "
+            "there is −mean, and each of the BLOCK_SIZE − N masked lanes adds mean² to the sum of squares",
+            lambda c: forward(c, masked_lanes=True),
+            "Zero the deviation outside the row before squaring: `diff = tl.where(mask, x - mean, 0.0)`."),
+    Symptom("the mean is never subtracted: rstd is 1/sqrt(mean(x²) + eps) and y = x · rstd · weight + bias, which is "
+            "RMSNorm with a bias, not LayerNorm", lambda c: forward(c, center=False, center_y=False),
+            "Subtract the row's mean first, `diff = tl.where(mask, x - mean, 0.0)`, and use diff for both the "
+            "variance and y."),
+    Symptom("the variance is mean(x²), RMSNorm's, not the mean of the squared deviations (y subtracts the mean, "
+            "the variance does not)", lambda c: forward(c, center=False),
+            "Square the deviations: `var = tl.sum(diff * diff, axis=0) / N` with `diff = tl.where(mask, x - mean, "
+            "0.0)`."),
+    Symptom("y normalises x, not x − mean (the variance is right): y = x · rstd · weight + bias",
+            lambda c: forward(c, center_y=False),
+            "y = (x − mean) · rstd · weight + bias: multiply diff, not x."),
+    Symptom("the mean is subtracted after scaling: y = (x · rstd − mean) · weight + bias, where the mean is scaled "
+            "with x, (x − mean) · rstd (rstd and mean themselves are right)", lambda c: forward(c, scaled_first=True),
+            "Subtract the mean first, then scale: `y = diff * rstd * weight + bias` with `diff = tl.where(mask, "
+            "x - mean, 0.0)` (or `x * rstd - mean * rstd`)."),
+    Symptom("the bias is left out: y = x̂ · weight", lambda c: forward(c, bias="none"),
+            "Load the bias and add it after the weight: `y = diff * rstd * weight + bias`."),
+    Symptom("the bias is added before the weight: y = (x̂ + bias) · weight, where it is x̂ · weight + bias",
+            lambda c: forward(c, bias="before"),
+            "Multiply by the weight, then add the bias: `y = diff * rstd * weight + bias`."),
+    Symptom("eps is added after the square root: rstd = 1/(sqrt(var) + eps)",
+            lambda c: forward(c, rule="eps after the root"),
+            "eps goes inside the root, added to the variance: `rstd = tl.rsqrt(var + eps)`."),
+    Symptom("eps is missing: rstd = 1/sqrt(var), so a constant row (variance 0) gives 1/0 = inf, and y = 0 · inf = "
+            "NaN", lambda c: forward(c, rule="no eps"),
+            "Add eps to the variance, inside the root: `rstd = tl.rsqrt(var + eps)`."),
+    Symptom("eps is added after `tl.rsqrt`, outside the root: a constant row (variance 0) gives rsqrt(0) = inf",
+            lambda c: forward(c, rule="eps after rsqrt"),
+            "eps goes inside the root, before `tl.rsqrt`: `rstd = tl.rsqrt(var + eps)`."),
+    Symptom("y is multiplied by the standard deviation, sqrt(var + eps), instead of its inverse",
+            lambda c: forward(c, rule="the RMS"), "rstd = 1/sqrt(var + eps), `tl.rsqrt(var + eps)`."),
+    Symptom("the mean and the variance are divided by BLOCK_SIZE instead of N",
+            lambda c: forward(c, mean_divisor=triton.next_power_of_2(c.N),
+                              var_divisor=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: divide both sums by N."),
+    Symptom("the variance is divided by BLOCK_SIZE instead of N (the mean is right)",
+            lambda c: forward(c, var_divisor=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: `var = tl.sum(diff * diff, axis=0) / N`."),
+]
+
+
+def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered: bool = True,
+             mean_u_of: str = "u", divisor: int | None = None, last_rstd: bool = True,
+             dweight: str = "dy·x̂", dbias: str = "dy") -> dict[str, torch.Tensor]:
+    """dx and the two (P, N) partials of a variant, in float64, from the float32 mean and rstd the kernel is given.
+
+    Args:
+        mean_term: times mean(u) in dx (0: left out); ``x_hat_term``: times x̂ · mean(u · x̂) (0: left out).
+        centered: x̂ = (x − mean) · rstd (False: x · rstd, RMSNorm's x̂, everywhere).
+        mean_u_of: "u" (mean(u)) or "dy" (mean(dy): the weight left out of the mean term).
+        divisor: what both row sums are divided by (None: N).
+        last_rstd: dx is rstd · (…) (False: the bracket alone).
+        dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", "dy·(x−mean)", or the row's
+            sum over its columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast to every column.
+    """
+    x, weight, dy = case.f64("x"), case.f64("weight"), case.f64("dy")
+    mean, rstd = case.f64("mean").unsqueeze(-1), case.f64("rstd").unsqueeze(-1)
+    x_hat = ((x - mean) if centered else x) * rstd
+    u = dy * weight
+    n = divisor or case.N
+    mean_u = {"u": u, "dy": dy}[mean_u_of].sum(-1, keepdim=True) / n
+    mean_ux = (u * x_hat).sum(-1, keepdim=True) / n
+    dx = (u - mean_term * mean_u - x_hat_term * x_hat * mean_ux) * (rstd if last_rstd else 1.0)
+    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean)}
+    terms["Σ dy·x̂"] = terms["dy·x̂"].sum(-1, keepdim=True).expand_as(dy)
+    terms["Σ dy"] = dy.sum(-1, keepdim=True).expand_as(dy)
+    return {"dx": dx, "dweight_partial": by_program(case, terms[dweight]),
+            "dbias_partial": by_program(case, terms[dbias])}
+
+
+def correct_backward(case) -> dict[str, torch.Tensor]:
+    """The float64 oracle: dx = rstd · (u − mean(u) − x̂ · mean(u · x̂)), u = dy · weight; the partials' row p is
+    Σ dy · x̂ and Σ dy over program p's rows p, p + P, …"""
+    return backward(case)
+
+
+BACKWARD = [
+    Symptom("dx misses the mean term: it is RMSNorm's rstd · (u − x̂ · mean(u · x̂)), but LayerNorm's x̂ also "
+            "depends on x through the mean, which gives dx a third term, − rstd · mean(u)",
+            lambda c: backward(c, mean_term=0.0),
+            "dx = rstd · (u − mean(u) − x̂ · mean(u · x̂)): `mean_u = tl.sum(u, axis=0) / N`, then "
+            "`(u - mean_u - x_hat * mean_ux) * rstd`."),
+    Symptom("dx misses its x̂ term, − rstd · x̂ · mean(u · x̂): the gradient through the variance",
+            lambda c: backward(c, x_hat_term=0.0),
+            "dx = rstd · (u − mean(u) − x̂ · mean(u · x̂)), `mean_ux = tl.sum(u * x_hat, axis=0) / N`."),
+    Symptom("dbias is summed over the wrong axis: each row adds its sum over the columns, Σ dy of the row "
+            "(`tl.sum(dy, axis=0)`, one number), to every column of the partial, where dbias sums over the rows, "
+            "column by column", lambda c: backward(c, dbias="Σ dy"),
+            "Add the row itself, one value per column: `dbias_acc += dy`; the sum over the rows is the loop's "
+            "(and, across programs, the (P, N) partial's sum over P)."),
+    Symptom("dweight is summed over the wrong axis: each row adds its sum over the columns, Σ dy · x̂ of the row "
+            "(`tl.sum(dy * x_hat, axis=0)`), to every column of the partial, where dweight sums over the rows",
+            lambda c: backward(c, dweight="Σ dy·x̂"),
+            "Add the row's products, one per column: `dweight_acc += dy * x_hat`."),
+    Symptom("the two partials are swapped: dweight's holds Σ dy and dbias's Σ dy · x̂",
+            lambda c: backward(c, dweight="dy", dbias="dy·x̂"),
+            "y = x̂ · weight + bias: the weight's gradient is Σ dy · x̂, the bias's Σ dy."),
+    Symptom("x̂ is x · rstd, RMSNorm's, without the mean subtracted: dx and dweight's partial both use it",
+            lambda c: backward(c, centered=False),
+            "Load the saved mean and subtract it: `x_hat = (x - mean) * rstd`, with `mean = tl.load(mean_ptr + "
+            "row)`."),
+    Symptom("dx's mean term is the mean of dy, where it is the mean of u = dy · weight",
+            lambda c: backward(c, mean_u_of="dy"),
+            "Take the mean of u, the same u as dx's first term: `mean_u = tl.sum(u, axis=0) / N`."),
+    Symptom("dx misses its last factor rstd: dx = rstd · (u − mean(u) − x̂ · mean(u · x̂))",
+            lambda c: backward(c, last_rstd=False),
+            "Multiply the bracket by rstd: `(u - mean_u - x_hat * mean_ux) * rstd`."),
+    Symptom("the row sums of dx's terms are divided by BLOCK_SIZE instead of N",
+            lambda c: backward(c, divisor=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: divide both sums by N."),
+    Symptom("dweight's partial adds dy · (x − mean), without rstd: the weight multiplies x̂ = (x − mean) · rstd, "
+            "the centred x scaled", lambda c: backward(c, dweight="dy·(x−mean)"),
+            "`dweight_acc += dy * x_hat`, with `x_hat = (x - mean) * rstd`."),
+    Symptom("dweight's partial adds dy · x, not dy · x̂: the weight multiplies the normalised x",
+            lambda c: backward(c, dweight="dy·x"),
+            "`dweight_acc += dy * x_hat`, with `x_hat = (x - mean) * rstd`."),
+]
