@@ -23,6 +23,8 @@ Public API:
   post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers; :class:`FastConfig`,
   :func:`forward_config`, :func:`backward_config` — the configuration table.
+- :func:`launch_path` — which path launches the compiled kernels in this process (``"native"``: rmsnorm's
+  C++ launcher below Triton's binder; else the fallback, and why: :mod:`rmsnorm.launch`).
 - :class:`ContractError` — what every refused input raises, before anything is written.
 - :func:`rmsnorm_reference`, :func:`manual_backward` — the PyTorch oracle; :mod:`rmsnorm.testing` —
   tolerances and checks.
@@ -53,6 +55,7 @@ from .contract import (
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 from .fused_add import rmsnorm_add
+from .launch import launch_path
 from .module import FastRMSNorm
 from .reference import manual_backward, rmsnorm_reference
 from .swap import randomise_norm_weights, swap_rmsnorm
@@ -78,6 +81,7 @@ __all__ = [
     "forward_config",
     "grid_size",
     "interpreter_active",
+    "launch_path",
     "manual_backward",
     "num_programs",
     "randomise_norm_weights",
