@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -108,10 +110,20 @@ def compile_extension():
     include = include_dir()
     if not (include / "cuda.h").is_file():
         raise FileNotFoundError(f"no cuda.h in {include} (triton {triton.__version__})")
-    return cpp_extension.load(
-        name=extension_name(SOURCE.read_bytes()), sources=[str(SOURCE)], extra_include_paths=[str(include)],
-        extra_cflags=["-O2"], extra_ldflags=["-ldl"], verbose=False,
-    )
+    path, venv_bin = os.environ.get("PATH"), Path(sys.executable).parent
+    if shutil.which("ninja") is None and (venv_bin / "ninja").is_file():
+        # the ninja pip installed into this interpreter's environment, whose bin folder may not be on PATH
+        os.environ["PATH"] = os.pathsep.join(filter(None, (str(venv_bin), path)))
+    try:
+        return cpp_extension.load(
+            name=extension_name(SOURCE.read_bytes()), sources=[str(SOURCE)], extra_include_paths=[str(include)],
+            extra_cflags=["-O2"], extra_ldflags=["-ldl"], verbose=False,
+        )
+    finally:
+        if path is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = path
 
 
 def extension():

@@ -1,6 +1,6 @@
 """Issue 41 on a GPU, in one run: each launch path's whole call and host µs, two floors, eager; Llama steps, decode.
 
-    python3 scripts/probe_launch_path.py --out results/h200               # about 400 s on an H200
+    python3 scripts/probe_launch_path.py --out results/h200               # at most --budget-s (440) s
     python3 scripts/probe_launch_path.py --out /tmp/lp --quick --no-model  # a self-check: two shapes, 5 samples
 
 1. :mod:`rmsnorm_lab.launch_bench` at its SHAPES (1, 64, 4096 × 4096 bf16; 128 × 257 float32), forward
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status (0 also without a GPU)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/h200"), help="folder for the CSVs, table and json")
-    parser.add_argument("--budget-s", type=float, default=450.0, help="seconds the whole run may take")
+    parser.add_argument("--budget-s", type=float, default=440.0, help="seconds the whole run may take")
     parser.add_argument("--quick", action="store_true", help="a self-check: shapes 0 and 3, 5 samples")
     parser.add_argument("--no-model", action="store_true", help="leave out part 2 (the Llama step and decode)")
     parser.add_argument("--steps", type=int, default=40, help="timed Llama steps per variant, in rounds")

@@ -45,15 +45,18 @@ def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_on(m
     table = pd.DataFrame(rows, columns=list(lb.COLUMNS))
     status = table.groupby("provider", sort=False)["check"].first()
     assert list(status.index) == list(lb.LAUNCH_PROVIDERS)
-    checked = ["fast", "fast_triton_launcher", "floor", "eager_module", "eager"]
+    checked = ["fast", "eager_module", "fast_triton_launcher", "floor", "eager"]
     assert (status[checked] == "ok").all(), status
     timed = table[table["provider"].isin(checked)]
     assert (timed["whole_call_us"] == 40.0).all() and (timed["host_us"] == 30.0).all()
-    if device.type == "cpu":
+    if device.type == "cpu":  # (on a GPU it is timed, unchecked)
         assert status["cpp_floor"] == "refused: needs a CUDA GPU"
         assert table.loc[table["provider"] == "cpp_floor", "host_us"].isna().all()
-    # 2 passes each: fast on, fast_triton_launcher off, then on for every other provider
-    assert seen[:4] == [True, True, False, False] and all(seen[4:]) and native_launch.state.enabled
+    # 2 passes each, the native launch off for fast_triton_launcher only (cpp_floor, refused on the CPU, times none)
+    timed_names = [name for name in dict.fromkeys(table["provider"])
+                   if table.loc[table["provider"] == name, "host_us"].notna().all()]
+    assert seen == [name != "fast_triton_launcher" for name in timed_names for _ in range(2)]
+    assert native_launch.state.enabled
 
 
 def _inputs(M, N, device):
