@@ -286,7 +286,7 @@ PyObject *launch(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (dims[0] * dims[1] * dims[2] == 0) Py_RETURN_NONE;  // an empty grid launches nothing, as Triton's launcher
   if (!load_driver()) return nullptr;
 
-  CUlaunchAttribute attributes[4];
+  CUlaunchAttribute attributes[4] = {};  // zeroed: each value union holds only the field set
   unsigned int count = 0;
   if (pdl) {
     attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

@@ -1,7 +1,8 @@
 """The native launch (rmsnorm/native_launch.py, csrc/triton_launch.cpp): packing, plans, the fallback, the paths.
 
-On the CPU: the C++ extension is compiled here (it opens no driver until asked) and its packing is
-checked byte for byte against Python's struct module; the launcher's choice of path is checked with
+On the CPU: the C++ extension is compiled here (it opens no driver until asked), its packing is
+checked byte for byte against Python's struct module, and its launch against a stand-in libcuda.so.1
+that records the launch configuration it is handed; the launcher's choice of path is checked with
 a stand-in compiled kernel and a stand-in extension (what each path is handed); a build that fails
 falls back with one warning; :func:`rmsnorm.launch_path` names each path. On a GPU: the native path
 is the one taken, and it gives the numbers Triton's launcher and binder give, on the current stream,
@@ -11,6 +12,7 @@ under a CUDA graph and torch.compile, past 48 KiB of shared memory, with scratch
 import shutil
 import struct
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -87,6 +89,94 @@ def test_the_arguments_are_packed_as_the_driver_reads_them(compiled_extension):
 def test_an_argument_it_cannot_pack_raises_before_any_launch(compiled_extension, codes, args, error, match):
     with pytest.raises(error, match=match):
         compiled_extension.pack(codes, args, 0, 0)
+
+
+#: A stand-in libcuda.so.1: records what cuLaunchKernelEx and cuFuncSetAttribute were handed, launches nothing.
+FAKE_DRIVER = r"""
+#include <string.h>
+#include "cuda.h"
+long long rec[64];           /* grid xyz, block xyz, shared, stream, attributes, function, launches, then attrs */
+unsigned long long params[16];
+int params_read = 0, set_calls = 0, set_attribute = -1, set_value = -1;
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **extra) {
+  if (f == (CUfunction)0xBAD) return CUDA_ERROR_INVALID_HANDLE;
+  long long v[10] = {c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                     c->sharedMemBytes, (long long)c->hStream, c->numAttrs, (long long)f};
+  memcpy(rec, v, sizeof v);
+  rec[10] += 1;
+  for (unsigned i = 0; i < c->numAttrs && i < 8; ++i) {
+    unsigned u[3];
+    memcpy(u, &c->attrs[i].value, sizeof u);
+    rec[16 + 4 * i] = c->attrs[i].id; rec[17 + 4 * i] = u[0]; rec[18 + 4 * i] = u[1]; rec[19 + 4 * i] = u[2];
+  }
+  for (int i = 0; i < params_read; ++i) memcpy(&params[i], p[i], 8);
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult e, const char **s) { *s = "invalid resource handle (fake)"; return CUDA_SUCCESS; }
+CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) { *v = 1000; return CUDA_SUCCESS; }
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  set_calls += 1; set_attribute = a; set_value = v; return CUDA_SUCCESS;
+}
+"""
+
+#: What runs against the stand-in driver, in a child process (dlopen reads LD_LIBRARY_PATH at its start).
+FAKE_DRIVER_CHILD = r"""
+import ctypes, json, struct
+import torch
+from rmsnorm import native_launch
+module = native_launch.build()  # compiles (cached) and opens libcuda.so.1: the stand-in
+lib = ctypes.CDLL("libcuda.so.1")
+rec, params = (ctypes.c_longlong * 64).in_dll(lib, "rec"), (ctypes.c_ulonglong * 16).in_dll(lib, "params")
+ctypes.c_int.in_dll(lib, "params_read").value = 5
+x = torch.zeros(4)
+out = {"x": x.data_ptr()}
+module.launch((b"Pixf", 0x1234, 8, 2, 70000, True, True), (3, 2), 77, (x, 5, "constexpr", 0.5))
+out["clustered"] = (list(rec[:11]), [list(rec[16 + 4 * i:20 + 4 * i]) for i in range(4)], list(params[:5]))
+module.launch((b"i", 0x99, 4, 1, 0, False, False), (7,), 0, (1,))
+out["plain"] = list(rec[:11])
+module.launch((b"i", 0x99, 4, 1, 0, False, False), (0,), 0, (1,))
+out["empty_grid_launches"] = rec[10]
+module.launch((b"i", 0x99, 4, 16, 0, False, False), (1,), 0, (1,))
+out["sixteen"] = [ctypes.c_int.in_dll(lib, n).value for n in ("set_calls", "set_attribute", "set_value")]
+module.allow_dynamic_shared(0x99, 900)  # 1000 allowed already: not lowered
+module.allow_dynamic_shared(0x99, 100000)
+out["shared"] = [ctypes.c_int.in_dll(lib, n).value for n in ("set_calls", "set_attribute", "set_value")]
+try:
+    module.launch((b"i", 0xBAD, 4, 1, 0, False, False), (1,), 0, (1,))
+except RuntimeError as error:
+    out["error"] = str(error)
+print(json.dumps(out))
+"""
+
+
+@toolchain
+def test_the_launch_hands_the_driver_triton_s_configuration(tmp_path, compiled_extension):
+    """The launch against a stand-in libcuda.so.1 (no GPU needed): grid × num_ctas, 32 · num_warps threads, the
+    shared memory, the stream, PDL, cooperative and a (num_ctas, 1, 1) cluster spread over SMs, as Triton's
+    _launch sets them; the parameters in order, then the two scratch pointers; errors named."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER)
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{native_launch.include_dir()}", str(tmp_path / "fake.c"), "-o",
+                    str(tmp_path / "libcuda.so.1")], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}{os.pathsep}{os.environ.get('LD_LIBRARY_PATH', '')}")
+    done = subprocess.run([sys.executable, "-c", FAKE_DRIVER_CHILD], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    config, attributes, params = out["clustered"]
+    assert config == [6, 2, 1, 256, 1, 1, 70000, 77, 4, 0x1234, 1]  # grid x · num_ctas; 32 · 8 threads
+    assert attributes == [[6, 1, 0, 0], [2, 1, 0, 0], [4, 2, 1, 1], [5, 1, 0, 0]]  # PDL, cooperative, cluster, SPREAD
+    assert params == [out["x"], 5, struct.unpack("<I", struct.pack("<f", 0.5))[0], 0, 0]
+    assert out["plain"] == [7, 1, 1, 128, 1, 1, 0, 0, 0, 0x99, 2]  # no attribute: a plain launch
+    assert out["empty_grid_launches"] == 2  # an empty grid launches nothing
+    assert out["sixteen"] == [1, 14, 1]  # a cluster of 16 asks for non-portable cluster sizes first
+    assert out["shared"] == [2, 8, 100000]  # MAX_DYNAMIC_SHARED_SIZE_BYTES raised, never lowered
+    assert out["error"] == ("rmsnorm native launch: cuLaunchKernelEx failed: invalid resource handle (fake) "
+                            "(CUresult 400)")
 
 
 # ----------------------------------------------------------------------------- plans and paths (stand-ins)
