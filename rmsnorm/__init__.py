@@ -32,9 +32,9 @@ Public API:
 The article's simple kernels, which lessons 03–08 teach (rows up to 4096, float32/float16), are in
 :mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
-File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
-launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) → module (module.py) →
-the model swap (swap.py, and fused_layers.py for the decoder layers).
+File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py,
+launch.py and native_launch.py) → operators, autograd and the functional (autograd.py, fused_add.py) →
+module (module.py) → the model swap (swap.py, and fused_layers.py for the decoder layers).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
