@@ -165,11 +165,13 @@ def targets(table: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFr
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (shape, provider), one column per (pass, time): µs per call, in the run's order."""
+    """One row per (shape, provider), one column per (pass, time): µs per call, in the run's order; then its check."""
     wide = table.pivot_table(index=["M", "N", "dtype", "provider"], columns="pass_",
                              values=["whole_call_us", "host_us"], sort=False, dropna=False)
     wide.columns = [f"{pass_} {value.removesuffix('_us')} µs" for value, pass_ in wide.columns]
-    return wide[[f"{p} {v} µs" for p in PASSES for v in ("whole_call", "host") if f"{p} {v} µs" in wide.columns]]
+    wide = wide[[f"{p} {v} µs" for p in PASSES for v in ("whole_call", "host") if f"{p} {v} µs" in wide.columns]]
+    checks = table.groupby(["M", "N", "dtype", "provider"], sort=False)["check"].first()
+    return wide.assign(check=checks.reindex(wide.index).str.slice(0, 70))
 
 
 def _md(frame: pd.DataFrame, digits: int = 1) -> str:

@@ -94,6 +94,6 @@ def test_the_targets_read_the_issues_limits_off_the_table():
 
 def test_the_markdown_table_holds_every_measured_number():
     text = lb.markdown(_table())
-    assert "| 64 | 4096 | bfloat16 | fast | 30.0 | 20.0 | 150.0 | 60.0 |" in text
+    assert "| 64 | 4096 | bfloat16 | fast | 30.0 | 20.0 | 150.0 | 60.0 | ok |" in text
     assert "| host, forward ≤ C++ floor + 10 µs | 64 × 4096 bfloat16 | 20.00 | 18.00 | False |" in text
     assert "Llama" not in text  # no step table given, none shown
