@@ -29,6 +29,8 @@ Public API:
   post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers; :class:`FastConfig`,
   :func:`forward_config`, :func:`backward_config` — the configuration table.
+- :func:`launch_path` — which path launches the compiled kernels in this process (``"native"``: rmsnorm's
+  C++ launcher below Triton's binder; else the fallback, and why: :mod:`rmsnorm.launch`).
 - :class:`ContractError` — what every refused input raises, before anything is written.
 - :func:`rmsnorm_reference`, :func:`manual_backward` — the PyTorch oracle; :mod:`rmsnorm.testing` —
   tolerances and checks.
@@ -36,10 +38,10 @@ Public API:
 The article's simple kernels, which lessons 03–08 teach (rows up to 4096, float32/float16), are in
 :mod:`rmsnorm.article` (``rmsnorm.article.rmsnorm``, ``rmsnorm.article.RMSNorm``).
 
-File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py and
-launch.py; layernorm_launchers.py) → operators, autograd and the functional (autograd.py, fused_add.py,
-layernorm.py) → module (module.py) → the model swap (swap.py, and fused_layers.py for the decoder layers;
-swap_layernorm.py).
+File order as in Liger and quack: kernels and launchers (forward.py, backward.py, with config.py,
+launch.py and native_launch.py; layernorm_launchers.py) → operators, autograd and the functional (autograd.py,
+fused_add.py, layernorm.py) → module (module.py) → the model swap (swap.py, and fused_layers.py for the decoder
+layers; swap_layernorm.py).
 
 Source: notebooks/01_formula.ipynb … 13_into_a_model.ipynb.
 """
@@ -60,6 +62,7 @@ from .contract import (
 from .device import default_device, describe_backend, interpreter_active
 from .forward import rmsnorm_fast_forward, rmsnorm_fast_forward_kernel
 from .fused_add import rmsnorm_add
+from .launch import launch_path
 from .layernorm import layernorm_fast
 from .layernorm_launchers import layernorm_fast_backward, layernorm_fast_forward
 from .module import FastLayerNorm, FastRMSNorm
@@ -89,6 +92,7 @@ __all__ = [
     "forward_config",
     "grid_size",
     "interpreter_active",
+    "launch_path",
     "layernorm_fast",
     "layernorm_fast_backward",
     "layernorm_fast_forward",

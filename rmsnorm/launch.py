@@ -1,4 +1,4 @@
-"""Launching the fast kernels with less host time than ``kernel[grid](...)``.
+"""Launching the fast kernels with less host time than ``kernel[grid](...)``: three paths, one cache.
 
 ``kernel[grid](*args)`` runs Triton's binder on every call: it specialises
 each argument (dtype, 16-byte alignment, integer classes), builds a cache
@@ -26,20 +26,33 @@ never reused for another; each launcher's key holds
   the constant 1), or the value itself.
 
 A miss launches through ``kernel[grid]`` (which compiles) and keeps the
-compiled kernel it returns; a hit calls that kernel's launcher directly, on
-``torch.cuda.current_stream()``. ``kernel[grid]`` is used instead, every time,
+compiled kernel it returns; a hit launches that kernel on
+``torch.cuda.current_stream()``, below the binder, through one of
 
-- under Triton's CPU interpreter (there is nothing compiled to call);
+- ``"native"``: rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`), one C call that packs the
+  arguments and calls ``cuLaunchKernelEx``, from a plan made once per compiled kernel;
+- ``"triton-launcher"``: the compiled kernel's own launcher, ``CompiledKernel.run``, where the native
+  one could not be built (said once, in a warning), is switched off
+  (:func:`~rmsnorm.native_launch.set_native_launch`), or cannot pack the kernel's signature.
+
+``kernel[grid]`` (``"binder"``) is used instead, every time,
+
+- under Triton's CPU interpreter (``"interpreter"``: there is nothing compiled to call);
 - when the tensors are not on the current CUDA device (the compiled kernel's
   handle belongs to one device);
 - when a Triton launch hook is set (profilers such as Proton rely on it);
 - on a Triton version this module was not tested with (:data:`TESTED_TRITON`),
   with a one-time warning.
 
+:func:`launch_path` says which path eager calls take in this process. The launchers are generic over
+kernels: anything ``@triton.jit`` whose caller can build such a key launches through them.
+
 tests/library/test_fast_lean_call.py checks, on a GPU, that a key of ours never stands
 for two of Triton's compiled kernels, that the kernel cached here is the very
-object Triton's own binder picks for the same arguments, and that both paths
+object Triton's own binder picks for the same arguments, and that the paths
 give the same numbers; on the CPU it checks the forward's key.
+tests/library/test_native_launch.py checks the native launcher's packing and plans, its fallback and
+:func:`launch_path` on the CPU, and on a GPU its numbers, streams, CUDA graphs and two devices.
 
 Source: vLLM PR #34838 (a cached compiled-kernel launch); triton
 ``runtime/jit.py`` (``JITFunction.run``) and ``compiler/compiler.py``
@@ -53,6 +66,7 @@ import warnings
 import torch
 import triton
 
+from . import native_launch
 from .device import interpreter_active
 
 #: Triton versions (major.minor) whose launcher calling convention this module was tested with.
@@ -86,8 +100,26 @@ def _warn_untested() -> None:
     )
 
 
+class CachedKernel:
+    """One entry of a :class:`DirectLauncher`'s cache.
+
+    Attributes:
+        kernel: the ``CompiledKernel`` Triton's binder returned at the miss.
+        plan: its native launch plan (:func:`~rmsnorm.native_launch.plan_for`), None until the first hit
+            with the native launcher on, False where Triton's launcher runs it.
+        scratch: whether the kernel takes scratch buffers (allocated per launch).
+    """
+
+    __slots__ = ("kernel", "plan", "scratch")
+
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        self.plan = None
+        self.scratch = native_launch.needs_scratch(kernel)
+
+
 class DirectLauncher:
-    """Launch one ``@triton.jit`` kernel through its compiled launcher, cached under the caller's key.
+    """Launch one ``@triton.jit`` kernel below Triton's binder, cached under the caller's key.
 
     Args:
         kernel: the ``triton.jit`` function.
@@ -98,6 +130,7 @@ class DirectLauncher:
     tuple of up to three ints; ``args`` are every kernel argument, constexprs
     included, positionally and in the kernel's order; ``options`` are
     Triton's launch options (``num_warps``, ``num_stages``). Returns nothing.
+    The tensors must be on the key's device (the callers' contracts check it).
     """
 
     _warned = False
@@ -116,12 +149,48 @@ class DirectLauncher:
                 _warn_untested()
             self.kernel[grid](*args, **options)
             return
-        compiled = self.cache.get(key)
-        if compiled is None:
-            self.cache[key] = self.kernel[grid](*args, **options)
+        entry = self.cache.get(key)
+        if entry is None:
+            self.cache[key] = CachedKernel(self.kernel[grid](*args, **options))
             return
+        stream = torch._C._cuda_getCurrentRawStream(key[0])
+        if native_launch.state.enabled:
+            plan = entry.plan
+            if plan is None:
+                plan = entry.plan = native_launch.plan_for(entry.kernel)
+            if plan:
+                if entry.scratch:
+                    native_launch.state.module.launch(
+                        plan, grid, stream, args, *native_launch.scratch_buffers(entry.kernel, grid, stream))
+                else:
+                    native_launch.state.module.launch(plan, grid, stream, args)
+                return
+        compiled = entry.kernel
         compiled.run(
             grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-            torch._C._cuda_getCurrentRawStream(key[0]), compiled.function, compiled.packed_metadata,
-            None, None, None, *args,
+            stream, compiled.function, compiled.packed_metadata, None, None, None, *args,
         )
+
+
+def launch_path() -> str:
+    """The path eager calls launch the compiled kernels by, in this process.
+
+    Returns:
+        ``"native"`` (rmsnorm's C++ launcher, :mod:`rmsnorm.native_launch`), ``"triton-launcher"``
+        (``CompiledKernel.run``: the native launcher could not be built, or is switched off),
+        ``"binder"`` (``kernel[grid]`` on every call: a Triton version outside :data:`TESTED_TRITON`),
+        ``"interpreter"`` (Triton's CPU interpreter), or ``"unavailable"`` (no CUDA device and no
+        interpreter: the kernels cannot run). Per call, a launch hook or tensors on another device than
+        the current one take ``kernel[grid]`` whatever this says.
+
+    Asking builds the native launcher if no launch has yet (a few seconds, once; a failure warns once).
+    """
+    if interpreter_active():
+        return "interpreter"
+    if not torch.cuda.is_available():
+        return "unavailable"
+    if not triton_is_tested():
+        return "binder"
+    if native_launch.state.enabled and native_launch.extension() is not None:
+        return "native"
+    return "triton-launcher"

@@ -7,6 +7,9 @@ One concern per module:
   own, what it refuses and why; the one oracle check in front of every timing.
 - :mod:`rmsnorm_lab.floor` — the fast kernels behind a bare autograd.Function: what any
   Triton path costs the host.
+- :mod:`rmsnorm_lab.cpp_floor` — a ``torch.library`` C++ op launching an empty kernel behind the
+  same kind of module: what any C++ route costs the host. :mod:`rmsnorm_lab.launch_bench` — issue
+  41's table: each launch path's whole call and host time beside both floors and eager; its targets.
 - :mod:`rmsnorm_lab.timing` — the timers: whole calls (the article's protocol), host
   time, graph replay, and :func:`kernel_time_us`, the **L2-cold** kernel time (profiler,
   with L2 flushed before every call) that every rate of the course is computed from. They

@@ -20,7 +20,7 @@ import triton
 import rmsnorm
 from rmsnorm import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm import launch as launch_module
-from rmsnorm.config import FastConfig, forward_config, num_programs, row_align_hint
+from rmsnorm.config import FastConfig, backward_config, forward_config, num_programs, row_align_hint
 from rmsnorm.forward import _launch as forward_launcher
 from rmsnorm.forward import forward_key, rmsnorm_fast_forward_kernel
 from rmsnorm.launch import DirectLauncher, triton_is_tested
@@ -59,6 +59,36 @@ def test_the_forward_key_tells_apart_what_triton_specialises_on():
     assert _forward_key(x, config=other) != _forward_key(x, config=replace(other, num_warps=8))
     assert _forward_key(x, config=other) != _forward_key(x, config=replace(other, BLOCK_M=8))
     assert _forward_key(x[:17]) == _forward_key(x[:31])  # M = 17 and 31: one class for Triton too
+
+
+def _backward_key(x, dy=None, gamma=None, config=None, one_block=True, block_m=4, dres=None):
+    from rmsnorm.backward import backward_key
+
+    M, N = x.shape
+    config = config or backward_config(N, x.dtype)
+    dy = x if dy is None else dy
+    w = x if gamma is None else gamma
+    dx, partial, rstd = torch.empty(M, N, dtype=x.dtype), torch.empty(4, N), torch.empty(M)
+    return backward_key(x, w, rstd, dy, dx, partial, rstd, config, one_block, block_m, gamma is not None, dres)
+
+
+def test_the_backward_key_tells_apart_what_triton_specialises_on():
+    """The backward's key, as the forward's: dtypes (dy's too), alignment, strides, M's classes, N, config, dres."""
+    buf = torch.zeros(64 * 80 + 16, dtype=torch.float16)
+    x = buf[: 32 * 64].view(32, 64)
+    base = _backward_key(x)
+    assert _backward_key(buf[1:1 + 32 * 64].view(32, 64)) != base  # 2 bytes in: not 16-byte aligned
+    assert _backward_key(x, dy=buf[8:8 + 32 * 64].view(32, 64)) == base  # 16 bytes in: still aligned
+    assert _backward_key(x, dy=buf[1:1 + 32 * 64].view(32, 64)) != base
+    assert _backward_key(x, dy=x.float()) != base  # dy's dtype (the fused add's float32 residual stream)
+    assert _backward_key(x[:1]) != _backward_key(x[:2]) != _backward_key(x[:16])  # M = 1, M % 16
+    assert _backward_key(x[:17]) == _backward_key(x[:31])
+    assert _backward_key(buf[: 32 * 80].view(32, 80)[:, :64]) != base  # another row stride
+    assert _backward_key(x, gamma=torch.ones(64)) != _backward_key(x, gamma=torch.ones(64).half())
+    assert _backward_key(x, one_block=False, block_m=1) != base
+    assert _backward_key(x, dres=x) != base and _backward_key(x, dres=x) != _backward_key(x, dres=x.float())
+    other = FastConfig(BLOCK_M=4, BLOCK_N=64, num_warps=4, programs_per_sm=None, num_stages=1)
+    assert _backward_key(x, config=other) != _backward_key(x, config=replace(other, num_warps=8))
 
 
 def test_an_untested_triton_falls_back_saying_so_once_at_the_first_compiled_launch(monkeypatch, device):
@@ -200,7 +230,7 @@ def test_one_key_never_stands_for_two_of_tritons_kernels():
         assert picks.setdefault(key, triton_pick) is triton_pick, f"one key, two kernels: M={M}, {x.dtype}"
         for _ in range(2):  # a miss, then a hit
             got, _ = rmsnorm_fast_forward(x, None)
-        assert forward_launcher.cache[forward_key(x, x, got, rstd, cfg, P < rows, False)] is triton_pick
+        assert forward_launcher.cache[forward_key(x, x, got, rstd, cfg, P < rows, False)].kernel is triton_pick
         torch.testing.assert_close(got, y, rtol=0, atol=0)
     assert len(set(map(id, picks.values()))) > 1  # the variants did reach several specialisations
 

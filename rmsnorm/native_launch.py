@@ -1,0 +1,204 @@
+"""rmsnorm's own launcher for kernels Triton has compiled: a small C++ extension around ``cuLaunchKernelEx``.
+
+A compiled kernel's own launcher (``CompiledKernel.run``) is Triton's Python and C code: on every
+call it allocates the scratch buffers in Python, parses a tuple of launch options, flattens the
+arguments by their annotations and packs them one Python object at a time. The extension here
+(``csrc/triton_launch.cpp``) does the last two in one C call, from a plan this module builds once
+per compiled kernel:
+
+- the argument codes, one per kernel argument in the kernel's order, from Triton's signature
+  (``compiled.src.signature``: constexprs skipped, pointers from ``data_ptr()``, integers and
+  floats at the width Triton's launcher packs them: ``i1`` as one byte, ``fp32`` as four);
+- the CUfunction handle Triton loaded (``compiled.function``), ``num_warps``, ``num_ctas`` (the
+  cluster), the dynamic shared memory in bytes (past 48 KiB the driver is asked once, with
+  ``cuFuncSetAttribute``, as Triton's ``load_binary`` asks it), and the PDL and cooperative flags;
+- the two pointers Triton 3.6 and 3.7 append to every kernel, global scratch and profile scratch:
+  0 when the kernel needs none, else allocated per launch with Triton's own allocators.
+
+A kernel whose signature holds anything else (a tuple, a tensor descriptor) gets no plan, and Triton's
+launcher runs it. The extension is compiled at the first compiled launch with
+``torch.utils.cpp_extension`` into torch's extension cache (``TORCH_EXTENSIONS_DIR``, by default
+``~/.cache/torch_extensions``), from this package's source and the ``cuda.h`` Triton ships; it opens
+``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a machine without a driver.
+Where it cannot be built or the driver cannot be opened (no compiler, no ninja, no ``cuda.h``), one
+RuntimeWarning says why and Triton's launcher runs everything, as before.
+
+Source: triton ``backends/nvidia/driver.py`` and ``driver.c`` (3.6 and 3.7: ``CudaLauncher``, ``_launch``);
+flash-attention PR #2823 and tritonbench #1016 (a raw launch below Triton's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import triton
+
+#: The extension's C++ source.
+SOURCE = Path(__file__).with_name("csrc") / "triton_launch.cpp"
+
+#: Triton's signature types → the extension's argument codes (csrc/triton_launch.cpp; pointers, ``*…``, are "P").
+ARG_CODES = {
+    "constexpr": "x", "i1": "b", "i8": "b", "u1": "B", "u8": "B", "i16": "h", "u16": "H", "i32": "i", "u32": "I",
+    "i64": "q", "u64": "Q", "fp16": "e", "bf16": "E", "fp32": "f", "f32": "f", "fp64": "d",
+}
+
+#: Dynamic shared memory a kernel takes without asking the driver, in bytes (48 KiB).
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
+
+
+class _State:
+    """The extension once loaded (``module``), or why it is not (``failure``); ``enabled``: whether launches use it."""
+
+    module = None
+    failure: str | None = None
+    tried = False
+    enabled = os.environ.get("RMSNORM_NATIVE_LAUNCH", "1") != "0"
+
+
+state = _State()
+
+
+def set_native_launch(enabled: bool) -> None:
+    """Launch compiled kernels through the extension (True, the default) or through Triton's launcher (False).
+
+    Takes effect at the next launch, for kernels already cached too. ``RMSNORM_NATIVE_LAUNCH=0`` in the
+    environment starts a process with it off (the extension is then never built).
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_native_launch takes True or False; got {enabled!r}")
+    state.enabled = enabled
+
+
+def include_dir() -> Path:
+    """The folder holding the ``cuda.h`` Triton ships with its NVIDIA backend."""
+    import triton.backends.nvidia as nvidia
+
+    return Path(nvidia.__file__).parent / "include"
+
+
+def extension_name(source: bytes) -> str:
+    """The extension's module name: one per source text, so that an edited source is built afresh."""
+    return "rmsnorm_triton_launch_" + hashlib.sha256(source).hexdigest()[:12]
+
+
+def build():
+    """Compile (or load from torch's extension cache) the extension and open the driver; returns the module.
+
+    Raises:
+        FileNotFoundError: Triton ships no ``cuda.h``.
+        RuntimeError, OSError, subprocess.CalledProcessError: the compiler or ninja is missing or fails;
+            ``libcuda.so.1`` cannot be opened or lacks ``cuLaunchKernelEx``.
+    """
+    module = compile_extension()
+    module.open_driver()
+    return module
+
+
+def compile_extension():
+    """The extension compiled (or loaded from torch's extension cache), the driver not yet opened.
+
+    Raises:
+        As :func:`build`, but for the driver.
+    """
+    from torch.utils import cpp_extension
+
+    include = include_dir()
+    if not (include / "cuda.h").is_file():
+        raise FileNotFoundError(f"no cuda.h in {include} (triton {triton.__version__})")
+    path, venv_bin = os.environ.get("PATH"), Path(sys.executable).parent
+    if shutil.which("ninja") is None and (venv_bin / "ninja").is_file():
+        # the ninja pip installed into this interpreter's environment, whose bin folder may not be on PATH
+        os.environ["PATH"] = os.pathsep.join(filter(None, (str(venv_bin), path)))
+    try:
+        return cpp_extension.load(
+            name=extension_name(SOURCE.read_bytes()), sources=[str(SOURCE)], extra_include_paths=[str(include)],
+            extra_cflags=["-O2"], extra_ldflags=["-ldl"], verbose=False,
+        )
+    finally:
+        if path is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = path
+
+
+def extension():
+    """The loaded extension, built at the first call; None, with one RuntimeWarning, where that fails."""
+    if not state.tried:
+        state.tried = True
+        try:
+            state.module = build()
+        except Exception as error:  # noqa: BLE001 (whatever the toolchain raised: said once, then Triton's launcher)
+            state.failure = f"{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error) else ''}"
+            warnings.warn(
+                f"rmsnorm: its native launcher could not be built or loaded ({state.failure}); compiled kernels "
+                "launch through Triton's own launcher instead: the same kernels and numbers, with more host time "
+                "per call. rmsnorm.launch_path() says which path runs",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+    return state.module
+
+
+def arg_codes(signature: dict) -> bytes | None:
+    """Triton's signature (argument name → type) as the extension's codes; None if it holds a type it does not pack.
+
+    Args:
+        signature: ``compiled.src.signature``: every argument in the kernel's order, "constexpr" for those
+            compiled in (None arguments included), "*fp16"-like strings for pointers, "i32"-like for scalars.
+    """
+    codes = []
+    for ty in signature.values():
+        if not isinstance(ty, str):  # a tuple of arguments: Triton's launcher flattens those
+            return None
+        code = "P" if ty.startswith("*") else ARG_CODES.get(ty)
+        if code is None:  # a tensor descriptor, or a type newer than this table
+            return None
+        codes.append(code)
+    return "".join(codes).encode()
+
+
+def plan_for(compiled) -> tuple | bool:
+    """The launch plan of one compiled kernel, or False where Triton's launcher must run it.
+
+    Returns:
+        ``(codes, function, num_warps, num_ctas, shared_bytes, launch_pdl, launch_cooperative_grid)``,
+        what the extension's ``launch`` takes; False when the extension is unavailable or the signature
+        holds a type it does not pack. Scratch sizes are read per launch by :func:`scratch_buffers`.
+    """
+    module = extension()
+    codes = arg_codes(getattr(getattr(compiled, "src", None), "signature", None) or {})
+    if module is None or codes is None or compiled.function is None:
+        return False
+    metadata = compiled.metadata
+    if metadata.shared > DEFAULT_DYNAMIC_SHARED:
+        module.allow_dynamic_shared(compiled.function, metadata.shared)
+    return (codes, compiled.function, metadata.num_warps, getattr(metadata, "num_ctas", 1), metadata.shared,
+            bool(getattr(metadata, "launch_pdl", False)), bool(getattr(metadata, "launch_cooperative_grid", False)))
+
+
+def needs_scratch(compiled) -> bool:
+    """True when the kernel takes a global or profile scratch buffer (Triton sizes it per program)."""
+    metadata = compiled.metadata
+    return bool(getattr(metadata, "global_scratch_size", 0) or getattr(metadata, "profile_scratch_size", 0))
+
+
+def scratch_buffers(compiled, grid: tuple[int, ...], stream: int) -> tuple:
+    """(global, profile) scratch for one launch, from Triton's allocators, as ``CudaLauncher.__call__`` makes them."""
+    from triton.runtime import _allocation
+
+    metadata, programs = compiled.metadata, 1
+    for n in grid:
+        programs *= n
+    buffers = []
+    for size, align, allocator in (
+        (metadata.global_scratch_size, metadata.global_scratch_align, _allocation._allocator),
+        (metadata.profile_scratch_size, metadata.profile_scratch_align, _allocation._profile_allocator),
+    ):
+        buffers.append(allocator.get()(programs * getattr(metadata, "num_ctas", 1) * size, align, stream)
+                       if size > 0 else None)
+    return tuple(buffers)

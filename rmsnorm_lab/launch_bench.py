@@ -1,0 +1,202 @@
+"""Issue 41's measurement: each launch path's whole call and host time, beside two floors and eager; its targets.
+
+At the shapes of :data:`SHAPES` (the sizes where the host sets the pace) and the passes of :data:`PASSES`,
+each provider of :data:`LAUNCH_PROVIDERS` is checked against the float64 oracle (but the C++ floor, whose
+kernel is empty), then timed with lesson 07's timers:
+
+- ``whole_call_us``: :func:`rmsnorm_lab.time_whole_calls`, CUDA events around back-to-back calls;
+- ``host_us``: :func:`rmsnorm_lab.time_host_calls`, CPU wall time per call issued without synchronising.
+
+The providers: ``fast`` (FastRMSNorm, launched as :func:`rmsnorm.launch_path` says: ``native`` where the
+extension builds), ``fast_triton_launcher`` (the same module with the native launch switched off:
+``CompiledKernel.run``, issue 15's path), ``floor`` (the old floor, ``kernel[grid]`` in a bare Function),
+``cpp_floor`` (the new floor, :mod:`rmsnorm_lab.cpp_floor`: a ``torch.library`` C++ op launching an
+empty kernel through the same kind of module), ``eager_module`` (``torch.nn.RMSNorm``, how a model calls
+eager) and ``eager`` (``F.rms_norm``, as whole_call.csv times it). :func:`targets` reads issue 41's
+targets off the table and the Llama step table; reported, never asserted.
+
+Source: issue 41; rmsnorm_lab/wholecall.py (the same timers and oracle check).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rmsnorm.native_launch import set_native_launch
+from rmsnorm.testing import make_inputs
+from .providers import EPS, Norm, Provider, one_line, prepare, provider, whole_calls
+from .timing import require_cuda, time_host_calls, time_whole_calls
+
+#: (M, N, dtype): issue 41's shapes, every one host-bound for the fast path.
+SHAPES = ((1, 4096, torch.bfloat16), (64, 4096, torch.bfloat16), (4096, 4096, torch.bfloat16),
+          (128, 257, torch.float32))
+#: The calls timed (rmsnorm_lab.providers.whole_calls).
+PASSES = ("forward", "forward_backward")
+#: Columns of launch_path.csv; times in µs per call.
+COLUMNS = ("M", "N", "dtype", "provider", "pass_", "whole_call_us", "host_us", "check")
+#: ``check`` of the C++ floor, whose empty kernel computes nothing.
+NOT_CHECKED = "not checked: an empty kernel (the C++ route's host cost, not a norm)"
+OUT_OF_TIME = "not run: the run's time budget was spent"
+LAUNCH_FILE, STEP_STEM = "launch_path.csv", "launch_path_model"
+
+
+def _module_norm(cls):
+    """``norm`` for a ``torch.nn.RMSNorm``-like class: a module of N = weight's length, its weight a copy."""
+    def norm(weight, eps, requires_grad) -> Norm:
+        module = cls(weight.shape[0], eps=eps, device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            module.weight.copy_(weight)
+        module.requires_grad_(requires_grad)
+        return Norm(module, module.weight)
+    return norm
+
+
+def _cpp_floor_module(N, eps, device, dtype):
+    from .cpp_floor import CppFloorRMSNorm  # builds the C++ operators at the first module
+
+    return CppFloorRMSNorm(N, eps=eps, device=device, dtype=dtype)
+
+
+def _cuda_only(x, weight, eps):
+    return None if x.is_cuda else "needs a CUDA GPU"
+
+
+#: The providers, by name, in the table's order.
+LAUNCH_PROVIDERS: dict[str, Provider] = {  # the targets' own first: a run cut by its budget loses the last ones
+    "fast": provider("fast"),
+    "eager_module": Provider("eager_module", "torch.nn.RMSNorm(N, eps) called on x",
+                             _module_norm(torch.nn.RMSNorm), lambda x, weight, eps: None),
+    "cpp_floor": Provider("cpp_floor", "a torch.library C++ op launching an empty kernel (rmsnorm_lab.cpp_floor)",
+                          _module_norm(_cpp_floor_module), _cuda_only),
+    "fast_triton_launcher": dataclasses.replace(
+        provider("fast"), name="fast_triton_launcher",
+        description="FastRMSNorm with rmsnorm.native_launch.set_native_launch(False): CompiledKernel.run"),
+    "floor": provider("floor"),
+    "eager": provider("eager"),
+}
+
+
+def measure_shape(M: int, N: int, dtype: torch.dtype, names=tuple(LAUNCH_PROVIDERS), *,
+                  deadline: float | None = None, samples: int | None = None, log=print) -> list[dict]:
+    """Check, then time, every provider's calls at one shape; rows of :data:`COLUMNS`.
+
+    ``fast_triton_launcher`` runs with the native launch switched off, and it is switched on again after.
+    A provider that fails or refuses gets NaN times and the reason in ``check``.
+    """
+    require_cuda()
+    x, weight, dy = make_inputs(M, N, dtype, seed=0)
+    timer_args = {} if samples is None else {"samples": samples}
+    rows = []
+    for name in names:
+        p, started = LAUNCH_PROVIDERS[name], time.perf_counter()
+        set_native_launch(name != "fast_triton_launcher")
+        try:
+            if deadline is not None and started > deadline:
+                calls, status = None, OUT_OF_TIME
+            elif name == "cpp_floor" and p.refuses(x, weight, EPS):
+                calls, status = None, f"refused: {p.refuses(x, weight, EPS)}"
+            elif name == "cpp_floor":
+                try:
+                    calls, status = whole_calls(p, x, weight, dy, EPS, passes=PASSES), NOT_CHECKED
+                except Exception as err:  # noqa: BLE001  no compiler, no CUDA_HOME: reported, the run goes on
+                    calls, status = None, f"failed: {one_line(err)}"
+            else:
+                calls, status = prepare(p, whole_calls, x, weight, dy, EPS, passes=PASSES)
+            for pass_ in PASSES:
+                row = dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), provider=name, pass_=pass_,
+                           whole_call_us=np.nan, host_us=np.nan, check=status)
+                if calls is not None:
+                    row["whole_call_us"] = float(np.median(time_whole_calls(calls[pass_], **timer_args)))
+                    row["host_us"] = float(np.median(time_host_calls(calls[pass_], **timer_args)))
+                rows.append(row)
+        finally:
+            set_native_launch(True)
+        shown = " ".join(f"{r['pass_']} {r['whole_call_us']:.1f}/{r['host_us']:.1f}" for r in rows[-len(PASSES):])
+        log(f"  {M}x{N} {name:21s} {time.perf_counter() - started:5.1f} s  whole/host us: {shown}  {status[:60]}")
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _value(table, shape, name, pass_, column) -> float:
+    M, N, dtype = shape
+    hit = table[(table.M == M) & (table.N == N) & (table.dtype == dtype) & (table.provider == name)
+                & (table.pass_ == pass_)]
+    return float(hit[column].iloc[0]) if len(hit) else float("nan")
+
+
+def targets(table: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Issue 41's targets: the measured value, its limit, met or not (None where a number is missing).
+
+    Args:
+        table: rows of launch_path.csv (:data:`COLUMNS`).
+        steps: rows of the Llama step table (rmsnorm_lab.model.COLUMNS), or None.
+
+    Returns:
+        DataFrame with columns target, shape, value, limit, met.
+    """
+    rows = []
+
+    def add(target, shape, value, limit):
+        met = None if np.isnan(value) or np.isnan(limit) else bool(value <= limit)
+        rows.append(dict(target=target, shape=shape, value=value, limit=limit, met=met))
+
+    for shape in table[["M", "N", "dtype"]].drop_duplicates().itertuples(index=False, name=None):
+        label = f"{shape[0]} × {shape[1]} {shape[2]}"
+        fast_fwd = _value(table, shape, "fast", "forward", "host_us")
+        add("host, forward ≤ C++ floor + 10 µs", label, fast_fwd, _value(table, shape, "cpp_floor", "forward",
+                                                                           "host_us") + 10)
+        add("host, forward ≤ 1.5 × eager's (stretch)", label, fast_fwd,
+            1.5 * _value(table, shape, "eager_module", "forward", "host_us"))
+        add("whole call, forward + backward ≤ 1.5 × eager", label,
+            _value(table, shape, "fast", "forward_backward", "whole_call_us"),
+            1.5 * _value(table, shape, "eager_module", "forward_backward", "whole_call_us"))
+    if steps is not None:
+        eager = steps[(steps["size"] == "host_bound") & (steps["mode"] == "eager")].set_index("variant")
+        ratio = (float(eager["tokens_per_s"].get("fast", np.nan)) / float(eager["tokens_per_s"].get("original", np.nan))
+                 if len(eager) else float("nan"))
+        rows.append(dict(target="host-bound Llama step ≥ 1.05 × the original's tokens/s", shape="host_bound, eager",
+                         value=ratio, limit=1.05, met=None if np.isnan(ratio) else bool(ratio >= 1.05)))
+    return pd.DataFrame(rows, columns=["target", "shape", "value", "limit", "met"])
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (shape, provider), one column per (pass, time): µs per call, in the run's order; then its check."""
+    wide = table.pivot_table(index=["M", "N", "dtype", "provider"], columns="pass_",
+                             values=["whole_call_us", "host_us"], sort=False, dropna=False)
+    wide.columns = [f"{pass_} {value.removesuffix('_us')} µs" for value, pass_ in wide.columns]
+    wide = wide[[f"{p} {v} µs" for p in PASSES for v in ("whole_call", "host") if f"{p} {v} µs" in wide.columns]]
+    checks = table.groupby(["M", "N", "dtype", "provider"], sort=False)["check"].first()
+    return wide.assign(check=checks.reindex(wide.index).str.slice(0, 70))
+
+
+def _md(frame: pd.DataFrame, digits: int = 1) -> str:
+    """``frame`` as a Markdown table (floats to ``digits`` places, NaN as "–"; no tabulate needed)."""
+    def cell(v):
+        if isinstance(v, float):
+            return "–" if np.isnan(v) else f"{v:.{digits}f}"
+        return str(v)
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + " --- |" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False, name=None)]
+    return "\n".join(lines)
+
+
+def markdown(table: pd.DataFrame, steps: pd.DataFrame | None = None, decode: pd.DataFrame | None = None) -> str:
+    """launch_path.md: the whole-call table, the targets, and the Llama step and decode tables when given."""
+    parts = ["# Issue 41: the launch path, measured", "", "## Whole call and host µs per call", "",
+             _md(summary(table).reset_index()), "",
+             "## Targets (reported, never asserted)", "",
+             _md(targets(table, steps), 2)]
+    if steps is not None:
+        keep = [c for c in ("size", "mode", "variant", "step_ms", "step_ms_lo", "step_ms_hi", "host_ms",
+                            "tokens_per_s", "check") if c in steps.columns]
+        parts += ["", "## Llama training step", "", _md(steps[keep], 2)]
+    if decode is not None:
+        keep = [c for c in ("size", "variant", "batch", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi",
+                            "check") if c in decode.columns]
+        parts += ["", "## Decode tokens/s", "", _md(decode[keep])]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,99 @@
+"""rmsnorm_lab.launch_bench and scripts/probe_launch_path.py on any machine: the GPU timers replaced by stand-ins.
+
+On the H200 the glue runs: the providers (the native launch switched off for one and on again after),
+the oracle check in front of every timing, the rows, issue 41's targets and the Markdown table. Here
+it runs on the CPU (Triton's interpreter) with fixed fake times, never compared with anything measured.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import checkout_scripts
+from rmsnorm import native_launch
+from rmsnorm_lab import launch_bench as lb
+
+
+def _load_script():
+    return checkout_scripts.load("scripts/probe_launch_path.py")
+
+
+def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the refusal is for machines without one")
+    assert _load_script().main([]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["probe_launch_path: no CUDA GPU here, nothing timed"]
+
+
+def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_on(monkeypatch, device):
+    seen = []
+
+    def fake_host(fn, **kw):  # records whether the native launch was on while each provider was timed
+        fn()
+        seen.append(native_launch.state.enabled)
+        return np.full(3, 30.0)
+
+    monkeypatch.setattr(lb, "require_cuda", lambda: None)
+    monkeypatch.setattr(lb, "time_whole_calls", lambda fn, **kw: (fn(), np.full(3, 40.0))[1])
+    monkeypatch.setattr(lb, "time_host_calls", fake_host)
+    monkeypatch.setattr(lb, "make_inputs", lambda M, N, dtype, seed: _inputs(M, N, device))
+    rows = lb.measure_shape(3, 257, torch.float32, log=lambda line: None)
+    table = pd.DataFrame(rows, columns=list(lb.COLUMNS))
+    status = table.groupby("provider", sort=False)["check"].first()
+    assert list(status.index) == list(lb.LAUNCH_PROVIDERS)
+    checked = ["fast", "eager_module", "fast_triton_launcher", "floor", "eager"]
+    assert (status[checked] == "ok").all(), status
+    timed = table[table["provider"].isin(checked)]
+    assert (timed["whole_call_us"] == 40.0).all() and (timed["host_us"] == 30.0).all()
+    if device.type == "cpu":  # (on a GPU it is timed, unchecked)
+        assert status["cpp_floor"] == "refused: needs a CUDA GPU"
+        assert table.loc[table["provider"] == "cpp_floor", "host_us"].isna().all()
+    # 2 passes each, the native launch off for fast_triton_launcher only (cpp_floor, refused on the CPU, times none)
+    timed_names = [name for name in dict.fromkeys(table["provider"])
+                   if table.loc[table["provider"] == name, "host_us"].notna().all()]
+    assert seen == [name != "fast_triton_launcher" for name in timed_names for _ in range(2)]
+    assert native_launch.state.enabled
+
+
+def _inputs(M, N, device):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(M, N, generator=g).to(device), torch.randn(N, generator=g).to(device),
+            torch.randn(M, N, generator=g).to(device))
+
+
+def _table():
+    rows = []
+    for provider, fwd_host, fb_whole in (("fast", 20.0, 150.0), ("cpp_floor", 8.0, 40.0),
+                                         ("eager_module", 15.0, 90.0)):
+        rows.append(dict(M=64, N=4096, dtype="bfloat16", provider=provider, pass_="forward", whole_call_us=30.0,
+                         host_us=fwd_host, check="ok"))
+        rows.append(dict(M=64, N=4096, dtype="bfloat16", provider=provider, pass_="forward_backward",
+                         whole_call_us=fb_whole, host_us=60.0, check="ok"))
+    return pd.DataFrame(rows, columns=list(lb.COLUMNS))
+
+
+def test_the_targets_read_the_issues_limits_off_the_table():
+    steps = pd.DataFrame([dict(size="host_bound", mode="eager", variant="original", tokens_per_s=100.0),
+                          dict(size="host_bound", mode="eager", variant="fast", tokens_per_s=104.0),
+                          dict(size="gpu_bound", mode="eager", variant="fast", tokens_per_s=999.0)])
+    got = lb.targets(_table(), steps).set_index("target")
+    assert got.loc["host, forward ≤ C++ floor + 10 µs", ["value", "limit", "met"]].tolist() == [20.0, 18.0, False]
+    assert got.loc["host, forward ≤ 1.5 × eager's (stretch)", ["value", "limit", "met"]].tolist() == [20.0, 22.5,
+                                                                                                    True]
+    assert got.loc["whole call, forward + backward ≤ 1.5 × eager", ["value", "limit", "met"]].tolist() == [
+        150.0, 135.0, False]
+    step = got.loc["host-bound Llama step ≥ 1.05 × the original's tokens/s"]
+    assert math.isclose(step["value"], 1.04) and step["met"] is not None and not step["met"]
+    missing = lb.targets(_table()[lambda t: t["provider"] != "cpp_floor"]).set_index("target")
+    assert missing.loc["host, forward ≤ C++ floor + 10 µs", "met"] is None
+
+
+def test_the_markdown_table_holds_every_measured_number():
+    text = lb.markdown(_table())
+    assert "| 64 | 4096 | bfloat16 | fast | 30.0 | 20.0 | 150.0 | 60.0 | ok |" in text
+    assert "| host, forward ≤ C++ floor + 10 µs | 64 × 4096 bfloat16 | 20.00 | 18.00 | False |" in text
+    assert "Llama" not in text  # no step table given, none shown

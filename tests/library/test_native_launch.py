@@ -1,0 +1,496 @@
+"""The native launch (rmsnorm/native_launch.py, csrc/triton_launch.cpp): packing, plans, the fallback, the paths.
+
+On the CPU: the C++ extension is compiled here (it opens no driver until asked), its packing is
+checked byte for byte against Python's struct module, and its launch against a stand-in libcuda.so.1
+that records the launch configuration it is handed; the launcher's choice of path is checked with
+a stand-in compiled kernel and a stand-in extension (what each path is handed); a build that fails
+falls back with one warning; :func:`rmsnorm.launch_path` names each path. On a GPU: the native path
+is the one taken, and it gives the numbers Triton's launcher and binder give, on the current stream,
+under a CUDA graph and torch.compile, past 48 KiB of shared memory, with scratch, and on a second GPU.
+"""
+
+import shutil
+import struct
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import rmsnorm
+from rmsnorm import launch as launch_module
+from rmsnorm import native_launch
+from rmsnorm.launch import CachedKernel, DirectLauncher, launch_path
+from rmsnorm.testing import make_inputs
+
+GPU = torch.cuda.is_available() and not rmsnorm.device.interpreter_active()
+gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU: the native launch calls compiled kernels")
+two_gpus = pytest.mark.skipif(
+    not (GPU and torch.cuda.device_count() >= 2),
+    reason="needs two CUDA GPUs (only one-GPU machines were lent when this was written)",
+)
+toolchain = pytest.mark.skipif(
+    shutil.which("c++") is None or shutil.which("ninja") is None,
+    reason="needs a C++ compiler and ninja to build the extension",
+)
+
+
+@pytest.fixture
+def fresh_state(monkeypatch):
+    """The extension not yet tried, the native launch on: as a new process starts."""
+    for name, value in (("module", None), ("failure", None), ("tried", False), ("enabled", True)):
+        monkeypatch.setattr(native_launch.state, name, value)
+    return native_launch.state
+
+
+# ----------------------------------------------------------------------------- packing (the C++ itself)
+
+
+@pytest.fixture(scope="module")
+def compiled_extension():
+    return native_launch.compile_extension()
+
+
+def _bf16_bits(value: float) -> bytes:
+    """bfloat16 as Triton's launcher packs it: float32's upper half (truncated, not rounded)."""
+    return struct.pack("<I", struct.unpack("<I", struct.pack("<f", value))[0] >> 16)[:2]
+
+
+@toolchain
+def test_the_arguments_are_packed_as_the_driver_reads_them(compiled_extension):
+    x = torch.zeros(5)
+    codes = b"PxPPibqfEedhHBIQ"
+    args = (x, "constexpr", None, 4096, -7, True, -(2**40), 1e-6, 1 / 3, 0.5, 2.0, -3, 65535, 255, 2**32 - 1,
+            2**64 - 1)
+    expected = (struct.pack("<QQQ", x.data_ptr(), 0, 4096) + struct.pack("<ibq", -7, 1, -(2**40))
+                + struct.pack("<f", 1e-6) + _bf16_bits(1 / 3) + struct.pack("<edhHBIQ", 0.5, 2.0, -3, 65535, 255,
+                                                                           2**32 - 1, 2**64 - 1)
+                + struct.pack("<QQ", 0, 0))  # then global and profile scratch, which Triton 3.6 and 3.7 append
+    assert compiled_extension.pack(codes, args, 0, None) == expected
+    scratch = torch.zeros(3)
+    assert compiled_extension.pack(b"i", (1,), scratch, 77)[-16:] == struct.pack("<QQ", scratch.data_ptr(), 77)
+
+
+@toolchain
+@pytest.mark.parametrize("codes, args, error, match", [
+    (b"i", (2**31,), OverflowError, "does not fit"),
+    (b"b", (128,), OverflowError, "does not fit"),
+    (b"I", (-1,), OverflowError, "does not fit"),
+    (b"i", (1.5,), TypeError, "integer"),
+    (b"f", ("x",), TypeError, "real number"),
+    (b"P", (object(),), AttributeError, "data_ptr"),
+    (b"ii", (1,), TypeError, "takes 2 arguments, 1 were given"),
+    (b"z", (1,), ValueError, "unknown argument code"),
+    (b"i" * 63, (1,) * 63, ValueError, "more kernel arguments"),
+])
+def test_an_argument_it_cannot_pack_raises_before_any_launch(compiled_extension, codes, args, error, match):
+    with pytest.raises(error, match=match):
+        compiled_extension.pack(codes, args, 0, 0)
+
+
+#: A stand-in libcuda.so.1: records what cuLaunchKernelEx and cuFuncSetAttribute were handed, launches nothing.
+FAKE_DRIVER = r"""
+#include <string.h>
+#include "cuda.h"
+long long rec[64];           /* grid xyz, block xyz, shared, stream, attributes, function, launches, then attrs */
+unsigned long long params[16];
+int params_read = 0, set_calls = 0, set_attribute = -1, set_value = -1;
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **extra) {
+  if (f == (CUfunction)0xBAD) return CUDA_ERROR_INVALID_HANDLE;
+  long long v[10] = {c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                     c->sharedMemBytes, (long long)c->hStream, c->numAttrs, (long long)f};
+  memcpy(rec, v, sizeof v);
+  rec[10] += 1;
+  for (unsigned i = 0; i < c->numAttrs && i < 8; ++i) {
+    unsigned u[3];
+    memcpy(u, &c->attrs[i].value, sizeof u);
+    rec[16 + 4 * i] = c->attrs[i].id; rec[17 + 4 * i] = u[0]; rec[18 + 4 * i] = u[1]; rec[19 + 4 * i] = u[2];
+  }
+  for (int i = 0; i < params_read; ++i) memcpy(&params[i], p[i], 8);
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult e, const char **s) { *s = "invalid resource handle (fake)"; return CUDA_SUCCESS; }
+CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) { *v = 1000; return CUDA_SUCCESS; }
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  set_calls += 1; set_attribute = a; set_value = v; return CUDA_SUCCESS;
+}
+"""
+
+#: What runs against the stand-in driver, in a child process (dlopen reads LD_LIBRARY_PATH at its start).
+FAKE_DRIVER_CHILD = r"""
+import ctypes, json, struct
+import torch
+from rmsnorm import native_launch
+module = native_launch.build()  # compiles (cached) and opens libcuda.so.1: the stand-in
+lib = ctypes.CDLL("libcuda.so.1")
+rec, params = (ctypes.c_longlong * 64).in_dll(lib, "rec"), (ctypes.c_ulonglong * 16).in_dll(lib, "params")
+ctypes.c_int.in_dll(lib, "params_read").value = 5
+x = torch.zeros(4)
+out = {"x": x.data_ptr()}
+module.launch((b"Pixf", 0x1234, 8, 2, 70000, True, True), (3, 2), 77, (x, 5, "constexpr", 0.5))
+out["clustered"] = (list(rec[:11]), [list(rec[16 + 4 * i:20 + 4 * i]) for i in range(4)], list(params[:5]))
+module.launch((b"i", 0x99, 4, 1, 0, False, False), (7,), 0, (1,))
+out["plain"] = list(rec[:11])
+module.launch((b"i", 0x99, 4, 1, 0, False, False), (0,), 0, (1,))
+out["empty_grid_launches"] = rec[10]
+module.launch((b"i", 0x99, 4, 16, 0, False, False), (1,), 0, (1,))
+out["sixteen"] = [ctypes.c_int.in_dll(lib, n).value for n in ("set_calls", "set_attribute", "set_value")]
+module.allow_dynamic_shared(0x99, 900)  # 1000 allowed already: not lowered
+module.allow_dynamic_shared(0x99, 100000)
+out["shared"] = [ctypes.c_int.in_dll(lib, n).value for n in ("set_calls", "set_attribute", "set_value")]
+try:
+    module.launch((b"i", 0xBAD, 4, 1, 0, False, False), (1,), 0, (1,))
+except RuntimeError as error:
+    out["error"] = str(error)
+print(json.dumps(out))
+"""
+
+
+@toolchain
+def test_the_launch_hands_the_driver_triton_s_configuration(tmp_path, compiled_extension):
+    """The launch against a stand-in libcuda.so.1 (no GPU needed): grid × num_ctas, 32 · num_warps threads, the
+    shared memory, the stream, PDL, cooperative and a (num_ctas, 1, 1) cluster spread over SMs, as Triton's
+    _launch sets them; the parameters in order, then the two scratch pointers; errors named."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER)
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{native_launch.include_dir()}", str(tmp_path / "fake.c"), "-o",
+                    str(tmp_path / "libcuda.so.1")], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}{os.pathsep}{os.environ.get('LD_LIBRARY_PATH', '')}")
+    done = subprocess.run([sys.executable, "-c", FAKE_DRIVER_CHILD], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    config, attributes, params = out["clustered"]
+    assert config == [6, 2, 1, 256, 1, 1, 70000, 77, 4, 0x1234, 1]  # grid x · num_ctas; 32 · 8 threads
+    assert attributes == [[6, 1, 0, 0], [2, 1, 0, 0], [4, 2, 1, 1], [5, 1, 0, 0]]  # PDL, cooperative, cluster, SPREAD
+    assert params == [out["x"], 5, struct.unpack("<I", struct.pack("<f", 0.5))[0], 0, 0]
+    assert out["plain"] == [7, 1, 1, 128, 1, 1, 0, 0, 0, 0x99, 2]  # no attribute: a plain launch
+    assert out["empty_grid_launches"] == 2  # an empty grid launches nothing
+    assert out["sixteen"] == [1, 14, 1]  # a cluster of 16 asks for non-portable cluster sizes first
+    assert out["shared"] == [2, 8, 100000]  # MAX_DYNAMIC_SHARED_SIZE_BYTES raised, never lowered
+    assert out["error"] == ("rmsnorm native launch: cuLaunchKernelEx failed: invalid resource handle (fake) "
+                            "(CUresult 400)")
+
+
+# ----------------------------------------------------------------------------- plans and paths (stand-ins)
+
+
+def test_the_codes_follow_tritons_signature():
+    signature = {"x_ptr": "*bf16", "stride": "i32", "M": "i64", "eps": "fp32", "flag": "i1", "w_ptr": "constexpr",
+                 "BLOCK": "constexpr", "h": "fp16", "u": "u64"}
+    assert native_launch.arg_codes(signature) == b"PiqfbxxeQ"
+    assert native_launch.arg_codes({"pair": ("*fp32", "i32")}) is None  # a tuple: Triton's launcher flattens it
+    assert native_launch.arg_codes({"desc": "tensordesc<fp16[64, 64]>"}) is None
+
+
+def _compiled(shared=0, signature=None, scratch=0):
+    """A stand-in CompiledKernel: what the launcher reads of Triton's."""
+    calls = []
+    metadata = SimpleNamespace(num_warps=4, num_ctas=1, shared=shared, launch_pdl=False,
+                               launch_cooperative_grid=False, global_scratch_size=scratch, global_scratch_align=1,
+                               profile_scratch_size=0, profile_scratch_align=1)
+    return SimpleNamespace(src=SimpleNamespace(signature=signature or {"x_ptr": "*fp32", "n": "i32", "B": "constexpr"}),
+                           metadata=metadata, function=0xF00, packed_metadata=(4, 1, shared),
+                           run=lambda *a: calls.append(a), calls=calls)
+
+
+class _StandInKernel:
+    """``kernel[grid](*args)`` records the binder's launches and returns one compiled stand-in."""
+
+    def __init__(self, compiled):
+        self.compiled, self.binder_calls = compiled, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **options):
+            self.binder_calls.append((grid, args))
+            return self.compiled
+        return launch
+
+
+class _StandInExtension:
+    def __init__(self):
+        self.launches, self.shared = [], []
+
+    def launch(self, *args):
+        self.launches.append(args)
+
+    def allow_dynamic_shared(self, function, nbytes):
+        self.shared.append((function, nbytes))
+
+
+@pytest.fixture
+def on_a_gpu(monkeypatch, fresh_state):
+    """The launcher as on a GPU: usable, device 0 current, stream 1234, no hooks; the extension a stand-in."""
+    extension = _StandInExtension()
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 1234, raising=False)
+    monkeypatch.setattr(launch_module, "_launch_hooks_set", lambda: False)
+    monkeypatch.setattr(native_launch, "build", lambda: extension)
+    return extension
+
+
+def _launcher(compiled):
+    launcher = DirectLauncher(_StandInKernel(compiled))
+    launcher.usable = True
+    return launcher
+
+
+def test_a_hit_goes_native_with_the_plan_the_stream_and_the_arguments(on_a_gpu):
+    compiled = _compiled(shared=96 * 1024)
+    launcher = _launcher(compiled)
+    x = torch.zeros(4)
+    launcher((0, "k"), (3,), x, 7, 64, num_warps=4)  # a miss: Triton's binder compiles and launches
+    assert launcher.kernel.binder_calls == [((3,), (x, 7, 64))] and on_a_gpu.launches == []
+    assert isinstance(launcher.cache[(0, "k")], CachedKernel) and launcher.cache[(0, "k")].kernel is compiled
+    launcher((0, "k"), (5, 2), x, 8, 64, num_warps=4)
+    assert on_a_gpu.launches == [((b"Pix", 0xF00, 4, 1, 96 * 1024, False, False), (5, 2), 1234, (x, 8, 64))]
+    assert on_a_gpu.shared == [(0xF00, 96 * 1024)]  # past 48 KiB the driver is asked, once per kernel
+    launcher((0, "k"), (5,), x, 8, 64, num_warps=4)
+    assert len(on_a_gpu.launches) == 2 and on_a_gpu.shared == [(0xF00, 96 * 1024)] and compiled.calls == []
+    assert len(launcher.kernel.binder_calls) == 1
+
+
+def test_switched_off_or_unbuildable_it_runs_tritons_launcher(on_a_gpu, monkeypatch):
+    compiled = _compiled()
+    launcher = _launcher(compiled)
+    x = torch.zeros(4)
+    launcher((0, "k"), (3,), x, 7, 64)
+    native_launch.set_native_launch(False)
+    launcher((0, "k"), (3,), x, 7, 64)
+    assert compiled.calls == [(3, 1, 1, 1234, 0xF00, (4, 1, 0), None, None, None, x, 7, 64)]
+    assert on_a_gpu.launches == [] and not native_launch.state.tried  # off: never built
+    native_launch.set_native_launch(True)
+    launcher((0, "k"), (3,), x, 7, 64)  # on again: kernels already cached go native too
+    assert len(on_a_gpu.launches) == 1
+    with pytest.raises(TypeError):
+        native_launch.set_native_launch("no")
+
+
+def test_a_signature_it_cannot_pack_runs_tritons_launcher(on_a_gpu):
+    compiled = _compiled(signature={"pair": ("*fp32", "i32")})
+    launcher = _launcher(compiled)
+    for _ in range(3):
+        launcher((0, "k"), (1,), (1, 2))
+    assert len(compiled.calls) == 2 and on_a_gpu.launches == [] and launcher.cache[(0, "k")].plan is False
+
+
+def test_scratch_is_allocated_per_launch_and_passed_after_the_arguments(on_a_gpu):
+    from triton.runtime import _allocation
+
+    sizes = []
+    token = _allocation._allocator.set(lambda size, align, stream: sizes.append(size) or 99)  # a ContextVar
+    try:
+        launcher = _launcher(_compiled(scratch=256))
+        launcher((0, "k"), (3, 2), 5, 7, 64)
+        launcher((0, "k"), (3, 2), 5, 7, 64)
+    finally:
+        _allocation._allocator.reset(token)
+    assert sizes == [6 * 256]  # programs × bytes per program, as Triton's CudaLauncher sizes it
+    assert on_a_gpu.launches[0][-2:] == (99, None)
+
+
+def test_a_build_that_fails_warns_once_and_falls_back(monkeypatch, fresh_state):
+    def no_compiler():
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(native_launch, "build", no_compiler)
+    monkeypatch.setattr(native_launch, "compile_extension", no_compiler)
+    with pytest.warns(RuntimeWarning, match="could not be built or loaded .*Ninja is required.*Triton's own launcher"):
+        assert native_launch.plan_for(_compiled()) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native_launch.plan_for(_compiled()) is False  # said once per process
+    assert native_launch.state.failure == "RuntimeError: Ninja is required to load C++ extensions"
+
+
+def test_launch_path_names_each_path(monkeypatch, fresh_state):
+    monkeypatch.setattr(launch_module, "interpreter_active", lambda: True)
+    assert launch_path() == "interpreter"
+    monkeypatch.setattr(launch_module, "interpreter_active", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert launch_path() == "unavailable"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(launch_module, "triton_is_tested", lambda version=triton.__version__: False)
+    assert launch_path() == "binder"
+    monkeypatch.setattr(launch_module, "triton_is_tested", lambda version=triton.__version__: True)
+    monkeypatch.setattr(native_launch, "build", _StandInExtension)
+    assert launch_path() == "native"
+    native_launch.set_native_launch(False)
+    assert launch_path() == "triton-launcher"
+    native_launch.set_native_launch(True)
+    monkeypatch.setattr(native_launch.state, "module", None)
+    monkeypatch.setattr(native_launch.state, "tried", True)  # a build that failed
+    assert launch_path() == "triton-launcher"
+    assert rmsnorm.launch_path is launch_path
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+
+def _every_path(fn):
+    """fn() through the native launcher, Triton's launcher and Triton's binder (the kernels cached first)."""
+    results = []
+    fn()  # compiles and caches
+    assert launch_path() == "native"
+    results.append(fn())
+    native_launch.set_native_launch(False)
+    try:
+        results.append(fn())
+    finally:
+        native_launch.set_native_launch(True)
+    original = DirectLauncher.__call__
+    try:
+        DirectLauncher.__call__ = lambda self, key, grid, *args, **opts: self.kernel[grid](*args, **opts)
+        results.append(fn())
+    finally:
+        DirectLauncher.__call__ = original
+    return results
+
+
+@gpu_only
+@pytest.mark.parametrize("M, N, dtype", [(1, 4096, torch.bfloat16), (64, 4096, torch.bfloat16),
+                                         (128, 257, torch.float32), (300, 1000, torch.float16),
+                                         (7, 20000, torch.float32)])
+def test_native_launcher_and_binder_give_the_same_numbers(M, N, dtype):
+    x, gamma, dy = make_inputs(M, N, dtype, device="cuda", seed=11)
+    residual = torch.randn_like(x)
+
+    def call():
+        xr, gr = x.clone().requires_grad_(), gamma.clone().requires_grad_()
+        y = rmsnorm.rmsnorm_fast(xr, gr)
+        y.backward(dy)
+        y2, h = rmsnorm.rmsnorm_add(x, residual, gamma)
+        return y.detach(), xr.grad, gr.grad, y2, h
+
+    native, triton_launcher, binder = _every_path(call)
+    for a, b, c in zip(native, triton_launcher, binder):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+@gpu_only
+def test_the_native_launch_runs_on_the_current_stream():
+    x, gamma, _ = make_inputs(2048, 4096, torch.float16, device="cuda", seed=4)
+    expected = rmsnorm.rmsnorm_fast(x, gamma)
+    rmsnorm.rmsnorm_fast(x, gamma)  # cached: the next call is a native launch
+    assert launch_path() == "native"
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # tens of ms: a launch on another stream would read x_side unwritten
+        x_side = x * 1
+        got = rmsnorm.rmsnorm_fast(x_side, gamma)
+    side.synchronize()
+    assert torch.equal(got, expected)
+
+
+@gpu_only
+def test_a_cuda_graph_captures_the_native_launch():
+    norm = rmsnorm.FastRMSNorm(4096, eps=1e-6, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn_like(x)
+    for _ in range(2):  # compiled and cached: the capture records native launches
+        norm(x).backward(dy)
+    assert launch_path() == "native"
+    x.grad = None
+    y_eager = norm(x)
+    y_eager.backward(dy)
+    y_eager, dx_eager = y_eager.detach(), x.grad.clone()
+    graph, x.grad, norm.weight.grad = torch.cuda.CUDAGraph(), None, None
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.cuda.graph(graph):
+        y_graph = norm(x)
+        y_graph.backward(dy)
+    x.grad.fill_(float("nan"))
+    y_graph.detach().fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y_graph, y_eager) and torch.equal(x.grad, dx_eager)
+
+
+@gpu_only
+def test_torch_compile_traces_the_operator_whole_and_matches_the_native_eager_call():
+    x, gamma, _ = make_inputs(64, 4096, torch.bfloat16, device="cuda", seed=6)
+    eager = rmsnorm.rmsnorm_fast(x, gamma)
+    compiled = torch.compile(rmsnorm.rmsnorm_fast, fullgraph=True)  # fullgraph: a graph break raises
+    assert torch.equal(compiled(x, gamma), eager)
+    assert launch_path() == "native"
+
+
+@triton.jit
+def _tile_matmul_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr):
+    """c (BLOCK_M, BLOCK_N) = a (BLOCK_M, K) @ b (K, BLOCK_N), row-major, one program: pipelined, much shared memory."""
+    rows, cols, ks = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rows[:, None] * K + (k + ks)[None, :])
+        b = tl.load(b_ptr + (k + ks)[:, None] * BLOCK_N + cols[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * BLOCK_N + cols[None, :], acc)
+
+
+@gpu_only
+def test_a_kernel_past_48_kib_of_shared_memory_launches_natively():
+    """Another kernel than the norm's (the launcher is generic) that takes more than 48 KiB of dynamic shared memory."""
+    a = torch.randn(128, 1024, device="cuda", dtype=torch.float16)
+    b = torch.randn(1024, 128, device="cuda", dtype=torch.float16)
+    launcher = DirectLauncher(_tile_matmul_kernel)
+    outputs = []
+    for _ in range(2):  # a miss (Triton's binder), then a native launch
+        c = torch.full((128, 128), float("nan"), device="cuda")
+        launcher((0, a.data_ptr() & 15), (1,), a, b, c, 1024, 128, 128, 64, num_warps=4, num_stages=4)
+        outputs.append(c)
+    entry = next(iter(launcher.cache.values()))
+    assert entry.kernel.metadata.shared > native_launch.DEFAULT_DYNAMIC_SHARED and entry.plan
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)
+    torch.testing.assert_close(outputs[1], a.float() @ b.float(), rtol=1e-2, atol=1e-1)
+
+
+@triton.jit
+def _copy_through_a_descriptor_kernel(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    """y = x (N, N) float32, block by block through device-made tensor descriptors (which take global scratch)."""
+    x_desc = tl.make_tensor_descriptor(x_ptr, shape=[N, N], strides=[N, 1], block_shape=[BLOCK, BLOCK])
+    y_desc = tl.make_tensor_descriptor(y_ptr, shape=[N, N], strides=[N, 1], block_shape=[BLOCK, BLOCK])
+    i, j = tl.program_id(0) * BLOCK, tl.program_id(1) * BLOCK
+    y_desc.store([i, j], x_desc.load([i, j]))
+
+
+@gpu_only
+def test_a_kernel_with_global_scratch_gets_it_per_launch():
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    x = torch.randn(256, 256, device="cuda")
+    launcher = DirectLauncher(_copy_through_a_descriptor_kernel)
+    outputs = []
+    for _ in range(2):
+        y = torch.full_like(x, float("nan"))
+        launcher((0,), (4, 4), x, y, 256, 64)
+        outputs.append(y)
+    entry = next(iter(launcher.cache.values()))
+    assert entry.scratch and entry.plan
+    assert torch.equal(outputs[0], x) and torch.equal(outputs[1], x)
+
+
+@two_gpus
+def test_the_native_launch_runs_on_the_second_gpu_and_not_across_devices():
+    x0, gamma0, _ = make_inputs(64, 4096, torch.bfloat16, device="cuda:0", seed=5)
+    x1, gamma1 = x0.to("cuda:1"), gamma0.to("cuda:1")
+    y0 = rmsnorm.rmsnorm_fast(x0, gamma0)
+    with torch.cuda.device(1):
+        for _ in range(3):  # a miss, then native launches of cuda:1's own compiled kernel
+            y1 = rmsnorm.rmsnorm_fast(x1, gamma1)
+        assert launch_path() == "native"
+    assert torch.equal(y1.cpu(), y0.cpu())
+    with torch.cuda.device(0):  # tensors on cuda:1 while cuda:0 is current: Triton's binder, every time
+        assert torch.equal(rmsnorm.rmsnorm_fast(x1, gamma1).cpu(), y0.cpu())
+    from rmsnorm.forward import _launch as forward_launcher
+
+    planned = {key[0] for key, entry in forward_launcher.cache.items() if entry.plan}
+    assert planned >= {1}
