@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rmsnorm import native_launch
 from rmsnorm.native_launch import set_native_launch
 from rmsnorm.testing import make_inputs
 from .providers import EPS, Norm, Provider, one_line, prepare, provider, whole_calls
@@ -94,6 +95,7 @@ def measure_shape(M: int, N: int, dtype: torch.dtype, names=tuple(LAUNCH_PROVIDE
     rows = []
     for name in names:
         p, started = LAUNCH_PROVIDERS[name], time.perf_counter()
+        before = native_launch.state.enabled
         set_native_launch(name != "fast_triton_launcher")
         try:
             if deadline is not None and started > deadline:
@@ -115,7 +117,7 @@ def measure_shape(M: int, N: int, dtype: torch.dtype, names=tuple(LAUNCH_PROVIDE
                     row["host_us"] = float(np.median(time_host_calls(calls[pass_], **timer_args)))
                 rows.append(row)
         finally:
-            set_native_launch(True)
+            set_native_launch(before)
         shown = " ".join(f"{r['pass_']} {r['whole_call_us']:.1f}/{r['host_us']:.1f}" for r in rows[-len(PASSES):])
         log(f"  {M}x{N} {name:21s} {time.perf_counter() - started:5.1f} s  whole/host us: {shown}  {status[:60]}")
         torch.cuda.empty_cache()

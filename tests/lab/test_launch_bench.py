@@ -29,8 +29,9 @@ def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys):
     assert out == ["probe_launch_path: no CUDA GPU here, nothing timed"]
 
 
-def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_on(monkeypatch, device):
+def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_it_was(monkeypatch, device):
     seen = []
+    monkeypatch.setattr(native_launch.state, "enabled", False)  # the default, until it has run on a GPU
 
     def fake_host(fn, **kw):  # records whether the native launch was on while each provider was timed
         fn()
@@ -56,7 +57,7 @@ def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_on(m
     timed_names = [name for name in dict.fromkeys(table["provider"])
                    if table.loc[table["provider"] == name, "host_us"].notna().all()]
     assert seen == [name != "fast_triton_launcher" for name in timed_names for _ in range(2)]
-    assert native_launch.state.enabled
+    assert not native_launch.state.enabled
 
 
 def _inputs(M, N, device):

@@ -38,6 +38,12 @@ toolchain = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def native_launch_on(monkeypatch):
+    """These tests are about the native launch, which is off by default until it has run on a GPU: on for each."""
+    monkeypatch.setattr(native_launch.state, "enabled", True)
+
+
 @pytest.fixture
 def fresh_state(monkeypatch):
     """The extension not yet tried, the native launch on: as a new process starts."""
