@@ -119,6 +119,7 @@ def _forward_launch(case: AddCase) -> Launch:
 
 
 def _backward_launch(case: AddBackwardCase) -> Launch:
+    """One program per row, on guarded copies; h, dy, dres and dh share the row stride."""
     M, N, stride = case.M, case.N, case.row_stride
     room = GUARD + M * case.stride + triton.next_power_of_2(N)
     tensors = (given("h", case.inputs["h"], stride), given("weight", case.inputs["weight"], room=room),
