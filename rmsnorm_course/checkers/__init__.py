@@ -116,56 +116,32 @@ def check_fixed_dx_kernel(kernel) -> Feedback:
     return check(ex08_n_vs_block.SPEC_FIX, kernel)
 
 
-def check_long_row_kernel(kernel) -> Feedback:
-    """Exercise 09: the looped forward kernel, with the signature of
-    :func:`rmsnorm_course.teaching.long_row.long_row_forward_kernel`, launched with M programs and a BLOCK_SIZE
-    smaller than N.
+def _kernel_checker(spec: ExerciseSpec, computes: str):
+    """``check(spec, kernel)`` as the one-argument function a notebook calls, its docstring said from the spec.
 
-    Source: solutions/09_the_long_row.ipynb.
+    Args:
+        spec: the exercise; its reference is a teaching kernel whose signature the learner's keeps, and its
+            launch's docstring says how the kernel is launched.
+        computes: what the kernel computes, in a few words (the docstring's first sentence).
     """
-    return check(ex09_long_row.SPEC, kernel)
+    reference, launch = spec.reference.fn, spec.launch
+
+    def checker(kernel) -> Feedback:
+        return check(spec, kernel)
+
+    checker.__doc__ = (
+        f"Exercise {spec.exercise}: {computes}; the kernel has the signature of "
+        f":func:`{reference.__module__}.{reference.__name__}`.\n\n"
+        f"Launched as :func:`{launch.__module__}.{launch.__name__}` says: {launch.__doc__.splitlines()[0]}\n\n"
+        "Returns:\n    Feedback: \"passed\", \"not done yet\" (the skeleton) or \"wrong\" with the mistake named or "
+        "the first mismatch. Never raises, never hangs.\n\n"
+        f"Source: the solution notebook whose kernel :mod:`{reference.__module__}` holds, line for line.")
+    return checker
 
 
-def check_one_pass_kernel(kernel) -> Feedback:
-    """Exercise 10: the one-pass backward loop, signature of
-    :func:`rmsnorm_course.teaching.one_pass.one_pass_backward_kernel`, launched on a persistent grid of P programs.
-
-    Source: solutions/10_one_pass_backward.ipynb.
-    """
-    return check(ex10_one_pass.SPEC, kernel)
-
-
-def check_fused_add_kernel(kernel) -> Feedback:
-    """Exercise 14: the fused residual add's forward, signature of
-    :func:`rmsnorm_course.teaching.fused_add.fused_add_forward_kernel`, launched with one program per row.
-
-    Source: solutions/14_fusing_the_residual.ipynb.
-    """
-    return check(ex14_fused_add.FORWARD_SPEC, kernel)
-
-
-def check_fused_add_backward_kernel(kernel) -> Feedback:
-    """Exercise 14: the fused residual add's backward (dh, d_residual_out included), signature of
-    :func:`rmsnorm_course.teaching.fused_add.fused_add_backward_kernel`, launched with one program per row.
-
-    Source: solutions/14_fusing_the_residual.ipynb.
-    """
-    return check(ex14_fused_add.BACKWARD_SPEC, kernel)
-
-
-def check_layernorm_kernel(kernel) -> Feedback:
-    """Exercise 15: LayerNorm's forward (y, mean and rstd), signature of
-    :func:`rmsnorm_course.teaching.layernorm.layernorm_forward_kernel`, launched with one program per row.
-
-    Source: solutions/15_layernorm.ipynb.
-    """
-    return check(ex15_layernorm.FORWARD_SPEC, kernel)
-
-
-def check_layernorm_backward_kernel(kernel) -> Feedback:
-    """Exercise 15: LayerNorm's backward (dx and the dweight and dbias partials), signature of
-    :func:`rmsnorm_course.teaching.layernorm.layernorm_backward_kernel`, launched on a persistent grid of P programs.
-
-    Source: solutions/15_layernorm.ipynb.
-    """
-    return check(ex15_layernorm.BACKWARD_SPEC, kernel)
+check_long_row_kernel = _kernel_checker(ex09_long_row.SPEC, "y, by a loop over the row's blocks")
+check_one_pass_kernel = _kernel_checker(ex10_one_pass.SPEC, "dx and a dgamma partial per program")
+check_fused_add_kernel = _kernel_checker(ex14_fused_add.FORWARD_SPEC, "y, residual_out and rstd")
+check_fused_add_backward_kernel = _kernel_checker(ex14_fused_add.BACKWARD_SPEC, "dh, d_residual_out included")
+check_layernorm_kernel = _kernel_checker(ex15_layernorm.FORWARD_SPEC, "y, mean and rstd")
+check_layernorm_backward_kernel = _kernel_checker(ex15_layernorm.BACKWARD_SPEC, "dx and the dweight and dbias partials")

@@ -16,10 +16,12 @@ Each is small (at most 17 rows) and has a reason to be there:
 - rows stored further apart than N (row_stride = N + 43), with NaN in
   between: a row offset computed from N instead of the row stride shows.
 
+The persistent-grid exercises (10, 15's backward) share :data:`GRIDS`, their shapes and numbers of programs.
+
 Inputs come from :func:`rmsnorm.testing.make_inputs` (seeded), on the
 device the kernels run on.
 
-Source: solutions/03_forward_kernel.ipynb (the cases are listed there).
+Source: solutions/03_forward_kernel.ipynb (the cases are listed there), solutions/10_one_pass_backward.ipynb.
 """
 
 from __future__ import annotations
@@ -116,6 +118,29 @@ def row_cases(with_dy: bool = False) -> list[Case]:
     ]
 
 
+#: The grids of exercises 10 and 15's backward, (label, M, N, P, dtype, row_stride): rows not a multiple of P,
+#: more programs than rows, P = 1, a row stride, float16.
+GRIDS = (
+    ("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, torch.float32, None),
+    ("2×33 float32, P = 4 programs: programs 2 and 3 get no rows (their partial rows are zeros)", 2, 33, 4,
+     torch.float32, None),
+    ("1×256 float32, P = 1", 1, 256, 1, torch.float32, None),
+    ("9×100 float32 read in place from a (9, 107) buffer: row_stride = 107, P = 3", 9, 100, 3, torch.float32, 107),
+    ("17×257 float16, P = 4", 17, 257, 4, torch.float16, None),
+    # rows N apart with P = 3: a number of programs written as a constant fails here too, a row stride does not
+    ("10×64 float32, P = 3 programs (4, 3 and 3 rows)", 10, 64, 3, torch.float32, None),
+)
+
+#: What every grid exercise's success message adds to :func:`counted`.
+GRIDS_SAID = "P = 1, 3 and 4 programs, more programs than rows included"
+
+
+def on_grids(case, first_seed: int) -> list:
+    """``case(label, M, N, P, dtype, seed=, stride=)`` on each of :data:`GRIDS`, seeds ``first_seed`` onwards."""
+    return [case(label, M, N, P, dtype, seed=first_seed + i, stride=stride)
+            for i, (label, M, N, P, dtype, stride) in enumerate(GRIDS)]
+
+
 def sum_of_squares(case: Case) -> torch.Tensor:
     """(M, 1) float64: Σ x² of each row, over its N real columns."""
     return case.f64("x").square().sum(-1, keepdim=True)
@@ -127,3 +152,9 @@ def describe(cases) -> str:
     Ns = sorted({c.N for c in cases})
     dtypes = sorted({str(c.dtype).removeprefix("torch.") for c in cases}, reverse=True)
     return f"M = {', '.join(map(str, Ms))}; N = {', '.join(map(str, Ns))}; {' and '.join(dtypes)}"
+
+
+def counted(runs, *notes: str) -> str:
+    """'7 cases (M = 1, 17; …; float32 and float16; ``notes``…)': the cases of ``runs``, as a success message says."""
+    cases = [r.case for r in runs]
+    return f"{len(cases)} cases ({'; '.join((describe(cases), *notes))})"

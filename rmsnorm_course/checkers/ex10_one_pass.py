@@ -45,7 +45,7 @@ import torch
 import triton
 
 from rmsnorm_course.teaching.one_pass import one_pass_backward_kernel
-from .cases import GridCase, describe, random_case
+from .cases import GRIDS_SAID, GridCase, counted, on_grids, random_case
 from .diagnose import _case_passes
 from .dx_terms import explainer
 from .ex10_symptoms import SYMPTOMS, by_program, by_source, correct, terms_of
@@ -54,23 +54,14 @@ from .spec import ExerciseSpec, Launch, checked_rows, given, made, typed
 
 
 def grid_cases() -> list[GridCase]:
-    """The cases: rows not a multiple of P, more programs than rows, P = 1, a row stride, float16."""
+    """The cases: :data:`~.cases.GRIDS` (rows not a multiple of P, more programs than rows, P = 1, a row stride,
+    float16)."""
 
-    def case(label, M, N, P, dtype=torch.float32, seed=0, stride=0):
+    def case(label, M, N, P, dtype, seed, stride):
         return random_case(GridCase, label, M, N, dtype, seed=seed, names=("x", "gamma", "dy"), rstd=True,
                            programs=P, row_stride=stride)
 
-    return [
-        case("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, seed=10),
-        case("2×33 float32, P = 4 programs: programs 2 and 3 get no rows (their partial rows are zeros)", 2, 33, 4,
-             seed=11),
-        case("1×256 float32, P = 1", 1, 256, 1, seed=12),
-        case("9×100 float32 read in place from a (9, 107) buffer: row_stride = 107, P = 3", 9, 100, 3, seed=13,
-             stride=107),
-        case("17×257 float16, P = 4", 17, 257, 4, torch.float16, seed=14),
-        # rows N apart with P = 3: a number of programs written as a constant fails here too, a row stride does not
-        case("10×64 float32, P = 3 programs (4, 3 and 3 rows)", 10, 64, 3, seed=15),
-    ]
+    return on_grids(case, first_seed=10)
 
 
 def _partial_outside(case: GridCase):
@@ -119,9 +110,7 @@ def _short(t: torch.Tensor, bits: torch.dtype) -> bool:
 
 
 def _success(runs) -> str:
-    cases = [r.case for r in runs]
-    return (f"dx and every row of the (P, N) partial match the float64 oracle on {len(cases)} cases "
-            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
+    return f"dx and every row of the (P, N) partial match the float64 oracle on {counted(runs, GRIDS_SAID)}."
 
 
 def _short_partial(runs) -> str | None:

@@ -35,7 +35,7 @@ import triton
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_add_forward_kernel
-from .cases import AddBackwardCase, AddCase, describe
+from .cases import AddBackwardCase, AddCase, counted
 from .diagnose import close, evidence, first_difference, fmt, tolerance
 from .ex03_symptoms import rstd_outside
 from .ex14_symptoms import (
@@ -119,6 +119,7 @@ def _forward_launch(case: AddCase) -> Launch:
 
 
 def _backward_launch(case: AddBackwardCase) -> Launch:
+    """One program per row, on guarded copies; h, dy, dres and dh share the row stride."""
     M, N, stride = case.M, case.N, case.row_stride
     room = GUARD + M * case.stride + triton.next_power_of_2(N)
     tensors = (given("h", case.inputs["h"], stride), given("weight", case.inputs["weight"], room=room),
@@ -220,8 +221,7 @@ def _rstd_of_16_bit_h(runs) -> str | None:
 
 
 def _said(runs) -> str:
-    cases = [r.case for r in runs]
-    return f"{len(cases)} cases ({describe(cases)}; OFFSET = 0.0 and 1.0; rows further apart than N)"
+    return counted(runs, "OFFSET = 0.0 and 1.0", "rows further apart than N")
 
 
 #: The forward's parameters as a GPU compile types them (``{t}``: x's dtype).

@@ -19,6 +19,7 @@ import triton
 
 from .diagnose import Run, Symptom
 from .dx_terms import explainer
+from .formula_slips import RSTD_RULES, eps_slips
 from .spec import PROBE
 
 
@@ -29,22 +30,13 @@ def stream(case, dtype: torch.dtype | None = None) -> torch.Tensor:
     return rounded.to("cpu", torch.float64)
 
 
-#: rstd from mean(h²) and eps: the right rule, and the classic slips of where eps goes (lesson 03's).
-RSTD_RULES = {
-    "right": lambda ms, eps: torch.rsqrt(ms + eps),
-    "eps after the root": lambda ms, eps: 1 / (ms.sqrt() + eps),
-    "no eps": lambda ms, eps: torch.rsqrt(ms),
-    "eps after rsqrt": lambda ms, eps: torch.rsqrt(ms) + eps,
-    "the RMS": lambda ms, eps: torch.sqrt(ms + eps),
-}
-
-
 def forward(case, *, rstd_of: str = "h", y_of: str = "h", offset: float | None = None, add_after: bool = False,
             h: torch.Tensor | None = None, divide_by: int | None = None, rule: str = "right",
             offset_after: bool = False) -> dict[str, torch.Tensor]:
     """y, residual_out and rstd of a variant: rstd from ``rstd_of`` and y from ``y_of`` ("h" or "x"), the weight
     plus ``offset`` (the case's when None), or ``offset_after`` the product (``h * rstd * weight + OFFSET``), the
-    residual added to y after the norm, h given (rounded otherwise), rstd by one of :data:`RSTD_RULES`."""
+    residual added to y after the norm, h given (rounded otherwise), rstd by one of
+    :data:`~.formula_slips.RSTD_RULES`."""
     h = stream(case) if h is None else h
     rows = {"h": h, "x": case.f64("x")}
     rstd = RSTD_RULES[rule](rows[rstd_of].square().sum(-1, keepdim=True) / (divide_by or case.N), case.eps)
@@ -137,18 +129,9 @@ FORWARD = [
             lambda c: forward(c, h=stream(c, c.inputs["x"].dtype)),
             "Round h to residual_out's dtype, `h.to(residual_out_ptr.dtype.element_ty)`, not to x's: with a float32 "
             "stream that is float32, and the norm reads that h too."),
-    Symptom("eps is added after the square root: rstd = 1/(sqrt(mean(h²)) + eps)",
-            lambda c: forward(c, rule="eps after the root"),
-            "eps goes inside the root, added to the mean: `rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)`."),
-    Symptom("eps is missing: rstd = 1/sqrt(mean(h²)), so a row of h = 0 gives 1/0 = inf, and y = 0 · inf = NaN",
-            lambda c: forward(c, rule="no eps"),
-            "Add eps to the mean, inside the root: `rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)`."),
-    Symptom("eps is added after `tl.rsqrt`, outside the root: a row of h = 0 gives rsqrt(0) = inf",
-            lambda c: forward(c, rule="eps after rsqrt"),
-            "eps goes inside the root, before `tl.rsqrt`: `rstd = tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)`."),
-    Symptom("y is multiplied by the RMS, sqrt(mean(h²) + eps), instead of its inverse",
-            lambda c: forward(c, rule="the RMS"),
-            "rstd = 1/sqrt(mean(h²) + eps), `tl.rsqrt(...)`; then y = h · rstd · (weight + OFFSET)."),
+    *eps_slips(lambda c, rule: forward(c, rule=rule), "mean(h²)", "the mean", "a row of h = 0",
+               "tl.rsqrt(tl.sum(h * h, axis=0) / N + eps)", "the RMS",
+               "rstd = 1/sqrt(mean(h²) + eps), `tl.rsqrt(...)`; then y = h · rstd · (weight + OFFSET)."),
     Symptom("h is rounded to float16 in every case (a `.to(tl.float16)` on it): residual_out and y of the float32 "
             "cases carry float16 rounding", lambda c: forward(c, h=stream(c, torch.float16)),
             "Round h to residual_out's dtype, `h.to(residual_out_ptr.dtype.element_ty)` (float32 in the float32 "

@@ -33,7 +33,7 @@ import triton
 from rmsnorm.device import default_device
 from rmsnorm.testing import make_inputs
 from rmsnorm_course.teaching.layernorm import layernorm_backward_kernel, layernorm_forward_kernel
-from .cases import GridCase, describe
+from .cases import GRIDS_SAID, GridCase, counted, on_grids
 from .diagnose import Case, _case_passes, close, evidence, first_difference, fmt, tolerance
 from .ex03_symptoms import rstd_outside
 from .ex15_symptoms import BACKWARD, FORWARD, correct_backward, correct_forward
@@ -75,13 +75,13 @@ def forward_cases() -> list[Case]:
 
 
 def backward_cases() -> list[GridCase]:
-    """Exercise 10's grids: P = 1, 3 and 4, more programs than rows, a row stride, float16.
+    """Exercise 10's grids, :data:`~.cases.GRIDS`: P = 1, 3 and 4, more programs than rows, a row stride, float16.
 
     x has mean 1 and scale 3, dy mean 0.5: rstd is about 1/3 and mean(u) is far from 0, so a missing factor of
     rstd and a missing mean term both show in every element. mean and rstd are x's, float32, as the forward saves.
     """
 
-    def case(label, M, N, P, dtype=torch.float32, seed=0, stride=None):
+    def case(label, M, N, P, dtype, seed, stride):
         x, weight, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
         x, dy = (3 * x + 1).to(dtype), (dy + 0.5).to(dtype)
         x64 = x.double()
@@ -90,16 +90,7 @@ def backward_cases() -> list[GridCase]:
         inputs = {"x": x, "weight": weight, "mean": mean.float(), "rstd": rstd.float(), "dy": dy}
         return GridCase(label, inputs, row_stride=stride, programs=P)
 
-    return [
-        case("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, seed=70),
-        case("2×33 float32, P = 4 programs: programs 2 and 3 get no rows (their partial rows are zeros)", 2, 33, 4,
-             seed=71),
-        case("1×256 float32, P = 1", 1, 256, 1, seed=72),
-        case("9×100 float32 read in place from a (9, 107) buffer: row_stride = 107, P = 3", 9, 100, 3, seed=73,
-             stride=107),
-        case("17×257 float16, P = 4", 17, 257, 4, torch.float16, seed=74),
-        case("10×64 float32, P = 3 programs (4, 3 and 3 rows)", 10, 64, 3, seed=75),
-    ]
+    return on_grids(case, first_seed=70)
 
 
 def _forward_launch(case: Case) -> Launch:
@@ -170,16 +161,13 @@ def _naive_variance(runs) -> str | None:
 
 
 def _forward_said(runs) -> str:
-    cases = [r.case for r in runs]
-    return (f"y, mean and rstd match the float64 oracle on {len(cases)} cases ({describe(cases)}; a constant row; "
-            f"rows further apart than N), rows of mean {SHIFT:g} included, where E[x²] − E[x]² would cancel; "
-            "nothing outside the tensors was read or written.")
+    cases = counted(runs, "a constant row", "rows further apart than N")
+    return (f"y, mean and rstd match the float64 oracle on {cases}, rows of mean {SHIFT:g} included, where "
+            "E[x²] − E[x]² would cancel; nothing outside the tensors was read or written.")
 
 
 def _backward_said(runs) -> str:
-    cases = [r.case for r in runs]
-    return (f"dx and every row of both (P, N) partials match the float64 oracle on {len(cases)} cases "
-            f"({describe(cases)}; P = 1, 3 and 4 programs, more programs than rows included).")
+    return f"dx and every row of both (P, N) partials match the float64 oracle on {counted(runs, GRIDS_SAID)}."
 
 
 MASK_NOTE = "With N = 257 the block has 512 lanes: 255 of them are past the row, which `mask = cols < N` leaves out"

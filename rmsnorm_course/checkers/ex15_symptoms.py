@@ -19,7 +19,7 @@ import triton
 
 from .diagnose import Symptom
 from .ex10_symptoms import by_program
-from .ex14_symptoms import RSTD_RULES
+from .formula_slips import RSTD_RULES, eps_slips
 
 
 def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: bool = False,
@@ -32,7 +32,7 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
         center_y: y normalises x − mean (False: x).
         masked_lanes: the BLOCK_SIZE − N masked lanes add (0 − mean)² each to the sum of squares.
         var_divisor, mean_divisor: what the sums are divided by (None: N).
-        rule: where eps goes, one of :data:`~.ex14_symptoms.RSTD_RULES`.
+        rule: where eps goes, one of :data:`~.formula_slips.RSTD_RULES`.
         bias: "after" the weight (x̂ · weight + bias), "before" it ((x̂ + bias) · weight) or "none".
         scaled_first: y's x̂ is x · rstd − mean, the mean subtracted after scaling, unscaled.
     """
@@ -83,17 +83,8 @@ FORWARD = [
     Symptom("the bias is added before the weight: y = (x̂ + bias) · weight, where it is x̂ · weight + bias",
             lambda c: forward(c, bias="before"),
             "Multiply by the weight, then add the bias: `y = diff * rstd * weight + bias`."),
-    Symptom("eps is added after the square root: rstd = 1/(sqrt(var) + eps)",
-            lambda c: forward(c, rule="eps after the root"),
-            "eps goes inside the root, added to the variance: `rstd = tl.rsqrt(var + eps)`."),
-    Symptom("eps is missing: rstd = 1/sqrt(var), so a constant row (variance 0) gives 1/0 = inf, and y = 0 · inf = "
-            "NaN", lambda c: forward(c, rule="no eps"),
-            "Add eps to the variance, inside the root: `rstd = tl.rsqrt(var + eps)`."),
-    Symptom("eps is added after `tl.rsqrt`, outside the root: a constant row (variance 0) gives rsqrt(0) = inf",
-            lambda c: forward(c, rule="eps after rsqrt"),
-            "eps goes inside the root, before `tl.rsqrt`: `rstd = tl.rsqrt(var + eps)`."),
-    Symptom("y is multiplied by the standard deviation, sqrt(var + eps), instead of its inverse",
-            lambda c: forward(c, rule="the RMS"), "rstd = 1/sqrt(var + eps), `tl.rsqrt(var + eps)`."),
+    *eps_slips(lambda c, rule: forward(c, rule=rule), "var", "the variance", "a constant row (variance 0)",
+               "tl.rsqrt(var + eps)", "the standard deviation", "rstd = 1/sqrt(var + eps), `tl.rsqrt(var + eps)`."),
     Symptom("the mean and the variance are divided by BLOCK_SIZE instead of N",
             lambda c: forward(c, mean_divisor=triton.next_power_of_2(c.N),
                               var_divisor=triton.next_power_of_2(c.N)),

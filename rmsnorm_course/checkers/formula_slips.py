@@ -9,9 +9,12 @@ the number of rows, the L2 norm for the RMS,
 gamma added where it multiplies, the variance (unbiased or not) for the mean of the squares, the mean
 of |x| for the mean of x², eps as a floor (``clamp_min(eps)``) where it is added, the square root missing. Each
 exercise picks those it does not already name and gives its own code for the fix. The dx slips are
-shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`).
+shared the same way from 04's model (:func:`rmsnorm_course.checkers.ex04_dx.dx_model`). :func:`eps_slips`
+makes the four places eps goes wrong (:data:`RSTD_RULES`) for the kernels that compute rstd of another
+quantity, 14's mean(h²) and 15's variance, each in its own words.
 
-Source: solutions/02_reference.ipynb, 03_forward_kernel.ipynb, 09_the_long_row.ipynb.
+Source: solutions/02_reference.ipynb, 03_forward_kernel.ipynb, 09_the_long_row.ipynb,
+14_fusing_the_residual.ipynb, 15_layernorm.ipynb.
 """
 
 from __future__ import annotations
@@ -28,6 +31,17 @@ Outputs = Callable[..., dict[str, torch.Tensor]]
 ALL = ("sqrt", "gamma", "sum", "square of the mean", "eps multiplied", "eps after rsqrt", "x not squared",
        "gamma in the mean", "x for gamma", "rstd not applied", "eps twice", "rows for N", "L2 norm", "variance",
        "variance over N", "abs", "eps as a floor", "no root", "gamma added")
+
+
+#: rstd from the quantity under the root (mean(h²), or LayerNorm's variance) and eps: the right rule, and the classic
+#: slips of where eps goes (lesson 03's).
+RSTD_RULES = {
+    "right": lambda ms, eps: torch.rsqrt(ms + eps),
+    "eps after the root": lambda ms, eps: 1 / (ms.sqrt() + eps),
+    "no eps": lambda ms, eps: torch.rsqrt(ms),
+    "eps after rsqrt": lambda ms, eps: torch.rsqrt(ms) + eps,
+    "the RMS": lambda ms, eps: torch.sqrt(ms + eps),
+}
 
 
 def gamma_of(case: Case, gamma) -> torch.Tensor | float:
@@ -158,3 +172,28 @@ def _plus_gamma(outputs: Outputs, case: Case) -> dict[str, torch.Tensor]:
     """The exercise's outputs with y = x · rstd + gamma (rstd right)."""
     right = outputs(case, torch.rsqrt(_ms(case) + case.eps), gamma=False)
     return {**right, "y": right["y"] + case.f64("gamma")}
+
+
+def eps_slips(outputs: Callable[[Case, str], dict[str, torch.Tensor]], ms: str, the_ms: str, zero_row: str,
+              rstd_code: str, root: str, root_fix: str) -> list[Symptom]:
+    """The slips of :data:`RSTD_RULES` but the right one: eps after the root, missing, after `tl.rsqrt`; the root.
+
+    Args:
+        outputs: (case, rule) → the exercise's float64 outputs with rstd by that rule of :data:`RSTD_RULES`.
+        ms: the quantity under the root, as a formula ("mean(h²)", "var"); ``the_ms`` as words ("the mean").
+        zero_row: the case's row where that quantity is 0 ("a row of h = 0").
+        rstd_code: the exercise's expression for rstd, without backquotes.
+        root: what sqrt(ms + eps) is called ("the RMS"); ``root_fix`` the fix of that slip.
+    """
+    return [
+        Symptom(f"eps is added after the square root: rstd = 1/(sqrt({ms}) + eps)",
+                lambda c: outputs(c, "eps after the root"),
+                f"eps goes inside the root, added to {the_ms}: `rstd = {rstd_code}`."),
+        Symptom(f"eps is missing: rstd = 1/sqrt({ms}), so {zero_row} gives 1/0 = inf, and y = 0 · inf = NaN",
+                lambda c: outputs(c, "no eps"), f"Add eps to {the_ms}, inside the root: `rstd = {rstd_code}`."),
+        Symptom(f"eps is added after `tl.rsqrt`, outside the root: {zero_row} gives rsqrt(0) = inf",
+                lambda c: outputs(c, "eps after rsqrt"),
+                f"eps goes inside the root, before `tl.rsqrt`: `rstd = {rstd_code}`."),
+        Symptom(f"y is multiplied by {root}, sqrt({ms} + eps), instead of its inverse",
+                lambda c: outputs(c, "the RMS"), root_fix),
+    ]

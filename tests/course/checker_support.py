@@ -1,7 +1,8 @@
 """What the per-exercise checker tests share: the interpreter probe, the hang limit, the verdict assertions.
 
 Each tests/course/test_exNN_*.py feeds its exercise's checker the solution and the wrong
-variants of wrong_variants*.py; these helpers assert the verdicts the same way in every file.
+variants of wrong_variants*.py; these helpers assert the verdicts the same way in every file, and
+:func:`two_checker_tests` is the tests 14 and 15 (a forward and a backward checker each) both run.
 
 Never import this from the course package or a notebook.
 """
@@ -13,6 +14,7 @@ import sys
 
 import cloudpickle
 import pytest
+import torch
 
 import wrong_variants as wv
 from rmsnorm_course.checkers import Feedback, isolate
@@ -66,6 +68,44 @@ def assert_three_named(table: dict) -> None:
     """A checker names at least three distinct slips (a skeleton's "not done yet" does not count)."""
     named = {expected for _, expected in table.values()} - {"not done yet"}
     assert len(named) >= 3, named
+
+
+def two_checker_tests(exercises: dict, models: dict) -> tuple:
+    """The tests an exercise with a forward and a backward checker runs on its wrong variants and symptoms.
+
+    Args:
+        exercises: "forward"/"backward" → (checker, its wrong-variant table {name: (kernel, expected words)}).
+        models: the same keys → (the symptoms, the cases function, the float64 oracle) of that checker.
+
+    Returns:
+        Three test functions, for the test module to bind to their names: each wrong variant is named in its own
+        words (and no other variant's), every variant has its own words, every symptom differs from the oracle.
+    """
+
+    @pytest.mark.parametrize(("exercise", "name"), [(e, n) for e, (_, table) in exercises.items() for n in table])
+    def test_each_wrong_variant_is_named_in_its_own_words(exercise, name):
+        check, table = exercises[exercise]
+        feedback = feedback_of(check, table[name][0])
+        assert not feedback.passed, feedback
+        assert_verdict(feedback, table[name][1])
+        others = [other for other, (_, words) in table.items() if other != name and contains(str(feedback), words)]
+        assert others == [], (name, others)
+
+    @pytest.mark.parametrize("exercise", exercises)
+    def test_every_variant_has_its_own_expected_words(exercise):
+        words = [w for _, w in exercises[exercise][1].values()]
+        assert len(words) == len(set(words))
+
+    @pytest.mark.parametrize("exercise", models)
+    def test_every_symptom_differs_from_the_oracle_on_some_case(exercise):
+        symptoms, cases, oracle = models[exercise]
+        cases = cases()
+        for symptom in symptoms:
+            assert any(not torch.allclose(model, oracle(c)[name], equal_nan=False)
+                       for c in cases for name, model in symptom.model(c).items()), symptom.summary
+
+    return (test_each_wrong_variant_is_named_in_its_own_words, test_every_variant_has_its_own_expected_words,
+            test_every_symptom_differs_from_the_oracle_on_some_case)
 
 
 @functools.lru_cache(maxsize=None)

@@ -55,7 +55,7 @@ def test_an_access_far_outside_every_tensor_is_stopped_with_a_message(name):
 def test_the_grid_cases_expose_the_classic_bugs():
     grids = grid_cases()
     assert any(c.M % c.programs for c in grids) and any(c.programs > c.M for c in grids)
-    assert any(c.programs == 1 for c in grids) and any(c.row_stride > c.N for c in grids)
+    assert any(c.programs == 1 for c in grids) and any(c.stride > c.N for c in grids)
 
 
 def test_the_kernel_is_judged_in_the_checkers_separate_process(monkeypatch):

@@ -9,11 +9,10 @@ Source: solutions/14_fusing_the_residual.ipynb.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 import wrong_variants_fused_add as wv
-from checker_support import assert_passes, assert_verdict, contains, feedback_of
+from checker_support import assert_passes, two_checker_tests
 from rmsnorm import rmsnorm_add
 from rmsnorm.testing import TOLERANCES
 from rmsnorm_course import checkers
@@ -25,26 +24,15 @@ from rmsnorm_course.teaching.fused_add import fused_add_backward_kernel, fused_a
 EXERCISES = {"forward": (checkers.check_fused_add_kernel, wv.FORWARD),
              "backward": (checkers.check_fused_add_backward_kernel, wv.BACKWARD)}
 
+(test_each_wrong_variant_is_named_in_its_own_words, test_every_variant_has_its_own_expected_words,
+ test_every_symptom_differs_from_the_oracle_on_some_case) = two_checker_tests(
+    EXERCISES, {"forward": (FORWARD, forward_cases, correct_forward),
+                "backward": (BACKWARD, backward_cases, correct_backward)})
+
 
 def test_both_solutions_pass():
     assert_passes(checkers.check_fused_add_kernel(fused_add_forward_kernel))
     assert_passes(checkers.check_fused_add_backward_kernel(fused_add_backward_kernel))
-
-
-@pytest.mark.parametrize(("exercise", "name"), [(e, n) for e, (_, table) in EXERCISES.items() for n in table])
-def test_each_wrong_variant_is_named_in_its_own_words(exercise, name):
-    check, table = EXERCISES[exercise]
-    feedback = feedback_of(check, table[name][0])
-    assert not feedback.passed, feedback
-    assert_verdict(feedback, table[name][1])
-    others = [other for other, (_, words) in table.items() if other != name and contains(str(feedback), words)]
-    assert others == [], (name, others)
-
-
-@pytest.mark.parametrize("exercise", EXERCISES)
-def test_every_variant_has_its_own_expected_words(exercise):
-    words = [w for _, w in EXERCISES[exercise][1].values()]
-    assert len(words) == len(set(words))
 
 
 def test_the_forward_oracle_is_the_librarys_fused_add():
@@ -79,16 +67,6 @@ def test_the_cases_expose_the_slips_they_are_there_for():
     assert any(c.inputs["residual"].dtype == torch.float32 != c.dtype for c in forward)  # a float32 stream
     zero = [c for c in forward if (c.f64("x") + c.f64("residual") == 0).all(-1).any()]
     assert zero and all(c.eps == 0.5 for c in zero)  # a row of h = 0: eps alone keeps rstd finite
-
-
-@pytest.mark.parametrize(("symptoms", "cases", "oracle"), [(FORWARD, forward_cases, correct_forward),
-                                                           (BACKWARD, backward_cases, correct_backward)],
-                         ids=["forward", "backward"])
-def test_every_symptom_differs_from_the_oracle_on_some_case(symptoms, cases, oracle):
-    cases = cases()
-    for symptom in symptoms:
-        assert any(not torch.allclose(model, oracle(c)[name], equal_nan=False)
-                   for c in cases for name, model in symptom.model(c).items()), symptom.summary
 
 
 def test_the_16_bit_rstd_tolerance_separates_the_stored_h_from_the_unrounded_sum():

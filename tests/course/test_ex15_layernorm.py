@@ -9,12 +9,11 @@ Source: solutions/15_layernorm.ipynb.
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn.functional as F
 
 import wrong_variants_layernorm as wv
-from checker_support import assert_passes, assert_verdict, contains, feedback_of
+from checker_support import assert_passes, two_checker_tests
 from rmsnorm.testing import TOLERANCES
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.diagnose import close
@@ -26,26 +25,15 @@ from rmsnorm_course.teaching.layernorm import layernorm_backward_kernel, layerno
 EXERCISES = {"forward": (checkers.check_layernorm_kernel, wv.FORWARD),
              "backward": (checkers.check_layernorm_backward_kernel, wv.BACKWARD)}
 
+(test_each_wrong_variant_is_named_in_its_own_words, test_every_variant_has_its_own_expected_words,
+ test_every_symptom_differs_from_the_oracle_on_some_case) = two_checker_tests(
+    EXERCISES, {"forward": (FORWARD, forward_cases, correct_forward),
+                "backward": (BACKWARD, backward_cases, correct_backward)})
+
 
 def test_both_solutions_pass():
     assert_passes(checkers.check_layernorm_kernel(layernorm_forward_kernel))
     assert_passes(checkers.check_layernorm_backward_kernel(layernorm_backward_kernel))
-
-
-@pytest.mark.parametrize(("exercise", "name"), [(e, n) for e, (_, table) in EXERCISES.items() for n in table])
-def test_each_wrong_variant_is_named_in_its_own_words(exercise, name):
-    check, table = EXERCISES[exercise]
-    feedback = feedback_of(check, table[name][0])
-    assert not feedback.passed, feedback
-    assert_verdict(feedback, table[name][1])
-    others = [other for other, (_, words) in table.items() if other != name and contains(str(feedback), words)]
-    assert others == [], (name, others)
-
-
-@pytest.mark.parametrize("exercise", EXERCISES)
-def test_every_variant_has_its_own_expected_words(exercise):
-    words = [w for _, w in EXERCISES[exercise][1].values()]
-    assert len(words) == len(set(words))
 
 
 def test_the_four_slips_of_the_issue_are_among_the_variants():
@@ -109,16 +97,6 @@ def test_the_cancelling_case_separates_the_two_pass_from_the_naive_variance_in_f
         x = other.inputs["x"].float()
         naive = torch.rsqrt(x.square().mean(-1) - x.mean(-1).square() + other.eps)
         assert close(naive, correct_forward(other)["rstd"], TOLERANCES[torch.float32]), other.label
-
-
-@pytest.mark.parametrize(("symptoms", "cases", "oracle"), [(FORWARD, forward_cases, correct_forward),
-                                                           (BACKWARD, backward_cases, correct_backward)],
-                         ids=["forward", "backward"])
-def test_every_symptom_differs_from_the_oracle_on_some_case(symptoms, cases, oracle):
-    cases = cases()
-    for symptom in symptoms:
-        assert any(not torch.allclose(model, oracle(c)[name], equal_nan=False)
-                   for c in cases for name, model in symptom.model(c).items()), symptom.summary
 
 
 def test_the_unbiased_variance_is_beyond_float32s_tolerance_at_every_n():
