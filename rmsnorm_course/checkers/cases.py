@@ -122,7 +122,7 @@ def row_cases(with_dy: bool = False) -> list[Case]:
 #: more programs than rows, P = 1, a row stride, float16.
 GRIDS = (
     ("17×257 float32, P = 4 programs (5, 4, 4 and 4 rows)", 17, 257, 4, torch.float32, None),
-    ("2×33 float32, P = 4 programs: programs 2 and 3 get no rows (their partial rows are zeros)", 2, 33, 4,
+    ("2×33 float32, P = 4 programs: programs 2 and 3 get no rows (their partial rows must hold zeros)", 2, 33, 4,
      torch.float32, None),
     ("1×256 float32, P = 1", 1, 256, 1, torch.float32, None),
     ("9×100 float32 read in place from a (9, 107) buffer: row_stride = 107, P = 3", 9, 100, 3, torch.float32, 107),

@@ -250,7 +250,7 @@ def diagnose(exercise: str, runs: Sequence[Run], symptoms: Sequence[Symptom], su
     nan = torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])
     if nan.any():
         hint = (_zero_rows(runs, name, parts) or _every_row_in_row_0(runs, run, name, parts)
-                or _row_0_alone(runs, name, parts)
+                or _row_0_alone(runs, name, parts) or _idle_programs(runs, name, parts)
                 or _last_rows_unwritten(nan, run, name, parts) or _last_column_unwritten(runs, name)
                 or (_loop_stops_early(nan) if looped_row else _narrow_block(runs, name)))
         return wrong(exercise, f"{run.case.label}: {_unwritten(name, nan)} is still NaN: never written, or computed "
@@ -326,6 +326,30 @@ def _last_rows_unwritten(nan: torch.Tensor, run: Run, name: str, parts: Mapping[
     rows = f"row {last}" if first == last else f"rows {first}…{last}"
     return (f" Only the last {rows.split(' ', 1)[0]} ({rows}) {'is' if first == last else 'are'} NaN, every column, "
             f"and every row before is right: {words(parts, name, 'last_rows')}.")
+
+
+def _idle_programs(runs: Sequence[Run], name: str, parts: Mapping[str, str] | None = None) -> str:
+    """Where ``name`` has one row per program (a persistent grid's (P, N) partial) and, in every case, the rows NaN
+    where a number was expected are exactly those of the programs that get no rows (p ≥ M), in some case at least
+    one: those programs never reach a store inside the row loop. (Not the loop's bound: their rows are the
+    partial's, not x's.)"""
+    shown = None
+    for run in runs:
+        actual, P = run.actual.get(name), getattr(run.case, "programs", None)
+        if P is None or not isinstance(actual, torch.Tensor) or actual.dim() != 2 or actual.shape[0] != P:
+            return ""
+        nan = (torch.isnan(actual.detach().cpu()) & ~torch.isnan(run.expected[name])).any(-1)
+        idle = torch.arange(P) >= run.case.M
+        if not torch.equal(nan, idle):
+            return ""
+        if shown is None and bool(idle.any()):
+            shown = run
+    if shown is None:
+        return ""
+    M, P = shown.case.M, shown.case.programs  # the first failing case: an earlier one with idle programs fails too
+    return (f" Those are the partial rows of the programs that get no rows (P = {P} programs, M = {M} rows), and in "
+            f"every case only those are NaN: a program whose row loop runs no turn never reaches a store inside the "
+            f"loop: {words(parts, name, 'idle_programs')}.")
 
 
 def _per_row(run: Run, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:

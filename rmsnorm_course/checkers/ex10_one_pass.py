@@ -163,6 +163,9 @@ SPEC = ExerciseSpec(
            "row_0_alone": "the grid is `(P,)`, one axis, so `tl.program_id(1)` is 0 in every program, and every "
                           "program visits the rows of program 0: take the program's index from axis 0, "
                           "`pid = tl.program_id(0)`",
+           "idle_programs": "store the partial once, after the loop, at `partial_ptr + pid * N + cols` "
+                            "(`tl.store(partial_ptr + pid * N + cols, dgamma_acc, mask=mask)`): a program without "
+                            "rows then writes its zeros",
            "partial.row_store": "partial has one row per program: store it once, after the loop, at "
                                 "`partial_ptr + pid * N + cols` (row `pid`)",
            "dx.row_store": "store dx at `dx_ptr + offsets`, with the offsets of the row the loop visits "

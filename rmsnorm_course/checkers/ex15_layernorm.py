@@ -14,10 +14,12 @@ compared with the float64 oracle computed from the float32 mean and rstd it is g
 
 Symptoms recognised (modelled in float64, :mod:`rmsnorm_course.checkers.ex15_symptoms`): the variance divided by
 N − 1, the masked lanes' deviations left in it, the mean never subtracted (from the variance, from y or both),
-the bias left out or added before the weight, eps misplaced, the sums divided by BLOCK_SIZE; in the backward,
-dx without its mean term or its x̂ term or its last rstd, x̂ without the mean, the mean term of dy, the bias's
-or the weight's sum over the wrong axis, the two partials swapped, dy · x in dweight's. First look, before
-the symptoms: the naive variance, E[x²] − E[x]², which only float32 rounding makes wrong
+the bias left out or added before the weight, eps misplaced, the sums divided by BLOCK_SIZE, mean and rstd stored
+swapped; in the backward, dx without its mean term or its x̂ term or its last rstd, the x̂ term added, u without
+the weight, mean(u) over BLOCK_SIZE, mean(u · x) of the raw x, x̂ without the mean, the mean term of dy, mean and
+rstd loaded at `pid`, the bias's or the weight's sum over the wrong axis, the two partials swapped, dy · x in
+dweight's, dy · rstd in dbias's, the accumulators zeroed in the loop, the partials stored only inside it. First
+look, before the symptoms: the naive variance, E[x²] − E[x]², which only float32 rounding makes wrong
 (:func:`_naive_variance`). Plus everything the one harness finds (:mod:`rmsnorm_course.checkers.kernels`).
 
 Source: solutions/15_layernorm.ipynb.
@@ -170,6 +172,10 @@ def _backward_said(runs) -> str:
     return f"dx and every row of both (P, N) partials match the float64 oracle on {counted(runs, GRIDS_SAID)}."
 
 
+#: The backward's addresses in the loop, where a row after a program's first goes wrong (shapes' rows_from, some_rows).
+PID_FOR_ROW = ("or an address inside it that uses `pid` where the loop's `row` belongs (`offsets`, `mean_ptr + row`, "
+               "`rstd_ptr + row`)")
+
 MASK_NOTE = "With N = 257 the block has 512 lanes: 255 of them are past the row, which `mask = cols < N` leaves out"
 
 FORWARD_SPEC = ExerciseSpec(
@@ -217,6 +223,10 @@ BACKWARD_SPEC = ExerciseSpec(
            "column_factor": "the per-column factor is wrong: the weight's load, or u = dy · weight",
            "last_rows": "the row loop stops before the end (check its bound: `range(pid, M, P)` runs to M itself), "
                         "or the last rows read NaN from outside the tensors (check their offsets)",
+           "rows_from": "the rows each program visits after its first: the loop (`range(pid, M, P)`), " + PID_FOR_ROW,
+           "some_rows": "which row a program reads or writes: the loop over rows (`range(pid, M, P)`), " + PID_FOR_ROW,
+           "idle_programs": "store both partials once, after the loop, at `dweight_partial_ptr + pid * N + cols` and "
+                            "`dbias_partial_ptr + pid * N + cols`: a program without rows then writes its zeros",
            "row_0_alone": "the grid is `(P,)`, one axis: take the program's index from axis 0, "
                           "`pid = tl.program_id(0)`",
            "dweight_partial.row_store": "dweight_partial has one row per program: store it once, after the loop, at "

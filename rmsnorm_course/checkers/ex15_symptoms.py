@@ -3,9 +3,12 @@
 :data:`FORWARD` and :data:`BACKWARD` (for :func:`rmsnorm_course.checkers.diagnose.diagnose`) serve
 :mod:`rmsnorm_course.checkers.ex15_layernorm`. Each model is the oracle with one slip: the variance
 divided by N − 1 (``torch.var``'s default), the masked lanes' 0 − mean left in the variance, the mean
-never subtracted (RMSNorm), the bias left out or added before the weight, eps misplaced; in the backward,
-dx without its mean term mean(u) or its x̂ term, x̂ without the mean subtracted, the bias's (or the weight's)
-column sum taken over the row's columns instead of over the rows, the two partials swapped. The naive
+never subtracted (RMSNorm), the bias left out or added before the weight, eps misplaced, the mean alone divided
+by BLOCK_SIZE, mean and rstd stored into each other's pointers; in the backward, dx without its mean term mean(u)
+or its x̂ term, or with the x̂ term added, u without the weight, mean(u) over BLOCK_SIZE, mean(u · x) of the raw x,
+x̂ without the mean subtracted, mean and rstd loaded at the program's first row, the bias's (or the weight's)
+column sum taken over the row's columns instead of over the rows, the two partials swapped, dbias scaled by
+rstd, the accumulators zeroed in the loop, the partials stored only inside it. The naive
 variance, E[x²] − E[x]², is right in float64 and wrong only in float32's rounding: no float64 model
 captures it, :func:`~rmsnorm_course.checkers.ex15_layernorm` looks for it first.
 
@@ -24,7 +27,7 @@ from .formula_slips import RSTD_RULES, eps_slips
 
 def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: bool = False,
             var_divisor: int | None = None, mean_divisor: int | None = None, rule: str = "right",
-            bias: str = "after", scaled_first: bool = False) -> dict[str, torch.Tensor]:
+            bias: str = "after", scaled_first: bool = False, swapped: bool = False) -> dict[str, torch.Tensor]:
     """y, mean and rstd of a variant, in float64.
 
     Args:
@@ -35,6 +38,7 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
         rule: where eps goes, one of :data:`~.formula_slips.RSTD_RULES`.
         bias: "after" the weight (x̂ · weight + bias), "before" it ((x̂ + bias) · weight) or "none".
         scaled_first: y's x̂ is x · rstd − mean, the mean subtracted after scaling, unscaled.
+        swapped: mean is stored at rstd_ptr and rstd at mean_ptr (y is right).
     """
     x, weight, b = case.f64("x"), case.f64("weight"), case.f64("bias")
     N, block = case.N, triton.next_power_of_2(case.N)
@@ -46,6 +50,7 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
     rstd = RSTD_RULES[rule](squares / (var_divisor or N), case.eps)
     x_hat = x * rstd - mean if scaled_first else (diff if center_y else x) * rstd
     y = {"after": x_hat * weight + b, "before": (x_hat + b) * weight, "none": x_hat * weight}[bias]
+    mean, rstd = (rstd, mean) if swapped else (mean, rstd)
     return {"y": y, "mean": mean.reshape(-1), "rstd": rstd.reshape(-1)}
 
 
@@ -89,6 +94,13 @@ FORWARD = [
             lambda c: forward(c, mean_divisor=triton.next_power_of_2(c.N),
                               var_divisor=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide both sums by N."),
+    Symptom("the mean is divided by BLOCK_SIZE instead of N (the variance's sum is divided by N, but of the "
+            "deviations from that wrong mean): mean, y and rstd are all off",
+            lambda c: forward(c, mean_divisor=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: `mean = tl.sum(x, axis=0) / N`."),
+    Symptom("mean and rstd are stored into each other's pointers: mean_ptr holds rstd and rstd_ptr holds the mean "
+            "(y, computed before the stores, is right)", lambda c: forward(c, swapped=True),
+            "Store each at its own pointer: `tl.store(mean_ptr + row, mean)`, `tl.store(rstd_ptr + row, rstd)`."),
     Symptom("the variance is divided by BLOCK_SIZE instead of N (the mean is right)",
             lambda c: forward(c, var_divisor=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: `var = tl.sum(diff * diff, axis=0) / N`."),
@@ -96,32 +108,49 @@ FORWARD = [
 
 
 def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered: bool = True,
-             mean_u_of: str = "u", divisor: int | None = None, last_rstd: bool = True,
-             dweight: str = "dy·x̂", dbias: str = "dy") -> dict[str, torch.Tensor]:
+             mean_u_of: str = "u", divisor: int | None = None, u_divisor: int | None = None, weighted: bool = True,
+             mean_ux_of: str = "x̂", stats_at: str = "row", last_rstd: bool = True, dweight: str = "dy·x̂",
+             dbias: str = "dy", kept: str = "sum", idle: float = 0.0) -> dict[str, torch.Tensor]:
     """dx and the two (P, N) partials of a variant, in float64, from the float32 mean and rstd the kernel is given.
 
     Args:
-        mean_term: times mean(u) in dx (0: left out); ``x_hat_term``: times x̂ · mean(u · x̂) (0: left out).
+        mean_term: times mean(u) in dx (0: left out); ``x_hat_term``: times x̂ · mean(u · x̂) (0: left out, −1: added).
         centered: x̂ = (x − mean) · rstd (False: x · rstd, RMSNorm's x̂, everywhere).
         mean_u_of: "u" (mean(u)) or "dy" (mean(dy): the weight left out of the mean term).
-        divisor: what both row sums are divided by (None: N).
+        divisor: what both row sums are divided by (None: N); ``u_divisor``: mean(u)'s alone.
+        weighted: u = dy · weight (False: u = dy, in every term of dx).
+        mean_ux_of: "x̂" (mean(u · x̂)) or "x" (mean(u · x), the raw x).
+        stats_at: "row" (mean and rstd of the row) or "pid" (of the program's first row, `mean_ptr + pid`).
         last_rstd: dx is rstd · (…) (False: the bracket alone).
-        dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", "dy·(x−mean)", or the row's
-            sum over its columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast to every column.
+        dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", "dy·(x−mean)", "dy·rstd",
+            or the row's sum over its columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast.
+        kept: what a program's partial row holds: "sum" of its rows, or its "last" row alone (the accumulators
+            zeroed in the loop).
+        idle: the partial row of a program without rows (0: stored after the loop; NaN: never stored).
     """
     x, weight, dy = case.f64("x"), case.f64("weight"), case.f64("dy")
     mean, rstd = case.f64("mean").unsqueeze(-1), case.f64("rstd").unsqueeze(-1)
+    if stats_at == "pid":  # row r belongs to program r % P, whose first row is r % P
+        first = torch.arange(case.M) % case.programs
+        mean, rstd = mean[first], rstd[first]
     x_hat = ((x - mean) if centered else x) * rstd
-    u = dy * weight
+    u = dy * weight if weighted else dy
     n = divisor or case.N
-    mean_u = {"u": u, "dy": dy}[mean_u_of].sum(-1, keepdim=True) / n
-    mean_ux = (u * x_hat).sum(-1, keepdim=True) / n
+    mean_u = {"u": u, "dy": dy}[mean_u_of].sum(-1, keepdim=True) / (u_divisor or n)
+    mean_ux = (u * {"x̂": x_hat, "x": x}[mean_ux_of]).sum(-1, keepdim=True) / n
     dx = (u - mean_term * mean_u - x_hat_term * x_hat * mean_ux) * (rstd if last_rstd else 1.0)
-    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean)}
+    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean), "dy·rstd": dy * rstd}
     terms["Σ dy·x̂"] = terms["dy·x̂"].sum(-1, keepdim=True).expand_as(dy)
     terms["Σ dy"] = dy.sum(-1, keepdim=True).expand_as(dy)
-    return {"dx": dx, "dweight_partial": by_program(case, terms[dweight]),
-            "dbias_partial": by_program(case, terms[dbias])}
+
+    def partial(added):
+        kept_rows = by_program(case, added) if kept == "sum" else torch.stack(
+            [added[p::case.programs][-1] if p < case.M else torch.zeros(case.N, dtype=torch.float64)
+             for p in range(case.programs)])
+        kept_rows[case.M:] = idle  # programs p ≥ M get no rows
+        return kept_rows
+
+    return {"dx": dx, "dweight_partial": partial(terms[dweight]), "dbias_partial": partial(terms[dbias])}
 
 
 def correct_backward(case) -> dict[str, torch.Tensor]:
@@ -139,6 +168,38 @@ BACKWARD = [
     Symptom("dx misses its x̂ term, − rstd · x̂ · mean(u · x̂): the gradient through the variance",
             lambda c: backward(c, x_hat_term=0.0),
             "dx = rstd · (u − mean(u) − x̂ · mean(u · x̂)), `mean_ux = tl.sum(u * x_hat, axis=0) / N`."),
+    Symptom("dx's x̂ term is added where it is subtracted: dx = rstd · (u − mean(u) + x̂ · mean(u · x̂))",
+            lambda c: backward(c, x_hat_term=-1.0),
+            "Subtract it, as the mean term: `(u - mean_u - x_hat * mean_ux) * rstd`."),
+    Symptom("u lacks the weight: u = dy where u = dy · weight, so every term of dx is dy's, "
+            "rstd · (dy − mean(dy) − x̂ · mean(dy · x̂)) (the error is the size of weight − 1: small where the weight "
+            "is near 1)", lambda c: backward(c, weighted=False),
+            "y multiplies x̂ by the weight, so the gradient reaching x̂ is dy · weight: load the weight once, before "
+            "the loop, and use `u = dy * weight` in every term of dx."),
+    Symptom("mean(u) is divided by BLOCK_SIZE instead of N (mean(u · x̂) is divided by N)",
+            lambda c: backward(c, u_divisor=triton.next_power_of_2(c.N)),
+            "The masked lanes add zeros, but the row has N values: `mean_u = tl.sum(u, axis=0) / N`."),
+    Symptom("dx's x̂ term takes the mean of u · x, the raw x, where u · x̂ belongs (`tl.sum(u * x, axis=0)`): "
+            "x is neither centred nor scaled by rstd there",
+            lambda c: backward(c, mean_ux_of="x"),
+            "The mean is over u · x̂, the same x̂ the term multiplies: `mean_ux = tl.sum(u * x_hat, axis=0) / N`."),
+    Symptom("every row of a program uses the mean and rstd of its first row: they are loaded at `mean_ptr + pid` "
+            "and `rstd_ptr + pid`, where the loop's `row` belongs (each program's first row, row pid, is right)",
+            lambda c: backward(c, stats_at="pid"),
+            "Each row has its own statistics: `tl.load(mean_ptr + row)` and `tl.load(rstd_ptr + row)`, inside the "
+            "loop (pid only picks the first row, and the partials' row)."),
+    Symptom("the partials are stored inside the row loop: each store holds the sum so far, so the last one is "
+            "right, but a program that gets no rows (more programs than rows) never reaches a store, and its "
+            "partial rows are never written", lambda c: backward(c, idle=float("nan")),
+            "Store both partials once, after the loop: `tl.store(dweight_partial_ptr + pid * N + cols, "
+            "dweight_acc, mask=mask)` (and dbias's): a program without rows then writes its zeros."),
+    Symptom("the accumulators are zeroed inside the row loop: each program's partial rows hold its last row's "
+            "dy · x̂ and dy, not the sum over its rows", lambda c: backward(c, kept="last"),
+            "Create `dweight_acc` and `dbias_acc` (`tl.zeros([BLOCK_SIZE], dtype=tl.float32)`) once, before the "
+            "loop; inside it, only add to them."),
+    Symptom("dbias's partial adds dy · rstd, where it adds dy alone: y = x̂ · weight + bias, the bias is added "
+            "after the normalisation, so its gradient is Σ dy, unscaled", lambda c: backward(c, dbias="dy·rstd"),
+            "`dbias_acc += dy`."),
     Symptom("dbias is summed over the wrong axis: each row adds its sum over the columns, Σ dy of the row "
             "(`tl.sum(dy, axis=0)`, one number), to every column of the partial, where dbias sums over the rows, "
             "column by column", lambda c: backward(c, dbias="Σ dy"),

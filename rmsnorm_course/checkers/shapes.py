@@ -68,6 +68,9 @@ PARTS = {
     "zero_row": "where the kernel computes rstd, eps goes inside the root, added to the mean "
                 "(`tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)`); where it is given rstd (`rstd_ptr`, saved by the "
                 "forward with eps in it), load it (`tl.load(rstd_ptr + row)`) instead of computing it again",
+    # diagnose's words for the (P, N) partial rows left NaN exactly where a program gets no rows (p ≥ M)
+    "idle_programs": "store the partial once, after the loop (`tl.store(partial_ptr + pid * N + cols, acc, "
+                     "mask=mask)`): a program without rows then writes its zeros",
     "zero": "the sum it is made of: a loop that runs no step adds nothing, and a factor of 0 leaves nothing",
     "zero_one_row": "the bound of the loop over the rows: it must run to M itself (`range(0, M, …)`); one that stops "
                     "short (`range(0, M - 1, …)`) runs no step when M = 1, so nothing is added, and elsewhere skips "

@@ -46,6 +46,11 @@ FORWARD = {
     "divides by BLOCK_SIZE": (mutate(F, ("mean = tl.sum(x, axis=0) / N", "mean = tl.sum(x, axis=0) / BLOCK_SIZE"),
                                      (VAR, "var = tl.sum(diff * diff, axis=0) / BLOCK_SIZE")),
                               "the mean and the variance are divided by BLOCK_SIZE instead of N"),
+    "mean divided by BLOCK_SIZE": (mutate(F, ("mean = tl.sum(x, axis=0) / N", "mean = tl.sum(x, axis=0) / BLOCK_SIZE")),
+                                   "the mean is divided by BLOCK_SIZE instead of N (the variance's sum"),
+    "mean and rstd stored swapped": (mutate(F, ("tl.store(mean_ptr + row, mean)", "tl.store(mean_ptr + row, rstd)"),
+                                            ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, mean)")),
+                                     "mean and rstd are stored into each other's pointers"),
     "row index not cast to int64": (mutate(F, ("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")), INT32),
     "masked load of x without other": (
         mutate(F, ("x_ptr + row * row_stride + cols, mask=mask, other=0.0)", "x_ptr + row * row_stride + cols, "
@@ -53,6 +58,9 @@ FORWARD = {
 }
 
 DX = "(u - mean_u - x_hat * mean_ux) * rstd"
+LOOP = "        offsets = tl.cast(row, tl.int64) * row_stride + cols\n"
+STORES = ("        dbias_acc += dy\n    tl.store(dweight_partial_ptr + pid * N + cols, dweight_acc, mask=mask)  # "
+          "once, after the loop\n    tl.store(dbias_partial_ptr + pid * N + cols, dbias_acc, mask=mask)\n")
 
 #: The backward: name → (kernel, substring of the feedback).
 BACKWARD = {
@@ -76,5 +84,33 @@ BACKWARD = {
                              "dweight's partial adds dy · (x − mean), without rstd"),
     "dweight of dy · x": (mutate(B, ("dweight_acc += dy * x_hat", "dweight_acc += dy * x")),
                           "dweight's partial adds dy · x, not dy · x̂"),
+    "x̂ term added": (mutate(B, (DX, "(u - mean_u + x_hat * mean_ux) * rstd")),
+                     "dx's x̂ term is added where it is subtracted"),
+    "u without the weight": (mutate(B, ("u = dy * weight", "u = dy")), "u lacks the weight: u = dy"),
+    "mean(u) divided by BLOCK_SIZE": (mutate(B, ("mean_u = tl.sum(u, axis=0) / N",
+                                                 "mean_u = tl.sum(u, axis=0) / BLOCK_SIZE")),
+                                      "mean(u) is divided by BLOCK_SIZE instead of N"),
+    "mean(u · x) with the raw x": (mutate(B, ("tl.sum(u * x_hat, axis=0)", "tl.sum(u * x, axis=0)")),
+                                   "dx's x̂ term takes the mean of u · x, the raw x"),
+    "mean and rstd loaded at pid": (mutate(B, ("tl.load(mean_ptr + row)", "tl.load(mean_ptr + pid)"),
+                                           ("tl.load(rstd_ptr + row)", "tl.load(rstd_ptr + pid)")),
+                                    "they are loaded at `mean_ptr + pid` and `rstd_ptr + pid`"),
+    "partials stored inside the loop": (mutate(B, (STORES, STORES.replace("\n    tl.store", "\n        tl.store"))),
+                                        "the partials are stored inside the row loop"),
+    "accumulators zeroed in the loop": (mutate(B, (LOOP, LOOP + "        dweight_acc = tl.zeros([BLOCK_SIZE], "
+                                                   "dtype=tl.float32)\n        dbias_acc = tl.zeros([BLOCK_SIZE], "
+                                                   "dtype=tl.float32)\n")),
+                                        "the accumulators are zeroed inside the row loop"),
+    "dbias scaled by rstd": (mutate(B, ("dbias_acc += dy\n", "dbias_acc += dy * rstd\n")),
+                             "dbias's partial adds dy · rstd"),
+    # no symptom: the shape of the error (rows from P on) names the loop or an address that uses pid
+    "mean alone loaded at pid": (mutate(B, ("tl.load(mean_ptr + row)", "tl.load(mean_ptr + pid)")),
+                                 "or an address inside it that uses `pid` where the loop's `row` belongs"),
+    # two slips, no symptom: diagnose's words for NaN rows of the programs without rows (cases.GRIDS' 2×33)
+    "partials stored inside the loop, P = 4 written as a number": (
+        mutate(B, (STORES, STORES.replace("\n    tl.store", "\n        tl.store")),
+               ("P = tl.num_programs(0)", "P = 4")),
+        ("the partial rows of the programs that get no rows",
+         "store both partials once, after the loop")),
     "row index not cast to int64": (mutate(B, ("tl.cast(row, tl.int64) * row_stride", "row * row_stride")), INT32),
 }
