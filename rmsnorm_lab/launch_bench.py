@@ -30,7 +30,7 @@ import torch
 from rmsnorm import native_launch
 from rmsnorm.native_launch import set_native_launch
 from rmsnorm.testing import make_inputs
-from .providers import EPS, Norm, Provider, one_line, prepare, provider, whole_calls
+from .providers import EPS, Provider, module_norm, one_line, prepare, provider, whole_calls
 from .timing import require_cuda, time_host_calls, time_whole_calls
 
 #: (M, N, dtype): issue 41's shapes, every one host-bound for the fast path.
@@ -44,17 +44,6 @@ COLUMNS = ("M", "N", "dtype", "provider", "pass_", "whole_call_us", "host_us", "
 NOT_CHECKED = "not checked: an empty kernel (the C++ route's host cost, not a norm)"
 OUT_OF_TIME = "not run: the run's time budget was spent"
 LAUNCH_FILE, STEP_STEM = "launch_path.csv", "launch_path_model"
-
-
-def _module_norm(cls):
-    """``norm`` for a ``torch.nn.RMSNorm``-like class: a module of N = weight's length, its weight a copy."""
-    def norm(weight, eps, requires_grad) -> Norm:
-        module = cls(weight.shape[0], eps=eps, device=weight.device, dtype=weight.dtype)
-        with torch.no_grad():
-            module.weight.copy_(weight)
-        module.requires_grad_(requires_grad)
-        return Norm(module, module.weight)
-    return norm
 
 
 def _cpp_floor_module(N, eps, device, dtype):
@@ -71,9 +60,9 @@ def _cuda_only(x, weight, eps):
 LAUNCH_PROVIDERS: dict[str, Provider] = {  # the targets' own first: a run cut by its budget loses the last ones
     "fast": provider("fast"),
     "eager_module": Provider("eager_module", "torch.nn.RMSNorm(N, eps) called on x",
-                             _module_norm(torch.nn.RMSNorm), lambda x, weight, eps: None),
+                             module_norm(torch.nn.RMSNorm), lambda x, weight, eps: None),
     "cpp_floor": Provider("cpp_floor", "a torch.library C++ op launching an empty kernel (rmsnorm_lab.cpp_floor)",
-                          _module_norm(_cpp_floor_module), _cuda_only),
+                          module_norm(_cpp_floor_module), _cuda_only),
     "fast_triton_launcher": dataclasses.replace(
         provider("fast"), name="fast_triton_launcher",
         description="FastRMSNorm with rmsnorm.native_launch.set_native_launch(False): CompiledKernel.run"),

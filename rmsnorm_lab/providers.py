@@ -107,12 +107,18 @@ def _functional(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor])
     return norm
 
 
-def _fast_module(weight, eps, requires_grad) -> Norm:
-    module = FastRMSNorm(weight.shape[0], eps=eps, device=weight.device, dtype=weight.dtype)
-    with torch.no_grad():
-        module.weight.copy_(weight)
-    module.requires_grad_(requires_grad)
-    return Norm(module, module.weight)
+def module_norm(cls):
+    """``norm`` for a ``torch.nn.RMSNorm``-like class: a module of N = weight's length, its weight a copy."""
+    def norm(weight, eps, requires_grad) -> Norm:
+        module = cls(weight.shape[0], eps=eps, device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            module.weight.copy_(weight)
+        module.requires_grad_(requires_grad)
+        return Norm(module, module.weight)
+    return norm
+
+
+_fast_module = module_norm(FastRMSNorm)
 
 
 def _by_contract(check, who: str):
