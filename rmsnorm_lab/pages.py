@@ -34,9 +34,11 @@ import pandas as pd
 
 from .sidebyside import PEERS, best_peer_table, ratio_table
 
-__all__ = ["FUSED_ADD_TARGETS", "OFFSET_COST", "ZERO_OFFSET_COST", "fused_add_ratios", "offset_cost", "render_cliffs",
-           "render_decode", "render_fused_add", "render_host_probe", "render_model_step", "render_offset",
-           "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost"]
+__all__ = [
+    "FUSED_ADD_TARGETS", "OFFSET_COST", "ZERO_OFFSET_COST", "fused_add_ratios", "fused_over_unfused", "offset_cost",
+    "render_cliffs", "render_decode", "render_fused_add", "render_host_probe", "render_model_step", "render_offset",
+    "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost"
+]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _NAMES = {"compile": "compile", "liger": "Liger", "quack": "QuACK", "eager": "eager"}
@@ -282,6 +284,15 @@ def fused_add_ratios(kernel: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def fused_over_unfused(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Per shape (:func:`fused_add_ratios`' rows): the fused op's and the unfused form's µs, forward + backward
+    summed, and their ratio; shapes where either pass of either is missing are left out."""
+    both = {"fused": ratios["fused_us"], "unfused": ratios["fused_us"] * ratios["fast_unfused"]}
+    table = pd.DataFrame({name: us.unstack("pass_").sum(axis=1, min_count=2) for name, us in both.items()}).dropna()
+    table["ratio"] = table["fused"] / table["unfused"]
+    return table
+
+
 def render_fused_add(kernel: pd.DataFrame, whole: pd.DataFrame | None = None) -> str:
     """The fused residual add + norm (fused_add_kernel.csv, fused_add_whole_call.csv): kernel time L2 cold per
     shape and pass as each provider's time over the fused op's; per pass the best peer's geometric mean, its worst
@@ -308,9 +319,7 @@ def render_fused_add(kernel: pd.DataFrame, whole: pd.DataFrame | None = None) ->
                      f"({_NAMES[sub.loc[worst, 'best_peer']]}); under {target:.2f}×: "
                      + (", ".join(under) if under else "none") + ".")
     if "fast_unfused" in table:
-        both = table["fused_us"].unstack("pass_")
-        unfused = (table["fused_us"] * table["fast_unfused"]).unstack("pass_")
-        ratio = (both.sum(axis=1, min_count=2) / unfused.sum(axis=1, min_count=2)).dropna()
+        ratio = fused_over_unfused(table)["ratio"]
         lines.append(f"- fused over unfused (the plain fast norm after eager's add), kernel time forward + backward: "
                      f"{ratio.min():.2f}–{ratio.max():.2f}× over {len(ratio)} shapes, geometric mean "
                      f"{_geomean(ratio):.2f}×.")
