@@ -29,11 +29,12 @@ A miss launches through ``kernel[grid]`` (which compiles) and keeps the
 compiled kernel it returns; a hit launches that kernel on
 ``torch.cuda.current_stream()``, below the binder, through one of
 
-- ``"native"``: rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`), one C call that packs the
-  arguments and calls ``cuLaunchKernelEx``, from a plan made once per compiled kernel;
-- ``"triton-launcher"``: the compiled kernel's own launcher, ``CompiledKernel.run``, where the native
-  one could not be built (said once, in a warning), is switched off
-  (:func:`~rmsnorm.native_launch.set_native_launch`), or cannot pack the kernel's signature.
+- ``"triton-launcher"`` (the default): the compiled kernel's own launcher, ``CompiledKernel.run``;
+- ``"native"``, once switched on (``RMSNORM_NATIVE_LAUNCH=1`` or
+  :func:`~rmsnorm.native_launch.set_native_launch`; off by default until it has run on a GPU): rmsnorm's
+  own C++ launcher (:mod:`rmsnorm.native_launch`), one C call that packs the arguments and calls
+  ``cuLaunchKernelEx``, from a plan made once per compiled kernel; Triton's launcher still runs where it
+  could not be built (said once, in a warning) or cannot pack the kernel's signature.
 
 ``kernel[grid]`` (``"binder"``) is used instead, every time,
 
@@ -176,14 +177,14 @@ def launch_path() -> str:
     """The path eager calls launch the compiled kernels by, in this process.
 
     Returns:
-        ``"native"`` (rmsnorm's C++ launcher, :mod:`rmsnorm.native_launch`), ``"triton-launcher"``
-        (``CompiledKernel.run``: the native launcher could not be built, or is switched off),
+        ``"native"`` (rmsnorm's C++ launcher, :mod:`rmsnorm.native_launch`, switched on), ``"triton-launcher"``
+        (``CompiledKernel.run``: the default, or the native launcher could not be built),
         ``"binder"`` (``kernel[grid]`` on every call: a Triton version outside :data:`TESTED_TRITON`),
         ``"interpreter"`` (Triton's CPU interpreter), or ``"unavailable"`` (no CUDA device and no
         interpreter: the kernels cannot run). Per call, a launch hook or tensors on another device than
         the current one take ``kernel[grid]`` whatever this says.
 
-    Asking builds the native launcher if no launch has yet (a few seconds, once; a failure warns once).
+    With the native launch on, asking builds it if no launch has yet (a few seconds, once; a failure warns once).
     """
     if interpreter_active():
         return "interpreter"

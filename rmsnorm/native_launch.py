@@ -16,7 +16,8 @@ per compiled kernel:
   0 when the kernel needs none, else allocated per launch with Triton's own allocators.
 
 A kernel whose signature holds anything else (a tuple, a tensor descriptor) gets no plan, and Triton's
-launcher runs it. The extension is compiled at the first compiled launch with
+launcher runs it. It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`) until
+it has run on a GPU. Switched on, the extension is compiled at the first compiled launch with
 ``torch.utils.cpp_extension`` into torch's extension cache (``TORCH_EXTENSIONS_DIR``, by default
 ``~/.cache/torch_extensions``), from this package's source and the ``cuda.h`` Triton ships; it opens
 ``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a machine without a driver.
