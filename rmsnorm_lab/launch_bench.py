@@ -176,18 +176,8 @@ def _md(frame: pd.DataFrame, digits: int = 1) -> str:
     return "\n".join(lines)
 
 
-def markdown(table: pd.DataFrame, steps: pd.DataFrame | None = None, decode: pd.DataFrame | None = None) -> str:
-    """launch_path.md: the whole-call table, the targets, and the Llama step and decode tables when given."""
-    parts = ["# Issue 41: the launch path, measured", "", "## Whole call and host µs per call", "",
-             _md(summary(table).reset_index()), "",
-             "## Targets (reported, never asserted)", "",
-             _md(targets(table, steps), 2)]
-    if steps is not None:
-        keep = [c for c in ("size", "mode", "variant", "step_ms", "step_ms_lo", "step_ms_hi", "host_ms",
-                            "tokens_per_s", "check") if c in steps.columns]
-        parts += ["", "## Llama training step", "", _md(steps[keep], 2)]
-    if decode is not None:
-        keep = [c for c in ("size", "variant", "batch", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi",
-                            "check") if c in decode.columns]
-        parts += ["", "## Decode tokens/s", "", _md(decode[keep])]
-    return "\n".join(parts) + "\n"
+def markdown(table: pd.DataFrame, steps: pd.DataFrame | None = None) -> str:
+    """The whole-call table and issue 41's targets (the step's among them when ``steps`` is given); the step and
+    decode tables themselves are :func:`rmsnorm_lab.pages.render_model_step` and ``render_decode``'s."""
+    return "\n".join([_md(summary(table).reset_index()), "", "Targets (reported, never asserted):", "",
+                      _md(targets(table, steps), 2)])

@@ -11,7 +11,8 @@ by side (whole_call.csv); ``host-probe`` (host_time_probe.txt); ``model-step-tab
 ``model-step-gemma-table`` (model_step_gemma_qwen.csv, its Gemma 3 rows); ``model-step-qwen-table``
 (model_step_qwen.csv, qwen_order.csv); ``offset-table`` (offset.csv, kernel_time_offset_zero.csv);
 ``sweeps-table`` (fast_tuning.csv); ``cliffs-table`` (cliffs.csv); ``fused-add-table`` (fused_add_kernel.csv,
-fused_add_whole_call.csv) and ``model-fused-table`` (model_fused.csv, model_fused_decode.csv). A block whose
+fused_add_whole_call.csv); ``model-fused-table`` (model_fused.csv, model_fused_decode.csv) and
+``launch-path-table`` (launch_path.csv and its model files). A block whose
 file is not committed stays empty. No figure of those pages is typed: tests/lab/test_sidebyside.py runs the check.
 """
 
@@ -278,6 +279,21 @@ def _model_fused(folder: Path, present) -> str:
     return text
 
 
+def _launch_path(folder: Path, present) -> str:
+    """Issue 41 (launch_path.csv): the whole call per launch path and the targets; then the Llama steps and
+    decode of the same run (launch_path_model.csv, …_decode.csv) where committed."""
+    from rmsnorm_lab import launch_bench, pages
+    from rmsnorm_lab.model import load_model_step
+
+    steps = load_model_step(folder, launch_bench.STEP_STEM) if present(f"{launch_bench.STEP_STEM}.csv") else None
+    text = launch_bench.markdown(pd.read_csv(folder / "launch_path.csv"), steps)
+    if steps is not None:
+        text += "\n\n" + pages.render_model_step(steps)
+    if present(f"{launch_bench.STEP_STEM}_decode.csv"):
+        text += "\n\n" + pages.render_decode(pd.read_csv(folder / f"{launch_bench.STEP_STEM}_decode.csv"))
+    return text
+
+
 def updated_results(page: str, folder: Path) -> str:
     """results/h200/README.md with every block rendered from the files of ``folder``."""
     from rmsnorm_lab import pages
@@ -311,6 +327,7 @@ def updated_results(page: str, folder: Path) -> str:
             pd.read_csv(folder / "fused_add_kernel.csv"),
             pd.read_csv(folder / "fused_add_whole_call.csv") if present("fused_add_whole_call.csv") else None)),
         "model-fused-table": (files("model_fused")[0], lambda: _model_fused(folder, present)),
+        "launch-path-table": ("launch_path.csv", lambda: _launch_path(folder, present)),
     }
     for name, (source, body) in blocks.items():
         text = _block(text, name, body if present(source) else (lambda: ""))

@@ -98,3 +98,11 @@ def test_the_markdown_table_holds_every_measured_number():
     assert "| 64 | 4096 | bfloat16 | fast | 30.0 | 20.0 | 150.0 | 60.0 | ok |" in text
     assert "| host, forward ≤ C++ floor + 10 µs | 64 × 4096 bfloat16 | 20.00 | 18.00 | False |" in text
     assert "Llama" not in text  # no step table given, none shown
+
+
+def test_the_results_page_block_renders_a_committed_run(tmp_path):
+    """tools/readme_fast_table.py's launch-path block, from a launch_path.csv as probe_launch_path writes it."""
+    _table().to_csv(tmp_path / lb.LAUNCH_FILE, index=False)
+    tool = checkout_scripts.load("tools/readme_fast_table.py")
+    text = tool._launch_path(tmp_path, lambda name: (tmp_path / name).is_file())
+    assert text == lb.markdown(_table())  # no step or decode file: the whole-call table and the targets alone
