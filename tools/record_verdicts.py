@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURE = ROOT / "tests" / "data" / "verdicts.csv"
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "course")]
 
 import rmsnorm_course  # noqa: E402,F401  (first: the interpreter is switched on before triton is imported)
@@ -47,7 +46,7 @@ def record(only: str | None = None) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=FIXTURE)
+    parser.add_argument("--out", type=Path, default=verdict_variants.FIXTURE)
     parser.add_argument("--only", help="one exercise (its rows are printed, the fixture is not written)")
     args = parser.parse_args()
     rows = record(args.only)

@@ -22,10 +22,10 @@ import wrong_variants as wv
 import wrong_variants_fused_add as wv14
 import wrong_variants_layernorm as wv15
 import wrong_variants_long_row_and_one_pass as wv910
-from checker_support import assert_verdict, needs_interpreter, params
+from checker_support import assert_verdict, needs_interpreter
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, gpu_compile, isolate, kernels
-from verdict_variants import HANG_LIMIT_S, _kernel_with_helper
+from verdict_variants import HANG_LIMIT_S, _kernel_with_helper, fixture_rows, normalise
 
 
 def test_a_global_the_gpu_compiler_refuses_is_named_though_the_interpreter_runs_it():
@@ -202,32 +202,45 @@ def test_the_verdict_is_wrong_when_either_judge_says_so(case, monkeypatch):
 
 
 gpu_only = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the CPU runs the other tests)")
+FIXTURE_ROWS = fixture_rows()
+
+def _variants(exercise: str, table: dict, check) -> list:
+    """One ``pytest.param(check, fixture_key, answer, expected, id=name)`` per wrong variant of ``table``."""
+    return [pytest.param(check, (exercise, name), *table[name], id=name) for name in table]
+
 
 #: Every wrong kernel of exercises 03, 04, 05, 08 (the fix), 09, 10, 14 and 15 with the message the CPU gives it.
 KERNEL_VARIANTS = [
-    *params(wv.FORWARD, checkers.check_forward_kernel), *params(wv.DX, checkers.check_dx_kernel),
-    *params(wv.DGAMMA, checkers.check_dgamma_kernel), *params(wv.DX, checkers.check_fixed_dx_kernel),
-    *params(wv910.LONG_ROW, checkers.check_long_row_kernel), *params(wv910.ONE_PASS, checkers.check_one_pass_kernel),
-    *params(wv14.FORWARD, checkers.check_fused_add_kernel),
-    *params(wv14.BACKWARD, checkers.check_fused_add_backward_kernel),
-    *params(wv15.FORWARD, checkers.check_layernorm_kernel),
-    *params(wv15.BACKWARD, checkers.check_layernorm_backward_kernel),
+    *_variants("03", wv.FORWARD, checkers.check_forward_kernel), *_variants("04", wv.DX, checkers.check_dx_kernel),
+    *_variants("05", wv.DGAMMA, checkers.check_dgamma_kernel),
+    *_variants("08 fix", wv.DX, checkers.check_fixed_dx_kernel),
+    *_variants("09", wv910.LONG_ROW, checkers.check_long_row_kernel),
+    *_variants("10", wv910.ONE_PASS, checkers.check_one_pass_kernel),
+    *_variants("14 forward", wv14.FORWARD, checkers.check_fused_add_kernel),
+    *_variants("14 backward", wv14.BACKWARD, checkers.check_fused_add_backward_kernel),
+    *_variants("15 forward", wv15.FORWARD, checkers.check_layernorm_kernel),
+    *_variants("15 backward", wv15.BACKWARD, checkers.check_layernorm_backward_kernel),
 ]
 
 
 @needs_interpreter
 @pytest.mark.gpu
 @gpu_only
-@pytest.mark.parametrize(("check", "variant", "expected"), KERNEL_VARIANTS)
-def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, variant, expected, monkeypatch):
+@pytest.mark.parametrize(("check", "key", "variant", "expected"), KERNEL_VARIANTS)
+def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, key, variant, expected, monkeypatch):
     if expected == wv.NEVER_ENDS:
         monkeypatch.setattr(isolate, "CASE_TIME_LIMIT_S", HANG_LIMIT_S)
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
     feedback = check(variant)  # the interpreter's judge and the GPU's
     assert_verdict(feedback, expected)
-    if gpu_compile.REJECTS not in feedback.message:  # else worded as on a GPU: nothing ran
+    if gpu_compile.REJECTS in feedback.message:
+        return  # worded as on a GPU: nothing ran
+    cpu = FIXTURE_ROWS.get(key)
+    if cpu is None:  # a variant the fixture holds under another exercise: the interpreter's judge alone, here
         monkeypatch.setattr(isolate, "judges", lambda: (True,))
-        assert feedback.message == check(variant).message  # the interpreter's judge alone: the CPU's words
+        assert feedback.message == check(variant).message
+    else:  # the CPU's words, as the fixture holds them
+        assert (feedback.status, normalise(feedback.message)) == (cpu["verdict"], cpu["message"])
 
 
 def test_where_the_interpreter_does_not_run_the_gpu_judges_alone_and_says_so(monkeypatch):

@@ -24,16 +24,12 @@ Source: solutions/*.ipynb.
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import pytest
 
 import verdict_variants
 from rmsnorm_course.checkers import isolate
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "verdicts.csv"
-ROWS = {(row["exercise"], row["variant"]): row for row in csv.DictReader(FIXTURE.open(encoding="utf-8"))}
+ROWS = verdict_variants.fixture_rows()
 VARIANTS = {(exercise, variant): (run, hangs) for exercise, variant, run, hangs in verdict_variants.variants()}
 
 on_the_cpu = pytest.mark.skipif(not isolate.interpreted(), reason="the fixture holds the CPU's (interpreter's) words")

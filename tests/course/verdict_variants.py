@@ -18,11 +18,13 @@ Never import this from the course package or a notebook.
 
 from __future__ import annotations
 
+import csv
 import inspect
 import linecache
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import cloudpickle
 import torch
@@ -47,6 +49,14 @@ from rmsnorm_course.teaching.long_row import long_row_forward_kernel
 HANG_LIMIT_S = 4.0
 #: The fixture's columns.
 COLUMNS = ["exercise", "variant", "verdict", "message"]
+#: The fixture, written on the CPU by tools/record_verdicts.py.
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "verdicts.csv"
+
+
+def fixture_rows() -> dict[tuple[str, str], dict[str, str]]:
+    """The fixture's rows by (exercise, variant)."""
+    with FIXTURE.open(encoding="utf-8") as handle:
+        return {(row["exercise"], row["variant"]): row for row in csv.DictReader(handle)}
 
 for _module in (wv, wv11, wv13, sys.modules[__name__]):  # a child gets them by value, as a notebook's
     cloudpickle.register_pickle_by_value(_module)
