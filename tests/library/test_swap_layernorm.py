@@ -90,13 +90,18 @@ def test_logits_and_loss_are_unchanged_within_float32s_tolerance(trio):
 def test_each_gradients_error_against_float64_is_at_most_1_5_times_the_originals(trio):
     _, _, original, swapped, ref, _ = trio
     grads64 = [p.grad for p in ref.parameters()]
+    largest = max(float(g.norm()) for g in grads64)
+    # ViT's key bias has a gradient of zero by symmetry (softmax ignores a shift of every score), so float64 gives
+    # it ~1e-19 and any float32 run's relative error is rounding noise over nothing: those are judged by size alone.
+    by_symmetry = [float(g.norm()) <= 1e-12 * largest for g in grads64]
     errors = _relative_errors([p.grad for p in original.parameters()], grads64)
     errors_fast = _relative_errors([p.grad for p in swapped.parameters()], grads64)
     names = [n for n, _ in original.named_parameters()]
-    worse = {n: (f, o) for n, f, o in zip(names, errors_fast, errors) if f > 1.5 * o}
+    worse = {n: (f, o) for n, f, o, zero in zip(names, errors_fast, errors, by_symmetry) if not zero and f > 1.5 * o}
     assert not worse, worse
-    # float32-accurate, where the gradient is not zero by symmetry (ViT's key bias: softmax ignores it)
-    assert max(f for f, g in zip(errors_fast, grads64) if g.norm() > 1e-12) < 1e-4
+    assert max(f for f, zero in zip(errors_fast, by_symmetry) if not zero) < 1e-4  # float32-accurate
+    noise = {n: float(p.grad.norm()) for n, p, zero in zip(names, swapped.parameters(), by_symmetry) if zero}
+    assert all(size <= 1e-6 * largest for size in noise.values()), (noise, largest)  # zero, to float32's rounding
 
 
 def test_state_dict_is_unchanged_and_a_second_swap_replaces_nothing(trio):
