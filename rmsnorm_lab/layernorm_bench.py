@@ -98,8 +98,22 @@ def refuses(name: str, x, weight, bias, eps: float = EPS) -> str | None:
     if name == "compile":
         return inductor_unavailable(x.device)
     if name == "eager":
-        return None
+        return _eager_refuses(x, weight, bias, eps)
     raise KeyError(f"no provider {name!r}; the providers are {', '.join(PROVIDERS)}")
+
+
+def _eager_refuses(x, weight, bias, eps) -> str | None:
+    """F.layer_norm's own refusal of parameters in another dtype than x's, asked of one row, forward and backward
+    (CUDA's kernels raise on float16 rows with float32 weight where the CPU's take them), or None."""
+    if weight.dtype == x.dtype and bias.dtype == x.dtype:
+        return None
+    row, w, b = (t.detach()[:1].clone().requires_grad_() if t is x else t.detach().clone().requires_grad_()
+                 for t in (x, weight, bias))
+    try:
+        _eager(row, w, b, eps).sum().backward()
+    except RuntimeError as err:
+        return f"F.layer_norm raises on {x.dtype} rows with {weight.dtype} weight and bias on {x.device.type}: {err}"
+    return None
 
 
 def _quack_calls(x, weight, bias, dy, eps, passes) -> dict:

@@ -40,8 +40,13 @@ def test_the_script_checks_then_times_and_writes_both_csvs_and_the_environment(f
     assert script.main(["--out", str(out), "--providers", ",".join(CPU_PROVIDERS)]) == 0
     kernel = pd.read_csv(out / "layernorm_kernel.csv")
     fp16 = kernel[kernel["dtype"] == "float16"].set_index(["provider", "pass_"])
-    for name in ("fast", "eager"):
+    x, weight, bias, _ = bench.inputs(*SHAPES[0], "cuda" if torch.cuda.is_available() else "cpu")  # as the script
+    eager_refuses = bench.refuses("eager", x, weight, bias)  # CUDA's F.layer_norm takes no float32 weight here
+    for name in ("fast",) if eager_refuses else ("fast", "eager"):
         assert (fp16.loc[name, "check"] == "ok").all() and (fp16.loc[name, "us"] == FAKE_US).all()
+    if eager_refuses:
+        eager = fp16.loc["eager"]
+        assert (eager["check"] == f"refused: {eager_refuses}").all() and eager["us"].isna().all()
     assert fp16.loc[("fast", "forward"), "bytes"] == layernorm_forward_bytes(3, 257, torch.float16, torch.float32)
     assert fp16.loc[("fast", "backward"), "bytes"] == layernorm_backward_bytes(3, 257, torch.float16, torch.float32)
     for name in ("liger", "quack"):  # not on a CPU: refused with the reason, not timed
@@ -49,7 +54,7 @@ def test_the_script_checks_then_times_and_writes_both_csvs_and_the_environment(f
     bf16 = kernel[(kernel["dtype"] == "bfloat16") & (kernel["provider"] == "fast")]
     assert bf16["check"].str.contains("bfloat16").all()  # the interpreter's refusal, named
     whole = pd.read_csv(out / "layernorm_whole_call.csv")
-    assert set(whole[whole["check"] == "ok"]["provider"]) == {"fast", "eager"}
+    assert set(whole[whole["check"] == "ok"]["provider"]) == {"fast"} | (set() if eager_refuses else {"eager"})
     env = json.loads((out / "layernorm_environment.json").read_text())
     assert env["layernorm"]["complete"] and env["eps"] == bench.EPS
 
@@ -72,3 +77,18 @@ def test_the_table_compares_fast_with_the_best_peer_at_each_shape():
     assert table.loc["forward", "best_peer"] == "compile" and table.loc["forward", "speedup"] == 1.25
     assert table.loc["backward", "best_peer"] == "liger" and table.loc["backward", "speedup"] == 0.75
     assert bench.geometric_means(table.reset_index()) == pytest.approx({"forward": 1.25, "backward": 0.75})
+
+
+def test_eager_is_refused_where_f_layer_norm_raises_on_the_parameters_dtype(monkeypatch):
+    def as_on_cuda(x, weight, bias, eps=bench.EPS):  # torch's CUDA kernels: parameters in x's dtype only
+        if weight.dtype != x.dtype:
+            raise RuntimeError("expected scalar type Half but found Float")
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+    monkeypatch.setattr(bench, "_eager", as_on_cuda)
+    mixed = bench.inputs(3, 257, torch.float16, torch.float32, "cpu")[:3]
+    assert bench.refuses("eager", *mixed) == ("F.layer_norm raises on torch.float16 rows with torch.float32 weight and "
+                                              "bias on cpu: expected scalar type Half but found Float")
+    assert bench.refuses("eager", *bench.inputs(3, 257, torch.float16, torch.float16, "cpu")[:3]) is None
+    monkeypatch.undo()
+    assert bench.refuses("eager", *mixed) is None  # the CPU's F.layer_norm takes them
