@@ -93,9 +93,14 @@ def test_the_targets_read_the_issues_limits_off_the_table():
     assert missing.loc["host, forward ≤ C++ floor + 10 µs", "met"] is None
 
 
-def test_the_markdown_table_holds_every_measured_number():
-    text = lb.markdown(_table())
+def test_the_markdown_table_holds_every_measured_number_and_no_other_row():
+    second = _table().assign(M=128, N=257, dtype="float32")  # two shapes: their product has four
+    table = pd.concat([_table(), second], ignore_index=True)
+    text = lb.markdown(table)
     assert "| 64 | 4096 | bfloat16 | fast | 30.0 | 20.0 | 150.0 | 60.0 | ok |" in text
+    assert "| 128 | 257 | float32 | fast | 30.0 | 20.0 | 150.0 | 60.0 | ok |" in text
+    assert len(lb.summary(table)) == 6 and "| 64 | 257 " not in text  # the measured (shape, provider)s alone
+    text = lb.markdown(_table())
     assert "| host, forward ≤ C++ floor + 10 µs | 64 × 4096 bfloat16 | 20.00 | 18.00 | False |" in text
     assert "Llama" not in text  # no step table given, none shown
 
