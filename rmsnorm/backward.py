@@ -46,7 +46,15 @@ import triton
 import triton.language as tl
 
 from . import device
-from .config import FastConfig, aligned, backward_config, num_programs, row_align_hint, row_arithmetic_dtype
+from .config import (
+    FastConfig,
+    aligned,
+    backward_config,
+    layernorm_backward_config,
+    num_programs,
+    row_align_hint,
+    row_arithmetic_dtype,
+)
 from .contract import check_fast_backward_inputs, check_offset
 from .launch import DirectLauncher
 
@@ -329,7 +337,7 @@ def run_backward(
     dgamma's are summed. dbias is None without a bias.
     """
     M, N = x.shape
-    config = config or backward_config(N, x.dtype)
+    config = config or (backward_config if mean is None else layernorm_backward_config)(N, x.dtype)
     dx = device.new_output((M, N), x.dtype, x.device)
     if M == 0:
         return dx, *(None if t is None else torch.zeros(N, dtype=t.dtype, device=x.device) for t in (weight, bias))

@@ -271,6 +271,13 @@ BACKWARD_RULES = (
 
 #: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
 ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None)
+#: Widest row the LayerNorm's backward holds in one block. Its block keeps x̂, u and two partials (dweight's and
+#: dbias's) live where the RMSNorm's keeps one partial, and the RMSNorm's one-block rules past 8192 columns spill
+#: it: ptxas for sm_90 spills 1224 bytes a thread at 12288 and 16384 bfloat16 (16 warps), against 172 for the
+#: RMSNorm's and none for either at 8192 or in the 8192-column tiles of the loop
+#: (``python tools/ptx_vector_accesses.py N bfloat16 --spills --layernorm``; the H200's kernel times of the spilling
+#: backward are in the body of the commit that set this limit).
+LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N = 8192
 RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES}
 
 
@@ -300,6 +307,20 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
         ValueError: no rule matches (N < 1, or a dtype other than float32, float16 and bfloat16).
     """
     return _first_match("backward", N, dtype)
+
+
+def layernorm_backward_config(N: int, dtype: torch.dtype) -> FastConfig:
+    """The LayerNorm backward's configuration: :func:`backward_config`'s, except that a row wider than
+    :data:`LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N` which that would hold in one block loops over column blocks as the
+    widest rows do (the last backward rule's tiles).
+
+    Raises:
+        ValueError: as :func:`backward_config`.
+    """
+    config = backward_config(N, dtype)
+    if N <= LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N or not config.one_block(N):
+        return config
+    return next(rule for rule in BACKWARD_RULES if rule.block is not None).config(N)
 
 
 def render_rules(pass_: str) -> list[dict]:

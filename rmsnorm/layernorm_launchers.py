@@ -8,15 +8,16 @@ For each row of x (M, N), computed in float32 and rounded once to x's dtype::
     dweight = Σ_rows dy · x̂,   dbias = Σ_rows dy
 
 The design: constexpr switches in the RMSNorm's kernels (``IS_LAYERNORM`` and ``HAS_BIAS`` in
-:func:`~rmsnorm.forward.rmsnorm_fast_forward_kernel` and :func:`~rmsnorm.backward.rmsnorm_fast_backward_kernel`),
-as QuACK's ``is_layernorm`` and as the fused add's ``HAS_RESIDUAL``. The two norms differ by a mean, a bias
-and one more term of dx; everything else is one piece of code: the tile shapes, the column loop and the
-persistent grid, the configuration table (:mod:`rmsnorm.config`, whose rules apply as they are: the LayerNorm
-moves the RMSNorm's bytes plus a bias and a mean), the direct launch and its cache (:mod:`rmsnorm.launch`, the
-LayerNorm's keys end in its own fields), the contract (:mod:`rmsnorm.contract`; the bias obeys the weight's
-rules), the fixed-order sum of the (P, N) float32 partials (dbias takes its own partials through the same
-reduction kernel) and the eager/compile/torch.func plumbing of :mod:`rmsnorm.autograd`. Switched off, none of
-it is compiled: the RMSNorm kernels' PTX is the recorded one (tests/library/test_plain_ptx.py).
+:func:`~rmsnorm.forward.rmsnorm_fast_forward_kernel` and :func:`~rmsnorm.backward.rmsnorm_fast_backward_kernel`), as
+QuACK's ``is_layernorm`` and as the fused add's ``HAS_RESIDUAL``. The two norms differ by a mean, a bias and one
+more term of dx; everything else is one piece of code: the tile shapes, the column loop and the persistent grid, the
+configuration table (:mod:`rmsnorm.config`, whose rules apply as they are: the LayerNorm moves the RMSNorm's bytes
+plus a bias and a mean; but its backward, two partials live, holds no row wider than
+:data:`~rmsnorm.config.LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N` in one block), the direct launch and its cache
+(:mod:`rmsnorm.launch`, the LayerNorm's keys end in its own fields), the contract (:mod:`rmsnorm.contract`; the bias
+obeys the weight's rules), the fixed-order sum of the (P, N) float32 partials (dbias takes its own partials through
+the same reduction kernel) and the eager/compile/torch.func plumbing of :mod:`rmsnorm.autograd`. Switched off, none
+of it is compiled: the RMSNorm kernels' PTX is the recorded one (tests/library/test_plain_ptx.py).
 
 The variance, and why so:
 
@@ -125,6 +126,7 @@ def layernorm_fast_backward(x, weight, bias, mean, rstd, dy, *, config: FastConf
     Args:
         x: (M, N) forward input; weight, bias: as in the forward; mean, rstd: (M,) float32 from it;
         dy: (M, N) in x's dtype, unit column stride, any row stride.
+        config: launch configuration; default :func:`~rmsnorm.config.layernorm_backward_config` (N, x.dtype).
 
     Returns:
         (dx, dweight, dbias): dx (M, N) in x's dtype; dweight and dbias (N,) in weight's and bias's

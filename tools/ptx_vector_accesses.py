@@ -11,12 +11,16 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 4096 bfloat16 --plain-digest     # sha256 of the plain kernels' code
     python tools/ptx_vector_accesses.py 4096 bfloat16 --fused float32    # instructions, plain and fused add
     python tools/ptx_vector_accesses.py 4096 bfloat16 --layernorm        # instructions, RMSNorm and LayerNorm
+    python tools/ptx_vector_accesses.py 16384 bfloat16 --spills          # registers and spilled bytes (ptxas)
+    python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm
 """
 
 import hashlib
 import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
@@ -37,7 +41,7 @@ from rmsnorm import (  # noqa: E402
     row_align_hint,
 )
 from rmsnorm.backward import TRITON_DTYPE  # noqa: E402
-from rmsnorm.config import row_arithmetic_dtype  # noqa: E402
+from rmsnorm.config import layernorm_backward_config, row_arithmetic_dtype  # noqa: E402
 
 PATTERNS = {
     "ld.v4": r"ld\.global(?:\.\w+)*\.v4\.b32",  # 16 bytes into registers
@@ -76,7 +80,7 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
     t = names[dtype]
     fused = residual_dtype is not None
     tr = names[residual_dtype] if fused else t  # residual, residual_out, h and its gradient
-    fwd, bwd = forward_config(N, dtype), backward_config(N, dtype)
+    fwd, bwd = forward_config(N, dtype), (layernorm_backward_config if layernorm else backward_config)(N, dtype)
     compute = row_arithmetic_dtype(N, residual_dtype or dtype)
     scratch = "*fp64" if compute == torch.float64 else "*fp32"
     ln_forward, ln_backward = ({"mean_ptr": "*fp32", "bias_ptr": f"*{t}"}, {"mean_ptr": "*fp32",
@@ -142,6 +146,21 @@ def plain_digests(N: int, dtype: torch.dtype) -> dict[str, str]:
             for which, ptx in (("forward", forward), ("backward", backward))}
 
 
+def registers_and_spills(ptx: str) -> dict:
+    """What ptxas (Triton's own, for sm_90a) says the kernel uses a thread: registers and bytes spilled to
+    local memory (stores; the loads are as many)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "kernel.ptx"
+        source.write_text(ptx)
+        done = subprocess.run([get_ptxas(90).path, "--gpu-name", "sm_90a", "-v", str(source), "-o",
+                               str(Path(folder) / "kernel.cubin")], capture_output=True, text=True, check=True)
+    registers = re.search(r"Used (\d+) registers", done.stderr)
+    spilled = re.search(r"(\d+) bytes spill stores", done.stderr)
+    return {"registers": int(registers.group(1)), "spill_bytes": int(spilled.group(1))}
+
+
 def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> dict:
     forward, backward = kernels_ptx(N, dtype, align, divisible)
     found = {f"{name} {which}": len(re.findall(pattern, ptx))
@@ -160,6 +179,10 @@ if __name__ == "__main__":
         plain = kernels_ptx(N, dtype, 1, N % 16 == 0)
         print(json.dumps({f"instructions {which}": [_instructions(ptx) for ptx in pair]
                           for which, pair in zip(("forward", "backward"), zip(plain, fused))}))
+        sys.exit()
+    if "--spills" in sys.argv[3:]:  # the launchers' configurations at N: RMSNorm's, or with --layernorm LayerNorm's
+        pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:])
+        print(json.dumps({which: registers_and_spills(ptx) for which, ptx in zip(("forward", "backward"), pair)}))
         sys.exit()
     if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype)
         layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True)

@@ -14,7 +14,14 @@ import pytest
 import torch
 import triton
 
-from rmsnorm.config import FastConfig, backward_config, forward_config, render_rules
+from rmsnorm.config import (
+    LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N,
+    FastConfig,
+    backward_config,
+    forward_config,
+    layernorm_backward_config,
+    render_rules,
+)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "config_before.csv"
 FUNCTIONS = {"forward": forward_config, "backward": backward_config}
@@ -109,3 +116,16 @@ def test_invalid_keys_are_refused():
         backward_config.__wrapped__(4096, torch.float64)
     with pytest.raises(ValueError, match="no forward configuration"):
         forward_config.__wrapped__(0, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_layernorm_backward_holds_no_row_past_its_limit_in_one_block_and_is_the_rmsnorms_elsewhere(dtype):
+    widest_rule = backward_config(4 * LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N, dtype)
+    for N in (*range(1, 70), 255, 257, 4095, 4096, 8191, 8192, 8193, 12288, 12289, 16383, 16384, 16385, 65536):
+        rms, ln = backward_config(N, dtype), layernorm_backward_config(N, dtype)
+        if N > LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N and rms.one_block(N):
+            assert not ln.one_block(N) and ln == widest_rule, N  # the widest rows' loop
+        else:
+            assert ln == rms, N
+    assert backward_config(16384, dtype).one_block(16384)  # the case the rule is for occurs in the table
+    assert not layernorm_backward_config(16384, dtype).one_block(16384)
