@@ -17,12 +17,23 @@ import dataclasses
 import itertools
 import multiprocessing
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pandas as pd
 import torch
 import triton
 
-from rmsnorm import FastConfig, backward_config, forward_config, rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm import (
+    FastConfig,
+    backward_config,
+    forward_config,
+    layernorm_fast_backward,
+    layernorm_fast_forward,
+    rmsnorm_fast_backward,
+    rmsnorm_fast_forward,
+)
+from rmsnorm.config import layernorm_backward_config
 from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
@@ -32,6 +43,38 @@ from .timing import kernel_time_us
 SHORT_ROW_TILES = (2048, 4096, 8192, 16384)
 #: The widest block (columns) the short-row candidates are tried at, per pass.
 SHORT_ROW_MAX_BLOCK_N = {"forward": 32, "backward": 64}
+
+
+class Norm(NamedTuple):
+    """What the sweep needs of a norm: its launchers, as ``forward(x, weight, bias, config)`` → (y, *saved) and
+    ``backward(x, weight, bias, saved, dy, config)`` → (dx, *parameter gradients), and its table."""
+
+    forward: Callable
+    backward: Callable
+    backward_config: Callable
+
+
+#: The norms the sweep tunes: the RMSNorm (bias None), and the LayerNorm through the same kernels (its own
+#: backward table, :func:`rmsnorm.config.layernorm_backward_config`; eps as torch.nn.LayerNorm's).
+NORMS = {
+    "rmsnorm": Norm(lambda x, w, b, cfg=None: rmsnorm_fast_forward(x, w, EPS, config=cfg),
+                    lambda x, w, b, saved, dy, cfg=None: rmsnorm_fast_backward(x, w, saved[-1], dy, config=cfg),
+                    backward_config),
+    "layernorm": Norm(lambda x, w, b, cfg=None: layernorm_fast_forward(x, w, b, 1e-5, config=cfg),
+                      lambda x, w, b, saved, dy, cfg=None: layernorm_fast_backward(x, w, b, *saved[1:], dy,
+                                                                                   config=cfg),
+                      layernorm_backward_config),
+}
+
+
+def inputs(norm: str, M: int, N: int, dtype: torch.dtype, weight_dtype, device="cuda", seed: int = 1) -> tuple:
+    """(x, weight, bias, dy) for ``norm`` (bias None for the RMSNorm), drawn on the device where it is CUDA."""
+    on_device = torch.device(device).type == "cuda"
+    x, weight, dy = make_inputs(M, N, dtype, device, seed, weight_dtype=weight_dtype, draw_on_device=on_device)
+    bias = None
+    if norm == "layernorm":
+        bias = make_inputs(1, N, dtype, device, seed + 1, weight_dtype=weight_dtype, draw_on_device=on_device)[1]
+    return x, weight, bias, dy
 
 
 def _around(value: int, lo: int = 1, hi: int = 64):
@@ -98,7 +141,7 @@ def _forward_candidates(N: int, dtype: torch.dtype):
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
 
 
-def backward_candidates(N: int, dtype: torch.dtype):
+def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_config):
     """The backward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
     Rows of at most 64 columns: tiles of 4096-16384 elements, 4 or 8 warps, 1-4 programs per SM,
@@ -107,17 +150,18 @@ def backward_candidates(N: int, dtype: torch.dtype):
     bytes) also 4 warps, 4 programs per SM and 1 stage. Looped rows (and blocks wider than
     8192): the loop's block of 2048-8192 with 1-4 programs per SM, and one block of 16384.
 
-    Where N is not a power of two, each configuration also with N compiled in (``static_n``).
+    Where N is not a power of two, each configuration also with N compiled in (``static_n``). ``table`` is the
+    norm's backward table (:attr:`Norm.backward_config`).
 
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
-    yield from _once_and_static(_backward_candidates(N, dtype), N)
+    yield from _once_and_static(_backward_candidates(N, dtype, table), N)
 
 
-def _backward_candidates(N: int, dtype: torch.dtype):
+def _backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_config):
     """:func:`backward_candidates`, a configuration possibly more than once."""
-    base = backward_config(N, dtype)
+    base = table(N, dtype)
     if not base.one_block(N) or base.BLOCK_N > 8192:  # the column loop, and one block of 16384
         for block_n, warps, pps in itertools.product((2048, 4096, 8192), (8, 16), (1, 2, 4)):
             if block_n < N:
@@ -186,45 +230,48 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
                          "best": timed.groupby(keys)["us"].min()})
 
 
-def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, configs) -> int:
+def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, configs, norm: str = "rmsnorm") -> int:
     """Compile ``configs`` for one shape and pass in this process (Triton's disk cache keeps them); how many failed.
 
     Runs each on a few rows whose count Triton specialises like M's (divisible by 16 or not), so
     that the kernels it compiles are the ones M rows will look up.
     """
     rows = 1024 + M % 16 if M > 1024 else M
-    x, weight, dy = make_inputs(rows, N, dtype, "cuda", 1, weight_dtype=weight_dtype, draw_on_device=True)
-    _, rstd = rmsnorm_fast_forward(x, weight, EPS)
+    launch = NORMS[norm]
+    x, weight, bias, dy = inputs(norm, rows, N, dtype, weight_dtype)
+    saved = launch.forward(x, weight, bias)
     failed = 0
     for cfg in configs:
         try:
             if pass_ == "forward":
-                rmsnorm_fast_forward(x, weight, EPS, config=cfg)
+                launch.forward(x, weight, bias, cfg)
             else:
-                rmsnorm_fast_backward(x, weight, rstd, dy, config=cfg)
+                launch.backward(x, weight, bias, saved, dy, cfg)
         except Exception:  # noqa: BLE001  (the timed run records the error)
             failed += 1
     torch.cuda.synchronize()
     return failed
 
 
-def precompile(shapes, passes, workers: int) -> None:
+def precompile(shapes, passes, workers: int, norm: str = "rmsnorm") -> None:
     """Compile every candidate of ``shapes`` in ``workers`` processes first, so that :func:`tune` times, not compiles.
 
     Triton compiles one configuration in about a second on one CPU core; a sweep of hundreds
     spends most of its budget there unless the compiles run side by side. Each worker fills
     Triton's on-disk cache; the timing process then loads the kernels from it.
     """
+    table = NORMS[norm].backward_config
     jobs = [(M, N, dtype, weight[0] if weight else None, pass_,
-             list(forward_candidates(N, dtype) if pass_ == "forward" else backward_candidates(N, dtype)))
+             list(forward_candidates(N, dtype) if pass_ == "forward" else backward_candidates(N, dtype, table)))
             for M, N, dtype, *weight in shapes for pass_ in passes]
-    chunks = [(*job[:5], job[5][i::4]) for job in jobs for i in range(4)]  # 4 pieces a job: even loads
+    chunks = [(*job[:5], job[5][i::4], norm) for job in jobs for i in range(4)]  # 4 pieces a job: even loads
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         failed = sum(pool.map(_compile_one, *zip(*chunks)))
     print(f"  precompiled {sum(len(c[5]) for c in chunks)} configurations in {workers} processes ({failed} failed)")
 
 
-def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_workers: int = 0) -> list[dict]:
+def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_workers: int = 0, norm: str = "rmsnorm",
+         device="cuda") -> list[dict]:
     """Time every candidate config of every shape, each checked against the table's own output first.
 
     Args:
@@ -232,6 +279,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         budget_s: seconds the whole sweep may take; it stops (and says so) when spent.
         passes: ``"forward"`` and/or ``"backward"``.
         compile_workers: when above 0, :func:`precompile` every candidate in this many processes first.
+        norm: a key of :data:`NORMS`: ``"rmsnorm"`` or ``"layernorm"``.
+        device: where the inputs are drawn (the CPU only under the interpreter, with a stand-in timer).
 
     Returns:
         One dict per candidate: M, N, dtype (a name), pass_, the config's fields, us
@@ -243,15 +292,17 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
     """
     rows = []
     started = time.perf_counter()
+    launch = NORMS[norm]
     if compile_workers > 0:
-        precompile(shapes, passes, compile_workers)
+        precompile(shapes, passes, compile_workers, norm)
     for M, N, dtype, *weight_dtypes in shapes:
         weight_dtype = weight_dtypes[0] if weight_dtypes else None
-        x, weight, dy = make_inputs(M, N, dtype, "cuda", 1, weight_dtype=weight_dtype, draw_on_device=True)
-        y0, rstd = rmsnorm_fast_forward(x, weight, EPS)
-        dx0, dg0 = rmsnorm_fast_backward(x, weight, rstd, dy)
-        sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype)}
-        table = {"forward": forward_config(N, dtype), "backward": backward_config(N, dtype)}
+        x, weight, bias, dy = inputs(norm, M, N, dtype, weight_dtype, device)
+        saved = launch.forward(x, weight, bias)
+        dx0, *grads0 = launch.backward(x, weight, bias, saved, dy)
+        sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype,
+                                                                                         launch.backward_config)}
+        table = {"forward": forward_config(N, dtype), "backward": launch.backward_config(N, dtype)}
         for pass_, cands in ((p, sweeps[p]) for p in passes):
             for cfg in cands:
                 if time.perf_counter() - started > budget_s:
@@ -259,15 +310,15 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
                     return rows
                 try:
                     if pass_ == "forward":
-                        fn = lambda cfg=cfg: rmsnorm_fast_forward(x, weight, EPS, config=cfg)  # noqa: E731
-                        y, _ = fn()
-                        torch.testing.assert_close(y, y0, **TOLERANCES[dtype])
+                        fn = lambda cfg=cfg: launch.forward(x, weight, bias, cfg)  # noqa: E731
+                        torch.testing.assert_close(fn()[0], saved[0], **TOLERANCES[dtype])
                     else:
-                        fn = lambda cfg=cfg: rmsnorm_fast_backward(x, weight, rstd, dy, config=cfg)  # noqa: E731
-                        dx, dg = fn()
+                        fn = lambda cfg=cfg: launch.backward(x, weight, bias, saved, dy, cfg)  # noqa: E731
+                        dx, *grads = fn()
                         torch.testing.assert_close(dx, dx0, **TOLERANCES[dtype])
-                        torch.testing.assert_close(dg.double(), dg0.double(),
-                                                   **dgamma_tolerance(M, dtype, weight.dtype))
+                        for got, want in zip(grads, grads0, strict=True):
+                            torch.testing.assert_close(got.double(), want.double(),
+                                                       **dgamma_tolerance(M, dtype, weight.dtype))
                     us = kernel_time_us(fn, calls=10, warmup=2)
                     error = ""
                 except Exception as err:  # noqa: BLE001

@@ -5,11 +5,14 @@
     python3 scripts/benchmark_fast.py --out results/h200 --grid weak  # the weak-shape grid: fast_weak.csv
     python3 scripts/benchmark_fast.py --out /tmp/t --tune-only --tune-at "bfloat16:1,3,257;float32:1"
         # the config sweep alone, at widths of the cliff sweep (x of 128 MiB), compiled in 15 processes first
+    python3 scripts/benchmark_fast.py --out /tmp/t --tune-only --norm layernorm \
+        --tune-at "bfloat16+float32:768,12288;bfloat16:16384"   # the LayerNorm's sweep (x dtype+weight dtype)
 
 Runs :func:`rmsnorm_lab.sidebyside.side_by_side` over its GRID (fast,
 article, eager, compile with MixOrderReduction on and off, Liger, QuACK where
 installed), writes ``fast.csv`` (``fast_weak.csv`` for ``--grid weak``, the
-WEAK_GRID; with --tune also ``fast_tuning.csv``), ``fast_environment.json``
+WEAK_GRID; with --tune also ``fast_tuning.csv``, or with ``--norm layernorm``
+``layernorm_tuning.csv``, the LayerNorm's sweep at rmsnorm_lab.layernorm_bench.GRID), ``fast_environment.json``
 (device, versions, the measured copy rate), and prints the ratio table and the
 geometric means against compile and against the best peer (the fastest of
 compile, Liger and QuACK that passed the oracle at that shape). Never asserts a
@@ -34,6 +37,27 @@ import rmsnorm  # noqa: E402  (the checkout's package, found through the path ab
 import torch  # noqa: E402
 
 
+def _tune_at(parser, text: str) -> list[tuple[torch.dtype, torch.dtype, int]]:
+    """``--tune-at``'s (x dtype, weight dtype, N) list: "bfloat16+float32:768,12288;float16:257" (the weight in
+    x's dtype where no ``+`` names one); a parser error for a name that is not a float dtype or a width below 1."""
+    shapes = []
+    for part in filter(None, text.split(";")):
+        names, _, widths = part.partition(":")
+        dtypes = [getattr(torch, name, None) for name in names.split("+")]
+        if not widths or len(dtypes) > 2 or not all(d in (torch.float32, torch.float16, torch.bfloat16)
+                                                    for d in dtypes):
+            parser.error(f"--tune-at: {part!r} is not 'dtype[+weight dtype]:N,N,...' with float32, float16 or "
+                         "bfloat16")
+        try:
+            ns = [int(n) for n in widths.split(",")]
+        except ValueError:
+            ns = [0]
+        if min(ns) < 1:
+            parser.error(f"--tune-at: {widths!r} holds a width that is not a whole number of at least 1")
+        shapes += [(dtypes[0], dtypes[-1], n) for n in ns]
+    return shapes
+
+
 def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -45,6 +69,8 @@ def main(argv=None) -> int:
                         help="sweep these widths instead of the grid, x of 128 MiB (as the cliff sweep): "
                              "'bfloat16:1,3,257;float32:1'")
     parser.add_argument("--tune-only", action="store_true", help="run the config sweep and nothing else")
+    parser.add_argument("--norm", choices=("rmsnorm", "layernorm"), default="rmsnorm",
+                        help="the norm the sweep tunes (layernorm: layernorm_tuning.csv; with --tune-only)")
     parser.add_argument("--compile-workers", type=int, default=15,
                         help="processes that compile the sweep's configurations first (0: compile while timing)")
     parser.add_argument("--grid", choices=("main", "weak"), default="main", help="GRID (fast.csv) or WEAK_GRID")
@@ -53,6 +79,9 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="seconds after which no further shape is started (the environment file lists them)")
     args = parser.parse_args(argv)
+    if args.norm != "rmsnorm" and not args.tune_only:
+        parser.error("--norm layernorm tunes only (--tune-only); its side by side is scripts/benchmark_layernorm.py")
+    tune_at = _tune_at(parser, args.tune_at)
     if not torch.cuda.is_available():
         print("benchmark_fast: no CUDA GPU here, nothing timed (the committed results are in results/h200/fast.csv)")
         return 0
@@ -78,15 +107,15 @@ def main(argv=None) -> int:
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__}")
     if args.tune or args.tune_only:
         tune_shapes = shapes
-        if args.tune_at:
+        if args.norm == "layernorm":
+            from rmsnorm_lab.layernorm_bench import GRID as tune_shapes
+        if tune_at:
             from rmsnorm_lab.cliffs import rows_for
 
-            tune_shapes = [(rows_for(int(n), getattr(torch, dtype)), int(n), getattr(torch, dtype))
-                           for part in args.tune_at.split(";") for dtype, widths in [part.split(":")]
-                           for n in widths.split(",")]
-        pd.DataFrame(tune(tune_shapes, args.tune_budget, args.tune_passes.split(","), args.compile_workers)).to_csv(
-            args.out / "fast_tuning.csv", index=False
-        )
+            tune_shapes = [(rows_for(n, dtype), n, dtype, weight_dtype) for dtype, weight_dtype, n in tune_at]
+        rows = tune(tune_shapes, args.tune_budget, args.tune_passes.split(","), args.compile_workers, args.norm)
+        name = "fast_tuning.csv" if args.norm == "rmsnorm" else f"{args.norm}_tuning.csv"
+        pd.DataFrame(rows).to_csv(args.out / name, index=False)
         if args.tune_only:
             return 0
     copy = copy_bandwidth_gbps()

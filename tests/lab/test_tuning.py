@@ -1,0 +1,93 @@
+"""The config sweep (rmsnorm_lab.tuning.tune) for both norms, with a stand-in timer, and its command line.
+
+On the CPU the kernels run under Triton's interpreter and kernel_time_us is replaced: what is checked is that every
+candidate's outputs are compared with the table's own before a time is kept, that a wrong candidate is recorded
+with its error and no time, and that the LayerNorm's sweep starts from its own backward table
+(rmsnorm.config.layernorm_backward_config). scripts/benchmark_fast.py's ``--tune-at`` and ``--norm`` are parsed
+before any GPU is asked for.
+"""
+
+import math
+
+import pytest
+import torch
+
+import checkout_scripts
+import rmsnorm
+from rmsnorm import FastConfig, backward_config, forward_config
+from rmsnorm.config import layernorm_backward_config
+from rmsnorm_lab import tuning
+
+DEVICE = rmsnorm.default_device()
+N = 40
+
+
+@pytest.fixture
+def few_candidates(monkeypatch):
+    """The table's own configuration and one neighbour per pass; a fixed 7 µs for every timed call."""
+    calls = []
+
+    def timer(fn, **kw):
+        calls.append(fn())
+        return 7.0
+
+    monkeypatch.setattr(tuning, "kernel_time_us", timer)
+    monkeypatch.setattr(tuning, "forward_candidates",
+                        lambda n, d: [forward_config(n, d), FastConfig(4, 64, 4, None, 1, False)])
+    monkeypatch.setattr(tuning, "backward_candidates",
+                        lambda n, d, table: [table(n, d), FastConfig(2, 64, 4, 2, 1, False)])
+    return calls
+
+
+@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
+def test_every_candidate_is_checked_then_timed_for_either_norm(norm, few_candidates):
+    rows = tuning.tune([(6, N, torch.float32)], budget_s=600, norm=norm, device=DEVICE)
+    assert [(r["pass_"], r["BLOCK_M"], r["us"], r["error"], r["table_when_swept"]) for r in rows] == [
+        ("forward", forward_config(N, torch.float32).BLOCK_M, 7.0, "", 1), ("forward", 4, 7.0, "", 0),
+        ("backward", tuning.NORMS[norm].backward_config(N, torch.float32).BLOCK_M, 7.0, "", 1),
+        ("backward", 2, 7.0, "", 0)]
+    assert len(few_candidates) == 4
+    assert len(few_candidates[-1]) == (3 if norm == "layernorm" else 2)  # dx, dweight and (LayerNorm) dbias
+
+
+def test_a_candidate_whose_output_is_wrong_gets_its_error_and_no_time(few_candidates, monkeypatch):
+    launch = tuning.NORMS["layernorm"]
+    wrong_bias = launch._replace(backward=lambda x, w, b, saved, dy, cfg=None: (
+        lambda out: (out[0], out[1], out[2] + (0 if cfg is None else 1)))(launch.backward(x, w, b, saved, dy, cfg)))
+    monkeypatch.setitem(tuning.NORMS, "layernorm", wrong_bias)
+    rows = tuning.tune([(6, N, torch.float32)], budget_s=600, passes=("backward",), norm="layernorm", device=DEVICE)
+    assert all(math.isnan(r["us"]) and r["error"].startswith("AssertionError") for r in rows), rows
+
+
+def test_the_layernorm_sweep_starts_from_its_own_backward_table():
+    assert tuning.NORMS["layernorm"].backward_config is layernorm_backward_config
+    for n in (12288, 16384):
+        own = set(tuning.backward_candidates(n, torch.bfloat16, layernorm_backward_config))
+        assert layernorm_backward_config(n, torch.bfloat16) in own
+        assert backward_config(n, torch.bfloat16) in own  # the RMSNorm's one block stays a candidate
+
+
+@pytest.mark.parametrize("tune_at, message", [
+    ("bfloat16:0", "at least 1"), ("bfloat16:12x", "at least 1"), ("int8:768", "dtype[+weight dtype]"),
+    ("bfloat16+float32+float16:768", "dtype[+weight dtype]"), ("bfloat16", "dtype[+weight dtype]"),
+])
+def test_tune_at_is_refused_with_its_part_named_before_anything_runs(tune_at, message, capsys, tmp_path):
+    script = checkout_scripts.load("scripts/benchmark_fast.py")
+    with pytest.raises(SystemExit) as stop:
+        script.main(["--out", str(tmp_path), "--tune-only", "--tune-at", tune_at])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_tune_at_names_the_weight_dtype_after_a_plus():
+    script = checkout_scripts.load("scripts/benchmark_fast.py")
+    assert script._tune_at(None, "bfloat16+float32:768,12288;float16:257") == [
+        (torch.bfloat16, torch.float32, 768), (torch.bfloat16, torch.float32, 12288),
+        (torch.float16, torch.float16, 257)]
+
+
+def test_the_layernorm_norm_tunes_only(capsys, tmp_path):
+    script = checkout_scripts.load("scripts/benchmark_fast.py")
+    with pytest.raises(SystemExit):
+        script.main(["--out", str(tmp_path), "--norm", "layernorm"])
+    assert "--tune-only" in capsys.readouterr().err
