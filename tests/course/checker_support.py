@@ -23,6 +23,13 @@ from verdict_variants import HANG_LIMIT_S
 #: None where Triton's interpreter runs (every CPU machine; a GPU machine with the pinned triton and numpy);
 #: else why not: the checkers then judge on the GPU alone, and say so (isolate.judges).
 INTERPRETER_BROKEN = isolate.interpreter_unavailable()
+#: Where the interpreter runs beside a CUDA GPU, tests/course/test_isolate.py's GPU test checks every wrong kernel of
+#: exercises 03, 04, 05, 09, 10, 14 and 15 with both judges, for its expected words and for the CPU's own (the
+#: verdicts fixture, whose words the CPU tests hold to being each variant's alone): the per-exercise tests of those
+#: variants would run each a second time there, at seconds a kernel.
+covered_by_isolate_on_a_gpu = pytest.mark.skipif(
+    INTERPRETER_BROKEN is None and torch.cuda.is_available(),
+    reason="on a GPU machine tests/course/test_isolate.py checks this variant with both judges, words included")
 needs_interpreter = pytest.mark.skipif(
     INTERPRETER_BROKEN is not None,
     reason=f"Triton's interpreter does not run here ({INTERPRETER_BROKEN}): GPU judge alone")
@@ -82,6 +89,7 @@ def two_checker_tests(exercises: dict, models: dict) -> tuple:
         words (and no other variant's), every variant has its own words, every symptom differs from the oracle.
     """
 
+    @covered_by_isolate_on_a_gpu
     @pytest.mark.parametrize(("exercise", "name"), [(e, n) for e, (_, table) in exercises.items() for n in table])
     def test_each_wrong_variant_is_named_in_its_own_words(exercise, name):
         check, table = exercises[exercise]

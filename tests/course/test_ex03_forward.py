@@ -13,7 +13,7 @@ import pytest
 
 import rmsnorm.article
 import wrong_variants as wv
-from checker_support import assert_named, assert_passes, assert_three_named, params
+from checker_support import assert_named, assert_passes, assert_three_named, covered_by_isolate_on_a_gpu, params
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.spec import PROBE
 
@@ -22,6 +22,7 @@ def test_the_solution_passes():
     assert_passes(checkers.check_forward_kernel(rmsnorm.article.rmsnorm_forward_kernel))
 
 
+@covered_by_isolate_on_a_gpu
 @pytest.mark.parametrize(("variant", "expected"), params(wv.FORWARD))
 def test_each_wrong_variant_is_named(variant, expected, monkeypatch):
     assert_named(checkers.check_forward_kernel, variant, expected, monkeypatch)

@@ -11,7 +11,7 @@ import torch
 
 import rmsnorm.article
 import wrong_variants as wv
-from checker_support import assert_named, assert_passes, assert_three_named, params
+from checker_support import assert_named, assert_passes, assert_three_named, covered_by_isolate_on_a_gpu, params
 from rmsnorm.article.reduction import BLOCK_M
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex05_dgamma import FLOAT16_SLACK, partial_cases
@@ -22,6 +22,7 @@ def test_the_solution_passes():
     assert_passes(checkers.check_dgamma_kernel(rmsnorm.article.rmsnorm_dgamma_kernel))
 
 
+@covered_by_isolate_on_a_gpu
 @pytest.mark.parametrize(("variant", "expected"), params(wv.DGAMMA))
 def test_each_wrong_variant_is_named(variant, expected, monkeypatch):
     assert_named(checkers.check_dgamma_kernel, variant, expected, monkeypatch)

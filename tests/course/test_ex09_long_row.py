@@ -16,7 +16,7 @@ import torch
 
 import long_row_support as support
 import wrong_variants_long_row_and_one_pass as wv
-from checker_support import assert_passes, needs_interpreter
+from checker_support import assert_passes, covered_by_isolate_on_a_gpu, needs_interpreter
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex09_long_row import long_row_forward_kernel, loop_cases
 from wrong_variants import GPU_REJECTS
@@ -26,6 +26,7 @@ def test_the_solution_passes():
     assert_passes(checkers.check_long_row_kernel(long_row_forward_kernel))
 
 
+@covered_by_isolate_on_a_gpu
 @pytest.mark.parametrize("name", wv.LONG_ROW)
 def test_each_wrong_variant_is_named(name):
     support.assert_each_wrong_variant_is_named("09", name)

@@ -13,7 +13,7 @@ import pytest
 
 import long_row_support as support
 import wrong_variants_long_row_and_one_pass as wv
-from checker_support import assert_passes, needs_interpreter
+from checker_support import assert_passes, covered_by_isolate_on_a_gpu, needs_interpreter
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers.ex10_one_pass import grid_cases, one_pass_backward_kernel
 from rmsnorm_course.checkers.ex10_symptoms import ONE_RSTD_SHORT, by_source
@@ -32,6 +32,7 @@ def test_the_solution_passes():
     assert_passes(checkers.check_one_pass_kernel(one_pass_backward_kernel))
 
 
+@covered_by_isolate_on_a_gpu
 @pytest.mark.parametrize("name", wv.ONE_PASS)
 def test_each_wrong_variant_is_named(name):
     support.assert_each_wrong_variant_is_named("10", name)

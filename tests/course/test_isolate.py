@@ -3,8 +3,9 @@
 Where Triton's interpreter runs, its judge runs on every machine (NaN in the masked lanes of a
 load without ``other=``, every address checked); on a GPU machine the GPU's judge runs too, and
 the verdict is wrong when either says so. A global the GPU's compiler refuses is named though the
-interpreter runs it. Every wrong kernel of exercises 03, 04, 05, 08 (the fix), 09 and 10 gets the
-CPU's verdict on a GPU (gpu mark).
+interpreter runs it. Every wrong kernel of exercises 03, 04, 05, 08 (the fix), 09, 10, 14 and 15 gets the
+CPU's verdict and words on a GPU (gpu mark): this is where a GPU machine checks them, once each (the
+per-exercise tests of the same variants skip there: checker_support.covered_by_isolate_on_a_gpu).
 
 Source: solutions/03_forward_kernel.ipynb … 10_one_pass_backward.ipynb.
 """
