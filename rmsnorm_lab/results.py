@@ -10,6 +10,7 @@ Triton's tutorials and quack's ``benchmarks/benchmark_rmsnorm.py``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -258,6 +259,41 @@ def difference_table(
     return out.reset_index(drop=True)
 
 
+#: The library, whose sources' digest names the code a run measured (:func:`code_provenance`).
+LIBRARY = Path(__file__).resolve().parent.parent / "rmsnorm"
+
+
+def is_library_source(path: str) -> bool:
+    """Whether ``path`` (relative to rmsnorm/, with ``/``) is one of the sources the digest covers: its modules,
+    its subpackages' modules (rmsnorm/article) and the C++ of its native launch (csrc/)."""
+    parts = path.split("/")
+    return (len(parts) == 1 and path.endswith(".py")) or (
+        len(parts) == 2 and (parts[0] == "csrc" or parts[1].endswith(".py")) and parts[0] != "__pycache__")
+
+
+def source_digest(files: dict[str, bytes]) -> str:
+    """sha256 over ``files`` (path relative to rmsnorm/ → bytes), in path order: the same for the same sources
+    whether they are read from a checkout or from a commit (tools/which_commit.py)."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
+    return digest.hexdigest()
+
+
+def library_files(root: Path = LIBRARY) -> dict[str, bytes]:
+    """The library's source files under ``root`` (:func:`is_library_source`), path relative to it → bytes."""
+    return {rel: path.read_bytes() for path in root.rglob("*")
+            if path.is_file() and is_library_source(rel := path.relative_to(root).as_posix())}
+
+
+def code_provenance() -> dict[str, Any]:
+    """Which code a run measured: the digest of rmsnorm/'s sources (``rmsnorm_sha256``, which
+    ``python tools/which_commit.py DIGEST`` turns back into commits) and how many files it covers. A digest, not
+    ``git rev-parse``: a run's copy of the checkout may carry no history, or a stale one."""
+    files = library_files()
+    return {"rmsnorm_sha256": source_digest(files), "rmsnorm_files": len(files)}
+
+
 def environment_info() -> dict[str, Any]:
     """Where and when: device, versions, date (UTC). Works without a GPU too.
 
@@ -266,8 +302,9 @@ def environment_info() -> dict[str, Any]:
         ``cuda`` (torch's CUDA runtime, None on CPU builds), ``numpy``, ``pandas``,
         ``liger_kernel`` (version, or None), and ``device``: name, compute
         capability, multiprocessors, memory and L2 in bytes, driver — or
-        ``{"name": "none (no CUDA GPU)"}``, and ``eager_rms_norm``: which kernel eager
-        ``F.rms_norm`` runs here (:func:`rmsnorm_lab.eager.eager_provenance`).
+        ``{"name": "none (no CUDA GPU)"}``, ``eager_rms_norm``: which kernel eager
+        ``F.rms_norm`` runs here (:func:`rmsnorm_lab.eager.eager_provenance`), and ``code``: which library
+        sources ran (:func:`code_provenance`).
 
     Source: notebooks/07_benchmark.ipynb.
     """
@@ -280,6 +317,7 @@ def environment_info() -> dict[str, Any]:
         "numpy": np.__version__,
         "pandas": pd.__version__,
         "eager_rms_norm": eager_provenance(),
+        "code": code_provenance(),
     }
     try:
         from importlib.metadata import version

@@ -57,6 +57,7 @@ def main(argv=None) -> int:
     )
     from rmsnorm_lab.eager import eager_provenance
     from rmsnorm_lab.providers import provider
+    from rmsnorm_lab.results import code_provenance
 
     args.out.mkdir(parents=True, exist_ok=True)
     widths = cliff_widths()
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
            "peers": peers, "budget_s": args.budget_s,
            "timing": "rmsnorm_lab.kernel_time_us(calls=10, warmup=2): profiler kernel time, "
                      "L2 flushed before each call",
-           "eager_rms_norm": eager_provenance()}
+           "eager_rms_norm": eager_provenance(), "code": code_provenance()}
     (args.out / "cliffs_environment.json").write_text(json.dumps(env, indent=2) + "\n")
     near, best = neighbour_verdicts(table), peer_verdicts(table)
     pd.set_option("display.width", 200)

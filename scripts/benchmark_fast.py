@@ -89,6 +89,7 @@ def main(argv=None) -> int:
 
     from rmsnorm_lab import copy_bandwidth_gbps
     from rmsnorm_lab.eager import eager_provenance
+    from rmsnorm_lab.results import code_provenance, environment_info
     from rmsnorm_lab.sidebyside import (
         GRID,
         SIDE_BY_SIDE,
@@ -114,8 +115,14 @@ def main(argv=None) -> int:
 
             tune_shapes = [(rows_for(n, dtype), n, dtype, weight_dtype) for dtype, weight_dtype, n in tune_at]
         rows = tune(tune_shapes, args.tune_budget, args.tune_passes.split(","), args.compile_workers, args.norm)
-        name = "fast_tuning.csv" if args.norm == "rmsnorm" else f"{args.norm}_tuning.csv"
-        pd.DataFrame(rows).to_csv(args.out / name, index=False)
+        stem = "fast_tuning" if args.norm == "rmsnorm" else f"{args.norm}_tuning"
+        pd.DataFrame(rows).to_csv(args.out / f"{stem}.csv", index=False)
+        sweep = {"norm": args.norm, "shapes": [[M, N, *(str(d).removeprefix("torch.") for d in rest)]
+                                               for M, N, *rest in tune_shapes],
+                 "budget_s": args.tune_budget, "passes": args.tune_passes,
+                 "timing": "rmsnorm_lab.kernel_time_us(calls=10, warmup=2), L2 flushed before each call"}
+        (args.out / f"{stem}_environment.json").write_text(json.dumps({**environment_info(), "sweep": sweep},
+                                                                      indent=2) + "\n")
         if args.tune_only:
             return 0
     copy = copy_bandwidth_gbps()
@@ -138,7 +145,7 @@ def main(argv=None) -> int:
            "copy_rate_gbps": copy, "date": time.strftime("%Y-%m-%d"), "flush_bytes": L2_FLUSH_BYTES,
            "timing": "rmsnorm_lab.kernel_time_us: profiler kernel time, L2 flushed before each call",
            "providers": providers, "not_run": not_run, "wall_seconds": round(time.perf_counter() - started, 1),
-           "eager_rms_norm": eager_provenance()}
+           "eager_rms_norm": eager_provenance(), "code": code_provenance()}
     env_name = "fast_weak_environment.json" if args.grid == "weak" else "fast_environment.json"
     (args.out / env_name).write_text(json.dumps(env, indent=2) + "\n")
     pivot = ratio_table(table)
