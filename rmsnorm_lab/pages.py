@@ -263,25 +263,109 @@ def render_cliffs(cliffs: pd.DataFrame, environment: dict) -> str:
 
 #: Issue 39's kernel targets, the plain norm's rule: the fused forward at least 0.97× and its backward at least
 #: 1.0× the best of Liger, QuACK and compile (peer's time over fused's), at every shape.
-FUSED_ADD_TARGETS = {"forward": 0.97, "backward": 1.0}
-_FUSED_PEERS = ("liger", "quack", "compile")
+#: The per-shape targets of every side by side against the peers: forward at least 0.97× and backward at least 1.0×
+#: the best of Liger, QuACK and compile (the plain norm's, issue 27; the fused add's and the LayerNorm's alike).
+PEER_TARGETS = {"forward": 0.97, "backward": 1.0}
+FUSED_ADD_TARGETS = PEER_TARGETS
+_PEERS = ("liger", "quack", "compile")
 _FUSED_COLUMNS = (("unfused", "fast_unfused"), ("Liger", "liger"), ("QuACK", "quack"), ("compile", "compile"),
                   ("eager", "eager"))
+_LAYERNORM_COLUMNS = _FUSED_COLUMNS[1:]
 
 
-def fused_add_ratios(kernel: pd.DataFrame) -> pd.DataFrame:
-    """Per shape and pass (fused_add_kernel.csv): the fused op's µs and each provider's µs over it (above 1: the
-    fused op is faster), with the best of Liger, QuACK and compile (``best``) and who it is (``best_peer``)."""
+def peer_ratios(kernel: pd.DataFrame, ours: str, providers, keys=("M", "N", "dtype", "pass_")) -> pd.DataFrame:
+    """Per shape and pass (a kernel CSV's rows): ``ours``'s µs (``ours_us``) and each of ``providers``' µs over it
+    (above 1: ours is faster), with the best of Liger, QuACK and compile (``best``) and who it is (``best_peer``);
+    only the rows that passed the check count."""
     timed = kernel[kernel["check"] == "ok"]
-    us = timed.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="us", sort=False)
-    table = pd.DataFrame({"fused_us": us["fast_fused"]})
-    for _, provider in _FUSED_COLUMNS:
+    us = timed.pivot_table(index=list(keys), columns="provider", values="us", sort=False)
+    table = pd.DataFrame({"ours_us": us[ours]})
+    for provider in providers:
         if provider in us:
-            table[provider] = us[provider] / us["fast_fused"]
-    peers = [p for p in _FUSED_PEERS if p in table]
+            table[provider] = us[provider] / us[ours]
+    peers = [p for p in _PEERS if p in table]
     table["best"] = table[peers].min(axis=1)
     table["best_peer"] = table[peers].idxmin(axis=1)
     return table
+
+
+def fused_add_ratios(kernel: pd.DataFrame) -> pd.DataFrame:
+    """Per shape and pass (fused_add_kernel.csv): the fused op's µs (``fused_us``) and each provider's µs over it,
+    as :func:`peer_ratios`."""
+    return peer_ratios(kernel, "fast_fused", [p for _, p in _FUSED_COLUMNS]).rename(columns={"ours_us": "fused_us"})
+
+
+def layernorm_ratios(kernel: pd.DataFrame) -> pd.DataFrame:
+    """Per shape (with its weight dtype, level ``weight``) and pass (layernorm_kernel.csv): the fast LayerNorm's µs
+    (``fast_us``) and each provider's µs over it, as :func:`peer_ratios`."""
+    table = peer_ratios(kernel.rename(columns={"weight_dtype": "weight"}), "fast",
+                        [p for _, p in _LAYERNORM_COLUMNS], ("M", "N", "dtype", "weight", "pass_"))
+    return table.rename(columns={"ours_us": "fast_us"})
+
+
+def _target_lines(table: pd.DataFrame, ours: str, geomean_targets: dict | None = None) -> list[str]:
+    """Per pass of a :func:`peer_ratios` table: the best peer's geometric mean over ``ours`` (against its target
+    where ``geomean_targets`` gives one), the worst shape, and the shapes under :data:`PEER_TARGETS`."""
+    names, lines = list(table.index.names), []
+    for pass_, target in PEER_TARGETS.items():
+        sub = table.xs(pass_, level="pass_")
+        worst = sub["best"].idxmin()
+        under = [_shape((*k, pass_), names) for k, v in sub["best"].items() if v < target]
+        mean = _geomean(sub["best"])
+        wanted = "" if geomean_targets is None else f" (target {geomean_targets[pass_]:.2f}×)"
+        lines.append(f"- {pass_}: best peer over {ours}, geometric mean {mean:.2f}×{wanted} over {len(sub)} shapes; "
+                     f"worst {sub.loc[worst, 'best']:.2f}× at {_shape((*worst, pass_), names)} "
+                     f"({_NAMES[sub.loc[worst, 'best_peer']]}); under {target:.2f}×: "
+                     + (", ".join(under) if under else "none") + ".")
+    return lines
+
+
+def _not_timed(kernel: pd.DataFrame) -> list[str]:
+    """What a kernel CSV did not time: one line per provider and reason (its verdict, refused, failed or wrong,
+    and the reason's first 80 characters), with the shapes (and the pass, where not both) it covers."""
+    failed = kernel[kernel["check"] != "ok"]
+    why = failed["check"].str.split("; ").str[0].str.slice(0, 80)
+    lines = []
+    for (provider, reason), rows in failed.groupby([failed["provider"], why], sort=False):
+        passes = rows.groupby(["M", "N", "dtype"], sort=False)["pass_"].agg(list)
+        shapes = [_shape(key, ["M", "N", "dtype"]) + ("" if len(p) > 1 else f" {p[0]}") for key, p in passes.items()]
+        lines.append(f"- {_NAMES.get(provider, provider)} not timed ({reason}…) at {len(shapes)} "
+                     f"shape{'s' * (len(shapes) > 1)}: " + ", ".join(shapes) + ".")
+    return lines
+
+
+def _side_by_side(table: pd.DataFrame, kernel: pd.DataFrame, whole: pd.DataFrame | None, ours: str,
+                  who: tuple[str, str], columns, tail=()) -> str:
+    """A results block of a side by side against the peers: the kernel-time table of a :func:`peer_ratios`
+    ``table`` (ours' µs, then each of ``columns``' ratio), the per-pass lines, ``tail``'s lines, what was not
+    timed, then the whole call and host µs per call of provider ``ours`` and the others' ratios (``whole``).
+    ``who``: what ours is called in a sentence and in a column ("fused op", "fused")."""
+    names = list(table.index.names)
+    shown = [(name, provider) for name, provider in columns if provider in table]
+    name, short = who
+    lines = [f"Kernel time, L2 cold: the {name}'s µs, then each provider's time over it (above 1: the {name} is "
+             "faster).", "",
+             f"| shape | pass | {short} µs | " + " | ".join(n for n, _ in shown)
+             + " | best of Liger, QuACK, compile |", "|---" * (4 + len(shown)) + "|"]
+    for key, r in table.iterrows():
+        cells = [f"{r[p]:.2f}×" if not math.isnan(r[p]) else "—" for _, p in shown]
+        lines.append(f"| {_shape(key, names)} | {key[-1]} | {r.iloc[0]:.1f} | " + " | ".join(cells)
+                     + f" | {r.best:.2f}× ({_NAMES[r.best_peer]}) |")
+    lines += ["", *_target_lines(table, short), *tail, *_not_timed(kernel)]
+    if whole is not None:
+        lines += ["", "Whole call (CUDA events around back-to-back calls) and host µs per call, at the host-bound "
+                  f"shapes: the {name}'s µs, then each provider's over it.", "",
+                  f"| shape | pass | {short}: whole call µs | {short}: host µs | "
+                  + " | ".join(n for n, _ in shown) + " |", "|---" * (4 + len(shown)) + "|"]
+        ok = whole[whole["check"] == "ok"]
+        calls = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="whole_call_us",
+                               sort=False)
+        host = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="host_us", sort=False)
+        for key, r in calls.iterrows():
+            cells = [f"{r[p] / r[ours]:.2f}×" if p in r and not math.isnan(r[p]) else "—" for _, p in shown]
+            lines.append(f"| {_shape(key, list(calls.index.names))} | {key[-1]} | {r[ours]:.1f} | "
+                         f"{host.loc[key, ours]:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def fused_over_unfused(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -299,50 +383,30 @@ def render_fused_add(kernel: pd.DataFrame, whole: pd.DataFrame | None = None) ->
     shape and the shapes under :data:`FUSED_ADD_TARGETS`; fused over unfused for forward + backward; then the
     whole call and host µs at the host-bound shapes."""
     table = fused_add_ratios(kernel)
-    names = list(table.index.names)
-    header = [name for name, provider in _FUSED_COLUMNS if provider in table]
-    lines = ["Kernel time, L2 cold: the fused op's µs, then each provider's time over it (above 1: the fused op is "
-             "faster).", "",
-             "| shape | pass | fused µs | " + " | ".join(header) + " | best of Liger, QuACK, compile |",
-             "|---" * (4 + len(header)) + "|"]
-    for key, r in table.iterrows():
-        cells = [f"{r[p]:.2f}×" if not math.isnan(r[p]) else "—" for _, p in _FUSED_COLUMNS if p in table]
-        lines.append(f"| {_shape(key, names)} | {key[-1]} | {r.fused_us:.1f} | " + " | ".join(cells)
-                     + f" | {r.best:.2f}× ({_NAMES[r.best_peer]}) |")
-    lines.append("")
-    for pass_, target in FUSED_ADD_TARGETS.items():
-        sub = table.xs(pass_, level="pass_")
-        worst = sub["best"].idxmin()
-        under = [_shape((*k, pass_), names) for k, v in sub["best"].items() if v < target]
-        lines.append(f"- {pass_}: best peer over fused, geometric mean {_geomean(sub['best']):.2f}× over "
-                     f"{len(sub)} shapes; worst {sub.loc[worst, 'best']:.2f}× at {_shape((*worst, pass_), names)} "
-                     f"({_NAMES[sub.loc[worst, 'best_peer']]}); under {target:.2f}×: "
-                     + (", ".join(under) if under else "none") + ".")
+    tail = []
     if "fast_unfused" in table:
         ratio = fused_over_unfused(table)["ratio"]
-        lines.append(f"- fused over unfused (the plain fast norm after eager's add), kernel time forward + backward: "
-                     f"{ratio.min():.2f}–{ratio.max():.2f}× over {len(ratio)} shapes, geometric mean "
-                     f"{_geomean(ratio):.2f}×.")
-    failed = kernel[kernel["check"] != "ok"]
-    if len(failed):
-        lines.append("- not timed: " + "; ".join(
-            f"{r.provider} at {_shape((r.M, r.N, r.dtype), ['M', 'N', 'dtype'])} {r.pass_} "
-            f"({r.check.split(':')[0]})" for r in failed.itertuples()) + ".")
-    if whole is not None:
-        lines += ["", "Whole call (CUDA events around back-to-back calls) and host µs per call, at the host-bound "
-                  "shapes: the fused op's µs, then each provider's over it.", "",
-                  "| shape | pass | fused: whole call µs | fused: host µs | " + " | ".join(header) + " |",
-                  "|---" * (4 + len(header)) + "|"]
-        ok = whole[whole["check"] == "ok"]
-        calls = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="whole_call_us",
-                               sort=False)
-        host = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="host_us", sort=False)
-        for key, r in calls.iterrows():
-            cells = [f"{r[p] / r['fast_fused']:.2f}×" if p in r and not math.isnan(r[p]) else "—"
-                     for _, p in _FUSED_COLUMNS if p in table]
-            lines.append(f"| {_shape(key, list(calls.index.names))} | {key[-1]} | {r['fast_fused']:.1f} | "
-                         f"{host.loc[key, 'fast_fused']:.1f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        tail.append(f"- fused over unfused (the plain fast norm after eager's add), kernel time forward + backward: "
+                    f"{ratio.min():.2f}–{ratio.max():.2f}× over {len(ratio)} shapes, geometric mean "
+                    f"{_geomean(ratio):.2f}×.")
+    return _side_by_side(table, kernel, whole, "fast_fused", ("fused op", "fused"), _FUSED_COLUMNS, tail)
+
+
+#: Issue 40's targets for the geometric means of the best peer over the fast LayerNorm.
+LAYERNORM_GEOMEAN_TARGETS = {"forward": 1.0, "backward": 1.10}
+
+
+def render_layernorm(kernel: pd.DataFrame, whole: pd.DataFrame | None = None) -> str:
+    """The fast LayerNorm (layernorm_kernel.csv, layernorm_whole_call.csv), as :func:`render_fused_add` renders the
+    fused add: per shape (with its weight dtype) and pass each provider's kernel time over the fast LayerNorm's,
+    the per-pass lines with the geometric means' targets (:data:`LAYERNORM_GEOMEAN_TARGETS`), what was not
+    timed and why, then the whole call and host µs."""
+    table = layernorm_ratios(kernel)
+    means = {p: _geomean(table.xs(p, level="pass_")["best"]) for p in PEER_TARGETS}
+    tail = ["- geometric means against their targets: " + ", ".join(
+        f"{p} {means[p]:.2f}× (≥ {t:.2f}×: {'met' if means[p] >= t else 'not met'})"
+        for p, t in LAYERNORM_GEOMEAN_TARGETS.items()) + "."]
+    return _side_by_side(table, kernel, whole, "fast", ("fast LayerNorm", "fast"), _LAYERNORM_COLUMNS, tail)
 
 
 def render_decode(decode: pd.DataFrame) -> str:

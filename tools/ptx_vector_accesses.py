@@ -13,6 +13,8 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 4096 bfloat16 --layernorm        # instructions, RMSNorm and LayerNorm
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills          # registers and spilled bytes (ptxas)
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm
+    python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm --rmsnorm-table  # its backward at the
+        # RMSNorm's configuration (rmsnorm.backward_config), where the LayerNorm's own loops
 """
 
 import hashlib
@@ -72,15 +74,18 @@ def _instructions(ptx: str) -> int:
 
 
 def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
-                residual_dtype: torch.dtype | None = None, layernorm: bool = False) -> tuple[str, str]:
+                residual_dtype: torch.dtype | None = None, layernorm: bool = False,
+                backward_table=None) -> tuple[str, str]:
     """The PTX of the forward and backward (weight, offset 0) at N, for sm_90: plain, or with ``residual_dtype``
     the fused add's (HAS_RESIDUAL and HAS_DRES on; the backward's x, dx and dres in residual's dtype), or with
-    ``layernorm`` the LayerNorm's (IS_LAYERNORM and HAS_BIAS on, a bias in x's dtype)."""
+    ``layernorm`` the LayerNorm's (IS_LAYERNORM and HAS_BIAS on, a bias in x's dtype). ``backward_table``: the
+    backward's configuration function, by default the launchers' (the LayerNorm's own for ``layernorm``)."""
     names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
     t = names[dtype]
     fused = residual_dtype is not None
     tr = names[residual_dtype] if fused else t  # residual, residual_out, h and its gradient
-    fwd, bwd = forward_config(N, dtype), (layernorm_backward_config if layernorm else backward_config)(N, dtype)
+    table = backward_table or (layernorm_backward_config if layernorm else backward_config)
+    fwd, bwd = forward_config(N, dtype), table(N, dtype)
     compute = row_arithmetic_dtype(N, residual_dtype or dtype)
     scratch = "*fp64" if compute == torch.float64 else "*fp32"
     ln_forward, ln_backward = ({"mean_ptr": "*fp32", "bias_ptr": f"*{t}"}, {"mean_ptr": "*fp32",
@@ -181,7 +186,8 @@ if __name__ == "__main__":
                           for which, pair in zip(("forward", "backward"), zip(plain, fused))}))
         sys.exit()
     if "--spills" in sys.argv[3:]:  # the launchers' configurations at N: RMSNorm's, or with --layernorm LayerNorm's
-        pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:])
+        pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:],
+                           backward_table=backward_config if "--rmsnorm-table" in sys.argv[3:] else None)
         print(json.dumps({which: registers_and_spills(ptx) for which, ptx in zip(("forward", "backward"), pair)}))
         sys.exit()
     if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype)

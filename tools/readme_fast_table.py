@@ -12,7 +12,8 @@ by side (whole_call.csv); ``host-probe`` (host_time_probe.txt); ``model-step-tab
 (model_step_qwen.csv, qwen_order.csv); ``offset-table`` (offset.csv, kernel_time_offset_zero.csv);
 ``sweeps-table`` (fast_tuning.csv); ``cliffs-table`` (cliffs.csv); ``fused-add-table`` (fused_add_kernel.csv,
 fused_add_whole_call.csv); ``model-fused-table`` (model_fused.csv, model_fused_decode.csv) and
-``launch-path-table`` (launch_path.csv and its model files). A block whose
+``launch-path-table`` (launch_path.csv and its model files), ``layernorm-table`` (layernorm_kernel.csv,
+layernorm_whole_call.csv). A block whose
 file is not committed stays empty. No figure of those pages is typed: tests/lab/test_sidebyside.py runs the check.
 """
 
@@ -328,6 +329,9 @@ def updated_results(page: str, folder: Path) -> str:
             pd.read_csv(folder / "fused_add_whole_call.csv") if present("fused_add_whole_call.csv") else None)),
         "model-fused-table": (files("model_fused")[0], lambda: _model_fused(folder, present)),
         "launch-path-table": ("launch_path.csv", lambda: _launch_path(folder, present)),
+        "layernorm-table": ("layernorm_kernel.csv", lambda: pages.render_layernorm(
+            pd.read_csv(folder / "layernorm_kernel.csv"),
+            pd.read_csv(folder / "layernorm_whole_call.csv") if present("layernorm_whole_call.csv") else None)),
     }
     for name, (source, body) in blocks.items():
         text = _block(text, name, body if present(source) else (lambda: ""))

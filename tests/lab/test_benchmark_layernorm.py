@@ -93,3 +93,38 @@ def test_eager_is_refused_where_f_layer_norm_raises_on_the_parameters_dtype(monk
     assert bench.refuses("eager", *bench.inputs(3, 257, torch.float16, torch.float16, "cpu")[:3]) is None
     monkeypatch.undo()
     assert bench.refuses("eager", *mixed) is None  # the CPU's F.layer_norm takes them
+
+
+def _kernel_rows():
+    """Two shapes, one with float32 parameters that eager refuses; QuACK refused everywhere."""
+    rows = []
+    for (M, N, dtype, weight), times in {
+        (8, 768, "float16", "float32"): {"forward": {"fast": 2.0, "liger": 3.0, "compile": 1.5},
+                                         "backward": {"fast": 4.0, "liger": 8.0, "compile": 5.0}},
+        (8, 4096, "bfloat16", "bfloat16"): {"forward": {"fast": 2.0, "liger": 2.5, "compile": 2.2, "eager": 4.0},
+                                            "backward": {"fast": 4.0, "liger": 3.0, "compile": 6.0, "eager": 9.0}},
+    }.items():
+        for pass_, by in times.items():
+            rows += [dict(M=M, N=N, dtype=dtype, weight_dtype=weight, provider=p, pass_=pass_, us=us, check="ok")
+                     for p, us in by.items()]
+            rows.append(dict(M=M, N=N, dtype=dtype, weight_dtype=weight, provider="quack", pass_=pass_,
+                             us=float("nan"), check="refused: `from quack import rmsnorm` failed: no quack"))
+            if weight != dtype:
+                rows.append(dict(M=M, N=N, dtype=dtype, weight_dtype=weight, provider="eager", pass_=pass_,
+                                 us=float("nan"), check="refused: F.layer_norm raises on these dtypes"))
+    return pd.DataFrame(rows)
+
+
+def test_the_results_block_reads_each_ratio_and_target_off_the_rows():
+    from rmsnorm_lab import pages
+
+    ratios = pages.layernorm_ratios(_kernel_rows())
+    assert ratios.loc[(8, 768, "float16", "float32", "forward"), "best"] == 0.75  # compile 1.5 over fast 2.0
+    assert ratios.loc[(8, 4096, "bfloat16", "bfloat16", "backward"), "best_peer"] == "liger"
+    text = pages.render_layernorm(_kernel_rows())
+    assert "| 8 × 768 fp16, fp32 weight | forward | 2.0 | 1.50× | 0.75× | — | 0.75× (compile) |" in text
+    assert "under 0.97×: 8 × 768 fp16, fp32 weight." in text and "under 1.00×: 8 × 4096 bf16." in text
+    forward = (0.75 * 1.1) ** 0.5
+    assert f"forward {forward:.2f}× (≥ 1.00×: not met)" in text
+    assert "QuACK not timed (refused: `from quack import rmsnorm` failed: no quack…) at 2 shapes" in text
+    assert "eager not timed (refused: F.layer_norm raises on these dtypes…) at 1 shape: 8 × 768 fp16." in text
