@@ -113,6 +113,70 @@ def measure_shape(M: int, N: int, dtype: torch.dtype, names=tuple(LAUNCH_PROVIDE
     return rows
 
 
+#: The fast forward's host time taken apart (:func:`host_pieces`): each call does what the next one does and more.
+PIECES = ("module, x requires grad", "rmsnorm_fast, no grad", "launch_forward", "the launch alone",
+          "two allocations")
+#: What each piece adds to the next one's host time.
+PIECE_ADDS = {"module, x requires grad": "nn.Module call, autograd's graph and saved tensors",
+              "rmsnorm_fast, no grad": "the contract's checks and the rows' view",
+              "launch_forward": "the outputs' allocation, the config, the key, the arguments",
+              "the launch alone": "the cached kernel's launch (native or Triton's, as launch_path says)",
+              "two allocations": "torch.empty of y and rstd"}
+PIECES_FILE = "launch_path_pieces.csv"
+
+
+def host_pieces(M: int, N: int, dtype: torch.dtype, *, samples: int | None = None, device="cuda") -> list[dict]:
+    """Where the fast forward's host µs go: :data:`PIECES`, each timed with :func:`rmsnorm_lab.time_host_calls`.
+
+    The launch alone replays the arguments of one real call of the forward's launcher (recorded by wrapping
+    ``rmsnorm.forward._launch`` once), so it costs what a cache hit costs; the differences between consecutive
+    pieces are what :data:`PIECE_ADDS` names. Rows: M, N, dtype, piece, host_us, adds (its µs over the next
+    piece's), launch_path.
+    """
+    from rmsnorm import FastRMSNorm, forward, launch_path, rmsnorm_fast
+
+    x, weight, _ = make_inputs(M, N, dtype, device, seed=0)
+    module = FastRMSNorm(N, eps=EPS, device=device, dtype=dtype)
+    leaf = x.detach().clone().requires_grad_()
+    recorded = []
+    real = forward._launch
+
+    def record(*args, **kwargs):
+        recorded.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    forward._launch = record
+    try:
+        forward.launch_forward(x, weight, EPS)
+    finally:
+        forward._launch = real
+    args, kwargs = recorded[0]
+
+    def no_grad():
+        with torch.no_grad():
+            return rmsnorm_fast(x, weight, EPS)
+
+    calls = {"module, x requires grad": lambda: module(leaf), "rmsnorm_fast, no grad": no_grad,
+             "launch_forward": lambda: forward.launch_forward(x, weight, EPS),
+             "the launch alone": lambda: real(*args, **kwargs),
+             "two allocations": lambda: (torch.empty((M, N), dtype=dtype, device=device),
+                                         torch.empty((M,), dtype=torch.float32, device=device))}
+    timer_args = {} if samples is None else {"samples": samples}
+    us = {piece: float(np.median(time_host_calls(calls[piece], **timer_args))) for piece in PIECES}
+    following = dict(zip(PIECES, PIECES[1:]))
+    return [dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), piece=piece, host_us=us[piece],
+                 adds=us[piece] - us[following[piece]] if piece in following else us[piece],
+                 launch_path=launch_path()) for piece in PIECES]
+
+
+def render_pieces(pieces: pd.DataFrame) -> str:
+    """The pieces as a Markdown table: each piece's host µs, what it adds over the next one, and what that is."""
+    frame = pieces.assign(shape=[f"{r.M} × {r.N} {r.dtype}" for r in pieces.itertuples()],
+                          what=[PIECE_ADDS[p] for p in pieces["piece"]])
+    return _md(frame[["shape", "launch_path", "piece", "host_us", "adds", "what"]].rename(
+        columns={"host_us": "host µs", "adds": "adds µs", "what": "what it adds"}))
+
+
 def _value(table, shape, name, pass_, column) -> float:
     M, N, dtype = shape
     hit = table[(table.M == M) & (table.N == N) & (table.dtype == dtype) & (table.provider == name)

@@ -6,7 +6,9 @@
 1. :mod:`rmsnorm_lab.launch_bench` at its SHAPES (1, 64, 4096 × 4096 bf16; 128 × 257 float32), forward
    and forward + backward: ``fast`` (native launch), ``fast_triton_launcher``, ``floor`` (the old floor),
    ``cpp_floor`` (a torch.library C++ op launching an empty kernel, built here first: about a minute),
-   ``eager_module`` (torch.nn.RMSNorm), ``eager`` (F.rms_norm) → launch_path.csv, rewritten after every shape.
+   ``eager_module`` (torch.nn.RMSNorm), ``eager`` (F.rms_norm) → launch_path.csv, rewritten after every shape;
+   then the fast forward's host time taken apart at the first and last shape (:func:`rmsnorm_lab.launch_bench.
+   host_pieces`: the module, the function, launch_forward, the launch alone, two allocations) → launch_path_pieces.csv.
 2. scripts/benchmark_model.py in this process: the Llama training step at its host- and GPU-bound sizes,
    eager, ``original`` and ``fast`` timed in rounds (--interleave), and greedy decode tokens/s at batches
    1 and 16, with the time left → launch_path_model.csv, …_decode.csv, …_kernels.csv, its json.
@@ -82,6 +84,10 @@ def main(argv=None) -> int:
                                                             float_format="%.3f")
         print(f"{M}x{N} done at {time.perf_counter() - started:.0f} s")
     table = pd.DataFrame(rows, columns=list(lb.COLUMNS))
+    pieces = pd.DataFrame([row for M, N, dtype in (shapes[0], shapes[-1])
+                           for row in lb.host_pieces(M, N, dtype, samples=5 if args.quick else None)])
+    pieces.to_csv(args.out / lb.PIECES_FILE, index=False, float_format="%.3f")
+    print(lb.render_pieces(pieces))
 
     steps = None
     if not args.no_model:

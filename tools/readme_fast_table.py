@@ -281,13 +281,17 @@ def _model_fused(folder: Path, present) -> str:
 
 
 def _launch_path(folder: Path, present) -> str:
-    """Issue 41 (launch_path.csv): the whole call per launch path and the targets; then the Llama steps and
-    decode of the same run (launch_path_model.csv, …_decode.csv) where committed."""
+    """Issue 41 (launch_path.csv): the whole call per launch path and the targets; then the fast forward's host
+    time taken apart (launch_path_pieces.csv), the Llama steps and decode of the same run (launch_path_model.csv,
+    …_decode.csv), each where committed."""
     from rmsnorm_lab import launch_bench, pages
     from rmsnorm_lab.model import load_model_step
 
     steps = load_model_step(folder, launch_bench.STEP_STEM) if present(f"{launch_bench.STEP_STEM}.csv") else None
     text = launch_bench.markdown(pd.read_csv(folder / "launch_path.csv"), steps)
+    if present(launch_bench.PIECES_FILE):
+        text += ("\n\nWhere the fast forward's host µs go: each call below does what the next does and more.\n\n"
+                 + launch_bench.render_pieces(pd.read_csv(folder / launch_bench.PIECES_FILE)))
     if steps is not None:
         text += "\n\n" + pages.render_model_step(steps)
     if present(f"{launch_bench.STEP_STEM}_decode.csv"):

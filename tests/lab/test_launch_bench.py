@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import checkout_scripts
+import rmsnorm
 from rmsnorm import native_launch
 from rmsnorm_lab import launch_bench as lb
 
@@ -111,3 +112,27 @@ def test_the_results_page_block_renders_a_committed_run(tmp_path):
     tool = checkout_scripts.load("tools/readme_fast_table.py")
     text = tool._launch_path(tmp_path, lambda name: (tmp_path / name).is_file())
     assert text == lb.markdown(_table())  # no step or decode file: the whole-call table and the targets alone
+
+
+def test_the_host_pieces_each_do_less_than_the_one_before_and_say_what_they_add(monkeypatch):
+    # On the CPU under the interpreter, with a stand-in host timer that reads each call's cost from a table: the
+    # rows come in PIECES' order, each piece's "adds" is its µs over the next one's, and every piece really runs
+    # (the launch alone replays the forward's recorded launch: the kernel writes y).
+    cost = dict(zip(lb.PIECES, (30.0, 22.0, 9.0, 5.0, 2.0)))
+    ran = []
+
+    def host_timer(fn, **kw):
+        out = fn()
+        ran.append(out)
+        return np.full(3, cost[lb.PIECES[len(ran) - 1]])
+
+    monkeypatch.setattr(lb, "time_host_calls", host_timer)
+    launcher = rmsnorm.forward._launch
+    rows = lb.host_pieces(3, 64, torch.float32, device=rmsnorm.default_device())
+    assert rmsnorm.forward._launch is launcher  # the recording wrapper is gone again
+    assert [r["piece"] for r in rows] == list(lb.PIECES) and [r["host_us"] for r in rows] == list(cost.values())
+    assert [r["adds"] for r in rows] == [8.0, 13.0, 4.0, 3.0, 2.0]
+    assert all(r["launch_path"] == rmsnorm.launch_path() for r in rows)
+    assert len(ran) == 5 and ran[0].shape == (3, 64) and ran[-1][0].shape == (3, 64)
+    text = lb.render_pieces(pd.DataFrame(rows))
+    assert "| 3 × 64 float32 |" in text and "torch.empty of y and rstd" in text
