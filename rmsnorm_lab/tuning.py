@@ -33,7 +33,9 @@ from rmsnorm import (
     rmsnorm_fast_backward,
     rmsnorm_fast_forward,
 )
+from rmsnorm.backward import launch_backward
 from rmsnorm.config import layernorm_backward_config
+from rmsnorm.forward import launch_add_forward
 from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
@@ -46,16 +48,19 @@ SHORT_ROW_MAX_BLOCK_N = {"forward": 32, "backward": 64}
 
 
 class Norm(NamedTuple):
-    """What the sweep needs of a norm: its launchers, as ``forward(x, weight, bias, config)`` → (y, *saved) and
-    ``backward(x, weight, bias, saved, dy, config)`` → (dx, *parameter gradients), and its table."""
+    """What the sweep needs of a norm: its launchers, as ``forward(x, weight, extra, config)`` → (y, *saved) and
+    ``backward(x, weight, extra, saved, dy, config)`` → (dx, *parameter gradients), and its backward table.
+    ``extra`` is what :func:`inputs` draws beside x: the LayerNorm's bias, the fused add's (residual, d
+    residual_out), else None."""
 
     forward: Callable
     backward: Callable
     backward_config: Callable
 
 
-#: The norms the sweep tunes: the RMSNorm (bias None), and the LayerNorm through the same kernels (its own
-#: backward table, :func:`rmsnorm.config.layernorm_backward_config`; eps as torch.nn.LayerNorm's).
+#: The norms the sweep tunes: the RMSNorm, the LayerNorm through the same kernels (its own backward table,
+#: :func:`rmsnorm.config.layernorm_backward_config`; eps as torch.nn.LayerNorm's), and the fused residual add
+#: (rmsnorm.rmsnorm_add's launchers: the forward writes residual_out, the backward adds d residual_out).
 NORMS = {
     "rmsnorm": Norm(lambda x, w, b, cfg=None: rmsnorm_fast_forward(x, w, EPS, config=cfg),
                     lambda x, w, b, saved, dy, cfg=None: rmsnorm_fast_backward(x, w, saved[-1], dy, config=cfg),
@@ -64,17 +69,24 @@ NORMS = {
                       lambda x, w, b, saved, dy, cfg=None: layernorm_fast_backward(x, w, b, *saved[1:], dy,
                                                                                    config=cfg),
                       layernorm_backward_config),
+    "rmsnorm_add": Norm(lambda x, w, e, cfg=None: launch_add_forward(x, e[0], w, EPS, cfg),
+                        lambda x, w, e, saved, dy, cfg=None: launch_backward(saved[1], w, saved[2], dy, cfg, 0.0,
+                                                                             e[1]),
+                        backward_config),
 }
 
 
 def inputs(norm: str, M: int, N: int, dtype: torch.dtype, weight_dtype, device="cuda", seed: int = 1) -> tuple:
-    """(x, weight, bias, dy) for ``norm`` (bias None for the RMSNorm), drawn on the device where it is CUDA."""
+    """(x, weight, extra, dy) for ``norm`` (extra as :class:`Norm` says), drawn on the device where it is CUDA."""
     on_device = torch.device(device).type == "cuda"
     x, weight, dy = make_inputs(M, N, dtype, device, seed, weight_dtype=weight_dtype, draw_on_device=on_device)
-    bias = None
+    extra = None
     if norm == "layernorm":
-        bias = make_inputs(1, N, dtype, device, seed + 1, weight_dtype=weight_dtype, draw_on_device=on_device)[1]
-    return x, weight, bias, dy
+        extra = make_inputs(1, N, dtype, device, seed + 1, weight_dtype=weight_dtype, draw_on_device=on_device)[1]
+    if norm == "rmsnorm_add":  # the residual and d residual_out, in x's dtype
+        residual, _, dres = make_inputs(M, N, dtype, device, seed + 1, draw_on_device=on_device)
+        extra = (residual, dres)
+    return x, weight, extra, dy
 
 
 def _around(value: int, lo: int = 1, hi: int = 64):
@@ -238,15 +250,15 @@ def _compile_one(M: int, N: int, dtype: torch.dtype, weight_dtype, pass_: str, c
     """
     rows = 1024 + M % 16 if M > 1024 else M
     launch = NORMS[norm]
-    x, weight, bias, dy = inputs(norm, rows, N, dtype, weight_dtype)
-    saved = launch.forward(x, weight, bias)
+    x, weight, extra, dy = inputs(norm, rows, N, dtype, weight_dtype)
+    saved = launch.forward(x, weight, extra)
     failed = 0
     for cfg in configs:
         try:
             if pass_ == "forward":
-                launch.forward(x, weight, bias, cfg)
+                launch.forward(x, weight, extra, cfg)
             else:
-                launch.backward(x, weight, bias, saved, dy, cfg)
+                launch.backward(x, weight, extra, saved, dy, cfg)
         except Exception:  # noqa: BLE001  (the timed run records the error)
             failed += 1
     torch.cuda.synchronize()
@@ -297,9 +309,9 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         precompile(shapes, passes, compile_workers, norm)
     for M, N, dtype, *weight_dtypes in shapes:
         weight_dtype = weight_dtypes[0] if weight_dtypes else None
-        x, weight, bias, dy = inputs(norm, M, N, dtype, weight_dtype, device)
-        saved = launch.forward(x, weight, bias)
-        dx0, *grads0 = launch.backward(x, weight, bias, saved, dy)
+        x, weight, extra, dy = inputs(norm, M, N, dtype, weight_dtype, device)
+        saved = launch.forward(x, weight, extra)
+        dx0, *grads0 = launch.backward(x, weight, extra, saved, dy)
         sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype,
                                                                                          launch.backward_config)}
         table = {"forward": forward_config(N, dtype), "backward": launch.backward_config(N, dtype)}
@@ -310,10 +322,10 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
                     return rows
                 try:
                     if pass_ == "forward":
-                        fn = lambda cfg=cfg: launch.forward(x, weight, bias, cfg)  # noqa: E731
+                        fn = lambda cfg=cfg: launch.forward(x, weight, extra, cfg)  # noqa: E731
                         torch.testing.assert_close(fn()[0], saved[0], **TOLERANCES[dtype])
                     else:
-                        fn = lambda cfg=cfg: launch.backward(x, weight, bias, saved, dy, cfg)  # noqa: E731
+                        fn = lambda cfg=cfg: launch.backward(x, weight, extra, saved, dy, cfg)  # noqa: E731
                         dx, *grads = fn()
                         torch.testing.assert_close(dx, dx0, **TOLERANCES[dtype])
                         for got, want in zip(grads, grads0, strict=True):

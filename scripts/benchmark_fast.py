@@ -69,8 +69,9 @@ def main(argv=None) -> int:
                         help="sweep these widths instead of the grid, x of 128 MiB (as the cliff sweep): "
                              "'bfloat16:1,3,257;float32:1'")
     parser.add_argument("--tune-only", action="store_true", help="run the config sweep and nothing else")
-    parser.add_argument("--norm", choices=("rmsnorm", "layernorm"), default="rmsnorm",
-                        help="the norm the sweep tunes (layernorm: layernorm_tuning.csv; with --tune-only)")
+    parser.add_argument("--norm", choices=("rmsnorm", "layernorm", "rmsnorm_add"), default="rmsnorm",
+                        help="the norm the sweep tunes (rmsnorm_lab.tuning.NORMS; other than rmsnorm: with "
+                             "--tune-only, into <norm>_tuning.csv)")
     parser.add_argument("--compile-workers", type=int, default=15,
                         help="processes that compile the sweep's configurations first (0: compile while timing)")
     parser.add_argument("--grid", choices=("main", "weak"), default="main", help="GRID (fast.csv) or WEAK_GRID")
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
                         help="seconds after which no further shape is started (the environment file lists them)")
     args = parser.parse_args(argv)
     if args.norm != "rmsnorm" and not args.tune_only:
-        parser.error("--norm layernorm tunes only (--tune-only); its side by side is scripts/benchmark_layernorm.py")
+        parser.error(f"--norm {args.norm} tunes only (--tune-only); its side by side is its own script")
     tune_at = _tune_at(parser, args.tune_at)
     if not torch.cuda.is_available():
         print("benchmark_fast: no CUDA GPU here, nothing timed (the committed results are in results/h200/fast.csv)")

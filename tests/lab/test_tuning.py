@@ -16,6 +16,7 @@ import checkout_scripts
 import rmsnorm
 from rmsnorm import FastConfig, backward_config, forward_config
 from rmsnorm.config import layernorm_backward_config
+from rmsnorm.testing import assert_close, dgamma_tolerance
 from rmsnorm_lab import tuning
 
 DEVICE = rmsnorm.default_device()
@@ -39,8 +40,8 @@ def few_candidates(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
-def test_every_candidate_is_checked_then_timed_for_either_norm(norm, few_candidates):
+@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm", "rmsnorm_add"])
+def test_every_candidate_is_checked_then_timed_for_each_norm(norm, few_candidates):
     rows = tuning.tune([(6, N, torch.float32)], budget_s=600, norm=norm, device=DEVICE)
     assert [(r["pass_"], r["BLOCK_M"], r["us"], r["error"], r["table_when_swept"]) for r in rows] == [
         ("forward", forward_config(N, torch.float32).BLOCK_M, 7.0, "", 1), ("forward", 4, 7.0, "", 0),
@@ -48,6 +49,20 @@ def test_every_candidate_is_checked_then_timed_for_either_norm(norm, few_candida
         ("backward", 2, 7.0, "", 0)]
     assert len(few_candidates) == 4
     assert len(few_candidates[-1]) == (3 if norm == "layernorm" else 2)  # dx, dweight and (LayerNorm) dbias
+
+
+def test_the_fused_adds_sweep_checks_dh_with_d_residual_out_added():
+    x, weight, (residual, dres), dy = tuning.inputs("rmsnorm_add", 5, N, torch.float32, None, DEVICE)
+    launch = tuning.NORMS["rmsnorm_add"]
+    saved = launch.forward(x, weight, (residual, dres))
+    torch.testing.assert_close(saved[1], x + residual)  # residual_out
+    dh, dweight = launch.backward(x, weight, (residual, dres), saved, dy)
+    h = (x + residual).double().requires_grad_()
+    w64 = weight.double().requires_grad_()
+    y = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + tuning.EPS) * w64
+    want_dh, want_dw = torch.autograd.grad((y * dy.double()).sum(), (h, w64))
+    assert_close(dh, want_dh + dres.double(), dtype=torch.float32)
+    assert_close(dweight.double(), want_dw, tol=dgamma_tolerance(5, torch.float32, torch.float32))
 
 
 def test_a_candidate_whose_output_is_wrong_gets_its_error_and_no_time(few_candidates, monkeypatch):
