@@ -334,7 +334,8 @@ def run_backward(
 
     The LayerNorm's backward (IS_LAYERNORM) reads the forward's mean beside rstd; with ``bias`` (whose dtype
     dbias takes) it also sums dbias = Σ_rows dy from its own (P, N) float32 partials, in the fixed order
-    dgamma's are summed. dbias is None without a bias.
+    dgamma's are summed. dbias is None without a bias. ``config`` defaults to :func:`backward_config` (N, x's
+    dtype), and for the LayerNorm to :func:`~rmsnorm.config.layernorm_backward_config`.
     """
     M, N = x.shape
     config = config or (backward_config if mean is None else layernorm_backward_config)(N, x.dtype)

@@ -274,11 +274,15 @@ ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None
 #: Widest row the LayerNorm's backward holds in one block. Its block keeps x̂, u and two partials (dweight's and
 #: dbias's) live where the RMSNorm's keeps one partial, and the RMSNorm's one-block rules past 8192 columns spill
 #: it: ptxas for sm_90 spills 1224 bytes a thread at 12288 and 16384 bfloat16 (16 warps), against 172 for the
-#: RMSNorm's and none for either at 8192 or in the 8192-column tiles of the loop
-#: (``python tools/ptx_vector_accesses.py N bfloat16 --spills --layernorm``; the H200's kernel times of the spilling
-#: backward are in the body of the commit that set this limit).
+#: RMSNorm's, and nothing at 8192 or in the 8192-column tiles of the loop. At odd widths up to 8191 the one-block
+#: rules spill it a little (4 to 616 bytes, where they spill the RMSNorm's 0 to 168), which only a sweep can weigh
+#: against looping (``scripts/benchmark_fast.py --tune-only --norm layernorm``). ptxas's counts:
+#: ``python tools/ptx_vector_accesses.py N dtype --spills --layernorm``; the H200's kernel times of the spilling
+#: backward are in the body of the commit that set this limit.
 LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N = 8192
 RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES}
+#: The backward's rule for the widest rows, the table's last: a loop over tiles of a fixed block, without an end.
+_WIDEST_BACKWARD = BACKWARD_RULES[-1]
 
 
 def _first_match(pass_: str, N: int, dtype: torch.dtype) -> FastConfig:
@@ -309,6 +313,7 @@ def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     return _first_match("backward", N, dtype)
 
 
+@functools.lru_cache(maxsize=None)
 def layernorm_backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The LayerNorm backward's configuration: :func:`backward_config`'s, except that a row wider than
     :data:`LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N` which that would hold in one block loops over column blocks as the
@@ -320,7 +325,7 @@ def layernorm_backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     config = backward_config(N, dtype)
     if N <= LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N or not config.one_block(N):
         return config
-    return next(rule for rule in BACKWARD_RULES if rule.block is not None).config(N)
+    return _WIDEST_BACKWARD.config(N)
 
 
 def render_rules(pass_: str) -> list[dict]:

@@ -113,13 +113,14 @@ def measure_shape(M: int, N: int, dtype: torch.dtype, names=tuple(LAUNCH_PROVIDE
     return rows
 
 
-#: The fast forward's host time taken apart (:func:`host_pieces`): each call does what the next one does and more.
+#: The fast forward's host time taken apart (:func:`host_pieces`): the module's call contains the function's, which
+#: contains launch_forward's, which contains the launch alone and the two allocations (siblings).
 PIECES = ("module, x requires grad", "rmsnorm_fast, no grad", "launch_forward", "the launch alone",
           "two allocations")
-#: What each piece adds to the next one's host time.
+#: What each piece adds: its own µs less those of the pieces it contains (``adds`` sums to the module's µs).
 PIECE_ADDS = {"module, x requires grad": "nn.Module call, autograd's graph and saved tensors",
               "rmsnorm_fast, no grad": "the contract's checks and the rows' view",
-              "launch_forward": "the outputs' allocation, the config, the key, the arguments",
+              "launch_forward": "the config, the key, the arguments (beside the launch and the allocations)",
               "the launch alone": "the cached kernel's launch (native or Triton's, as launch_path says)",
               "two allocations": "torch.empty of y and rstd"}
 PIECES_FILE = "launch_path_pieces.csv"
@@ -129,9 +130,10 @@ def host_pieces(M: int, N: int, dtype: torch.dtype, *, samples: int | None = Non
     """Where the fast forward's host µs go: :data:`PIECES`, each timed with :func:`rmsnorm_lab.time_host_calls`.
 
     The launch alone replays the arguments of one real call of the forward's launcher (recorded by wrapping
-    ``rmsnorm.forward._launch`` once), so it costs what a cache hit costs; the differences between consecutive
-    pieces are what :data:`PIECE_ADDS` names. Rows: M, N, dtype, piece, host_us, adds (its µs over the next
-    piece's), launch_path.
+    ``rmsnorm.forward._launch`` once) into the outputs that call allocated, so it costs what a cache hit costs
+    and allocates nothing; launch_forward's own share is its µs less the launch's and the allocations'. Rows: M,
+    N, dtype, piece, host_us, adds (what :data:`PIECE_ADDS` names: the piece's µs less the pieces it contains),
+    launch_path.
     """
     from rmsnorm import FastRMSNorm, forward, launch_path, rmsnorm_fast
 
@@ -163,14 +165,15 @@ def host_pieces(M: int, N: int, dtype: torch.dtype, *, samples: int | None = Non
                                          torch.empty((M,), dtype=torch.float32, device=device))}
     timer_args = {} if samples is None else {"samples": samples}
     us = {piece: float(np.median(time_host_calls(calls[piece], **timer_args))) for piece in PIECES}
-    following = dict(zip(PIECES, PIECES[1:]))
+    module, function, launcher, launch, allocations = (us[piece] for piece in PIECES)
+    adds = dict(zip(PIECES, (module - function, function - launcher, launcher - launch - allocations, launch,
+                             allocations)))
     return [dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), piece=piece, host_us=us[piece],
-                 adds=us[piece] - us[following[piece]] if piece in following else us[piece],
-                 launch_path=launch_path()) for piece in PIECES]
+                 adds=adds[piece], launch_path=launch_path()) for piece in PIECES]
 
 
 def render_pieces(pieces: pd.DataFrame) -> str:
-    """The pieces as a Markdown table: each piece's host µs, what it adds over the next one, and what that is."""
+    """The pieces as a Markdown table: each piece's host µs, what it adds (:data:`PIECE_ADDS`), and what that is."""
     frame = pieces.assign(shape=[f"{r.M} × {r.N} {r.dtype}" for r in pieces.itertuples()],
                           what=[PIECE_ADDS[p] for p in pieces["piece"]])
     return _md(frame[["shape", "launch_path", "piece", "host_us", "adds", "what"]].rename(

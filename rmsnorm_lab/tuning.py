@@ -36,6 +36,7 @@ from rmsnorm import (
 from rmsnorm.backward import launch_backward
 from rmsnorm.config import layernorm_backward_config
 from rmsnorm.forward import launch_add_forward
+from rmsnorm.layernorm_launchers import LAYERNORM_EPS
 from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
 from .providers import EPS
 from .timing import kernel_time_us
@@ -65,7 +66,7 @@ NORMS = {
     "rmsnorm": Norm(lambda x, w, b, cfg=None: rmsnorm_fast_forward(x, w, EPS, config=cfg),
                     lambda x, w, b, saved, dy, cfg=None: rmsnorm_fast_backward(x, w, saved[-1], dy, config=cfg),
                     backward_config),
-    "layernorm": Norm(lambda x, w, b, cfg=None: layernorm_fast_forward(x, w, b, 1e-5, config=cfg),
+    "layernorm": Norm(lambda x, w, b, cfg=None: layernorm_fast_forward(x, w, b, LAYERNORM_EPS, config=cfg),
                       lambda x, w, b, saved, dy, cfg=None: layernorm_fast_backward(x, w, b, *saved[1:], dy,
                                                                                    config=cfg),
                       layernorm_backward_config),
@@ -219,12 +220,13 @@ def config_of(row) -> FastConfig:
                       num_stages=int(row["num_stages"]), static_n=static_n is True or static_n in ("True", 1.0))
 
 
-def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+def table_against_sweep(sweep: pd.DataFrame, norm: str = "rmsnorm") -> pd.DataFrame:
     """One committed sweep, per (dtype, N, M, pass_): the table when swept, the table today, the sweep's best (µs).
 
     Args:
-        sweep: rows of ``fast_tuning.csv`` from one sweep that has the ``table_when_swept`` column
-            (the runs that recorded it); failed rows (``us`` NaN) are left out.
+        sweep: rows of ``fast_tuning.csv`` (or ``<norm>_tuning.csv``) from one sweep that has the
+            ``table_when_swept`` column (the runs that recorded it); failed rows (``us`` NaN) are left out.
+        norm: the key of :data:`NORMS` whose backward table "today" means.
 
     Returns:
         DataFrame indexed by (dtype, N, M, pass_) (a sweep may time one width at several M) with
@@ -234,7 +236,7 @@ def table_against_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
         ``best``; NaN where today's configuration was not a candidate of that sweep.
     """
     timed = sweep[sweep["us"].notna()]
-    table = {"forward": forward_config, "backward": backward_config}
+    table = {"forward": forward_config, "backward": NORMS[norm].backward_config}
     today = timed.apply(lambda r: config_of(r) == table[r["pass_"]](int(r["N"]), getattr(torch, r["dtype"])), axis=1)
     keys = ["dtype", "N", "M", "pass_"]
     return pd.DataFrame({"then": timed[timed["table_when_swept"] == 1].groupby(keys)["us"].min(),
@@ -295,7 +297,7 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         device: where the inputs are drawn (the CPU only under the interpreter, with a stand-in timer).
 
     Returns:
-        One dict per candidate: M, N, dtype (a name), pass_, the config's fields, us
+        One dict per candidate: M, N, dtype (a name), pass_, norm, weight_dtype, the config's fields, us
         (L2-cold kernel time, µs; NaN when it failed), error ("" or the failure in one line) and
         table_when_swept (1 for the table's own configuration, else 0: what the sweep is read against).
 
@@ -321,9 +323,10 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
                     print(f"  tuning budget of {budget_s:.0f} s spent; stopping")
                     return rows
                 try:
-                    if pass_ == "forward":
+                    if pass_ == "forward":  # y in x's dtype; what the backward reads (rstd, mean) in theirs
                         fn = lambda cfg=cfg: launch.forward(x, weight, extra, cfg)  # noqa: E731
-                        torch.testing.assert_close(fn()[0], saved[0], **TOLERANCES[dtype])
+                        for got, want in zip(fn(), saved, strict=True):
+                            torch.testing.assert_close(got, want, **TOLERANCES[want.dtype])
                     else:
                         fn = lambda cfg=cfg: launch.backward(x, weight, extra, saved, dy, cfg)  # noqa: E731
                         dx, *grads = fn()
@@ -335,7 +338,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
                     error = ""
                 except Exception as err:  # noqa: BLE001
                     us, error = float("nan"), f"{type(err).__name__}: {str(err)[:200]}"
-                rows.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, **cfg.__dict__,
+                rows.append(dict(M=M, N=N, dtype=str(dtype).removeprefix("torch."), pass_=pass_, norm=norm,
+                                 weight_dtype=str(weight.dtype).removeprefix("torch."), **cfg.__dict__,
                                  us=us, error=error, table_when_swept=int(cfg == table[pass_])))
         key = (M, N, str(dtype).removeprefix("torch."))
         timed = [r for r in rows if (r["M"], r["N"], r["dtype"]) == key and r["us"] == r["us"]]  # NaN: failed

@@ -82,6 +82,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.norm != "rmsnorm" and not args.tune_only:
         parser.error(f"--norm {args.norm} tunes only (--tune-only); its side by side is its own script")
+    if args.norm != "rmsnorm" and (args.only or args.grid != "main"):
+        parser.error(f"--norm {args.norm} sweeps its own grid or --tune-at's widths; --only and --grid choose "
+                     "among the RMSNorm's shapes")
     tune_at = _tune_at(parser, args.tune_at)
     if not torch.cuda.is_available():
         print("benchmark_fast: no CUDA GPU here, nothing timed (the committed results are in results/h200/fast.csv)")

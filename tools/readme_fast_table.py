@@ -290,7 +290,8 @@ def _launch_path(folder: Path, present) -> str:
     steps = load_model_step(folder, launch_bench.STEP_STEM) if present(f"{launch_bench.STEP_STEM}.csv") else None
     text = launch_bench.markdown(pd.read_csv(folder / "launch_path.csv"), steps)
     if present(launch_bench.PIECES_FILE):
-        text += ("\n\nWhere the fast forward's host µs go: each call below does what the next does and more.\n\n"
+        text += ("\n\nWhere the fast forward's host µs go: each call contains the ones below it (the launch and "
+                 "the allocations are siblings inside launch_forward); *adds* is its own share.\n\n"
                  + launch_bench.render_pieces(pd.read_csv(folder / launch_bench.PIECES_FILE)))
     if steps is not None:
         text += "\n\n" + pages.render_model_step(steps)

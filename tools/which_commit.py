@@ -7,7 +7,8 @@ A run records the digest of rmsnorm/'s sources (rmsnorm_lab.results.code_provena
 the checkout a GPU machine runs may carry no history or a stale one. This walks the commits that changed rmsnorm/
 (newest first), computes each one's digest the same way from git's objects, and prints those that match: the run
 measured that commit's library, as did every later commit up to the next one that changed rmsnorm/. Exit status 1
-when none matches (the sources were not committed, or the history is elsewhere).
+when none matches (the sources were not committed, or the history is elsewhere), 2 for an environment file that
+records no digest.
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ def main(argv=None) -> int:
         return 2
     wanted = argv[0]
     if wanted.endswith(".json"):
-        wanted = json.loads(Path(wanted).read_text(encoding="utf-8"))["code"]["rmsnorm_sha256"]
+        code = json.loads(Path(wanted).read_text(encoding="utf-8")).get("code")
+        if code is None:
+            print(f"{wanted} records no code digest (a run from before the digest was recorded)", file=sys.stderr)
+            return 2
+        wanted = code["rmsnorm_sha256"]
     found = [commit for commit, digest in commit_digests() if digest == wanted]
     for commit in found:
         print(_git("log", "-1", "--format=%h %ad %s", "--date=short", commit).strip())

@@ -125,6 +125,16 @@ def test_the_results_block_reads_each_ratio_and_target_off_the_rows():
     assert "| 8 × 768 fp16, fp32 weight | forward | 2.0 | 1.50× | 0.75× | — | 0.75× (compile) |" in text
     assert "under 0.97×: 8 × 768 fp16, fp32 weight." in text and "under 1.00×: 8 × 4096 bf16." in text
     forward = (0.75 * 1.1) ** 0.5
-    assert f"forward {forward:.2f}× (≥ 1.00×: not met)" in text
-    assert "QuACK not timed (refused: `from quack import rmsnorm` failed: no quack…) at 2 shapes" in text
-    assert "eager not timed (refused: F.layer_norm raises on these dtypes…) at 1 shape: 8 × 768 fp16." in text
+    assert f"geometric mean {forward:.2f}× (target 1.00×: not met)" in text
+    assert "QuACK not timed (refused: `from quack import rmsnorm` failed: no quack) at 2 shapes" in text
+    assert ("eager not timed (refused: F.layer_norm raises on these dtypes) at 1 shape: 8 × 768 fp16, fp32 weight."
+            in text)
+
+
+def test_eager_is_not_refused_for_running_out_of_memory(monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(bench, "_eager", out_of_memory)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        bench.refuses("eager", *bench.inputs(3, 257, torch.float16, torch.float32, "cpu")[:3])

@@ -19,6 +19,7 @@ def test_the_digest_covers_the_modules_and_the_cpp_and_changes_with_any_byte(tmp
     assert {"__init__.py", "article/__init__.py", "csrc/triton_launch.cpp"} <= set(files)
     assert not any("__pycache__" in path for path in files)
     assert results.code_provenance() == {"rmsnorm_sha256": results.source_digest(files), "rmsnorm_files": len(files)}
+    assert results.environment_info()["code"] == results.code_provenance()  # in every environment file built on it
     changed = {**files, "config.py": files["config.py"] + b"\n"}
     renamed = {("configs.py" if k == "config.py" else k): v for k, v in files.items()}
     digests = {results.source_digest(f) for f in (files, changed, renamed, dict(reversed(list(files.items()))))}
@@ -56,10 +57,11 @@ def test_which_commit_names_the_commit_whose_library_a_digest_is(tmp_path, monke
     assert tool.main([str(tmp_path / "env.json")]) == 0
     assert capsys.readouterr().out.split()[0] == first  # commit 2 changed no library source: 1's digest is its own
     assert tool.main(["0" * 64]) == 1 and "no commit" in capsys.readouterr().err
+    (tmp_path / "old.json").write_text(json.dumps({"torch": "2.11"}))
+    assert tool.main([str(tmp_path / "old.json")]) == 2 and "no code digest" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("script", ["scripts/benchmark_fast.py", "scripts/benchmark_cliffs.py"])
 def test_the_scripts_with_their_own_environment_record_the_code_too(script):
     text = (checkout_scripts.ROOT / script).read_text(encoding="utf-8")
     assert '"code": code_provenance()' in text
-    assert results.environment_info()["code"] == results.code_provenance()

@@ -114,10 +114,11 @@ def test_the_results_page_block_renders_a_committed_run(tmp_path):
     assert text == lb.markdown(_table())  # no step or decode file: the whole-call table and the targets alone
 
 
-def test_the_host_pieces_each_do_less_than_the_one_before_and_say_what_they_add(monkeypatch):
+def test_the_host_pieces_say_what_each_adds_and_the_adds_sum_to_the_whole_call(monkeypatch):
     # On the CPU under the interpreter, with a stand-in host timer that reads each call's cost from a table: the
-    # rows come in PIECES' order, each piece's "adds" is its µs over the next one's, and every piece really runs
-    # (the launch alone replays the forward's recorded launch: the kernel writes y).
+    # rows come in PIECES' order; each piece's "adds" is its µs less the pieces it contains (launch_forward holds
+    # the launch and the allocations, siblings), so they sum to the module's; and every piece really runs (the
+    # launch alone replays the forward's recorded launch).
     cost = dict(zip(lb.PIECES, (30.0, 22.0, 9.0, 5.0, 2.0)))
     ran = []
 
@@ -131,7 +132,8 @@ def test_the_host_pieces_each_do_less_than_the_one_before_and_say_what_they_add(
     rows = lb.host_pieces(3, 64, torch.float32, device=rmsnorm.default_device())
     assert rmsnorm.forward._launch is launcher  # the recording wrapper is gone again
     assert [r["piece"] for r in rows] == list(lb.PIECES) and [r["host_us"] for r in rows] == list(cost.values())
-    assert [r["adds"] for r in rows] == [8.0, 13.0, 4.0, 3.0, 2.0]
+    assert [r["adds"] for r in rows] == [8.0, 13.0, 2.0, 5.0, 2.0]
+    assert sum(r["adds"] for r in rows) == rows[0]["host_us"]
     assert all(r["launch_path"] == rmsnorm.launch_path() for r in rows)
     assert len(ran) == 5 and ran[0].shape == (3, 64) and ran[-1][0].shape == (3, 64)
     text = lb.render_pieces(pd.DataFrame(rows))

@@ -43,6 +43,7 @@ def few_candidates(monkeypatch):
 @pytest.mark.parametrize("norm", ["rmsnorm", "layernorm", "rmsnorm_add"])
 def test_every_candidate_is_checked_then_timed_for_each_norm(norm, few_candidates):
     rows = tuning.tune([(6, N, torch.float32)], budget_s=600, norm=norm, device=DEVICE)
+    assert {(r["norm"], r["weight_dtype"]) for r in rows} == {(norm, "float32")}
     assert [(r["pass_"], r["BLOCK_M"], r["us"], r["error"], r["table_when_swept"]) for r in rows] == [
         ("forward", forward_config(N, torch.float32).BLOCK_M, 7.0, "", 1), ("forward", 4, 7.0, "", 0),
         ("backward", tuning.NORMS[norm].backward_config(N, torch.float32).BLOCK_M, 7.0, "", 1),
@@ -101,8 +102,21 @@ def test_tune_at_names_the_weight_dtype_after_a_plus():
         (torch.float16, torch.float16, 257)]
 
 
-def test_the_layernorm_norm_tunes_only(capsys, tmp_path):
+@pytest.mark.parametrize("extra, message", [((), "--tune-only"), (("--tune-only", "--only", "0"), "--only and --grid"),
+                                            (("--tune-only", "--grid", "weak"), "--only and --grid")])
+def test_another_norm_tunes_only_and_at_its_own_shapes(extra, message, capsys, tmp_path):
     script = checkout_scripts.load("scripts/benchmark_fast.py")
     with pytest.raises(SystemExit):
-        script.main(["--out", str(tmp_path), "--norm", "layernorm"])
-    assert "--tune-only" in capsys.readouterr().err
+        script.main(["--out", str(tmp_path), "--norm", "layernorm", *extra])
+    assert message in capsys.readouterr().err
+
+
+def test_a_layernorm_sweep_is_read_against_its_own_backward_table():
+    import pandas as pd
+
+    own, rmsnorms = layernorm_backward_config(16384, torch.bfloat16), backward_config(16384, torch.bfloat16)
+    rows = pd.DataFrame([dict(M=8, N=16384, dtype="bfloat16", pass_="backward", **cfg.__dict__, us=us,
+                              table_when_swept=when) for cfg, us, when in ((rmsnorms, 9.0, 1), (own, 3.0, 0))])
+    got = tuning.table_against_sweep(rows, "layernorm").iloc[0]
+    assert (got["then"], got["now"], got["best"]) == (9.0, 3.0, 3.0)  # swept at the RMSNorm's; today: its own
+    assert tuning.table_against_sweep(rows).iloc[0]["now"] == 9.0  # read as the RMSNorm's sweep

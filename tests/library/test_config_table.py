@@ -14,6 +14,7 @@ import pytest
 import torch
 import triton
 
+from rmsnorm import config
 from rmsnorm.config import (
     LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N,
     FastConfig,
@@ -120,6 +121,8 @@ def test_invalid_keys_are_refused():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_the_layernorm_backward_holds_no_row_past_its_limit_in_one_block_and_is_the_rmsnorms_elsewhere(dtype):
+    last = config.BACKWARD_RULES[-1]
+    assert last.N_max is None and last.block is not None  # the widest rows loop, without an end: their tiles
     widest_rule = backward_config(4 * LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N, dtype)
     for N in (*range(1, 70), 255, 257, 4095, 4096, 8191, 8192, 8193, 12288, 12289, 16383, 16384, 16385, 65536):
         rms, ln = backward_config(N, dtype), layernorm_backward_config(N, dtype)

@@ -67,10 +67,10 @@ def test_the_layernorm_kernels_compile_for_sm_90_with_their_switches_on(N, dtype
 
 @pytest.mark.parametrize("N, dtype", [(8192, "bfloat16"), (12288, "bfloat16"), (16384, "float32"), (32768, "float16")])
 def test_the_layernorm_kernels_spill_nothing_at_their_configurations(N, dtype):
-    # The LayerNorm's backward keeps two partials live where the RMSNorm's keeps one: held in one block at the
-    # RMSNorm's one-block widths past 8192, ptxas spilled it by a kilobyte a thread, which the H200 timed 4-10x
-    # behind Liger (rmsnorm.config.LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N). At the launchers' configurations nothing
-    # spills: one block at 8192, the loop's tiles beyond.
+    # The LayerNorm's backward keeps two partials live where the RMSNorm's keeps one: in one block at the
+    # RMSNorm's one-block widths past 8192 ptxas spills it by a kilobyte a thread, so it loops there
+    # (rmsnorm.config.LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N). At the launchers' configurations nothing spills at these
+    # widths: one block at 8192, the loop's tiles beyond.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype, "--spills", "--layernorm"], capture_output=True,
                           text=True, env=env, timeout=300)
