@@ -31,7 +31,7 @@ compiled kernel it returns; a hit launches that kernel on
 
 - ``"triton-launcher"`` (the default): the compiled kernel's own launcher, ``CompiledKernel.run``;
 - ``"native"``, once switched on (``RMSNORM_NATIVE_LAUNCH=1`` or
-  :func:`~rmsnorm.native_launch.set_native_launch`; off by default until it has run on a GPU): rmsnorm's
+  :func:`~rmsnorm.native_launch.set_native_launch`; off by default, as it saves the host little): rmsnorm's
   own C++ launcher (:mod:`rmsnorm.native_launch`), one C call that packs the arguments and calls
   ``cuLaunchKernelEx``, from a plan made once per compiled kernel; Triton's launcher still runs where it
   could not be built (said once, in a warning) or cannot pack the kernel's signature.

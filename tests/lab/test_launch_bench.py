@@ -32,7 +32,7 @@ def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys):
 
 def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_it_was(monkeypatch, device):
     seen = []
-    monkeypatch.setattr(native_launch.state, "enabled", False)  # the default, until it has run on a GPU
+    monkeypatch.setattr(native_launch.state, "enabled", False)  # the default
 
     def fake_host(fn, **kw):  # records whether the native launch was on while each provider was timed
         fn()

@@ -40,7 +40,7 @@ toolchain = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def native_launch_on(monkeypatch):
-    """These tests are about the native launch, which is off by default until it has run on a GPU: on for each."""
+    """These tests are about the native launch, which is off by default: on for each."""
     monkeypatch.setattr(native_launch.state, "enabled", True)
 
 
