@@ -102,8 +102,10 @@ def forward_candidates(N: int, dtype: torch.dtype):
     warps, one program per row block or 4-8 per SM with 1 or 3 stages; from N = 4096, where the
     table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of
     2048 and 4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block
-    (8, 16 or 32 warps), and for every looped row loop blocks of 8192 and 16384 columns at 16 or 32
-    warps. Each configuration once, so that a sweep times none twice.
+    (8, 16 or 32 warps), and up to 65536 at 32 warps (a bf16 row of 128 KiB held in one program's registers,
+    read once: ptxas spills about 100 bytes a thread there, 16 warps half as many again), and for every looped
+    row loop blocks of 8192 and 16384 columns at 16 or 32 warps. Each configuration once, so that a sweep times
+    none twice.
 
     Where N is not a power of two (a masked row), each configuration also with N compiled in
     (``static_n``).
@@ -144,8 +146,8 @@ def _forward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
-    if not base.one_block(N) and N <= 32768:  # the whole row in one block instead of the loop
-        for warps in (8, 16, 32):
+    if not base.one_block(N) and N <= 65536:  # the whole row in one block instead of the loop, read once
+        for warps in (8, 16, 32) if N <= 32768 else (32,):  # past 32768, 32 warps or ptxas spills the row
             yield FastConfig(BLOCK_M=1, BLOCK_N=triton.next_power_of_2(N), num_warps=warps, programs_per_sm=None,
                              num_stages=1)
     if not base.one_block(N):  # wider loop blocks with a warp per 256-512 elements (wide rows, one row a program)
