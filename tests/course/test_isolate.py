@@ -23,7 +23,7 @@ import wrong_variants as wv
 import wrong_variants_fused_add as wv14
 import wrong_variants_layernorm as wv15
 import wrong_variants_long_row_and_one_pass as wv910
-from checker_support import assert_verdict, needs_interpreter
+from checker_support import assert_verdict, contains, needs_interpreter
 from rmsnorm_course import checkers
 from rmsnorm_course.checkers import Feedback, gpu_compile, isolate, kernels
 from verdict_variants import HANG_LIMIT_S, _kernel_with_helper, fixture_rows, normalise
@@ -224,6 +224,12 @@ KERNEL_VARIANTS = [
 ]
 
 
+#: The exercises whose per-exercise tests also hold each variant's feedback free of every other variant's words
+#: (long_row_support.assert_each_wrong_variant_is_named, checker_support.two_checker_tests), which skip on a GPU.
+OWN_WORDS = {"09": wv910.LONG_ROW, "10": wv910.ONE_PASS, "14 forward": wv14.FORWARD, "14 backward": wv14.BACKWARD,
+             "15 forward": wv15.FORWARD, "15 backward": wv15.BACKWARD}
+
+
 @needs_interpreter
 @pytest.mark.gpu
 @gpu_only
@@ -234,6 +240,9 @@ def test_on_a_gpu_every_kernel_verdict_is_the_cpus(check, key, variant, expected
         expected = f"did not finish in {HANG_LIMIT_S:g} s"
     feedback = check(variant)  # the interpreter's judge and the GPU's
     assert_verdict(feedback, expected)
+    table = OWN_WORDS.get(key[0], {})
+    others = [name for name, (_, words) in table.items() if name != key[1] and contains(str(feedback), words)]
+    assert others == [], (key, others)  # its own words, no other variant's
     if gpu_compile.REJECTS in feedback.message:
         return  # worded as on a GPU: nothing ran
     cpu = FIXTURE_ROWS.get(key)
