@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -233,26 +232,3 @@ def whole_call_rows(shapes=WHOLE_CALL_SHAPES, providers=PROVIDERS, *, samples: i
     """Check, then time every provider's whole calls (forward without grad, forward + backward)."""
     return checked_rows.whole_call_rows(SIDE, shapes, providers, samples=samples, deadline=deadline, device=device,
                                         log=log)
-
-
-def best_peer_table(kernel) -> "pd.DataFrame":  # noqa: F821
-    """Per shape and pass: fast's µs, the best of liger, quack and compile, and best / fast (> 1: fast ahead).
-
-    Args:
-        kernel: the rows of :func:`kernel_rows` (a DataFrame, as read from the CSV).
-    """
-    import pandas as pd
-
-    ok = kernel[kernel["check"] == "ok"]
-    keys = ["M", "N", "dtype", "weight_dtype", "pass_"]
-    fast = ok[ok["provider"] == "fast"].set_index(keys)["us"]
-    peers = ok[ok["provider"].isin(["liger", "quack", "compile"])]
-    best = peers.loc[peers.groupby(keys)["us"].idxmin()].set_index(keys)
-    table = pd.DataFrame({"fast_us": fast, "best_peer": best["provider"], "best_peer_us": best["us"]}).dropna()
-    table["speedup"] = table["best_peer_us"] / table["fast_us"]
-    return table.reset_index()
-
-
-def geometric_means(table) -> dict[str, float]:
-    """{pass: geometric mean of best-peer µs / fast µs} over the shapes of :func:`best_peer_table`."""
-    return {p: float(np.exp(np.log(g["speedup"]).mean())) for p, g in table.groupby("pass_")}

@@ -3,7 +3,7 @@
     python3 scripts/benchmark_layernorm.py --out results/h200 --budget-s 480
         # layernorm_kernel.csv, layernorm_whole_call.csv, layernorm_environment.json
     python3 scripts/benchmark_layernorm.py --out results/h200 --table
-        # the table of fast against the best of liger, quack and compile, from layernorm_kernel.csv (no GPU)
+        # the results page's table from the CSVs (rmsnorm_lab.pages.render_layernorm; no GPU)
 
 Providers (rmsnorm_lab.layernorm_bench.PROVIDERS): ``fast`` (rmsnorm.layernorm_fast), ``liger``
 (LigerLayerNormFunction), ``quack`` (quack.rmsnorm.layernorm_fwd, float32 weight and bias only; its backward through
@@ -35,15 +35,14 @@ KERNEL_FILE = "layernorm_kernel.csv"
 
 
 def _table(out: Path) -> int:
-    """Print fast against the best of liger, quack and compile per shape and pass, and the geometric means."""
+    """Print the results block of layernorm_kernel.csv (and layernorm_whole_call.csv where present), as
+    tools/readme_fast_table.py writes it into results/h200/README.md: rmsnorm_lab.pages.render_layernorm."""
     import pandas as pd
 
-    from rmsnorm_lab import layernorm_bench as bench
+    from rmsnorm_lab.pages import render_layernorm
 
-    table = bench.best_peer_table(pd.read_csv(out / KERNEL_FILE))
-    print(table.to_markdown(index=False, floatfmt=".3g"))
-    print("\ngeometric means of best peer / fast: " + ", ".join(
-        f"{p} {g:.3f}" for p, g in bench.geometric_means(table).items()))
+    whole = out / "layernorm_whole_call.csv"
+    print(render_layernorm(pd.read_csv(out / KERNEL_FILE), pd.read_csv(whole) if whole.is_file() else None))
     return 0
 
 

@@ -69,15 +69,20 @@ def test_a_wrong_answer_is_not_timed(fake_timers, monkeypatch):
     assert calls is None and status.startswith("wrong: ") and "eager forward y" in status
 
 
-def test_the_table_compares_fast_with_the_best_peer_at_each_shape():
+def test_the_table_compares_fast_with_the_best_peer_at_each_shape(tmp_path, capsys):
     rows = [dict(M=8, N=768, dtype="float16", weight_dtype="float32", pass_=p, provider=n, us=us, check="ok")
             for p, us_by in (("forward", {"fast": 2.0, "liger": 3.0, "compile": 2.5, "eager": 9.0}),
                              ("backward", {"fast": 4.0, "liger": 3.0, "quack": 6.0}))
             for n, us in us_by.items()]
-    table = bench.best_peer_table(pd.DataFrame(rows)).set_index("pass_")
-    assert table.loc["forward", "best_peer"] == "compile" and table.loc["forward", "speedup"] == 1.25
-    assert table.loc["backward", "best_peer"] == "liger" and table.loc["backward", "speedup"] == 0.75
-    assert bench.geometric_means(table.reset_index()) == pytest.approx({"forward": 1.25, "backward": 0.75})
+    from rmsnorm_lab.pages import layernorm_ratios, render_layernorm
+
+    table = layernorm_ratios(pd.DataFrame(rows)).xs((8, 768, "float16", "float32"))
+    assert table.loc["forward", "best_peer"] == "compile" and table.loc["forward", "best"] == 1.25
+    assert table.loc["backward", "best_peer"] == "liger" and table.loc["backward", "best"] == 0.75
+    pd.DataFrame(rows).to_csv(tmp_path / "layernorm_kernel.csv", index=False)
+    script = checkout_scripts.load("scripts/benchmark_layernorm.py")
+    assert script.main(["--out", str(tmp_path), "--table"]) == 0  # the results page's block, no GPU
+    assert capsys.readouterr().out.strip() == render_layernorm(pd.DataFrame(rows))
 
 
 def test_eager_is_refused_where_f_layer_norm_raises_on_the_parameters_dtype(monkeypatch):
