@@ -47,6 +47,7 @@ from rmsnorm.testing import (
 )
 from . import checked_rows
 from .checked_rows import PASSES, WHOLE_CALL_PASSES, Side, prepared  # noqa: F401  (the passes: this module's too)
+from .inputs import fused_add_inputs
 from .providers import EPS, cuda_only, imported, quack_refuses
 from .results import fused_add_backward_bytes, fused_add_forward_bytes
 from .sidebyside import GRID as MAIN_GRID
@@ -209,14 +210,8 @@ def prepare(name: str, x, residual, weight, dy, d_residual_out, passes, eps: flo
     return prepared(refuses(name, x, weight, eps), build_and_check)
 
 
-def inputs(M: int, N: int, dtype: torch.dtype, device) -> tuple:
-    """Seeded x, residual, weight, dy, d_residual_out (rmsnorm.testing.make_inputs; drawn on a CUDA device)."""
-    from rmsnorm.testing import make_inputs
-
-    on_device = torch.device(device).type == "cuda"
-    x, weight, dy = make_inputs(M, N, dtype, device, seed=0, draw_on_device=on_device)
-    residual, _, d_residual_out = make_inputs(M, N, dtype, device, seed=1, draw_on_device=on_device)
-    return x, residual, weight, dy, d_residual_out
+#: Seeded x, residual, weight, dy, d_residual_out: :func:`rmsnorm_lab.inputs.fused_add_inputs` (the sweep's too).
+inputs = fused_add_inputs
 
 
 #: This side-by-side's declarations for rmsnorm_lab.checked_rows: the residual in x's dtype, charged as such.

@@ -33,6 +33,7 @@ from rmsnorm.layernorm_launchers import check_layernorm_inputs
 from rmsnorm.testing import assert_close, dgamma_tolerance, inductor_unavailable, poisoned_outputs
 from . import checked_rows
 from .checked_rows import PASSES, WHOLE_CALL_PASSES, Side, prepared  # noqa: F401  (the passes: this module's too)
+from .inputs import layernorm_inputs
 from .providers import cuda_only, imported, quack_refuses
 from .results import layernorm_backward_bytes, layernorm_forward_bytes
 from .sidebyside import GRID as MAIN_GRID
@@ -202,14 +203,8 @@ def prepare(name: str, x, weight, bias, dy, passes, eps: float = EPS):
     return prepared(refuses(name, x, weight, bias, eps), build_and_check)
 
 
-def inputs(M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype, device) -> tuple:
-    """Seeded x (mean 0.5, std 2), weight, bias, dy (rmsnorm.testing.make_inputs; drawn on a CUDA device)."""
-    from rmsnorm.testing import make_inputs
-
-    on_device = torch.device(device).type == "cuda"
-    x, weight, dy = make_inputs(M, N, dtype, device, seed=0, weight_dtype=weight_dtype, draw_on_device=on_device)
-    _, bias, _ = make_inputs(1, N, dtype, device, seed=1, weight_dtype=weight_dtype, draw_on_device=on_device)
-    return (x * 2 + 0.5).to(dtype), weight, bias - 1, dy
+#: Seeded x (off centre), weight, bias, dy: :func:`rmsnorm_lab.inputs.layernorm_inputs`, which the sweep draws too.
+inputs = layernorm_inputs
 
 
 #: This side-by-side's declarations for rmsnorm_lab.checked_rows: a shape names x's dtype and the parameters'.

@@ -38,6 +38,7 @@ from rmsnorm.config import layernorm_backward_config
 from rmsnorm.forward import launch_add_forward
 from rmsnorm.layernorm_launchers import LAYERNORM_EPS
 from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
+from .inputs import fused_add_inputs, layernorm_inputs
 from .providers import EPS
 from .timing import kernel_time_us
 
@@ -77,17 +78,24 @@ NORMS = {
 }
 
 
-def inputs(norm: str, M: int, N: int, dtype: torch.dtype, weight_dtype, device="cuda", seed: int = 1) -> tuple:
-    """(x, weight, extra, dy) for ``norm`` (extra as :class:`Norm` says), drawn on the device where it is CUDA."""
-    on_device = torch.device(device).type == "cuda"
-    x, weight, dy = make_inputs(M, N, dtype, device, seed, weight_dtype=weight_dtype, draw_on_device=on_device)
-    extra = None
+def inputs(norm: str, M: int, N: int, dtype: torch.dtype, weight_dtype, device="cuda") -> tuple:
+    """(x, weight, extra, dy) for ``norm`` (extra as :class:`Norm` says): what its side by side draws
+    (:mod:`rmsnorm_lab.inputs`; the RMSNorm's,
+    ``make_inputs`` at seed 1), on the device where it is CUDA.
+
+    Raises:
+        ValueError: a weight dtype other than x's for the fused add, whose side by side declares none.
+    """
     if norm == "layernorm":
-        extra = make_inputs(1, N, dtype, device, seed + 1, weight_dtype=weight_dtype, draw_on_device=on_device)[1]
-    if norm == "rmsnorm_add":  # the residual and d residual_out, in x's dtype
-        residual, _, dres = make_inputs(M, N, dtype, device, seed + 1, draw_on_device=on_device)
-        extra = (residual, dres)
-    return x, weight, extra, dy
+        return layernorm_inputs(M, N, dtype, weight_dtype or dtype, device)
+    if norm == "rmsnorm_add":
+        if weight_dtype not in (None, dtype):
+            raise ValueError(f"the fused add's sweep takes the weight in x's dtype ({dtype}); got {weight_dtype}")
+        x, residual, weight, dy, d_residual_out = fused_add_inputs(M, N, dtype, device)
+        return x, weight, (residual, d_residual_out), dy
+    on_device = torch.device(device).type == "cuda"
+    x, weight, dy = make_inputs(M, N, dtype, device, 1, weight_dtype=weight_dtype, draw_on_device=on_device)
+    return x, weight, None, dy
 
 
 def _around(value: int, lo: int = 1, hi: int = 64):

@@ -120,3 +120,16 @@ def test_a_layernorm_sweep_is_read_against_its_own_backward_table():
     got = tuning.table_against_sweep(rows, "layernorm").iloc[0]
     assert (got["then"], got["now"], got["best"]) == (9.0, 3.0, 3.0)  # swept at the RMSNorm's; today: its own
     assert tuning.table_against_sweep(rows).iloc[0]["now"] == 9.0  # read as the RMSNorm's sweep
+
+
+def test_the_sweep_draws_what_each_norms_side_by_side_draws():
+    from rmsnorm_lab import fused_add_bench, layernorm_bench
+
+    for got, want in zip(tuning.inputs("layernorm", 3, N, torch.float32, None, DEVICE),
+                         layernorm_bench.inputs(3, N, torch.float32, torch.float32, DEVICE), strict=True):
+        assert torch.equal(got, want)  # the LayerNorm's rows off centre, as its benchmark draws them
+    x, weight, (residual, dres), dy = tuning.inputs("rmsnorm_add", 3, N, torch.float32, None, DEVICE)
+    for got, want in zip((x, residual, weight, dy, dres), fused_add_bench.inputs(3, N, torch.float32, DEVICE)):
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="weight in x's dtype"):
+        tuning.inputs("rmsnorm_add", 3, N, torch.float16, torch.float32, DEVICE)
