@@ -8,12 +8,13 @@ the checkout a GPU machine runs may carry no history or a stale one. This walks 
 (newest first), computes each one's digest the same way from git's objects, and prints those that match: the run
 measured that commit's library, as did every later commit up to the next one that changed rmsnorm/. Exit status 1
 when none matches (the sources were not committed, or the history is elsewhere), 2 for an environment file that
-records no digest.
+records no digest or a machine without git.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print(__doc__.splitlines()[0], "\nusage: python tools/which_commit.py DIGEST|ENVIRONMENT.json", file=sys.stderr)
+        return 2
+    if shutil.which("git") is None:
+        print("which_commit.py needs git on PATH: it reads the digests from the commits", file=sys.stderr)
         return 2
     wanted = argv[0]
     if wanted.endswith(".json"):

@@ -6,6 +6,7 @@ a throw-away repository of two commits, and on the environment files the scripts
 """
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -46,6 +47,7 @@ def _repo(tmp_path):
     return hashes
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to read commits (the Docker image has none)")
 def test_which_commit_names_the_commit_whose_library_a_digest_is(tmp_path, monkeypatch, capsys):
     first, _second, third = _repo(tmp_path)
     tool = checkout_scripts.load("tools/which_commit.py")
@@ -59,6 +61,12 @@ def test_which_commit_names_the_commit_whose_library_a_digest_is(tmp_path, monke
     assert tool.main(["0" * 64]) == 1 and "no commit" in capsys.readouterr().err
     (tmp_path / "old.json").write_text(json.dumps({"torch": "2.11"}))
     assert tool.main([str(tmp_path / "old.json")]) == 2 and "no code digest" in capsys.readouterr().err
+
+
+def test_which_commit_without_git_says_so(monkeypatch, capsys):
+    tool = checkout_scripts.load("tools/which_commit.py")
+    monkeypatch.setenv("PATH", "")
+    assert tool.main(["0" * 64]) == 2 and "needs git" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("script", ["scripts/benchmark_fast.py", "scripts/benchmark_cliffs.py"])
