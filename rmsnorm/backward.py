@@ -54,6 +54,7 @@ from .config import (
     num_programs,
     row_align_hint,
     row_arithmetic_dtype,
+    shifted_weight,
 )
 from .contract import check_fast_backward_inputs, check_offset
 from .launch import DirectLauncher
@@ -63,14 +64,6 @@ REDUCE_BLOCK_N = 128
 REDUCE_BLOCK_P = 32
 #: The Triton dtype of each row arithmetic (the kernel's COMPUTE constexpr).
 TRITON_DTYPE = {torch.float64: tl.float64, torch.float32: tl.float32}
-
-
-@triton.jit
-def _shifted(weight, OFFSET: tl.constexpr, COMPUTE: tl.constexpr):
-    """weight + OFFSET in COMPUTE; with OFFSET = 0 no addition is compiled (today's kernel, exactly)."""
-    if OFFSET != 0.0:
-        return weight.to(COMPUTE) + OFFSET
-    return weight.to(COMPUTE)
 
 
 @triton.jit
@@ -85,7 +78,7 @@ def _backward_one_block(
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
     if HAS_WEIGHT:
-        weight = _shifted(tl.load(weight_ptr + cols, mask=col_mask, other=0.0), OFFSET, COMPUTE)
+        weight = shifted_weight(tl.load(weight_ptr + cols, mask=col_mask, other=0.0), OFFSET, COMPUTE)
     dgamma_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     if HAS_BIAS:
         dbias_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -146,7 +139,7 @@ def _backward_looped(
             x = tl.load(x_ptr + row64 * x_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             u = tl.load(dy_ptr + row64 * dy_row_stride + c, mask=mask, other=0.0).to(COMPUTE)
             if HAS_WEIGHT:
-                u = u * _shifted(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
+                u = u * shifted_weight(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
             if IS_LAYERNORM:
                 ux += u * (x - mean)
                 u_sum += u
@@ -161,7 +154,7 @@ def _backward_looped(
         c = start + cols
         mask = c < N
         if HAS_WEIGHT:
-            weight = _shifted(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
+            weight = shifted_weight(tl.load(weight_ptr + c, mask=mask, other=0.0), OFFSET, COMPUTE)
         dgamma_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         if HAS_BIAS:
             dbias_acc = tl.zeros([BLOCK_N], dtype=tl.float32)

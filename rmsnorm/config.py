@@ -21,6 +21,9 @@ and how many programs share the chip, not by arithmetic. The knobs of a
   masked; with N known the compiler drops the masks of the columns that are
   always in range and the registers that would hold them, so more programs
   fit an SM. The price is a compile per N.
+- ``split``: programs per row of the forward (1: a row is one program's). Above 1, each row is split into
+  ``split`` blocks of BLOCK_N columns held by programs that wait for each other's sums of squares, so a row
+  too wide for one program is still read once (:mod:`rmsnorm.split_forward`, GPU only). No rule takes it yet.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
 tables of :class:`Rule` (N range, kind of N, x dtypes → step, block, warps,
@@ -83,6 +86,7 @@ class FastConfig:
     programs_per_sm: int | None = 1
     num_stages: int = 1
     static_n: bool = False
+    split: int = 1
 
     def one_block(self, N: int) -> bool:
         """True when a row of N columns fits one block (no column loop)."""
@@ -174,6 +178,14 @@ def row_align_hint(element_size: int, N: int, *row_strides: int) -> int:
 def aligned(v, ALIGN: tl.constexpr):
     """``v`` itself, written as a multiple of ALIGN so that the compiler knows it (the launcher checked it)."""
     return v // ALIGN * ALIGN
+
+
+@triton.jit
+def shifted_weight(weight, OFFSET: tl.constexpr, COMPUTE: tl.constexpr):
+    """weight + OFFSET in COMPUTE, as every kernel scales by it; with OFFSET = 0 no addition is compiled."""
+    if OFFSET != 0.0:
+        return weight.to(COMPUTE) + OFFSET
+    return weight.to(COMPUTE)
 
 
 

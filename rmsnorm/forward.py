@@ -33,17 +33,9 @@ import triton
 import triton.language as tl
 
 from . import device
-from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint
-from .contract import check_fast_inputs, check_offset
+from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint, shifted_weight
+from .contract import ContractError, check_fast_inputs, check_offset
 from .launch import DirectLauncher
-
-
-@triton.jit
-def _scale(weight, OFFSET: tl.constexpr):
-    """weight + OFFSET in float32; with OFFSET = 0 no addition is compiled (today's kernel, exactly)."""
-    if OFFSET != 0.0:
-        return weight.to(tl.float32) + OFFSET
-    return weight.to(tl.float32)
 
 
 @triton.jit
@@ -119,7 +111,7 @@ def _normalise_row_block(
             rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
             y = x * rstd[:, None]
         if HAS_WEIGHT:
-            y = y * _scale(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET)[None, :]
+            y = y * shifted_weight(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET, tl.float32)[None, :]
         if HAS_BIAS:
             y = y + tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
@@ -131,7 +123,7 @@ def _normalise_row_block(
             x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = (x - mean[:, None]) * rstd[:, None]
             if HAS_WEIGHT:
-                y = y * _scale(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET)[None, :]
+                y = y * shifted_weight(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET, tl.float32)[None, :]
             if HAS_BIAS:
                 y = y + tl.load(bias_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
             tl.store(y_rows + c[None, :], y, mask=mask)
@@ -153,7 +145,7 @@ def _normalise_row_block(
             x = tl.load(h_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * rstd[:, None]
             if HAS_WEIGHT:
-                y = y * _scale(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET)[None, :]
+                y = y * shifted_weight(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET, tl.float32)[None, :]
             tl.store(y_rows + c[None, :], y, mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
     if IS_LAYERNORM:
@@ -260,6 +252,7 @@ def launch_forward(
     keyed by :func:`forward_key`.
     """
     M, N = x.shape
+    check_config(config, N)
     y = device.new_output((M, N), x.dtype, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)
     _run(x, weight, eps, config, offset, y, rstd, None, None)
@@ -284,6 +277,7 @@ def launch_add_forward(
         rstd (M,) float32, of residual_out's rows.
     """
     M, N = x.shape
+    check_config(config, N, plain=False)
     y = device.new_output((M, N), x.dtype, x.device)
     residual_out = device.new_output((M, N), residual.dtype, x.device)  # the stream keeps its dtype (contract)
     rstd = device.new_output((M,), torch.float32, x.device)
@@ -295,9 +289,17 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
          mean=None, bias=None) -> None:
     """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
+    config = config or forward_config(N, x.dtype)
+    if config.split > 1:  # a row over several programs (checked by check_config before the outputs)
+        if M:
+            from .split_forward import launch_split_forward
+
+            launch_split_forward(x, weight, eps, config, offset, y, rstd,
+                                 forward_key(x, x if weight is None else weight, y, rstd, config, True,
+                                             weight is not None, offset))
+        return
     if M == 0:
         return
-    config = config or forward_config(N, x.dtype)
     row_blocks = -(-M // config.BLOCK_M)
     P = num_programs(config, x.device, row_blocks)
     w = x if weight is None else weight
@@ -315,6 +317,25 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
         residual_out, residual_out.stride(0) if has_residual else None, has_residual, config.static(N),
         mean, bias, mean is not None, bias is not None, num_warps=config.num_warps,
     )
+
+
+def check_config(config: FastConfig | None, N: int, plain: bool = True) -> None:
+    """Refuse, before any output is allocated, an explicit configuration the forward cannot run at N.
+
+    Only a split configuration (``split`` > 1) can be refused: the plain RMSNorm's (``plain``) only, on a GPU
+    only, covering the row (:func:`rmsnorm.split_forward.check_split_config`). The rule tables choose none.
+
+    Raises:
+        ContractError: as above.
+    """
+    if config is None or config.split == 1:
+        return
+    from .split_forward import check_split_config
+
+    if not plain:
+        raise ContractError("the split forward (FastConfig.split > 1) is the plain RMSNorm's only, not the fused "
+                            "add's or the LayerNorm's")
+    check_split_config(config, N)
 
 
 def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0,

@@ -102,7 +102,7 @@ def _around(value: int, lo: int = 1, hi: int = 64):
     return sorted({v for v in (value // 2, value, value * 2, value * 4) if lo <= v <= hi})
 
 
-def forward_candidates(N: int, dtype: torch.dtype):
+def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     """The forward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
@@ -112,8 +112,10 @@ def forward_candidates(N: int, dtype: torch.dtype):
     2048 and 4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block
     (8, 16 or 32 warps), and up to 65536 at 32 warps (a bf16 row of 128 KiB held in one program's registers,
     read once: ptxas spills about 100 bytes a thread there, 16 warps half as many again), and for every looped
-    row loop blocks of 8192 and 16384 columns at 16 or 32 warps. Each configuration once, so that a sweep times
-    none twice.
+    row loop blocks of 8192 and 16384 columns at 16 or 32 warps; from 65536 columns those loops also with one or two
+    programs per SM, whose rows in flight may fit the L2 for the second read. For the plain RMSNorm (``norm``),
+    rows wider than 16384 columns also split over several programs (:func:`split_candidates`). Each configuration
+    once, so that a sweep times none twice.
 
     Where N is not a power of two (a masked row), each configuration also with N compiled in
     (``static_n``).
@@ -122,6 +124,29 @@ def forward_candidates(N: int, dtype: torch.dtype):
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
     yield from _once_and_static(_forward_candidates(N, dtype), N)
+    if norm == "rmsnorm":
+        yield from split_candidates(N, dtype)
+
+
+def split_candidates(N: int, dtype: torch.dtype):
+    """The split forward's candidates (:mod:`rmsnorm.split_forward`) for rows of N columns, N > 16384.
+
+    Rows over 2 to 32 programs of 8192, 16384 or 32768 columns each, at 16 or 32 elements a thread (8, 16 or
+    32 warps), with 1, 2 or 4 programs per SM where that is at most 32 warps an SM (all resident at once, as the
+    cooperative launch requires), and every program with columns of the row to hold. ``dtype`` is not
+    consulted: a program holds its columns as float32 whatever the row's dtype.
+
+    Yields:
+        :class:`rmsnorm.FastConfig` with ``split`` > 1; none for N ≤ 16384.
+    """
+    if N <= 16384:
+        return
+    for split, per_thread, pps in itertools.product((2, 4, 8, 16, 32), (16, 32), (1, 2, 4)):
+        block_n = triton.next_power_of_2(-(-N // split))
+        warps = block_n // (32 * per_thread)
+        if 8192 <= block_n <= 32768 and warps in (8, 16, 32) and warps * pps <= 32 and (split - 1) * block_n < N:
+            yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1,
+                             split=split)
 
 
 def _once_and_static(configs, N: int):
@@ -162,6 +187,8 @@ def _forward_candidates(N: int, dtype: torch.dtype):
         for block_n, warps in itertools.product((8192, 16384), (16, 32)):
             if block_n < N:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1)
+                for pps in (1, 2) if N >= 65536 else ():  # fewer rows in flight: the second read from the L2
+                    yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
 
 
 def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_config):
@@ -225,9 +252,11 @@ def config_of(row) -> FastConfig:
     """
     pps = row["programs_per_sm"]
     static_n = row.get("static_n", False)  # empty (NaN) in the sweeps before the knob: N at run time
+    split = row.get("split", 1)  # empty (NaN) in the sweeps before the knob: a row is one program's
     return FastConfig(BLOCK_M=int(row["BLOCK_M"]), BLOCK_N=int(row["BLOCK_N"]), num_warps=int(row["num_warps"]),
                       programs_per_sm=None if pps is None or pps != pps else int(pps),
-                      num_stages=int(row["num_stages"]), static_n=static_n is True or static_n in ("True", 1.0))
+                      num_stages=int(row["num_stages"]), static_n=static_n is True or static_n in ("True", 1.0),
+                      split=1 if split is None or split != split else int(split))
 
 
 def table_against_sweep(sweep: pd.DataFrame, norm: str = "rmsnorm") -> pd.DataFrame:
@@ -286,7 +315,7 @@ def precompile(shapes, passes, workers: int, norm: str = "rmsnorm") -> None:
     """
     table = NORMS[norm].backward_config
     jobs = [(M, N, dtype, weight[0] if weight else None, pass_,
-             list(forward_candidates(N, dtype) if pass_ == "forward" else backward_candidates(N, dtype, table)))
+             list(forward_candidates(N, dtype, norm) if pass_ == "forward" else backward_candidates(N, dtype, table)))
             for M, N, dtype, *weight in shapes for pass_ in passes]
     chunks = [(*job[:5], job[5][i::4], norm) for job in jobs for i in range(4)]  # 4 pieces a job: even loads
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -324,7 +353,7 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         x, weight, extra, dy = inputs(norm, M, N, dtype, weight_dtype, device)
         saved = launch.forward(x, weight, extra)
         dx0, *grads0 = launch.backward(x, weight, extra, saved, dy)
-        sweeps = {"forward": forward_candidates(N, dtype), "backward": backward_candidates(N, dtype,
+        sweeps = {"forward": forward_candidates(N, dtype, norm), "backward": backward_candidates(N, dtype,
                                                                                          launch.backward_config)}
         table = {"forward": forward_config(N, dtype), "backward": launch.backward_config(N, dtype)}
         for pass_, cands in ((p, sweeps[p]) for p in passes):

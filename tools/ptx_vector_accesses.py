@@ -15,6 +15,8 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm --rmsnorm-table  # its backward at the
         # RMSNorm's configuration (rmsnorm.backward_config), where the LayerNorm's own loops
+    python tools/ptx_vector_accesses.py 262144 bfloat16 --split    # the split forward's candidates: registers,
+        # spills and 128-bit accesses of each (rmsnorm.split_forward; rmsnorm_lab.tuning.split_candidates)
 """
 
 import hashlib
@@ -151,6 +153,20 @@ def plain_digests(N: int, dtype: torch.dtype) -> dict[str, str]:
             for which, ptx in (("forward", forward), ("backward", backward))}
 
 
+def split_ptx(N: int, dtype: torch.dtype, config) -> str:
+    """The PTX of the split forward (weight, offset 0) for contiguous rows of N columns, for sm_90."""
+    from rmsnorm.split_forward import MAX_POLLS, rmsnorm_split_forward_kernel
+
+    t = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
+    return _ptx(
+        rmsnorm_split_forward_kernel,
+        {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
+         "rstd_ptr": "*fp32", "partial_ptr": "*fp32", "arrived_ptr": "*i32", "M": "i32", "N": "i32", "eps": "fp32"},
+        {"HAS_WEIGHT": True, "OFFSET": 0.0, "SPLIT": config.split, "BLOCK_N": config.BLOCK_N,
+         "ROW_ALIGN": row_align_hint(torch.empty((), dtype=dtype).element_size(), N, N), "MAX_POLLS": MAX_POLLS},
+        (0, 2, 3, 5, 6, 7), config.num_warps, (1, 4, 9) if N % 16 == 0 else ())
+
+
 def registers_and_spills(ptx: str) -> dict:
     """What ptxas (Triton's own, for sm_90a) says the kernel uses a thread: registers and bytes spilled to
     local memory (stores; the loads are as many)."""
@@ -189,6 +205,16 @@ if __name__ == "__main__":
         pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:],
                            backward_table=backward_config if "--rmsnorm-table" in sys.argv[3:] else None)
         print(json.dumps({which: registers_and_spills(ptx) for which, ptx in zip(("forward", "backward"), pair)}))
+        sys.exit()
+    if "--split" in sys.argv[3:]:  # the split forward at each of the sweep's split candidates
+        from rmsnorm_lab.tuning import split_candidates
+
+        kernels = {(c.split, c.BLOCK_N, c.num_warps): c for c in split_candidates(N, dtype)}  # programs_per_sm
+        for config in kernels.values():  # changes the grid, not the kernel
+            ptx = split_ptx(N, dtype, config)
+            print(json.dumps({"split": config.split, "BLOCK_N": config.BLOCK_N, "num_warps": config.num_warps,
+                              **registers_and_spills(ptx),
+                              **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
         sys.exit()
     if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype)
         layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True)
