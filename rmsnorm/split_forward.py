@@ -42,8 +42,10 @@ from .contract import ContractError
 from .launch import DirectLauncher
 
 #: Polls of ``arrived`` before a program gives up on its row (rstd NaN). A row's programs are resident together
-#: (the cooperative launch), so they arrive within microseconds; 2**22 polls of the L2 are tens of milliseconds.
-MAX_POLLS = 1 << 22
+#: (the cooperative launch) and run the same code, so they arrive within a row's time, microseconds; 2**18 polls
+#: of the L2 are a few hundred milliseconds of the program's own running time (a context switch stops the polls
+#: too). The bound exists for the sweep: a rule that chose this kernel would wait without one, or trap.
+MAX_POLLS = 1 << 18
 
 
 @triton.jit
