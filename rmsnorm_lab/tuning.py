@@ -197,8 +197,9 @@ def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_c
     Rows of at most 64 columns: tiles of 4096-16384 elements, 4 or 8 warps, 1-4 programs per SM,
     1 or 3 stages. Other one-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4
     stages; where N is odd (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16
-    bytes) also 4 warps, 4 programs per SM and 1 stage. Looped rows (and blocks wider than
-    8192): the loop's block of 2048-8192 with 1-4 programs per SM, and one block of 16384.
+    bytes) also 4 warps, 4 programs per SM and 1 stage, and from N = 2049, where the row's block is half
+    masked at worst, loops of 1024 or 2048 columns (4 or 8 warps, 1-4 programs per SM). Looped rows (and
+    blocks wider than 8192): the loop's block of 2048-8192 with 1-4 programs per SM, and one block of 16384.
 
     Where N is not a power of two, each configuration also with N compiled in (``static_n``). ``table`` is the
     norm's backward table (:attr:`Norm.backward_config`).
@@ -227,6 +228,9 @@ def _backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_
                              programs_per_sm=pps, num_stages=stages)
         return
     odd = N % 2 == 1
+    if odd and base.BLOCK_N >= 4096:  # half the block masked: a loop of narrower blocks wastes fewer lanes
+        for block_n, warps, pps in itertools.product((1024, 2048), (4, 8), (1, 2, 4)):
+            yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
     for block_m, warps, pps, stages in itertools.product(
         _around(base.BLOCK_M)[:3], (4, 8, 16) if odd else (8, 16), (1, 2, 4) if odd else (1, 2),
         (1, 2, 3, 4) if odd else (2, 3, 4),
