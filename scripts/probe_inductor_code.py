@@ -4,7 +4,7 @@
 
 Where compile leads the fast path (results/h200/fast_weak.csv: the backward at 16384 × 4097 bf16, both passes at
 65536 × 257), read its kernels: Inductor writes Triton too. For each shape, ``F.rms_norm`` (a weight, eps 1e-6)
-is compiled as the side by side compiles it (``rmsnorm_lab.providers``: static shapes, the default mode), run
+is compiled as the side by side compiles it (``rmsnorm_lab.providers``: ``dynamic=False``, the default mode), run
 forward and backward once, which makes Inductor's autotuner pick among its reduction configurations; then every
 module it generated is written out (``inductor_<dtype>_<M>x<N>_<i>.py``) and, per Triton kernel, the configuration
 its autotuner kept with the registers and spills of the compiled kernel (``inductor_kernels.csv``). Never asserts
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         x, weight, dy = make_inputs(M, N, dtype, "cuda", seed=1, draw_on_device=True)
         x.requires_grad_(True)
         weight.requires_grad_(True)
-        compiled = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6))
+        compiled = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6), dynamic=False)
         before = len(getattr(PyCodeCache, "modules", ()))
 
         def step(compiled=compiled, x=x, weight=weight, dy=dy):
