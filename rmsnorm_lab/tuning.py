@@ -107,7 +107,8 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
 
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
     row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
-    warps, one program per row block or 4-8 per SM with 1 or 3 stages; from N = 4096, where the
+    warps (and 2 where the block is at most 512 columns: sweep 13's best at 65536 × 257 bf16), one
+    program per row block or 4-8 per SM with 1 or 3 stages; from N = 4096, where the
     table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of
     2048 and 4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block
     (8, 16 or 32 warps), and up to 65536 at 32 warps (a bf16 row of 128 KiB held in one program's registers,
@@ -175,6 +176,9 @@ def _forward_candidates(N: int, dtype: torch.dtype):
         if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
             continue
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
+    if base.one_block(N) and base.BLOCK_N <= 512:  # 2 warps: sweep 13's best at 65536 x 257 bf16 (N compiled in)
+        for block_m in block_ms:
+            yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=2, programs_per_sm=None, num_stages=1)
     if N >= 4096 and (base.one_block(N) or base.BLOCK_N < 4096):  # the loop rung, whichever of the two the table takes
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
@@ -197,9 +201,10 @@ def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_c
     Rows of at most 64 columns: tiles of 4096-16384 elements, 4 or 8 warps, 1-4 programs per SM,
     1 or 3 stages. Other one-block rows: rows per step, 8 or 16 warps, 1-2 programs per SM, 2-4
     stages; where N is odd (rows at 2- or 4-byte offsets, no 16-byte access, no cp.async of 16
-    bytes) also 4 warps, 4 programs per SM and 1 stage, and from N = 2049, where the row's block is half
-    masked at worst, loops of 1024 or 2048 columns (4 or 8 warps, 1-4 programs per SM). Looped rows (and
-    blocks wider than 8192): the loop's block of 2048-8192 with 1-4 programs per SM, and one block of 16384.
+    bytes) also 4 warps (and 2 for blocks of at most 512 columns), 4 programs per SM and 1 stage, and from
+    N = 2049, where the row's block is half masked at worst, loops of 1024 or 2048 columns (4 or 8 warps, 1-4
+    programs per SM). Looped rows (and blocks wider than 8192): the loop's block of 2048-8192 with 1-4
+    programs per SM, and one block of 16384.
 
     Where N is not a power of two, each configuration also with N compiled in (``static_n``). ``table`` is the
     norm's backward table (:attr:`Norm.backward_config`).
@@ -232,7 +237,8 @@ def _backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_
         for block_n, warps, pps in itertools.product((1024, 2048), (4, 8), (1, 2, 4)):
             yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
     for block_m, warps, pps, stages in itertools.product(
-        _around(base.BLOCK_M)[:3], (4, 8, 16) if odd else (8, 16), (1, 2, 4) if odd else (1, 2),
+        _around(base.BLOCK_M)[:3], ((2, 4, 8, 16) if base.BLOCK_N <= 512 else (4, 8, 16)) if odd else (8, 16),
+        (1, 2, 4) if odd else (1, 2),
         (1, 2, 3, 4) if odd else (2, 3, 4),
     ):
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
