@@ -9,15 +9,16 @@ clusters nor distributed shared memory, so here the programs of one row meet in 
 1. program (row, part) loads its BLOCK_N columns of the row and keeps them in registers;
 2. it stores its sum of squares in ``partials[row, part]`` and adds 1 to ``arrived[row]`` (release);
 3. it polls ``arrived[row]`` (acquire) until all SPLIT parts have stored theirs;
-4. it adds the SPLIT partials in part order (the same order in every program and every run, so rstd and y
-   are bitwise reproducible) and writes its columns of y from the registers: x is read from DRAM once.
+4. it adds the SPLIT partials (one fixed reduction tree, the same in every program and every run, so rstd and
+   y are bitwise reproducible) and writes its columns of y from the registers: x is read from DRAM once.
 
 A program that waits for another must never hold the SM that other one needs, so the grid is persistent
 (``programs_per_sm`` × SMs, a multiple of SPLIT, row r taken by the SPLIT programs of group r mod
 groups) and launched cooperatively: the driver refuses a grid whose programs cannot all be resident at
 once (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) instead of letting it hang. The wait also gives up after
-:data:`MAX_POLLS` polls and makes that row's rstd NaN, so a fault in the ordering shows as a wrong output,
-which every caller that checks (the sweep, the tests) reports, rather than as a hung process.
+:data:`MAX_POLLS` polls and makes that row's rstd NaN (and the program's later rows, without waiting), so a
+fault in the ordering shows as a wrong output, which every caller that checks (the sweep, the tests)
+reports, rather than as a hung process.
 
 Triton's CPU interpreter runs programs one after another, so the first program would wait for the second
 for ever: the split forward runs on a GPU only, and refuses the interpreter by name.
@@ -67,6 +68,7 @@ def rmsnorm_split_forward_kernel(
     BLOCK_N: tl.constexpr,  # columns per program: SPLIT · BLOCK_N ≥ N
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N and the row strides (config.row_alignment)
     MAX_POLLS: tl.constexpr,  # polls of arrived before giving up on the row
+    HOLD_WEIGHT: tl.constexpr,  # True: the weight's columns held in registers across rows (holds_weight)
 ):
     N = aligned(N, ROW_ALIGN)
     x_row_stride = aligned(x_row_stride, ROW_ALIGN)
@@ -76,22 +78,30 @@ def rmsnorm_split_forward_kernel(
     cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
     parts = tl.arange(0, SPLIT)
+    if HAS_WEIGHT and HOLD_WEIGHT:  # the program's columns of the weight, the same for every row: loaded once
+        scale = shifted_weight(tl.load(weight_ptr + cols, mask=col_mask, other=0.0), OFFSET, tl.float32)
+    limit = MAX_POLLS  # 0 once a row has timed out: the rows after it give up at once, not one by one
     for r in range(tl.program_id(0) // SPLIT, M, groups):
         row = tl.cast(r, tl.int64)  # M·N may pass 2³¹
         x = tl.load(x_ptr + row * x_row_stride + cols, mask=col_mask, other=0.0, eviction_policy="evict_first")
         xf = x.to(tl.float32)
         tl.store(partial_ptr + row * SPLIT + part, tl.sum(xf * xf, axis=0))
         tl.debug_barrier()  # the partial is stored before the arrival that announces it
-        arrived = tl.atomic_add(arrived_ptr + row, 1, sem="release", scope="gpu") + 1
+        # acq_rel, not release: the last program to arrive skips the poll, and reads the others' partials on the
+        # strength of this atomic alone
+        arrived = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
         polls = 0
-        while (arrived < SPLIT) & (polls < MAX_POLLS):
+        while (arrived < SPLIT) & (polls < limit):
             arrived = tl.atomic_add(arrived_ptr + row, 0, sem="acquire", scope="gpu")
             polls += 1
+        limit = tl.where(arrived < SPLIT, 0, limit)
         sums = tl.load(partial_ptr + row * SPLIT + parts, volatile=True)  # past L1: other SMs wrote them
         rstd = tl.rsqrt(tl.sum(sums, axis=0) / N + eps)
         rstd = tl.where(arrived < SPLIT, float("nan"), rstd)  # gave up waiting: a visibly wrong row, not a hang
         y = xf * rstd
-        if HAS_WEIGHT:
+        if HAS_WEIGHT and HOLD_WEIGHT:
+            y = y * scale
+        elif HAS_WEIGHT:  # from L2, after the wait
             y = y * shifted_weight(tl.load(weight_ptr + cols, mask=col_mask, other=0.0), OFFSET, tl.float32)
         tl.store(y_ptr + row * y_row_stride + cols, y, mask=col_mask)
         if part == 0:
@@ -99,6 +109,16 @@ def rmsnorm_split_forward_kernel(
 
 
 _launch = DirectLauncher(rmsnorm_split_forward_kernel)
+
+
+def holds_weight(config: FastConfig) -> bool:
+    """Whether a program keeps its columns of the weight in registers across its rows (HOLD_WEIGHT).
+
+    At 16 columns a thread ptxas for sm_90 holds them in 60 registers without a spill; at 32 a thread, holding
+    them too costs 64 registers and 52 bytes spilled at 32 warps, or 100 registers at 16 warps (two programs
+    no longer fit an SM), so those read the weight from L2 for each row instead.
+    """
+    return config.BLOCK_N // (32 * config.num_warps) <= 16
 
 
 def split_grid(config: FastConfig, M: int, sms: int) -> int:
@@ -145,9 +165,9 @@ def launch_split_forward(x: torch.Tensor, weight: torch.Tensor | None, eps: floa
     arrived = torch.zeros((M,), dtype=torch.int32, device=x.device)
     w = x if weight is None else weight
     _launch(
-        key, (P,),
+        key + (MAX_POLLS,), (P,),
         x, x.stride(0), w, y, y.stride(0), rstd, partials, arrived, M, N, eps,
         weight is not None, offset, config.split, config.BLOCK_N,
-        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), MAX_POLLS,
+        row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)), MAX_POLLS, holds_weight(config),
         num_warps=config.num_warps, launch_cooperative_grid=True,
     )

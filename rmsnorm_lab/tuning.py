@@ -133,19 +133,24 @@ def split_candidates(N: int, dtype: torch.dtype):
     """The split forward's candidates (:mod:`rmsnorm.split_forward`) for rows of N columns, N > 16384.
 
     Rows over 2 to 32 programs of 8192, 16384 or 32768 columns each, at 16 or 32 elements a thread (8, 16 or
-    32 warps), with 1, 2 or 4 programs per SM where that is at most 32 warps an SM (all resident at once, as the
-    cooperative launch requires), and every program with columns of the row to hold. ``dtype`` is not
-    consulted: a program holds its columns as float32 whatever the row's dtype.
+    32 warps), and every program with columns of the row to hold. One program per SM, or two where both fit
+    (all must be resident at once, as the cooperative launch requires): warps × programs at most 32, and
+    warps × programs × elements a thread at most 512. ptxas for sm_90 gives a program 60-63 registers a thread
+    at 8192 columns on 8 or 16 warps, but 82 at 16 warps of 32 columns a thread, two of which exceed an SM's
+    65536 registers.
+    ``dtype`` is not consulted: a program holds its columns as float32 whatever the row's dtype.
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``split`` > 1; none for N ≤ 16384.
     """
     if N <= 16384:
         return
-    for split, per_thread, pps in itertools.product((2, 4, 8, 16, 32), (16, 32), (1, 2, 4)):
+    for split, per_thread, pps in itertools.product((2, 4, 8, 16, 32), (16, 32), (1, 2)):
         block_n = triton.next_power_of_2(-(-N // split))
         warps = block_n // (32 * per_thread)
-        if 8192 <= block_n <= 32768 and warps in (8, 16, 32) and warps * pps <= 32 and (split - 1) * block_n < N:
+        resident = pps == 1 or warps * pps * per_thread <= 512  # the registers of pps programs fit an SM
+        if 8192 <= block_n <= 32768 and warps in (8, 16, 32) and warps * pps <= 32 and resident and (
+                split - 1) * block_n < N:
             yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1,
                              split=split)
 

@@ -155,7 +155,7 @@ def plain_digests(N: int, dtype: torch.dtype) -> dict[str, str]:
 
 def split_ptx(N: int, dtype: torch.dtype, config) -> str:
     """The PTX of the split forward (weight, offset 0) for contiguous rows of N columns, for sm_90."""
-    from rmsnorm.split_forward import MAX_POLLS, rmsnorm_split_forward_kernel
+    from rmsnorm.split_forward import MAX_POLLS, holds_weight, rmsnorm_split_forward_kernel
 
     t = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
     return _ptx(
@@ -163,7 +163,8 @@ def split_ptx(N: int, dtype: torch.dtype, config) -> str:
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
          "rstd_ptr": "*fp32", "partial_ptr": "*fp32", "arrived_ptr": "*i32", "M": "i32", "N": "i32", "eps": "fp32"},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "SPLIT": config.split, "BLOCK_N": config.BLOCK_N,
-         "ROW_ALIGN": row_align_hint(torch.empty((), dtype=dtype).element_size(), N, N), "MAX_POLLS": MAX_POLLS},
+         "ROW_ALIGN": row_align_hint(torch.empty((), dtype=dtype).element_size(), N, N), "MAX_POLLS": MAX_POLLS,
+         "HOLD_WEIGHT": holds_weight(config)},
         (0, 2, 3, 5, 6, 7), config.num_warps, (1, 4, 9) if N % 16 == 0 else ())
 
 
