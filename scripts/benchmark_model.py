@@ -163,6 +163,12 @@ def _base(bases: dict, size, device, dtype):
     return bases[key]
 
 
+def run_plan(sizes, variants, eager_sizes, compile_sizes) -> list[tuple]:
+    """(size, variant, mode) in the order they run: every eager size's variants, then every compiled size's."""
+    return [(s, v, "eager") for s in sizes if s.name in eager_sizes for v in variants] + \
+           [(s, v, "compile") for s in sizes if s.name in compile_sizes for v in variants]
+
+
 def main(argv=None) -> int:
     """Parse arguments, run, write the files; return the exit status (0 also without a GPU)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -174,6 +180,9 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", default=",".join(bench.VARIANTS), help="comma-separated, original first")
     parser.add_argument("--compile-sizes", default=None,
                         help="sizes also run under torch.compile ('' for none; default gpu_bound, --quick all)")
+    parser.add_argument("--eager-sizes", default=None,
+                        help="sizes run eagerly ('' for none, so that a call can spend its budget compiled; "
+                             "default all)")
     parser.add_argument("--layers", type=int, default=None, help="layers of the GPU-bound size (default 4)")
     parser.add_argument("--models", default="llama", help="comma-separated: llama, gemma3, qwen3_5")
     parser.add_argument("--name", default="model_step", help="the files' stem: <name>.csv, <name>_kernels.csv, …")
@@ -207,17 +216,22 @@ def main(argv=None) -> int:
     if args.compile_sizes is None:
         args.compile_sizes = ",".join(s.name for s in sizes) if args.quick else "gpu_bound"
     compile_sizes = set(filter(None, args.compile_sizes.split(",")))
+    names = {s.name for s in sizes}
+    eager_sizes = names if args.eager_sizes is None else set(filter(None, args.eager_sizes.split(",")))
+    unknown = sorted((compile_sizes | eager_sizes) - names)
+    if unknown:
+        parser.error(f"--eager-sizes/--compile-sizes: {', '.join(unknown)} unknown; known: {', '.join(sorted(names))}")
     variants = args.variants.split(",")
     steps, warmup = (2, 1) if args.quick else (args.steps, args.warmup)
     device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
-    plan = [(s, v, "eager") for s in sizes for v in variants] + \
-           [(s, v, "compile") for s in sizes if s.name in compile_sizes for v in variants]
+    plan = run_plan(sizes, variants, eager_sizes, compile_sizes)
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__} | transformers "
           f"{transformers.__version__} | {len(plan)} variants, budget {args.budget_s:.0f} s")
     bases, rows, kernels, took = {}, [], [], {}
     asked = {"models": models, "sizes": [dataclasses.asdict(s) for s in sizes], "compile_sizes": sorted(compile_sizes),
-             "variants": variants, "dtype": str(dtype).removeprefix("torch."), "steps": steps, "warmup": warmup}
+             "eager_sizes": sorted(eager_sizes), "variants": variants, "dtype": str(dtype).removeprefix("torch."),
+             "steps": steps, "warmup": warmup}
     _environment(args, asked, rows, started, complete=False)
     decode_sizes = [s for s in sizes if args.quick or s.name in args.decode_sizes.split(",")] if args.decode else []
     decode_estimate = QUICK_ESTIMATE_S if args.quick else DECODE_ESTIMATE_S

@@ -54,6 +54,21 @@ def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys, tmp_pat
     assert len(out) == 1 and out[0].startswith("benchmark_model: no CUDA GPU here, nothing timed")
 
 
+def test_the_plan_runs_the_sizes_each_mode_names_eager_first():
+    sizes = [SimpleNamespace(name="gpu_bound"), SimpleNamespace(name="host_bound")]
+    plan = _script().run_plan(sizes, ["original", "fast"], {"host_bound"}, {"gpu_bound"})
+    assert [(s.name, v, m) for s, v, m in plan] == [
+        ("host_bound", "original", "eager"), ("host_bound", "fast", "eager"),
+        ("gpu_bound", "original", "compile"), ("gpu_bound", "fast", "compile")]
+    assert _script().run_plan(sizes, ["original"], set(), set()) == []
+
+
+def test_an_unknown_size_is_refused_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _script().main(["--quick", "--out", str(tmp_path / "out"), "--eager-sizes", "huge"])
+    assert exit_.value.code == 2 and "huge unknown" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
 def test_amdahl_bound_is_one_over_what_is_left():
     assert bench.amdahl_bound(0.0) == 1.0 and bench.amdahl_bound(0.2) == pytest.approx(1.25)
     assert bench.amdahl_bound(1.0) == math.inf
