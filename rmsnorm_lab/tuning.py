@@ -107,8 +107,9 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
 
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
     row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
-    warps (and 2 where the block is at most 512 columns: sweep 13's best at 65536 × 257 bf16), one
-    program per row block or 4-8 per SM with 1 or 3 stages; from N = 4096, where the
+    warps (and 1 or 2 warps of up to 64 elements a thread where the block is at most 512 columns: sweep 13's
+    best and Inductor's kernel at 65536 × 257 bf16), one program per row block or 4-8 per SM with 1 or 3 stages;
+    from N = 4096, where the
     table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of
     2048 and 4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block
     (8, 16 or 32 warps), and up to 65536 at 32 warps (a bf16 row of 128 KiB held in one program's registers,
@@ -181,9 +182,12 @@ def _forward_candidates(N: int, dtype: torch.dtype):
         if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
             continue
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
-    if base.one_block(N) and base.BLOCK_N <= 512:  # 2 warps: sweep 13's best at 65536 x 257 bf16 (N compiled in)
-        for block_m in block_ms:
-            yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=2, programs_per_sm=None, num_stages=1)
+    if base.one_block(N) and base.BLOCK_N <= 512:  # 2 warps: sweep 13's best at 65536 x 257 bf16 (N compiled in);
+        # 1 warp of 2 rows: Inductor's forward there (results/h200/ncu_probe.csv), 0.80x of its time
+        for warps, block_m in itertools.product((1, 2), sorted({1, 2, 4, *block_ms})):
+            if block_m * base.BLOCK_N > 64 * 32 * warps:  # more than 64 elements a thread: spilled
+                continue
+            yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=None, num_stages=1)
     if N >= 4096 and (base.one_block(N) or base.BLOCK_N < 4096):  # the loop rung, whichever of the two the table takes
         for block_n, warps in itertools.product((2048, 4096), (8, 16)):
             if block_n < N:
