@@ -3,6 +3,8 @@
     python3 scripts/probe_ncu.py time 65536x257:bfloat16 16384x4097:bfloat16      # µs per provider and pass
     ncu --profile-from-start off --cache-control all --clock-control none --csv --metrics METRICS \
         python3 scripts/probe_ncu.py ncu fast forward 1024x65536:bfloat16         # one warm call, profiled
+    ncu ... python3 scripts/probe_ncu.py ncu fast forward 512x131072:bfloat16 split=8,block=16384,warps=32,pps=1
+        # the fast forward at a configuration of its own (here the split forward, rmsnorm/split_forward.py)
 
 ``ncu`` mode checks the provider against float64 (rmsnorm_lab.providers.prepare), runs the pass three times,
 then once between cudaProfilerStart and cudaProfilerStop, so only that call's kernels are profiled. The
@@ -15,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout,
 
 import torch  # noqa: E402
 
+from rmsnorm import FastConfig, rmsnorm_fast_forward  # noqa: E402
 from rmsnorm.config import backward_config, forward_config  # noqa: E402
-from rmsnorm.testing import make_inputs  # noqa: E402
+from rmsnorm.testing import assert_close, make_inputs, oracle  # noqa: E402
 from rmsnorm_lab.providers import pass_calls, prepare, provider  # noqa: E402
 from rmsnorm_lab.timing import kernel_time_us  # noqa: E402
 
@@ -41,11 +44,19 @@ if sys.argv[1] == "time":
             t = {p: kernel_time_us(c) for p, c in calls.items()}
             print(f"  {name:8s} fwd {t['forward']:9.2f} us  bwd {t['backward']:9.2f} us", flush=True)
 else:
-    _, _, name, pass_, s = sys.argv
+    _, _, name, pass_, s, *knobs = sys.argv
     M, N, dtype = shape(s)
     x, w, dy = make_inputs(M, N, dtype, "cuda", draw_on_device=True)
-    calls, why = prepare(provider(name), pass_calls, x, w, dy)
-    assert calls is not None, why
+    if knobs:  # the fast forward at the configuration given, checked against float64 first
+        assert (name, pass_) == ("fast", "forward"), "a configuration of its own is the fast forward's only"
+        k = dict(item.split("=") for item in knobs[0].split(","))
+        config = FastConfig(BLOCK_M=1, BLOCK_N=int(k["block"]), num_warps=int(k["warps"]),
+                            programs_per_sm=int(k["pps"]), num_stages=1, split=int(k.get("split", 1)))
+        calls = {"forward": lambda: rmsnorm_fast_forward(x, w, 1e-6, config=config)}
+        assert_close(calls["forward"]()[0], oracle(x, w, on=x.device), dtype=dtype, msg=str(config))
+    else:
+        calls, why = prepare(provider(name), pass_calls, x, w, dy)
+        assert calls is not None, why
     for _ in range(3):
         calls[pass_]()
     torch.cuda.synchronize()
