@@ -24,6 +24,8 @@ and how many programs share the chip, not by arithmetic. The knobs of a
 - ``split``: programs per row of the forward (1: a row is one program's). Above 1, each row is split into
   ``split`` blocks of BLOCK_N columns held by programs that wait for each other's sums of squares, so a row
   too wide for one program is still read once (:mod:`rmsnorm.split_forward`, GPU only). No rule takes it yet.
+- ``flat``: the forward takes whole contiguous rows as one dense run of BLOCK_N elements (as many rows as fit),
+  for short rows whose own block would be mostly masked (:mod:`rmsnorm.flat_forward`). No rule takes it yet.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
 tables of :class:`Rule` (N range, kind of N, x dtypes → step, block, warps,
@@ -87,6 +89,7 @@ class FastConfig:
     num_stages: int = 1
     static_n: bool = False
     split: int = 1
+    flat: bool = False
 
     def one_block(self, N: int) -> bool:
         """True when a row of N columns fits one block (no column loop)."""

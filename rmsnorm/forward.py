@@ -252,7 +252,7 @@ def launch_forward(
     keyed by :func:`forward_key`.
     """
     M, N = x.shape
-    check_config(config, N)
+    check_config(config, x)
     y = device.new_output((M, N), x.dtype, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)
     _run(x, weight, eps, config, offset, y, rstd, None, None)
@@ -277,7 +277,7 @@ def launch_add_forward(
         rstd (M,) float32, of residual_out's rows.
     """
     M, N = x.shape
-    check_config(config, N, plain=False)
+    check_config(config, x, plain=False)
     y = device.new_output((M, N), x.dtype, x.device)
     residual_out = device.new_output((M, N), residual.dtype, x.device)  # the stream keeps its dtype (contract)
     rstd = device.new_output((M,), torch.float32, x.device)
@@ -290,6 +290,14 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
     """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
     config = config or forward_config(N, x.dtype)
+    if config.flat:  # whole rows as one run of elements (checked by check_config before the outputs)
+        if M:
+            from .flat_forward import launch_flat_forward
+
+            launch_flat_forward(x, weight, eps, config, offset, y, rstd,
+                                forward_key(x, x if weight is None else weight, y, rstd, config, False,
+                                            weight is not None, offset))
+        return
     if config.split > 1:  # a row over several programs (checked by check_config before the outputs)
         if M:
             from .split_forward import launch_split_forward
@@ -319,23 +327,32 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
     )
 
 
-def check_config(config: FastConfig | None, N: int, plain: bool = True) -> None:
-    """Refuse, before any output is allocated, an explicit configuration the forward cannot run at N.
+def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True) -> None:
+    """Refuse, before any output is allocated, an explicit configuration the forward cannot run on x.
 
-    Only a split configuration (``split`` > 1) can be refused: the plain RMSNorm's (``plain``) only, on a GPU
-    only, covering the row (:func:`rmsnorm.split_forward.check_split_config`). The rule tables choose none.
+    Only a split (``split`` > 1) or flat configuration can be refused: each is the plain RMSNorm's (``plain``)
+    only; the split one runs on a GPU only and must cover the row (:func:`rmsnorm.split_forward.check_split_config`),
+    the flat one needs contiguous rows (:func:`rmsnorm.flat_forward.check_flat_config`). The rule tables choose
+    neither.
 
     Raises:
         ContractError: as above.
     """
-    if config is None or config.split == 1:
+    if config is None or (config.split == 1 and not config.flat):
         return
-    from .split_forward import check_split_config
-
+    name = "flat forward (FastConfig.flat)" if config.flat else "split forward (FastConfig.split > 1)"
     if not plain:
-        raise ContractError("the split forward (FastConfig.split > 1) is the plain RMSNorm's only, not the fused "
-                            "add's or the LayerNorm's")
-    check_split_config(config, N)
+        raise ContractError(f"the {name} is the plain RMSNorm's only, not the fused add's or the LayerNorm's")
+    if config.flat and config.split > 1:
+        raise ContractError("a configuration is flat or split, not both")
+    if config.flat:
+        from .flat_forward import check_flat_config
+
+        check_flat_config(config, x)
+    else:
+        from .split_forward import check_split_config
+
+        check_split_config(config, x.shape[1])
 
 
 def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0,

@@ -94,7 +94,7 @@ def check_layernorm_backward_inputs(x, weight, bias, mean, rstd, dy) -> None:
 def launch_layernorm_forward(x, weight, bias, eps: float, config: FastConfig | None = None):
     """The forward, unchecked: (y (M, N) in x's dtype, mean (M,) float32, rstd (M,) float32)."""
     M, N = x.shape
-    check_config(config, N, plain=False)
+    check_config(config, x, plain=False)
     y = device.new_output((M, N), x.dtype, x.device)
     mean = device.new_output((M,), torch.float32, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)

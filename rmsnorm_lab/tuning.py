@@ -116,8 +116,9 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     read once: ptxas spills about 100 bytes a thread there, 16 warps half as many again), and for every looped
     row loop blocks of 8192 and 16384 columns at 16 or 32 warps; from 65536 columns those loops also with one or two
     programs per SM, whose rows in flight may fit the L2 for the second read. For the plain RMSNorm (``norm``),
-    rows wider than 16384 columns also split over several programs (:func:`split_candidates`). Each configuration
-    once, so that a sweep times none twice.
+    rows wider than 16384 columns also split over several programs (:func:`split_candidates`), and short rows
+    that are not a power of two also as one dense run (:func:`flat_candidates`). Each configuration once, so
+    that a sweep times none twice.
 
     Where N is not a power of two (a masked row), each configuration also with N compiled in
     (``static_n``).
@@ -128,6 +129,25 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     yield from _once_and_static(_forward_candidates(N, dtype), N)
     if norm == "rmsnorm":
         yield from split_candidates(N, dtype)
+        yield from flat_candidates(N, dtype)
+
+
+def flat_candidates(N: int, dtype: torch.dtype):
+    """The flat forward's candidates (:mod:`rmsnorm.flat_forward`) for contiguous rows of N columns.
+
+    Where N ≤ 256 is not a power of two (whose own block would hold masked lanes), and below 32 columns (rows
+    shorter than one warp's lanes): tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, at most 16 elements a
+    thread. ``dtype`` is not consulted.
+
+    Yields:
+        :class:`rmsnorm.FastConfig` with ``flat`` set; none for other N.
+    """
+    if N > 256 or (N & (N - 1) == 0 and N >= 32):
+        return
+    for block_n, warps in itertools.product((1024, 2048, 4096), (2, 4, 8)):
+        if block_n // (32 * warps) <= 16:
+            yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=None, num_stages=1,
+                             flat=True)
 
 
 def split_candidates(N: int, dtype: torch.dtype):
@@ -272,10 +292,12 @@ def config_of(row) -> FastConfig:
     pps = row["programs_per_sm"]
     static_n = row.get("static_n", False)  # empty (NaN) in the sweeps before the knob: N at run time
     split = row.get("split", 1)  # empty (NaN) in the sweeps before the knob: a row is one program's
+    flat = row.get("flat", False)  # empty (NaN) in the sweeps before the knob
     return FastConfig(BLOCK_M=int(row["BLOCK_M"]), BLOCK_N=int(row["BLOCK_N"]), num_warps=int(row["num_warps"]),
                       programs_per_sm=None if pps is None or pps != pps else int(pps),
                       num_stages=int(row["num_stages"]), static_n=static_n is True or static_n in ("True", 1.0),
-                      split=1 if split is None or split != split else int(split))
+                      split=1 if split is None or split != split else int(split),
+                      flat=flat is True or flat in ("True", 1.0))
 
 
 def table_against_sweep(sweep: pd.DataFrame, norm: str = "rmsnorm") -> pd.DataFrame:

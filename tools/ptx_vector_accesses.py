@@ -17,6 +17,7 @@ include each kernel's instructions.
         # RMSNorm's configuration (rmsnorm.backward_config), where the LayerNorm's own loops
     python tools/ptx_vector_accesses.py 262144 bfloat16 --split    # the split forward's candidates: registers,
         # spills and 128-bit accesses of each (rmsnorm.split_forward; rmsnorm_lab.tuning.split_candidates)
+    python tools/ptx_vector_accesses.py 17 bfloat16 --flat         # the flat forward's, likewise (flat_candidates)
 """
 
 import hashlib
@@ -168,6 +169,23 @@ def split_ptx(N: int, dtype: torch.dtype, config) -> str:
         (0, 2, 3, 5, 6, 7), config.num_warps, (1, 4, 9) if N % 16 == 0 else ())
 
 
+def flat_ptx(N: int, dtype: torch.dtype, config, M: int = 1 << 20) -> str:
+    """The PTX of the flat forward (weight, offset 0) for contiguous rows of N columns, M rows, for sm_90."""
+    import math
+
+    from rmsnorm.flat_forward import flat_rows, rmsnorm_flat_forward_kernel
+
+    t = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
+    size = torch.empty((), dtype=dtype).element_size()
+    rows = flat_rows(config, N, size)
+    return _ptx(
+        rmsnorm_flat_forward_kernel,
+        {"x_ptr": f"*{t}", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "rstd_ptr": "*fp32", "M": "i32", "eps": "fp32"},
+        {"N": N, "HAS_WEIGHT": True, "OFFSET": 0.0, "ROWS": rows, "ROWS_P2": triton.next_power_of_2(rows),
+         "BLOCK": config.BLOCK_N, "ALIGN": math.gcd(rows * N, M * N, 16 // size)},
+        (0, 1, 2, 3), config.num_warps, (4,) if M % 16 == 0 else ())
+
+
 def registers_and_spills(ptx: str) -> dict:
     """What ptxas (Triton's own, for sm_90a) says the kernel uses a thread: registers and bytes spilled to
     local memory (stores; the loads are as many)."""
@@ -215,6 +233,14 @@ if __name__ == "__main__":
             ptx = split_ptx(N, dtype, config)
             print(json.dumps({"split": config.split, "BLOCK_N": config.BLOCK_N, "num_warps": config.num_warps,
                               **registers_and_spills(ptx),
+                              **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
+        sys.exit()
+    if "--flat" in sys.argv[3:]:  # the flat forward at each of the sweep's flat candidates
+        from rmsnorm_lab.tuning import flat_candidates
+
+        for config in flat_candidates(N, dtype):
+            ptx = flat_ptx(N, dtype, config)
+            print(json.dumps({"BLOCK_N": config.BLOCK_N, "num_warps": config.num_warps, **registers_and_spills(ptx),
                               **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
         sys.exit()
     if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype)
