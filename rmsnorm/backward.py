@@ -56,7 +56,7 @@ from .config import (
     row_arithmetic_dtype,
     shifted_weight,
 )
-from .contract import check_fast_backward_inputs, check_offset
+from .contract import ContractError, check_fast_backward_inputs, check_offset
 from .launch import DirectLauncher
 
 #: Column block and row block of the dgamma reduction kernel.
@@ -332,9 +332,25 @@ def run_backward(
     """
     M, N = x.shape
     config = config or (backward_config if mean is None else layernorm_backward_config)(N, x.dtype)
+    if config.flat:  # whole rows as one run of elements (rmsnorm.flat), refused before anything is allocated
+        from .flat import check_flat_config
+
+        if dres is not None or mean is not None:
+            raise ContractError("the flat kernels (FastConfig.flat) are the plain RMSNorm's only, not the fused "
+                                "add's or the LayerNorm's")
+        check_flat_config(config, ("x", x), ("dy", dy))
     dx = device.new_output((M, N), x.dtype, x.device)
     if M == 0:
         return dx, *(None if t is None else torch.zeros(N, dtype=t.dtype, device=x.device) for t in (weight, bias))
+    if config.flat:
+        from .flat import launch_flat_backward
+
+        w = x if weight is None else weight
+        partial = launch_flat_backward(x, weight, rstd, dy, config, offset, dx,
+                                       TRITON_DTYPE[row_arithmetic_dtype(N, x.dtype)],
+                                       backward_key(x, w, rstd, dy, dx, dx, rstd, config, True, 1, weight is not None)
+                                       + (offset,))
+        return dx, (None if weight is None else _sum_partials(partial, weight.dtype)), None
     one_block = config.one_block(N)
     block_m = config.BLOCK_M if one_block else 1
     P = num_programs(config, x.device, -(-M // block_m))

@@ -292,7 +292,7 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
     config = config or forward_config(N, x.dtype)
     if config.flat:  # whole rows as one run of elements (checked by check_config before the outputs)
         if M:
-            from .flat_forward import launch_flat_forward
+            from .flat import launch_flat_forward
 
             launch_flat_forward(x, weight, eps, config, offset, y, rstd,
                                 forward_key(x, x if weight is None else weight, y, rstd, config, False,
@@ -332,7 +332,7 @@ def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True)
 
     Only a split (``split`` > 1) or flat configuration can be refused: each is the plain RMSNorm's (``plain``)
     only; the split one runs on a GPU only and must cover the row (:func:`rmsnorm.split_forward.check_split_config`),
-    the flat one needs contiguous rows (:func:`rmsnorm.flat_forward.check_flat_config`). The rule tables choose
+    the flat one needs contiguous rows (:func:`rmsnorm.flat.check_flat_config`). The rule tables choose
     neither.
 
     Raises:
@@ -346,9 +346,9 @@ def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True)
     if config.flat and config.split > 1:
         raise ContractError("a configuration is flat or split, not both")
     if config.flat:
-        from .flat_forward import check_flat_config
+        from .flat import check_flat_config
 
-        check_flat_config(config, x)
+        check_flat_config(config, ("x", x))
     else:
         from .split_forward import check_split_config
 

@@ -132,17 +132,25 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
         yield from flat_candidates(N, dtype)
 
 
-def flat_candidates(N: int, dtype: torch.dtype):
-    """The flat forward's candidates (:mod:`rmsnorm.flat_forward`) for contiguous rows of N columns.
+def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
+    """The flat kernels' candidates (:mod:`rmsnorm.flat`) for contiguous rows of N columns.
 
     Where N ≤ 256 is not a power of two (whose own block would hold masked lanes), and below 32 columns (rows
-    shorter than one warp's lanes): tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, at most 16 elements a
-    thread. ``dtype`` is not consulted.
+    shorter than one warp's lanes). Forward: tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, one program
+    a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, 1, 2 or 4
+    programs per SM, at most 8 elements a thread (ptxas for sm_90 gives 80-121 registers a thread at 4-8 in
+    16-bit, 100-182 in float32 with its float64 arithmetic, and spills at 16). ``dtype`` is not consulted.
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``flat`` set; none for other N.
     """
     if N > 256 or (N & (N - 1) == 0 and N >= 32):
+        return
+    if pass_ == "backward":
+        for block_n, warps, pps in itertools.product((512, 1024, 2048), (4, 8), (1, 2, 4)):
+            if block_n >= N and block_n // (32 * warps) <= 8:
+                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1,
+                                 flat=True)
         return
     for block_n, warps in itertools.product((1024, 2048, 4096), (2, 4, 8)):
         if block_n // (32 * warps) <= 16:
@@ -224,7 +232,7 @@ def _forward_candidates(N: int, dtype: torch.dtype):
                     yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1)
 
 
-def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_config):
+def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_config, norm: str = "rmsnorm"):
     """The backward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
     Rows of at most 64 columns: tiles of 4096-16384 elements, 4 or 8 warps, 1-4 programs per SM,
@@ -236,12 +244,15 @@ def backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_c
     programs per SM, and one block of 16384.
 
     Where N is not a power of two, each configuration also with N compiled in (``static_n``). ``table`` is the
-    norm's backward table (:attr:`Norm.backward_config`).
+    norm's backward table (:attr:`Norm.backward_config`). For the plain RMSNorm (``norm``) also the flat
+    backward at short rows (:func:`flat_candidates`).
 
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
     yield from _once_and_static(_backward_candidates(N, dtype, table), N)
+    if norm == "rmsnorm":
+        yield from flat_candidates(N, dtype, "backward")
 
 
 def _backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_config):
@@ -356,7 +367,8 @@ def precompile(shapes, passes, workers: int, norm: str = "rmsnorm") -> None:
     """
     table = NORMS[norm].backward_config
     jobs = [(M, N, dtype, weight[0] if weight else None, pass_,
-             list(forward_candidates(N, dtype, norm) if pass_ == "forward" else backward_candidates(N, dtype, table)))
+             list(forward_candidates(N, dtype, norm) if pass_ == "forward"
+                  else backward_candidates(N, dtype, table, norm)))
             for M, N, dtype, *weight in shapes for pass_ in passes]
     chunks = [(*job[:5], job[5][i::4], norm) for job in jobs for i in range(4)]  # 4 pieces a job: even loads
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -394,8 +406,8 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         x, weight, extra, dy = inputs(norm, M, N, dtype, weight_dtype, device)
         saved = launch.forward(x, weight, extra)
         dx0, *grads0 = launch.backward(x, weight, extra, saved, dy)
-        sweeps = {"forward": forward_candidates(N, dtype, norm), "backward": backward_candidates(N, dtype,
-                                                                                         launch.backward_config)}
+        sweeps = {"forward": forward_candidates(N, dtype, norm),
+                  "backward": backward_candidates(N, dtype, launch.backward_config, norm)}
         table = {"forward": forward_config(N, dtype), "backward": launch.backward_config(N, dtype)}
         for pass_, cands in ((p, sweeps[p]) for p in passes):
             for cfg in cands:

@@ -36,7 +36,7 @@ def few_candidates(monkeypatch):
     monkeypatch.setattr(tuning, "forward_candidates",
                         lambda n, d, norm: [forward_config(n, d), FastConfig(4, 64, 4, None, 1, False)])
     monkeypatch.setattr(tuning, "backward_candidates",
-                        lambda n, d, table: [table(n, d), FastConfig(2, 64, 4, 2, 1, False)])
+                        lambda n, d, table, norm: [table(n, d), FastConfig(2, 64, 4, 2, 1, False)])
     return calls
 
 
