@@ -24,8 +24,9 @@ and how many programs share the chip, not by arithmetic. The knobs of a
 - ``split``: programs per row of the forward (1: a row is one program's). Above 1, each row is split into
   ``split`` blocks of BLOCK_N columns held by programs that wait for each other's sums of squares, so a row
   too wide for one program is still read once (:mod:`rmsnorm.split_forward`, GPU only). No rule takes it yet.
-- ``flat``: the forward takes whole contiguous rows as one dense run of BLOCK_N elements (as many rows as fit),
-  for short rows whose own block would be mostly masked (:mod:`rmsnorm.flat`). No rule takes it yet.
+- ``flat``: the kernels take whole contiguous rows as one dense run of BLOCK_N elements (as many rows as fit),
+  for short rows whose own block would be mostly masked (:mod:`rmsnorm.flat`; forward and backward, the plain
+  RMSNorm's). No rule takes it yet.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
 tables of :class:`Rule` (N range, kind of N, x dtypes → step, block, warps,
