@@ -338,7 +338,7 @@ def run_backward(
         if dres is not None or mean is not None:
             raise ContractError("the flat kernels (FastConfig.flat) are the plain RMSNorm's only, not the fused "
                                 "add's or the LayerNorm's")
-        check_flat_config(config, ("x", x), ("dy", dy))
+        check_flat_config(config, ("x", x), ("dy", dy), backward=True)
     dx = device.new_output((M, N), x.dtype, x.device)
     if M == 0:
         return dx, *(None if t is None else torch.zeros(N, dtype=t.dtype, device=x.device) for t in (weight, bias))

@@ -5,10 +5,11 @@ A row of N columns fills a block of next_power_of_2(N) lanes, so at N = 17 the b
 (results/h200/cliffs.csv: the forward at 0.48-0.73× the best peer at N = 1-31). Rows of a contiguous x (row
 stride N) are one run of M·N elements, so a program here takes ROWS whole rows as the first ROWS·N of BLOCK
 consecutive elements: few masked lanes, and 16 bytes at a time wherever ROWS·N elements are a multiple of 16
-bytes (``ALIGN``). Each row's sum of squares comes from a segmented scan, a running sum that restarts at each
-row's first element, read at the row's last; rstd reaches the row's elements through ``tl.gather``, the
-weight through its column, i mod N (a few hundred bytes, in L1). N is compiled in (``N`` a constexpr), so the
-row and column of an element are a multiply and a shift, not a division.
+bytes (:func:`flat_rows` rounds ROWS for it) and the tile is full, whose mask, ROWS·N, is then a constant (the
+last tile, cut short, has its own branch). Each row's sum of squares comes from a segmented scan, a running sum
+that restarts at each row's first element, read at the row's last; rstd reaches the row's elements through
+``tl.gather``, the weight through its column, i mod N (a few hundred bytes, in L1). N is compiled in (``N`` a
+constexpr), so the row and column of an element are a multiply and a shift, not a division.
 
 The backward reads x and dy the same way and finds each row's mean(u · x̂) with the same scan. A program takes
 tiles t, t + P, … (a persistent grid) and accumulates dy · x̂ element by element; since every tile starts at a
@@ -32,7 +33,7 @@ import triton
 import triton.language as tl
 
 from . import device
-from .config import FastConfig, aligned, num_programs, shifted_weight
+from .config import FastConfig, num_programs, shifted_weight
 from .contract import ContractError
 from .launch import DirectLauncher
 
@@ -41,6 +42,30 @@ from .launch import DirectLauncher
 def _segmented_add(a, a_starts, b, b_starts):
     """The combine of a running sum that restarts where a segment starts (b_starts != 0)."""
     return tl.where(b_starts != 0, b, a + b), a_starts | b_starts
+
+
+@triton.jit
+def _forward_tile(x_ptr, weight_ptr, y_ptr, rstd_ptr, row0, rows_here, end, eps, N: tl.constexpr,
+                  HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, ROWS_P2: tl.constexpr, BLOCK: tl.constexpr):
+    """One tile of ``rows_here`` rows from row0, its ``end`` elements: ROWS · N (a constexpr) for every tile but
+    the last, so that the masks of the full tiles are constant over whole 16-byte vectors and load that wide."""
+    start = row0 * N  # the tile's first element
+    i = tl.arange(0, BLOCK)
+    mask = i < end
+    x = tl.load(x_ptr + start + i, mask=mask, other=0.0).to(tl.float32)
+    row = i // N  # row within the tile (N a constexpr: a multiply and a shift)
+    col = i - row * N
+    if HAS_WEIGHT:  # issued before the scan, whose barriers would otherwise wait on it
+        weight = tl.load(weight_ptr + col, mask=mask, other=0.0)
+    sums, _ = tl.associative_scan((x * x, (col == 0).to(tl.int32)), 0, _segmented_add)
+    rows = tl.arange(0, ROWS_P2)
+    total = tl.gather(sums, tl.minimum(rows * N + (N - 1), BLOCK - 1), 0)  # each row's sum, at its last element
+    rstd = tl.rsqrt(total / N + eps)
+    tl.store(rstd_ptr + row0 + rows, rstd, mask=rows < rows_here)
+    y = x * tl.gather(rstd, tl.minimum(row, ROWS_P2 - 1), 0)
+    if HAS_WEIGHT:
+        y = y * shifted_weight(weight, OFFSET, tl.float32)
+    tl.store(y_ptr + start + i, y, mask=mask)
 
 
 @triton.jit
@@ -57,25 +82,38 @@ def rmsnorm_flat_forward_kernel(
     ROWS: tl.constexpr,  # whole rows a program takes: ROWS · N ≤ BLOCK
     ROWS_P2: tl.constexpr,  # next_power_of_2(ROWS), the length of the per-row vectors
     BLOCK: tl.constexpr,  # elements a program loads (a power of two)
-    ALIGN: tl.constexpr,  # a power of two dividing ROWS · N and M · N: the tile's end, for whole-vector masks
 ):
     row0 = tl.cast(tl.program_id(0), tl.int64) * ROWS
-    start = row0 * N  # the tile's first element
+    if row0 + ROWS <= M:  # a full tile: its end a constexpr
+        _forward_tile(x_ptr, weight_ptr, y_ptr, rstd_ptr, row0, ROWS, ROWS * N, eps, N, HAS_WEIGHT, OFFSET, ROWS_P2,
+                      BLOCK)
+    else:  # the last tile, cut short
+        _forward_tile(x_ptr, weight_ptr, y_ptr, rstd_ptr, row0, M - row0, (M - row0) * N, eps, N, HAS_WEIGHT,
+                      OFFSET, ROWS_P2, BLOCK)
+
+
+@triton.jit
+def _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, row0, rows_here, end, N: tl.constexpr,
+                   HAS_WEIGHT: tl.constexpr, COMPUTE: tl.constexpr, ROWS_P2: tl.constexpr, BLOCK: tl.constexpr):
+    """dx of one tile (as :func:`_forward_tile` takes it); returns dy · x̂ per element, float32, for dgamma."""
+    start = row0 * N
     i = tl.arange(0, BLOCK)
-    end = aligned(tl.minimum(ROWS * N, (M - row0) * N), ALIGN)  # the tile's elements: whole rows, at most ROWS
     mask = i < end
-    x = tl.load(x_ptr + start + i, mask=mask, other=0.0).to(tl.float32)
-    row = i // N  # row within the tile (N a constexpr: a multiply and a shift)
+    row = i // N
     col = i - row * N
-    sums, _ = tl.associative_scan((x * x, (col == 0).to(tl.int32)), 0, _segmented_add)
     rows = tl.arange(0, ROWS_P2)
-    total = tl.gather(sums, tl.minimum(rows * N + (N - 1), BLOCK - 1), 0)  # each row's sum, at its last element
-    rstd = tl.rsqrt(total / N + eps)
-    tl.store(rstd_ptr + row0 + rows, rstd, mask=(rows < ROWS) & (row0 + rows < M))
-    y = x * tl.gather(rstd, tl.minimum(row, ROWS_P2 - 1), 0)
+    row_of = tl.minimum(row, ROWS_P2 - 1)
+    x = tl.load(x_ptr + start + i, mask=mask, other=0.0).to(COMPUTE)
+    dy = tl.load(dy_ptr + start + i, mask=mask, other=0.0).to(COMPUTE)
+    rstd = tl.gather(tl.load(rstd_ptr + row0 + rows, mask=rows < rows_here, other=0.0).to(COMPUTE), row_of, 0)
+    x_hat = x * rstd
+    u = dy
     if HAS_WEIGHT:
-        y = y * shifted_weight(tl.load(weight_ptr + col, mask=mask, other=0.0), OFFSET, tl.float32)
-    tl.store(y_ptr + start + i, y, mask=mask)
+        u = dy * weight
+    sums, _ = tl.associative_scan((u * x_hat, (col == 0).to(tl.int32)), 0, _segmented_add)
+    mean_ux = tl.gather(tl.gather(sums, tl.minimum(rows * N + (N - 1), BLOCK - 1), 0) / N, row_of, 0)
+    tl.store(dx_ptr + start + i, rstd * (u - x_hat * mean_ux), mask=mask)
+    return (dy * x_hat).to(tl.float32)
 
 
 @triton.jit
@@ -96,40 +134,27 @@ def rmsnorm_flat_backward_kernel(
     ROWS_P2: tl.constexpr,  # next_power_of_2(ROWS)
     N_P2: tl.constexpr,  # next_power_of_2(N)
     BLOCK: tl.constexpr,  # elements a tile loads (a power of two)
-    ALIGN: tl.constexpr,  # a power of two dividing ROWS · N and M · N
 ):
     i = tl.arange(0, BLOCK)
-    row = i // N
-    col = i - row * N
-    starts = (col == 0).to(tl.int32)
-    rows = tl.arange(0, ROWS_P2)
-    ends = tl.minimum(rows * N + (N - 1), BLOCK - 1)  # each row's last element
-    row_of = tl.minimum(row, ROWS_P2 - 1)
+    col = i - i // N * N
+    weight = i  # unused without a weight
     if HAS_WEIGHT:  # every tile starts at a row: element i is column i mod N in all of them
         weight = shifted_weight(tl.load(weight_ptr + col, mask=i < ROWS * N, other=0.0), OFFSET, COMPUTE)
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for tile in range(tl.program_id(0), tl.cdiv(M, ROWS), tl.num_programs(0)):
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for tile in range(tl.program_id(0), (M - 1) // ROWS + 1, tl.num_programs(0)):  # M ≥ 1; no M + ROWS overflow
         row0 = tl.cast(tile, tl.int64) * ROWS
-        start = row0 * N
-        mask = i < aligned(tl.minimum(ROWS * N, (M - row0) * N), ALIGN)
-        x = tl.load(x_ptr + start + i, mask=mask, other=0.0).to(COMPUTE)
-        dy = tl.load(dy_ptr + start + i, mask=mask, other=0.0).to(COMPUTE)
-        rstd = tl.load(rstd_ptr + row0 + rows, mask=(rows < ROWS) & (row0 + rows < M), other=0.0).to(COMPUTE)
-        rstd = tl.gather(rstd, row_of, 0)  # each element's row's
-        x_hat = x * rstd
-        u = dy
-        if HAS_WEIGHT:
-            u = dy * weight
-        sums, _ = tl.associative_scan((u * x_hat, starts), 0, _segmented_add)
-        mean_ux = tl.gather(tl.gather(sums, ends, 0) / N, row_of, 0)
-        tl.store(dx_ptr + start + i, rstd * (u - x_hat * mean_ux), mask=mask)
-        if HAS_WEIGHT:
-            acc += (dy * x_hat).to(tl.float32)
+        if row0 + ROWS <= M:
+            acc += _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, row0, ROWS, ROWS * N, N, HAS_WEIGHT,
+                                  COMPUTE, ROWS_P2, BLOCK)
+        else:
+            acc += _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, row0, M - row0, (M - row0) * N, N,
+                                  HAS_WEIGHT, COMPUTE, ROWS_P2, BLOCK)
     if HAS_WEIGHT:  # the accumulator's ROWS rows summed per column: stored, then read back as (ROWS, N)
         program = tl.program_id(0).to(tl.int64)
         scratch = scratch_ptr + program * (ROWS * N)
         tl.store(scratch + i, acc, mask=i < ROWS * N)
         tl.debug_barrier()  # the whole accumulator stored before any thread reads it back
+        rows = tl.arange(0, ROWS_P2)
         cols = tl.arange(0, N_P2)
         tile = tl.load(scratch + rows[:, None] * N + cols[None, :], mask=(rows < ROWS)[:, None] & (cols < N)[None, :],
                        other=0.0)
@@ -150,12 +175,13 @@ def flat_rows(config: FastConfig, N: int, element_size: int) -> int:
     return max(1, rows - rows % step if rows >= step else rows)
 
 
-def check_flat_config(config: FastConfig, *tensors: tuple[str, torch.Tensor]) -> None:
+def check_flat_config(config: FastConfig, *tensors: tuple[str, torch.Tensor], backward: bool = False) -> None:
     """Refuse a flat configuration that cannot run on the (name, (M, N) tensor) pairs, before anything is allocated.
 
     Raises:
-        ContractError: rows that are not contiguous (row stride ≠ N: the tile would not be one run), or a tile
-            narrower than one row (BLOCK_N < N).
+        ContractError: rows that are not contiguous (row stride ≠ N: the tile would not be one run), a tile
+            narrower than one row (BLOCK_N < N), or for the ``backward`` a grid that is not persistent
+            (``programs_per_sm`` None: a program and a scratch row per tile).
     """
     for name, t in tensors:
         M, N = t.shape
@@ -164,28 +190,24 @@ def check_flat_config(config: FastConfig, *tensors: tuple[str, torch.Tensor]) ->
                                 f"must be N = {N}; got {t.stride(0)}")
         if config.BLOCK_N < N:
             raise ContractError(f"the flat kernels' tile of {config.BLOCK_N} elements is narrower than a row of {N}")
-
-
-def _align(rows: int, M: int, N: int, element_size: int) -> int:
-    """ALIGN: the largest power of two dividing ROWS · N and M · N, at most 16 bytes of elements."""
-    return math.gcd(rows * N, M * N, 16 // element_size)  # a power of two: 16 // element size is one
+    if backward and config.programs_per_sm is None:
+        raise ContractError("the flat backward runs a persistent grid: give FastConfig.programs_per_sm (one "
+                            "program per tile would take a scratch row and a partial row per tile)")
 
 
 def launch_flat_forward(x: torch.Tensor, weight: torch.Tensor | None, eps: float, config: FastConfig,
                         offset: float, y: torch.Tensor, rstd: torch.Tensor, key: tuple) -> None:
     """One flat launch into ``y`` and ``rstd`` (M ≥ 1; the caller checked the inputs and ``config``).
 
-    ``key`` is the forward's direct-launch key (:func:`rmsnorm.forward.forward_key`); ALIGN is added to it, as it
-    depends on M.
+    ``key`` is the forward's direct-launch key (:func:`rmsnorm.forward.forward_key`): ROWS and the rest follow
+    from its config, N and dtype.
     """
     M, N = x.shape
     rows = flat_rows(config, N, x.element_size())
-    align = _align(rows, M, N, x.element_size())
-    w = x if weight is None else weight
     _launch(
-        key + (align,), (triton.cdiv(M, rows),),
-        x, w, y, rstd, M, eps, N, weight is not None, offset, rows, triton.next_power_of_2(rows), config.BLOCK_N,
-        align, num_warps=config.num_warps,
+        key, (triton.cdiv(M, rows),),
+        x, x if weight is None else weight, y, rstd, M, eps, N, weight is not None, offset, rows,
+        triton.next_power_of_2(rows), config.BLOCK_N, num_warps=config.num_warps,
     )
 
 
@@ -202,12 +224,10 @@ def launch_flat_backward(x: torch.Tensor, weight: torch.Tensor | None, rstd: tor
     P = num_programs(config, x.device, triton.cdiv(M, rows))
     has_weight = weight is not None
     scratch = torch.empty((P, rows * N) if has_weight else (1,), dtype=torch.float32, device=x.device)
-    partial = device.new_output((P, N), torch.float32, x.device) if has_weight else None
-    align = _align(rows, M, N, x.element_size())
+    partial = device.new_output((P, N), torch.float32, x.device) if has_weight else scratch
     _launch_backward(
-        key + (align, P), (P,),
-        x, x if weight is None else weight, rstd, dy, dx, scratch, scratch if partial is None else partial, M, N,
-        has_weight, offset, compute, rows, triton.next_power_of_2(rows),
-        triton.next_power_of_2(N), config.BLOCK_N, align, num_warps=config.num_warps,
+        key + (scratch.data_ptr() & 15, partial.data_ptr() & 15), (P,),
+        x, x if weight is None else weight, rstd, dy, dx, scratch, partial, M, N, has_weight, offset, compute, rows,
+        triton.next_power_of_2(rows), triton.next_power_of_2(N), config.BLOCK_N, num_warps=config.num_warps,
     )
-    return partial
+    return partial if has_weight else None

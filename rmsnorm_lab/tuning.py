@@ -132,14 +132,20 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
         yield from flat_candidates(N, dtype)
 
 
+#: The flat backward's registers a thread (ptxas for sm_90, ``tools/ptx_vector_accesses.py N dtype --flat`` at
+#: N = 9 and 17), the most at up to 4 and at 8 elements a thread: [16-bit rows, float32 rows].
+FLAT_BACKWARD_REGISTERS = {False: (86, 144), True: (108, 188)}
+
+
 def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
     """The flat kernels' candidates (:mod:`rmsnorm.flat`) for contiguous rows of N columns.
 
     Where N ≤ 256 is not a power of two (whose own block would hold masked lanes), and below 32 columns (rows
     shorter than one warp's lanes). Forward: tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, one program
-    a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, 1, 2 or 4
-    programs per SM, at most 8 elements a thread (ptxas for sm_90 gives 80-121 registers a thread at 4-8 in
-    16-bit, 100-182 in float32 with its float64 arithmetic, and spills at 16). ``dtype`` is not consulted.
+    a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, at most 8
+    elements a thread, and 1, 2 or 4 programs per SM where all of them fit its 65536 registers: ptxas for sm_90
+    gives the backward at most 86 registers a thread at 4 elements in 16-bit and 108 in float32 (float64
+    arithmetic), at 8 elements 144 and 188 (:data:`FLAT_BACKWARD_REGISTERS`).
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``flat`` set; none for other N.
@@ -147,8 +153,10 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
     if N > 256 or (N & (N - 1) == 0 and N >= 32):
         return
     if pass_ == "backward":
+        registers = FLAT_BACKWARD_REGISTERS[dtype == torch.float32]
         for block_n, warps, pps in itertools.product((512, 1024, 2048), (4, 8), (1, 2, 4)):
-            if block_n >= N and block_n // (32 * warps) <= 8:
+            per_thread = block_n // (32 * warps)
+            if block_n >= N and per_thread <= 8 and warps * 32 * pps * registers[per_thread > 4] <= 65536:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1,
                                  flat=True)
         return

@@ -169,29 +169,25 @@ def split_ptx(N: int, dtype: torch.dtype, config) -> str:
         (0, 2, 3, 5, 6, 7), config.num_warps, (1, 4, 9) if N % 16 == 0 else ())
 
 
-def flat_ptx(N: int, dtype: torch.dtype, config, M: int = 1 << 20) -> tuple[str, str]:
-    """The PTX of the flat forward and backward (weight, offset 0) for contiguous rows of N columns, M rows, for
-    sm_90."""
-    import math
-
+def flat_ptx(N: int, dtype: torch.dtype, config, M: int, which: str) -> str:
+    """The PTX of the flat forward or backward (``which``; weight, offset 0) for M contiguous rows of N columns,
+    for sm_90 (M matters only as Triton specialises it: 1, a multiple of 16, or neither)."""
     from rmsnorm.flat import flat_rows, rmsnorm_flat_backward_kernel, rmsnorm_flat_forward_kernel
 
     t = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
-    size = torch.empty((), dtype=dtype).element_size()
-    rows = flat_rows(config, N, size)
+    rows = flat_rows(config, N, torch.empty((), dtype=dtype).element_size())
     shape = {"N": N, "HAS_WEIGHT": True, "OFFSET": 0.0, "ROWS": rows, "ROWS_P2": triton.next_power_of_2(rows),
-             "BLOCK": config.BLOCK_N, "ALIGN": math.gcd(rows * N, M * N, 16 // size)}
-    forward = _ptx(
-        rmsnorm_flat_forward_kernel,
-        {"x_ptr": f"*{t}", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "rstd_ptr": "*fp32", "M": "i32", "eps": "fp32"},
-        shape, (0, 1, 2, 3), config.num_warps, (4,) if M % 16 == 0 else ())
-    backward = _ptx(
+             "BLOCK": config.BLOCK_N}
+    if which == "forward":
+        return _ptx(rmsnorm_flat_forward_kernel, {"x_ptr": f"*{t}", "weight_ptr": f"*{t}", "y_ptr": f"*{t}",
+                                                  "rstd_ptr": "*fp32", "M": "i32", "eps": "fp32"},
+                    shape, (0, 1, 2, 3), config.num_warps, (4,) if M % 16 == 0 else ())
+    return _ptx(
         rmsnorm_flat_backward_kernel,
         {"x_ptr": f"*{t}", "weight_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}", "dx_ptr": f"*{t}",
          "scratch_ptr": "*fp32", "partial_ptr": "*fp32", "M": "i32"},
         {**shape, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], "N_P2": triton.next_power_of_2(N)},
         (0, 1, 2, 3, 4, 5, 6), config.num_warps, (7,) if M % 16 == 0 else ())
-    return forward, backward
 
 
 def registers_and_spills(ptx: str) -> dict:
@@ -244,10 +240,14 @@ if __name__ == "__main__":
                               **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
         sys.exit()
     if "--flat" in sys.argv[3:]:  # the flat forward at each of the sweep's flat candidates
+        from rmsnorm_lab.cliffs import rows_for
         from rmsnorm_lab.tuning import flat_candidates
 
-        for config in flat_candidates(N, dtype):
-            for which, ptx in zip(("forward", "backward"), flat_ptx(N, dtype, config)):
+        M = rows_for(N, dtype)  # the sweep's rows: at N = 17 bf16, 3947580, not a multiple of 16
+        for which in ("forward", "backward"):
+            kernels = {(c.BLOCK_N, c.num_warps): c for c in flat_candidates(N, dtype, which)}  # the grid aside
+            for config in kernels.values():
+                ptx = flat_ptx(N, dtype, config, M, which)
                 print(json.dumps({"pass": which, "BLOCK_N": config.BLOCK_N, "num_warps": config.num_warps,
                                   **registers_and_spills(ptx),
                                   **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))

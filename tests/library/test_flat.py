@@ -38,7 +38,7 @@ from rmsnorm.testing import (
     poisoned_outputs,
     refused_before_allocating,
 )
-from rmsnorm_lab.tuning import backward_candidates, flat_candidates, forward_candidates
+from rmsnorm_lab.tuning import FLAT_BACKWARD_REGISTERS, backward_candidates, flat_candidates, forward_candidates
 
 GPU = torch.cuda.is_available()
 EPS = 1e-6
@@ -110,6 +110,8 @@ def test_the_backward_refuses_what_the_forward_refuses(device):
         rmsnorm_fast_backward(dy, None, rstd, buf[:, :17], config=flat(512))
     with refused_before_allocating("narrower than a row of 17"):
         rmsnorm_fast_backward(dy, None, rstd, dy, config=flat(16))
+    with refused_before_allocating("persistent grid: give FastConfig.programs_per_sm"):
+        rmsnorm_fast_backward(dy, None, rstd, dy, config=flat(512))
     with refused_before_allocating("plain RMSNorm's only"):
         launch_backward(dy, None, rstd, dy, flat(512), 0.0, dy)
     with refused_before_allocating("plain RMSNorm's only"):
@@ -158,8 +160,13 @@ def test_the_sweep_tries_them_for_the_plain_norm_at_short_rows_only(pass_):
     others = (forward_candidates(17, torch.bfloat16, "layernorm") if pass_ == "forward" else
               backward_candidates(17, torch.bfloat16, layernorm_backward_config, "layernorm"))
     assert not any(c.flat for c in others)
-    for c in flat_candidates(100, torch.float16, pass_):
-        assert c.BLOCK_N >= 100 and c.BLOCK_N // (32 * c.num_warps) <= (16 if pass_ == "forward" else 8)
+    for dtype in (torch.float16, torch.float32):
+        for c in flat_candidates(100, dtype, pass_):
+            assert c.BLOCK_N >= 100 and c.BLOCK_N // (32 * c.num_warps) <= (16 if pass_ == "forward" else 8)
+            if pass_ == "backward":  # every program resident: ptxas's registers at most, times the threads
+                per_thread = c.BLOCK_N // (32 * c.num_warps)
+                registers = FLAT_BACKWARD_REGISTERS[dtype == torch.float32][per_thread > 4]
+                assert c.num_warps * 32 * c.programs_per_sm * registers <= 65536
 
 
 def test_its_ptx_for_sm90_moves_16_bytes_at_a_time_at_an_odd_width():
@@ -168,10 +175,13 @@ def test_its_ptx_for_sm90_moves_16_bytes_at_a_time_at_an_odd_width():
                           env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})  # compiled mode
     assert done.returncode == 0, done.stderr[-2000:]
     kernels = [json.loads(line) for line in done.stdout.splitlines()]
-    assert len(kernels) == 2 * len(list(flat_candidates(17, torch.bfloat16)))
+    for which in ("forward", "backward"):  # one kernel per tile shape (the grid aside)
+        shapes = {(c.BLOCK_N, c.num_warps) for c in flat_candidates(17, torch.bfloat16, which)}
+        assert {(k["BLOCK_N"], k["num_warps"]) for k in kernels if k["pass"] == which} == shapes
     for k in kernels:
         per_thread = k["BLOCK_N"] // (32 * k["num_warps"])
         loads = 1 if k["pass"] == "forward" else 2  # x; x and dy
-        assert k["ld.v4"] == loads * (per_thread * 2 // 16), k  # 16 bytes a load wherever 8 elements fit
-        if k["pass"] == "forward" or per_thread <= 8:  # the backward's sweep takes at most 8 a thread
-            assert k["spill_bytes"] == 0, k
+        assert k["ld.v4"] == loads * (per_thread * 2 // 16), k  # full tiles: 16 bytes a load wherever 8 fit
+        assert k["spill_bytes"] == 0, k
+        if k["pass"] == "backward":
+            assert k["registers"] <= FLAT_BACKWARD_REGISTERS[False][per_thread > 4], k
