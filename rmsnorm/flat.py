@@ -134,6 +134,7 @@ def rmsnorm_flat_backward_kernel(
     ROWS_P2: tl.constexpr,  # next_power_of_2(ROWS)
     N_P2: tl.constexpr,  # next_power_of_2(N)
     BLOCK: tl.constexpr,  # elements a tile loads (a power of two)
+    NUM_STAGES: tl.constexpr,  # software pipelining of the loop over full tiles
 ):
     i = tl.arange(0, BLOCK)
     col = i - i // N * N
@@ -141,14 +142,14 @@ def rmsnorm_flat_backward_kernel(
     if HAS_WEIGHT:  # every tile starts at a row: element i is column i mod N in all of them
         weight = shifted_weight(tl.load(weight_ptr + col, mask=i < ROWS * N, other=0.0), OFFSET, COMPUTE)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for tile in range(tl.program_id(0), (M - 1) // ROWS + 1, tl.num_programs(0)):  # M ≥ 1; no M + ROWS overflow
-        row0 = tl.cast(tile, tl.int64) * ROWS
-        if row0 + ROWS <= M:
-            acc += _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, row0, ROWS, ROWS * N, N, HAS_WEIGHT,
-                                  COMPUTE, ROWS_P2, BLOCK)
-        else:
-            acc += _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, row0, M - row0, (M - row0) * N, N,
-                                  HAS_WEIGHT, COMPUTE, ROWS_P2, BLOCK)
+    full = M // ROWS  # full tiles: a loop with nothing but them, which NUM_STAGES can pipeline
+    for tile in tl.range(tl.program_id(0), full, tl.num_programs(0), num_stages=NUM_STAGES):
+        acc += _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, tl.cast(tile, tl.int64) * ROWS, ROWS,
+                              ROWS * N, N, HAS_WEIGHT, COMPUTE, ROWS_P2, BLOCK)
+    if (full * ROWS < M) & (tl.program_id(0) == full % tl.num_programs(0)):  # the last tile, cut short
+        row0 = tl.cast(full, tl.int64) * ROWS
+        acc += _backward_tile(x_ptr, weight, rstd_ptr, dy_ptr, dx_ptr, row0, M - row0, (M - row0) * N, N,
+                              HAS_WEIGHT, COMPUTE, ROWS_P2, BLOCK)
     if HAS_WEIGHT:  # the accumulator's ROWS rows summed per column: stored, then read back as (ROWS, N)
         program = tl.program_id(0).to(tl.int64)
         scratch = scratch_ptr + program * (ROWS * N)
@@ -228,6 +229,7 @@ def launch_flat_backward(x: torch.Tensor, weight: torch.Tensor | None, rstd: tor
     _launch_backward(
         key + (scratch.data_ptr() & 15, partial.data_ptr() & 15), (P,),
         x, x if weight is None else weight, rstd, dy, dx, scratch, partial, M, N, has_weight, offset, compute, rows,
-        triton.next_power_of_2(rows), triton.next_power_of_2(N), config.BLOCK_N, num_warps=config.num_warps,
+        triton.next_power_of_2(rows), triton.next_power_of_2(N), config.BLOCK_N, config.num_stages,
+        num_warps=config.num_warps,
     )
     return partial if has_weight else None

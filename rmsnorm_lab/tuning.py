@@ -133,8 +133,8 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
 
 
 #: The flat backward's registers a thread (ptxas for sm_90, ``tools/ptx_vector_accesses.py N dtype --flat`` at
-#: N = 9 and 17), the most at up to 4 and at 8 elements a thread: [16-bit rows, float32 rows].
-FLAT_BACKWARD_REGISTERS = {False: (86, 144), True: (108, 188)}
+#: N = 9, 17 and 31, 1-3 stages), the most at up to 4 and at 8 elements a thread: [16-bit rows, float32 rows].
+FLAT_BACKWARD_REGISTERS = {False: (91, 136), True: (128, 219)}
 
 
 def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
@@ -143,9 +143,10 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
     Where N ≤ 256 is not a power of two (whose own block would hold masked lanes), and below 32 columns (rows
     shorter than one warp's lanes). Forward: tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, one program
     a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, at most 8
-    elements a thread, and 1, 2 or 4 programs per SM where all of them fit its 65536 registers: ptxas for sm_90
-    gives the backward at most 86 registers a thread at 4 elements in 16-bit and 108 in float32 (float64
-    arithmetic), at 8 elements 144 and 188 (:data:`FLAT_BACKWARD_REGISTERS`).
+    elements a thread, the loop over full tiles pipelined 1, 2 or 3 deep (cp.async), and 1, 2 or 4 programs per
+    SM where all of them fit its 65536 registers: ptxas for sm_90
+    gives the backward at most 91 registers a thread at 4 elements in 16-bit and 128 in float32 (float64
+    arithmetic), at 8 elements 136 and 219 (:data:`FLAT_BACKWARD_REGISTERS`).
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``flat`` set; none for other N.
@@ -154,11 +155,11 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
         return
     if pass_ == "backward":
         registers = FLAT_BACKWARD_REGISTERS[dtype == torch.float32]
-        for block_n, warps, pps in itertools.product((512, 1024, 2048), (4, 8), (1, 2, 4)):
+        for block_n, warps, pps, stages in itertools.product((512, 1024, 2048), (4, 8), (1, 2, 4), (1, 2, 3)):
             per_thread = block_n // (32 * warps)
             if block_n >= N and per_thread <= 8 and warps * 32 * pps * registers[per_thread > 4] <= 65536:
-                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1,
-                                 flat=True)
+                yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps,
+                                 num_stages=stages, flat=True)
         return
     for block_n, warps in itertools.product((1024, 2048, 4096), (2, 4, 8)):
         if block_n // (32 * warps) <= 16:

@@ -186,7 +186,8 @@ def flat_ptx(N: int, dtype: torch.dtype, config, M: int, which: str) -> str:
         rmsnorm_flat_backward_kernel,
         {"x_ptr": f"*{t}", "weight_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}", "dx_ptr": f"*{t}",
          "scratch_ptr": "*fp32", "partial_ptr": "*fp32", "M": "i32"},
-        {**shape, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], "N_P2": triton.next_power_of_2(N)},
+        {**shape, "COMPUTE": TRITON_DTYPE[row_arithmetic_dtype(N, dtype)], "N_P2": triton.next_power_of_2(N),
+         "NUM_STAGES": config.num_stages},
         (0, 1, 2, 3, 4, 5, 6), config.num_warps, (7,) if M % 16 == 0 else ())
 
 
@@ -245,10 +246,11 @@ if __name__ == "__main__":
 
         M = rows_for(N, dtype)  # the sweep's rows: at N = 17 bf16, 3947580, not a multiple of 16
         for which in ("forward", "backward"):
-            kernels = {(c.BLOCK_N, c.num_warps): c for c in flat_candidates(N, dtype, which)}  # the grid aside
-            for config in kernels.values():
+            kernels = {(c.BLOCK_N, c.num_warps, c.num_stages): c for c in flat_candidates(N, dtype, which)}
+            for config in kernels.values():  # the grid aside
                 ptx = flat_ptx(N, dtype, config, M, which)
                 print(json.dumps({"pass": which, "BLOCK_N": config.BLOCK_N, "num_warps": config.num_warps,
+                                  "num_stages": config.num_stages,
                                   **registers_and_spills(ptx),
                                   **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
         sys.exit()

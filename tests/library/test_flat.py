@@ -175,13 +175,16 @@ def test_its_ptx_for_sm90_moves_16_bytes_at_a_time_at_an_odd_width():
                           env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})  # compiled mode
     assert done.returncode == 0, done.stderr[-2000:]
     kernels = [json.loads(line) for line in done.stdout.splitlines()]
-    for which in ("forward", "backward"):  # one kernel per tile shape (the grid aside)
-        shapes = {(c.BLOCK_N, c.num_warps) for c in flat_candidates(17, torch.bfloat16, which)}
-        assert {(k["BLOCK_N"], k["num_warps"]) for k in kernels if k["pass"] == which} == shapes
+    for which in ("forward", "backward"):  # one kernel per tile shape and depth (the grid aside)
+        shapes = {(c.BLOCK_N, c.num_warps, c.num_stages) for c in flat_candidates(17, torch.bfloat16, which)}
+        assert {(k["BLOCK_N"], k["num_warps"], k["num_stages"]) for k in kernels if k["pass"] == which} == shapes
     for k in kernels:
         per_thread = k["BLOCK_N"] // (32 * k["num_warps"])
         loads = 1 if k["pass"] == "forward" else 2  # x; x and dy
-        assert k["ld.v4"] == loads * (per_thread * 2 // 16), k  # full tiles: 16 bytes a load wherever 8 fit
+        if k["num_stages"] == 1:  # full tiles: 16 bytes a load wherever 8 elements fit
+            assert k["ld.v4"] == loads * (per_thread * 2 // 16), k
+        else:  # pipelined: the full tiles' x and dy copied 16 bytes at a time into shared memory
+            assert k["cp.async.16"] >= loads * (per_thread * 2 // 16), k
         assert k["spill_bytes"] == 0, k
         if k["pass"] == "backward":
             assert k["registers"] <= FLAT_BACKWARD_REGISTERS[False][per_thread > 4], k
