@@ -11,9 +11,6 @@ for sm_90 (16 bytes at a time at N = 17, where the table's kernels move one elem
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -170,11 +167,7 @@ def test_the_sweep_tries_them_for_the_plain_norm_at_short_rows_only(pass_):
 
 
 def test_its_ptx_for_sm90_moves_16_bytes_at_a_time_at_an_odd_width():
-    done = subprocess.run([sys.executable, str(checkout_scripts.ROOT / "tools/ptx_vector_accesses.py"), "17",
-                           "bfloat16", "--flat"], capture_output=True, text=True, timeout=600,
-                          env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})  # compiled mode
-    assert done.returncode == 0, done.stderr[-2000:]
-    kernels = [json.loads(line) for line in done.stdout.splitlines()]
+    kernels = [json.loads(line) for line in checkout_scripts.ptx_tool(17, "bfloat16", "--flat").splitlines()]
     for which in ("forward", "backward"):  # one kernel per tile shape and depth (the grid aside)
         shapes = {(c.BLOCK_N, c.num_warps, c.num_stages) for c in flat_candidates(17, torch.bfloat16, which)}
         assert {(k["BLOCK_N"], k["num_warps"], k["num_stages"]) for k in kernels if k["pass"] == which} == shapes

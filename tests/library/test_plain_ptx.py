@@ -15,16 +15,14 @@ compiles.
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import triton
 
+import checkout_scripts
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "tools" / "ptx_vector_accesses.py"
 RECORDED = json.loads((ROOT / "tests" / "data" / "plain_ptx_digests.json").read_text())
 
 
@@ -33,11 +31,8 @@ RECORDED = json.loads((ROOT / "tests" / "data" / "plain_ptx_digests.json").read_
 @pytest.mark.parametrize("case", sorted(RECORDED["digests"]))
 def test_the_plain_kernels_compile_to_the_recorded_ptx(case):
     N, dtype = case.split()
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled mode (it never launches)
-    done = subprocess.run([sys.executable, str(SCRIPT), N, dtype, "--plain-digest"], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout) == RECORDED["digests"][case]
+    out = checkout_scripts.ptx_tool(N, dtype, "--plain-digest")
+    assert json.loads(out) == RECORDED["digests"][case]
 
 
 @pytest.mark.parametrize("N, dtype, residual_dtype", [(1000, "bfloat16", "bfloat16"), (4096, "bfloat16", "float32"),
@@ -45,11 +40,8 @@ def test_the_plain_kernels_compile_to_the_recorded_ptx(case):
 def test_the_fused_add_kernels_compile_for_sm_90_with_their_switches_on(N, dtype, residual_dtype):
     # The interpreter runs the fused add on the CPU but compiles nothing: this compiles it, as a GPU would,
     # at one block, at the forward's column loop with a float32 residual stream, and with both loops.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype, "--fused", residual_dtype],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for which, (plain, fused) in json.loads(done.stdout).items():
+    out = checkout_scripts.ptx_tool(N, dtype, "--fused", residual_dtype)
+    for which, (plain, fused) in json.loads(out).items():
         assert 0 < plain < fused, which  # the switch adds the residual's loads and stores, and only when on
 
 
@@ -57,11 +49,8 @@ def test_the_fused_add_kernels_compile_for_sm_90_with_their_switches_on(N, dtype
 def test_the_layernorm_kernels_compile_for_sm_90_with_their_switches_on(N, dtype):
     # The LayerNorm (IS_LAYERNORM, HAS_BIAS) runs under the interpreter on the CPU, which compiles nothing: this
     # compiles it as a GPU would, at one block, at the forward's loop, at both loops, and in float64 arithmetic.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype, "--layernorm"], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for which, (plain, layernorm) in json.loads(done.stdout).items():
+    out = checkout_scripts.ptx_tool(N, dtype, "--layernorm")
+    for which, (plain, layernorm) in json.loads(out).items():
         assert 0 < plain < layernorm, which  # the mean, the bias and dx's third term, compiled only when on
 
 
@@ -71,10 +60,7 @@ def test_the_layernorm_kernels_spill_nothing_at_their_configurations(N, dtype):
     # RMSNorm's one-block widths past 8192 ptxas spills it by a kilobyte a thread, so it loops there
     # (rmsnorm.config.LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N). At the launchers' configurations nothing spills at these
     # widths: one block at 8192, the loop's tiles beyond.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype, "--spills", "--layernorm"], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    used = json.loads(done.stdout)
+    out = checkout_scripts.ptx_tool(N, dtype, "--spills", "--layernorm")
+    used = json.loads(out)
     assert {which: use["spill_bytes"] for which, use in used.items()} == {"forward": 0, "backward": 0}, used
     assert all(0 < use["registers"] <= 255 for use in used.values()), used

@@ -10,9 +10,6 @@ graph, and a grid too large to be resident refused by the driver instead of hang
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -97,11 +94,7 @@ def test_only_the_plain_rmsnorm_sweeps_split_candidates_and_only_past_16384():
 
 def test_its_ptx_for_sm90_moves_16_bytes_at_a_time_without_spilling():
     """ptxas's view of the kernels the sweep would try at 32768 bf16 (compiled for sm_90 on any machine)."""
-    done = subprocess.run([sys.executable, str(checkout_scripts.ROOT / "tools/ptx_vector_accesses.py"), "32768",
-                           "bfloat16", "--split"], capture_output=True, text=True, timeout=600,
-                          env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})  # compiled mode
-    assert done.returncode == 0, done.stderr[-2000:]
-    kernels = [json.loads(line) for line in done.stdout.splitlines()]
+    kernels = [json.loads(line) for line in checkout_scripts.ptx_tool(32768, "bfloat16", "--split").splitlines()]
     assert {(k["split"], k["BLOCK_N"], k["num_warps"]) for k in kernels} == {
         (c.split, c.BLOCK_N, c.num_warps) for c in split_candidates(32768, torch.bfloat16)}
     for k in kernels:

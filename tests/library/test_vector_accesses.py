@@ -11,23 +11,17 @@ asserts what it shows (the cliff before, within 10 % of the neighbours after, no
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "ptx_vector_accesses.py"
+import checkout_scripts
 
 
 @pytest.mark.parametrize("N, dtype", [(1000, "float16"), (3000, "bfloat16"), (1000, "float32")])
 def test_rows_of_a_multiple_of_8_move_16_bytes_at_a_time_only_with_row_align(N, dtype):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled mode (it never launches)
-    done = subprocess.run([sys.executable, str(SCRIPT), str(N), dtype], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout)
+    out = checkout_scripts.ptx_tool(N, dtype)
+    counts = json.loads(out)
     assert set(counts["1"].values()) == {0}, counts["1"]  # N = 1000 as Triton sees it: one element at a time
     hinted = counts["8"]
     for which in ("forward", "backward"):
@@ -45,11 +39,8 @@ def test_where_triton_proves_the_alignment_itself_the_launch_adds_no_hint():
     assert row_align_hint(2, 4096, 4096, 4096) == 1 and row_alignment(2, 4096, 4096) == 8
     assert row_align_hint(2, 1000, 1000) == 8 and row_align_hint(2, 4096, 4104) == 8  # 4104: a padded row
     assert row_align_hint(4, 4096, 0) == 1 and row_align_hint(2, 257, 257) == 1
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(SCRIPT), "4096", "bfloat16", "--divisible"], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout)
+    out = checkout_scripts.ptx_tool(4096, "bfloat16", "--divisible")
+    counts = json.loads(out)
     for which in ("forward", "backward"):
         assert counts["1"][f"instructions {which}"] < counts["8"][f"instructions {which}"], counts
         vector = [f"{kind} {which}" for kind in ("ld.v4", "cp.async.16", "st.v4")]
