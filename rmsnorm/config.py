@@ -192,7 +192,6 @@ def shifted_weight(weight, OFFSET: tl.constexpr, COMPUTE: tl.constexpr):
     return weight.to(COMPUTE)
 
 
-
 #: x dtypes a rule applies to, as torch names them.
 ALL = ("float32", "float16", "bfloat16")
 F32 = ("float32",)

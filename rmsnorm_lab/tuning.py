@@ -105,20 +105,18 @@ def _around(value: int, lo: int = 1, hi: int = 64):
 def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     """The forward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
-    Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per
-    row block or 4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16
-    warps (and 1 or 2 warps of up to 64 elements a thread where the block is at most 512 columns: sweep 13's
-    best and Inductor's kernel at 65536 × 257 bf16), one program per row block or 4-8 per SM with 1 or 3 stages;
-    from N = 4096, where the
-    table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of
-    2048 and 4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block
-    (8, 16 or 32 warps), and up to 65536 at 32 warps (a bf16 row of 128 KiB held in one program's registers,
-    read once: ptxas spills about 100 bytes a thread there, 16 warps half as many again), and for every looped
-    row loop blocks of 8192 and 16384 columns at 16 or 32 warps; from 65536 columns those loops also with one or two
-    programs per SM, whose rows in flight may fit the L2 for the second read. For the plain RMSNorm (``norm``),
-    rows wider than 16384 columns also split over several programs (:func:`split_candidates`), and short rows
-    that are not a power of two also as one dense run (:func:`flat_candidates`). Each configuration once, so
-    that a sweep times none twice.
+    Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per row block or
+    4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16 warps, one program per row
+    block or 4-8 per SM with 1 or 3 stages, and where the block is at most 512 columns also 1 or 2 warps of up
+    to 64 elements a thread (sweep 13's best and Inductor's kernel at 65536 × 257 bf16). From N = 4096, where
+    the table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of 2048 and
+    4096 at 8 or 16 warps); for looped rows up to N = 32768 also the whole row in one block (8, 16 or 32 warps),
+    and up to 65536 at 32 warps (a bf16 row of 128 KiB held in one program's registers, read once: ptxas spills
+    about 100 bytes a thread there, 16 warps half as many again); for every looped row loop blocks of 8192 and
+    16384 columns at 16 or 32 warps, and from 65536 columns those loops also with one or two programs per SM,
+    whose rows in flight may fit the L2 for the second read. For the plain RMSNorm (``norm``), rows wider than
+    16384 columns also split over several programs (:func:`split_candidates`), and short rows also as one dense
+    run (:func:`flat_candidates`). Each configuration once, so that a sweep times none twice.
 
     Where N is not a power of two (a masked row), each configuration also with N compiled in
     (``static_n``).
@@ -144,9 +142,9 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
     shorter than one warp's lanes). Forward: tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, one program
     a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, at most 8
     elements a thread, the loop over full tiles pipelined 1, 2 or 3 deep (cp.async), and 1, 2 or 4 programs per
-    SM where all of them fit its 65536 registers: ptxas for sm_90
-    gives the backward at most 91 registers a thread at 4 elements in 16-bit and 128 in float32 (float64
-    arithmetic), at 8 elements 136 and 219 (:data:`FLAT_BACKWARD_REGISTERS`).
+    SM where all of them fit its 65536 registers: ptxas for sm_90 gives the backward at most 91 registers a
+    thread at 4 elements in 16-bit and 128 in float32 (float64 arithmetic), at 8 elements 136 and 219
+    (:data:`FLAT_BACKWARD_REGISTERS`).
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``flat`` set; none for other N.
@@ -175,8 +173,8 @@ def split_candidates(N: int, dtype: torch.dtype):
     (all must be resident at once, as the cooperative launch requires): warps × programs at most 32, and
     warps × programs × elements a thread at most 512. ptxas for sm_90 gives a program 60-63 registers a thread
     at 8192 columns on 8 or 16 warps, but 82 at 16 warps of 32 columns a thread, two of which exceed an SM's
-    65536 registers.
-    ``dtype`` is not consulted: a program holds its columns as float32 whatever the row's dtype.
+    65536 registers. ``dtype`` is not consulted: a program holds its columns as float32 whatever the row's
+    dtype.
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``split`` > 1; none for N ≤ 16384.
