@@ -141,7 +141,9 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
     Where N ≤ 256 is not a power of two (whose own block would hold masked lanes), and below 32 columns (rows
     shorter than one warp's lanes). Forward: tiles of 1024, 2048 or 4096 elements on 2, 4 or 8 warps, one program
     a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, at most 8
-    elements a thread, the loop over full tiles pipelined 1, 2 or 3 deep (cp.async), and 1, 2 or 4 programs per
+    elements a thread, the loop over full tiles unpipelined or 3 stages deep (at 2, Triton 3.7's cp.async copies
+    for the next tile are issued at the end of the body and waited for at the top: no overlap), and 1, 2 or 4
+    programs per
     SM where all of them fit its 65536 registers: ptxas for sm_90 gives the backward at most 91 registers a
     thread at 4 elements in 16-bit and 128 in float32 (float64 arithmetic), at 8 elements 136 and 219
     (:data:`FLAT_BACKWARD_REGISTERS`).
@@ -153,7 +155,7 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
         return
     if pass_ == "backward":
         registers = FLAT_BACKWARD_REGISTERS[dtype == torch.float32]
-        for block_n, warps, pps, stages in itertools.product((512, 1024, 2048), (4, 8), (1, 2, 4), (1, 2, 3)):
+        for block_n, warps, pps, stages in itertools.product((512, 1024, 2048), (4, 8), (1, 2, 4), (1, 3)):
             per_thread = block_n // (32 * warps)
             if block_n >= N and per_thread <= 8 and warps * 32 * pps * registers[per_thread > 4] <= 65536:
                 yield FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps,

@@ -43,8 +43,8 @@ DTYPES = (torch.float32, torch.float16,
           pytest.param(torch.bfloat16, marks=pytest.mark.skipif(not GPU, reason="bf16 runs on a GPU only")))
 
 
-def flat(block_n: int, warps: int = 4, pps: int | None = None) -> FastConfig:
-    return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=1, flat=True)
+def flat(block_n: int, warps: int = 4, pps: int | None = None, stages: int = 1) -> FastConfig:
+    return FastConfig(BLOCK_M=1, BLOCK_N=block_n, num_warps=warps, programs_per_sm=pps, num_stages=stages, flat=True)
 
 
 SHAPES = [  # M, N, tile (BLOCK_N), weight, offset
@@ -75,14 +75,16 @@ def test_the_forward_matches_the_oracle_and_the_table_and_repeats_bitwise(M, N, 
     assert torch.equal(again_y, y) and torch.equal(again_rstd, rstd)
 
 
+@pytest.mark.parametrize("stages", [1, 3])  # 3: the loop over full tiles pipelined (a GPU compiles it; the
+# interpreter runs it as 1)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M, N, block_n, has_weight, offset", SHAPES)
 def test_the_backward_matches_the_oracle_and_the_table_and_repeats_bitwise(M, N, block_n, has_weight, offset,
-                                                                           dtype, device):
+                                                                           dtype, stages, device):
     x, weight, dy = make_inputs(M, N, dtype, device, seed=M + N)
     weight = (weight.float() - offset).to(dtype) if has_weight else None
     _, rstd = rmsnorm_fast_forward(x, weight, EPS, offset=offset)
-    config = flat(block_n, pps=2)
+    config = flat(block_n, pps=2, stages=stages)
     with poisoned_outputs():
         dx, dgamma = rmsnorm_fast_backward(x, weight, rstd, dy, config=config, offset=offset)
     ones = torch.ones(N, dtype=torch.float64, device=device)
