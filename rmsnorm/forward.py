@@ -81,10 +81,16 @@ def _shifted_moments(x_rows, row_mask, N, eps, BLOCK_M: tl.constexpr, BLOCK_N: t
 def _normalise_row_block(
     block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
     residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride, mean_ptr, bias_ptr,
+    weight_held, bias_held,
     HAS_WEIGHT: tl.constexpr, OFFSET: tl.constexpr, ONE_BLOCK: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, HAS_RESIDUAL: tl.constexpr, IS_LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HELD: tl.constexpr,
 ):
-    """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel)."""
+    """Rows block·BLOCK_M … block·BLOCK_M + BLOCK_M − 1: rstd and y (arguments as in the kernel).
+
+    With HELD, a one-block row's scale (weight + OFFSET, float32) and bias are ``weight_held`` and ``bias_held``,
+    loaded once by a persistent program for all its row blocks; without, each row block loads them.
+    """
     cols = tl.arange(0, BLOCK_N)
     rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
     row_mask = rows < M
@@ -110,9 +116,13 @@ def _normalise_row_block(
         else:
             rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
             y = x * rstd[:, None]
-        if HAS_WEIGHT:
+        if HAS_WEIGHT and HELD:
+            y = y * weight_held[None, :]
+        elif HAS_WEIGHT:
             y = y * shifted_weight(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET, tl.float32)[None, :]
-        if HAS_BIAS:
+        if HAS_BIAS and HELD:
+            y = y + bias_held[None, :]
+        elif HAS_BIAS:
             y = y + tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
     elif IS_LAYERNORM:
@@ -196,16 +206,24 @@ def rmsnorm_fast_forward_kernel(
         residual_row_stride = aligned(residual_row_stride, ROW_ALIGN)
         residual_out_row_stride = aligned(residual_out_row_stride, ROW_ALIGN)
     if PERSISTENT:  # program p takes row blocks p, p + P, p + 2P, ...
+        weight_held = 0.0
+        bias_held = 0.0
+        if ONE_BLOCK:  # the same columns in every row block: the scale and the bias loaded once, not per block
+            cols = tl.arange(0, BLOCK_N)
+            if HAS_WEIGHT:
+                weight_held = shifted_weight(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET, tl.float32)
+            if HAS_BIAS:
+                bias_held = tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
                                  residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
-                                 mean_ptr, bias_ptr, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL,
-                                 IS_LAYERNORM, HAS_BIAS)
+                                 mean_ptr, bias_ptr, weight_held, bias_held, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M,
+                                 BLOCK_N, HAS_RESIDUAL, IS_LAYERNORM, HAS_BIAS, ONE_BLOCK)
     else:  # one program per row block
         _normalise_row_block(tl.program_id(0), x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr,
                              M, N, eps, residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,
-                             mean_ptr, bias_ptr, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N, HAS_RESIDUAL,
-                             IS_LAYERNORM, HAS_BIAS)
+                             mean_ptr, bias_ptr, 0.0, 0.0, HAS_WEIGHT, OFFSET, ONE_BLOCK, BLOCK_M, BLOCK_N,
+                             HAS_RESIDUAL, IS_LAYERNORM, HAS_BIAS, False)
 
 
 def rmsnorm_fast_forward(

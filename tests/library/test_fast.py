@@ -280,6 +280,25 @@ def test_any_config_gives_the_same_numbers(cfg, device):
     assert_close(dgamma, dg64, tol=dgamma_tolerance(77, x.dtype, gamma.dtype))
 
 
+@pytest.mark.parametrize("norm", ["rmsnorm", "offset", "layernorm", "fused add"])
+def test_a_persistent_forward_holds_the_scale_and_bias_once_with_the_same_numbers(norm, device):
+    """A persistent program loads a one-block row's scale (weight + offset) and bias once for all its row blocks;
+    one program per row block loads them each time. The arithmetic is the same, so the outputs are bitwise so."""
+    from rmsnorm.forward import launch_add_forward
+    from rmsnorm.layernorm_launchers import launch_layernorm_forward
+
+    x, weight, _ = make_inputs(77, 300, torch.float32, device=device, seed=17)
+    held, per_block = (FastConfig(BLOCK_M=4, BLOCK_N=512, num_warps=4, programs_per_sm=pps, num_stages=1)
+                       for pps in (3, None))
+    runs = {"rmsnorm": lambda cfg: rmsnorm_fast_forward(x, weight, 1e-6, config=cfg),
+            "offset": lambda cfg: rmsnorm_fast_forward(x, weight - 1.0, 1e-6, config=cfg, offset=1.0),
+            "layernorm": lambda cfg: launch_layernorm_forward(x, weight, weight.flip(0), 1e-5, cfg),
+            "fused add": lambda cfg: launch_add_forward(x, x.flip(0), weight, 1e-6, cfg)}
+    for got, want in zip(runs[norm](held), runs[norm](per_block), strict=True):
+        assert torch.equal(got, want)
+    assert_close(runs[norm](held)[0], runs[norm](None)[0])  # and the table's, to the tolerance
+
+
 def test_no_weight(device):
     x, _, dy = make_inputs(10, 50, torch.float32, device=device, seed=16)
     y, rstd = rmsnorm_fast_forward(x, None)
