@@ -106,7 +106,8 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     """The forward's candidates for rows of N columns in ``dtype``: the table's choice and its neighbours.
 
     Rows of at most 32 columns: tiles of 2048-16384 elements, 4, 8 or 16 warps, one program per row block or
-    4-8 per SM. Wider rows: rows per step around the table's BLOCK_M, 4, 8 or 16 warps, one program per row
+    4-8 per SM. Wider rows: rows per step around the table's BLOCK_M (1, 2 or 4 where the row loops, the rows
+    of a step sharing each block's weight and bias loads), 4, 8 or 16 warps, one program per row
     block or 4-8 per SM with 1 or 3 stages, and where the block is at most 512 columns also 1 or 2 warps of up
     to 64 elements a thread (sweep 13's best and Inductor's kernel at 65536 × 257 bf16). From N = 4096, where
     the table holds one block or loops over blocks narrower than 4096, also the loop rung (blocks of 2048 and
@@ -213,7 +214,7 @@ def _forward_candidates(N: int, dtype: torch.dtype):
             yield FastConfig(BLOCK_M=max(1, tile // base.BLOCK_N), BLOCK_N=base.BLOCK_N,
                              num_warps=16 if tile == 16384 else warps, programs_per_sm=pps, num_stages=stages)
         return
-    block_ms = _around(base.BLOCK_M) if base.one_block(N) else [1, 2]
+    block_ms = _around(base.BLOCK_M) if base.one_block(N) else [1, 2, 4]  # looped: rows share the weight's loads
     persist = [(None, 1), (4, 1), (4, 3), (8, 1), (8, 3)]
     for block_m, warps, (pps, stages) in itertools.product(block_ms, (4, 8, 16), persist):
         if base.one_block(N) and (warps == 16) != (block_m * base.BLOCK_N >= 16384):
