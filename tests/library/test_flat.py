@@ -100,6 +100,24 @@ def test_the_backward_matches_the_oracle_and_the_table_and_repeats_bitwise(M, N,
     assert torch.equal(again_dx, dx) and (weight is None or torch.equal(again_dgamma, dgamma))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, pytest.param(torch.bfloat16, marks=pytest.mark.skipif(
+    not GPU, reason="bf16 runs on a GPU only"))])
+def test_a_float32_weight_beside_16_bit_rows_and_no_rows_at_all(dtype, device):
+    x, weight, dy = make_inputs(45, 17, dtype, device, seed=3, weight_dtype=torch.float32)
+    y, rstd = rmsnorm_fast_forward(x, weight, EPS, config=flat(512))
+    dx, dgamma = rmsnorm_fast_backward(x, weight, rstd, dy, config=flat(512, pps=1))
+    y64, dx64, dgamma64 = oracle(x, weight, dy, EPS, on=device)
+    assert_close(y, y64, dtype=dtype)
+    assert_close(dx, dx64, dtype=dtype)
+    assert dgamma.dtype == torch.float32
+    assert_close(dgamma, dgamma64, tol=dgamma_tolerance(45, dtype, torch.float32))
+    empty = x[:0]
+    y0, rstd0 = rmsnorm_fast_forward(empty, weight, EPS, config=flat(512))
+    dx0, dgamma0 = rmsnorm_fast_backward(empty, weight, rstd0, empty, config=flat(512, pps=1))
+    assert y0.shape == (0, 17) and rstd0.shape == (0,) and dx0.shape == (0, 17)
+    assert torch.equal(dgamma0, torch.zeros(17, dtype=torch.float32, device=device))
+
+
 def test_the_backward_refuses_what_the_forward_refuses(device):
     buf, dy = torch.ones((4, 24), device=device), torch.ones((4, 17), device=device)
     rstd = torch.ones(4, device=device)

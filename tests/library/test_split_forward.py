@@ -130,6 +130,13 @@ def test_on_a_gpu_it_matches_the_oracle_and_the_loop_and_repeats_bitwise(M, N, d
 
 
 @needs_gpu
+def test_on_a_gpu_no_rows_launch_nothing():
+    x = torch.empty((0, 65536), dtype=torch.bfloat16, device="cuda")
+    y, rstd = rmsnorm_fast_forward(x, None, EPS, config=split(4, 16384, 32))
+    assert y.shape == (0, 65536) and rstd.shape == (0,)
+
+
+@needs_gpu
 def test_on_a_gpu_strided_rows_are_read_in_place():
     buf, weight, _ = make_inputs(6, 65536 + 64, torch.bfloat16, "cuda", seed=3)
     x, config = buf[:, 64:], split(4, 16384, 32)
