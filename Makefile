@@ -23,6 +23,10 @@
 #                and each notebook whole (--dist load + conftest.py). Default: 2; measured on
 #                the 2-core CI machine, 2 workers cut the full run by about 40 %.
 #   PYTEST_ARGS  Extra pytest arguments, e.g. PYTEST_ARGS="-x -k forward".
+#   TESTS        The test paths `make test` runs besides the notebooks. Default: tests
+#   NOTEBOOKS    The notebooks `make test` runs (nbval). Default: every .ipynb under notebooks/,
+#                solutions/ and exercises/. A part of the suite is e.g. `make test TESTS=tests/course
+#                NOTEBOOKS=`; the GPU machine's 600-s calls run the whole suite as two such parts.
 #   NB_TIMEOUT   Seconds one notebook cell may run, in `make test` and `make run`. Default: 1200.
 #   LAB_ARGS     Extra `jupyter lab` arguments, e.g. LAB_ARGS="--no-browser --port 8890".
 #   BUILD_DIR    Where `make run` writes executed notebooks and HTML. Default: build
@@ -42,6 +46,7 @@ CONSTRAINTS ?= constraints.txt
 PIP_ARGS    ?=
 JOBS        ?= 2
 PYTEST_ARGS ?=
+TESTS       ?= $(wildcard tests)
 NB_TIMEOUT  ?= 1200
 LAB_ARGS    ?=
 BUILD_DIR   ?= build
@@ -117,7 +122,7 @@ test: $(SETUP)  ## Run tests/ and every notebook under notebooks/ solutions/ exe
 	@xdist=""; \
 	case "$(JOBS)" in 0|1) ;; *) if $(PY) -c 'import xdist' 2>/dev/null; then xdist="-n $(JOBS) --dist load"; fi;; esac; \
 	set -x; \
-	$(PY) -m pytest $$xdist $(wildcard tests) $(NOTEBOOKS) \
+	$(PY) -m pytest $$xdist $(TESTS) $(NOTEBOOKS) \
 	  --nbval-lax --nbval-current-env --nbval-cell-timeout=$(NB_TIMEOUT) $(PYTEST_ARGS)
 
 # ruff is a Python package (the dev extra, pinned in constraints.txt), so PYTHON=... finds it as `-m ruff`.
