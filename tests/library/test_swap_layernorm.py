@@ -97,7 +97,11 @@ def test_each_gradients_error_against_float64_is_at_most_1_5_times_the_originals
     errors = _relative_errors([p.grad for p in original.parameters()], grads64)
     errors_fast = _relative_errors([p.grad for p in swapped.parameters()], grads64)
     names = [n for n, _ in original.named_parameters()]
-    worse = {n: (f, o) for n, f, o, zero in zip(names, errors_fast, errors, by_symmetry) if not zero and f > 1.5 * o}
+    # Below a few float32 roundings (relative), which of two runs rounds less is chance: it moved with the CPU (its
+    # vector width changes the original's float32 sums), so there the error is judged by size, not by the ratio.
+    noise_floor = 8 * torch.finfo(torch.float32).eps
+    worse = {n: (f, o) for n, f, o, zero in zip(names, errors_fast, errors, by_symmetry)
+             if not zero and f > max(1.5 * o, noise_floor)}
     assert not worse, worse
     assert max(f for f, zero in zip(errors_fast, by_symmetry) if not zero) < 1e-4  # float32-accurate
     noise = {n: float(p.grad.norm()) for n, p, zero in zip(names, swapped.parameters(), by_symmetry) if zero}
