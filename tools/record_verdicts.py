@@ -2,7 +2,7 @@
 
 Usage (on the CPU, Triton's interpreter; a few minutes)::
 
-    PYTHONPATH=. python tools/record_verdicts.py [--only EXERCISE]
+    PYTHONPATH=. python tools/record_verdicts.py [--only EXERCISE]   # EXERCISE: e.g. "15 backward"
 
 One row per answer of :func:`verdict_variants.variants` (tests/course/): exercise,
 variant, verdict (passed / wrong / not done yet) and the Feedback's message,
@@ -44,16 +44,26 @@ def record(only: str | None = None) -> list[dict]:
     return rows
 
 
+def merged(old: list[dict], new: list[dict], order: list[tuple[str, str]]) -> list[dict]:
+    """The fixture's rows with ``new``'s replacing theirs, in ``order`` ((exercise, variant), the answers' order)."""
+    rows = {(row["exercise"], row["variant"]): row for row in old}
+    rows.update({(row["exercise"], row["variant"]): row for row in new})
+    return [rows[key] for key in order if key in rows]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=verdict_variants.FIXTURE)
-    parser.add_argument("--only", help="one exercise (its rows are printed, the fixture is not written)")
+    parser.add_argument("--only", help="one exercise, e.g. '15 backward': its rows are recorded again, the others kept")
     args = parser.parse_args()
     rows = record(args.only)
     if args.only is not None:
-        for row in rows:
-            print(row)
-        return
+        if not rows:
+            sys.exit(f"no answers of exercise {args.only!r}: the exercises are "
+                     f"{sorted({exercise for exercise, *_ in verdict_variants.variants()})}")
+        with args.out.open(newline="", encoding="utf-8") as f:
+            old = [row for row in csv.DictReader(f) if row["exercise"] != args.only]
+        rows = merged(old, rows, [(exercise, variant) for exercise, variant, *_ in verdict_variants.variants()])
     with args.out.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=verdict_variants.COLUMNS, lineterminator="\n")
         writer.writeheader()
