@@ -84,16 +84,18 @@ def backward_cases() -> list[AddBackwardCase]:
     """The forward's shapes: both OFFSETs, float16, a row stride; rstd is h's, float32, as the forward saves it.
 
     h has values of scale 3 (a residual stream grows from layer to layer), so rstd is about 1/3 and a factor of rstd
-    too many or too few shows in every element, where with rstd ≈ 1 it would hide under the tolerance.
+    too many or too few shows in every element, where with rstd ≈ 1 it would hide under the tolerance. One case's
+    rstd was saved with eps = 0.5, so a kernel that computes rstd again from h, which it is not given eps for,
+    does not match it.
     """
 
-    def case(label, M, N, dtype=torch.float32, seed=0, stride=None, offset=0.0):
+    def case(label, M, N, dtype=torch.float32, seed=0, stride=None, offset=0.0, eps=1e-6):
         h, weight, dy = make_inputs(M, N, dtype, device=default_device(), seed=seed)
         h = h * 3
         dres = make_inputs(M, N, dtype, device=default_device(), seed=seed + 100)[2]
-        rstd = torch.rsqrt(h.double().square().mean(-1) + 1e-6).float()
-        return AddBackwardCase(label, {"h": h, "weight": weight, "rstd": rstd, "dy": dy, "dres": dres},
-                               row_stride=stride, offset=offset)
+        rstd = torch.rsqrt(h.double().square().mean(-1) + eps).float()
+        return AddBackwardCase(label, {"h": h, "weight": weight, "rstd": rstd, "dy": dy, "dres": dres}, eps,
+                               row_stride=stride, offset=offset)  # eps: the forward's, in rstd (not launched)
 
     return [
         case("1×256 float32", 1, 256, seed=50),
@@ -102,11 +104,13 @@ def backward_cases() -> list[AddBackwardCase]:
         case("17×257 float16", 17, 257, torch.float16, seed=53),
         case(f"6×257 float32 with rows 300 elements apart, {GEMMA}", 6, 257, seed=54, stride=300, offset=1.0),
         case("3×1000 float32 (BLOCK_SIZE = 1024)", 3, 1000, seed=55),
+        case("5×257 float32, rstd saved with eps = 0.5 (the kernel loads it: it is not given eps)", 5, 257, seed=56,
+             eps=0.5),
     ]
 
 
 def _forward_launch(case: AddCase) -> Launch:
-    """One program per row, on guarded copies; the five (M, N) tensors share the row stride."""
+    """One program per row, on guarded copies; the four (M, N) tensors share the row stride."""
     M, N, stride, r = case.M, case.N, case.row_stride, case.inputs["residual"]
     room = GUARD + M * case.stride + triton.next_power_of_2(N)  # the weight read at a row's offset stays in its guard
     tensors = (given("x", case.inputs["x"], stride), given("residual", r, stride),

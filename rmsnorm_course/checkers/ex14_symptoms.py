@@ -105,7 +105,7 @@ FORWARD = [
             lambda c: forward(c, rstd_of="x"),
             "rstd = 1/sqrt(mean(h²) + eps): sum `h * h`, not `x * x`."),
     Symptom("y multiplies x, not h, by rstd (rstd is h's, right): the norm's output lacks the residual",
-            lambda c: forward(c, y_of="x"), "y = h · rstd · weight: multiply h, the sum, not x."),
+            lambda c: forward(c, y_of="x"), "y = h · rstd · (weight + OFFSET): multiply h, the sum, not x."),
     Symptom("the weight is used as it is where the case asks for weight + OFFSET (Gemma's 1 + weight): every case "
             "with OFFSET = 0.0 passes, every case with OFFSET = 1.0 does not", lambda c: forward(c, offset=0.0),
             "Add the constexpr to the loaded weight: `weight = tl.load(weight_ptr + cols, mask=mask, "
@@ -144,16 +144,19 @@ FORWARD = [
 
 def backward(case, *, dres: float = 1.0, inside: bool = False, into_dy: bool = False, offset: float | None = None,
              divide_by: int | None = None, norm: float = 1.0, rstd_on: str = "both",
-             mean_of: str = "u", dres_from: str = "dres") -> dict[str, torch.Tensor]:
+             mean_of: str = "u", dres_from: str = "dres", scaled: bool = True,
+             recomputed: bool = False) -> dict[str, torch.Tensor]:
     """dh of a variant: ``dres`` times d_residual_out added (0: left out, 2: twice), ``inside`` the bracket that rstd
     multiplies, or ``into_dy`` (added to dy before the weight); the weight plus ``offset``; ``norm`` times the norm's
     term (0: left out, −1: its sign flipped); ``rstd_on``: the last factor rstd on "both" terms of the bracket, on
     "u" alone, or on "none"; ``mean_of``: "u" (mean(u · ĥ)) or "dy" (mean(dy · ĥ), the weight left out);
-    ``dres_from``: the input d_residual_out is read from ("dy": loaded from dy_ptr)."""
+    ``dres_from``: the input d_residual_out is read from ("dy": loaded from dy_ptr); ``scaled``: ĥ = h · rstd (False:
+    ĥ = h, its rstd lost, in the mean and the term); ``recomputed``: rstd from h's own sum of squares without eps,
+    1/sqrt(mean(h²)), where the forward's saved rstd belongs."""
     h, dy, d_res = case.f64("h"), case.f64("dy"), case.f64(dres_from)
-    rstd = case.f64("rstd").unsqueeze(-1)
+    rstd = (h.square().mean(-1, keepdim=True).rsqrt() if recomputed else case.f64("rstd").unsqueeze(-1))
     u = (dy + d_res if into_dy else dy) * (case.f64("weight") + (case.offset if offset is None else offset))
-    h_hat = h * rstd
+    h_hat = h * rstd if scaled else h
     mean = ({"u": u, "dy": dy}[mean_of] * h_hat).sum(-1, keepdim=True) / (divide_by or case.N)
     bracket = u - h_hat * mean
     if inside:
@@ -205,6 +208,13 @@ BACKWARD = [
     Symptom("the mean is taken of dy · ĥ where u · ĥ belongs: the weight (+ OFFSET) is left out of the mean, "
             "u = dy · (weight + OFFSET)", lambda c: backward(c, mean_of="dy"),
             "Take the mean of u · ĥ, with the same u as the first term: `mean_uh = tl.sum(u * h_hat, axis=0) / N`."),
+    Symptom("ĥ is h, without rstd (`h_hat = h` where `h_hat = h * rstd` belongs): the mean is taken of u · h and "
+            "the second term multiplies h, so that term lacks rstd twice", lambda c: backward(c, scaled=False),
+            "Normalise h first: `h_hat = h * rstd`, then `mean_uh = tl.sum(u * h_hat, axis=0) / N`."),
+    Symptom("rstd is computed again from h, 1/sqrt(mean(h²)), where the forward's saved rstd belongs: the "
+            "forward's eps is not in it (the kernel is not given eps), and the case whose rstd was saved with "
+            "eps = 0.5 shows it", lambda c: backward(c, recomputed=True),
+            "Load the forward's rstd, `rstd = tl.load(rstd_ptr + row)`: it holds eps, and it saves a reduction."),
     Symptom("mean(u · ĥ) is divided by BLOCK_SIZE instead of N",
             lambda c: backward(c, divide_by=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: divide the sum by N."),

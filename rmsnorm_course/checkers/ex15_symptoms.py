@@ -8,7 +8,9 @@ by BLOCK_SIZE, mean and rstd stored into each other's pointers; in the backward,
 or its x̂ term, or with the x̂ term added, u without the weight, mean(u) over BLOCK_SIZE, mean(u · x) of the raw x,
 x̂ without the mean subtracted, mean and rstd loaded at the program's first row, the bias's (or the weight's)
 column sum taken over the row's columns instead of over the rows, the two partials swapped, dbias scaled by
-rstd, the accumulators zeroed in the loop, the partials stored only inside it. The naive
+rstd, the accumulators zeroed in the loop (or one overwritten, ``=`` for ``+=``), the mean or rstd alone loaded at
+the program's first row, dweight's partial of u · x̂, the partials stored only inside the loop; in the forward, one
+statistic stored at both pointers. The naive
 variance, E[x²] − E[x]², is right in float64 and wrong only in float32's rounding: no float64 model
 captures it, :func:`~rmsnorm_course.checkers.ex15_layernorm` looks for it first.
 
@@ -27,7 +29,8 @@ from .formula_slips import RSTD_RULES, eps_slips
 
 def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: bool = False,
             var_divisor: int | None = None, mean_divisor: int | None = None, rule: str = "right",
-            bias: str = "after", scaled_first: bool = False, swapped: bool = False) -> dict[str, torch.Tensor]:
+            bias: str = "after", scaled_first: bool = False, swapped: bool = False,
+            stored: str = "own") -> dict[str, torch.Tensor]:
     """y, mean and rstd of a variant, in float64.
 
     Args:
@@ -39,6 +42,8 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
         bias: "after" the weight (x̂ · weight + bias), "before" it ((x̂ + bias) · weight) or "none".
         scaled_first: y's x̂ is x · rstd − mean, the mean subtracted after scaling, unscaled.
         swapped: mean is stored at rstd_ptr and rstd at mean_ptr (y is right).
+        stored: "own" (each statistic at its pointer), "rstd twice" (mean_ptr given rstd too) or "mean twice"
+            (rstd_ptr given the mean too): one store with the other's value.
     """
     x, weight, b = case.f64("x"), case.f64("weight"), case.f64("bias")
     N, block = case.N, triton.next_power_of_2(case.N)
@@ -51,6 +56,7 @@ def forward(case, *, center: bool = True, center_y: bool = True, masked_lanes: b
     x_hat = x * rstd - mean if scaled_first else (diff if center_y else x) * rstd
     y = {"after": x_hat * weight + b, "before": (x_hat + b) * weight, "none": x_hat * weight}[bias]
     mean, rstd = (rstd, mean) if swapped else (mean, rstd)
+    mean, rstd = {"own": (mean, rstd), "rstd twice": (rstd, rstd), "mean twice": (mean, mean)}[stored]
     return {"y": y, "mean": mean.reshape(-1), "rstd": rstd.reshape(-1)}
 
 
@@ -101,6 +107,12 @@ FORWARD = [
     Symptom("mean and rstd are stored into each other's pointers: mean_ptr holds rstd and rstd_ptr holds the mean "
             "(y, computed before the stores, is right)", lambda c: forward(c, swapped=True),
             "Store each at its own pointer: `tl.store(mean_ptr + row, mean)`, `tl.store(rstd_ptr + row, rstd)`."),
+    Symptom("mean_ptr is given rstd: the mean's store writes rstd (`tl.store(mean_ptr + row, rstd)`), so both "
+            "pointers hold rstd (y and rstd are right)", lambda c: forward(c, stored="rstd twice"),
+            "Store the mean at mean_ptr: `tl.store(mean_ptr + row, mean)`."),
+    Symptom("rstd_ptr is given the mean: rstd's store writes the mean (`tl.store(rstd_ptr + row, mean)`), so both "
+            "pointers hold the mean (y and the mean are right)", lambda c: forward(c, stored="mean twice"),
+            "Store rstd at rstd_ptr: `tl.store(rstd_ptr + row, rstd)`."),
     Symptom("the variance is divided by BLOCK_SIZE instead of N (the mean is right)",
             lambda c: forward(c, var_divisor=triton.next_power_of_2(c.N)),
             "The masked lanes add zeros, but the row has N values: `var = tl.sum(diff * diff, axis=0) / N`."),
@@ -109,8 +121,10 @@ FORWARD = [
 
 def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered: bool = True,
              mean_u_of: str = "u", divisor: int | None = None, u_divisor: int | None = None, weighted: bool = True,
-             mean_ux_of: str = "x̂", stats_at: str = "row", last_rstd: bool = True, dweight: str = "dy·x̂",
-             dbias: str = "dy", kept: str = "sum", idle: float = 0.0) -> dict[str, torch.Tensor]:
+             mean_ux_of: str = "x̂", stats_at: str = "row", mean_at: str = "row", rstd_at: str = "row",
+             last_rstd: bool = True, dweight: str = "dy·x̂", dbias: str = "dy", kept: str = "sum",
+             kept_dweight: str | None = None, kept_dbias: str | None = None,
+             idle: float = 0.0) -> dict[str, torch.Tensor]:
     """dx and the two (P, N) partials of a variant, in float64, from the float32 mean and rstd the kernel is given.
 
     Args:
@@ -120,37 +134,43 @@ def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered:
         divisor: what both row sums are divided by (None: N); ``u_divisor``: mean(u)'s alone.
         weighted: u = dy · weight (False: u = dy, in every term of dx).
         mean_ux_of: "x̂" (mean(u · x̂)) or "x" (mean(u · x), the raw x).
-        stats_at: "row" (mean and rstd of the row) or "pid" (of the program's first row, `mean_ptr + pid`).
+        stats_at: "row" (mean and rstd of the row) or "pid" (of the program's first row, `mean_ptr + pid`);
+            ``mean_at``, ``rstd_at``: the same for one of them alone.
         last_rstd: dx is rstd · (…) (False: the bracket alone).
         dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", "dy·(x−mean)", "dy·rstd",
+            "u·x̂" (the weight's own gradient scaled by the weight),
             or the row's sum over its columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast.
         kept: what a program's partial row holds: "sum" of its rows, or its "last" row alone (the accumulators
-            zeroed in the loop).
+            zeroed in the loop, or `=` where `+=` belongs); ``kept_dweight``, ``kept_dbias``: one partial's alone.
         idle: the partial row of a program without rows (0: stored after the loop; NaN: never stored).
     """
     x, weight, dy = case.f64("x"), case.f64("weight"), case.f64("dy")
     mean, rstd = case.f64("mean").unsqueeze(-1), case.f64("rstd").unsqueeze(-1)
-    if stats_at == "pid":  # row r belongs to program r % P, whose first row is r % P
-        first = torch.arange(case.M) % case.programs
-        mean, rstd = mean[first], rstd[first]
+    first = torch.arange(case.M) % case.programs  # row r belongs to program r % P, whose first row is r % P
+    if stats_at == "pid" or mean_at == "pid":
+        mean = mean[first]
+    if stats_at == "pid" or rstd_at == "pid":
+        rstd = rstd[first]
     x_hat = ((x - mean) if centered else x) * rstd
     u = dy * weight if weighted else dy
     n = divisor or case.N
     mean_u = {"u": u, "dy": dy}[mean_u_of].sum(-1, keepdim=True) / (u_divisor or n)
     mean_ux = (u * {"x̂": x_hat, "x": x}[mean_ux_of]).sum(-1, keepdim=True) / n
     dx = (u - mean_term * mean_u - x_hat_term * x_hat * mean_ux) * (rstd if last_rstd else 1.0)
-    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean), "dy·rstd": dy * rstd}
+    terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean), "dy·rstd": dy * rstd,
+             "u·x̂": u * x_hat}
     terms["Σ dy·x̂"] = terms["dy·x̂"].sum(-1, keepdim=True).expand_as(dy)
     terms["Σ dy"] = dy.sum(-1, keepdim=True).expand_as(dy)
 
-    def partial(added):
+    def partial(added, kept):
         kept_rows = by_program(case, added) if kept == "sum" else torch.stack(
             [added[p::case.programs][-1] if p < case.M else torch.zeros(case.N, dtype=torch.float64)
              for p in range(case.programs)])
         kept_rows[case.M:] = idle  # programs p ≥ M get no rows
         return kept_rows
 
-    return {"dx": dx, "dweight_partial": partial(terms[dweight]), "dbias_partial": partial(terms[dbias])}
+    return {"dx": dx, "dweight_partial": partial(terms[dweight], kept_dweight or kept),
+            "dbias_partial": partial(terms[dbias], kept_dbias or kept)}
 
 
 def correct_backward(case) -> dict[str, torch.Tensor]:
@@ -197,6 +217,25 @@ BACKWARD = [
             "dy · x̂ and dy, not the sum over its rows", lambda c: backward(c, kept="last"),
             "Create `dweight_acc` and `dbias_acc` (`tl.zeros([BLOCK_SIZE], dtype=tl.float32)`) once, before the "
             "loop; inside it, only add to them."),
+    Symptom("dweight's accumulator is overwritten, not added to: `dweight_acc = …` where `dweight_acc += …` "
+            "belongs, so each program's dweight partial holds its last row's dy · x̂ alone (dbias's is summed)",
+            lambda c: backward(c, kept_dweight="last"),
+            "Add each row to the accumulator: `dweight_acc += dy * x_hat`."),
+    Symptom("dbias's accumulator is overwritten, not added to: `dbias_acc = …` where `dbias_acc += …` belongs, so "
+            "each program's dbias partial holds its last row's dy alone (dweight's is summed)",
+            lambda c: backward(c, kept_dbias="last"),
+            "Add each row to the accumulator: `dbias_acc += dy`."),
+    Symptom("the mean alone is loaded at `mean_ptr + pid`, where the loop's `row` belongs: every row of a program "
+            "is centred by its first row's mean (rstd is loaded right; each program's first row is right)",
+            lambda c: backward(c, mean_at="pid"),
+            "Each row has its own mean: `tl.load(mean_ptr + row)`, inside the loop."),
+    Symptom("rstd alone is loaded at `rstd_ptr + pid`, where the loop's `row` belongs: every row of a program is "
+            "scaled by its first row's rstd (the mean is loaded right; each program's first row is right)",
+            lambda c: backward(c, rstd_at="pid"),
+            "Each row has its own rstd: `tl.load(rstd_ptr + row)`, inside the loop."),
+    Symptom("dweight's partial adds u · x̂ = dy · weight · x̂, where it adds dy · x̂: the weight multiplies x̂ in y, "
+            "so its own gradient does not include it", lambda c: backward(c, dweight="u·x̂"),
+            "`dweight_acc += dy * x_hat` (u = dy · weight belongs to dx alone)."),
     Symptom("dbias's partial adds dy · rstd, where it adds dy alone: y = x̂ · weight + bias, the bias is added "
             "after the normalisation, so its gradient is Σ dy, unscaled", lambda c: backward(c, dbias="dy·rstd"),
             "`dbias_acc += dy`."),

@@ -27,7 +27,7 @@ def fused_add_forward_kernel(
     y_ptr,  # (M, N) output, x's dtype: the norm of h
     residual_out_ptr,  # (M, N) output, residual's dtype: h = x + residual, the stream for the next layer
     rstd_ptr,  # (M,) float32 output: 1/sqrt(mean(h²) + eps), kept for the backward
-    row_stride,  # elements between rows; the five (M, N) tensors share it
+    row_stride,  # elements between rows; the four (M, N) tensors share it
     N,  # real row length (N <= BLOCK_SIZE)
     eps,  # added to mean(h²) before the square root
     OFFSET: tl.constexpr,  # y = ĥ · (weight + OFFSET): 0.0 (Llama) or 1.0 (Gemma's 1 + weight)

@@ -51,7 +51,7 @@ def test_the_backward_oracle_is_autograd_through_the_librarys_fused_add():
             continue
         h, weight, dy, dres = (case.inputs[k].double() for k in ("h", "weight", "dy", "dres"))
         h = h.requires_grad_()
-        h_hat = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + 1e-6)
+        h_hat = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + case.eps)  # the eps rstd was saved with
         y = h_hat * (weight + case.offset)
         (dh,) = torch.autograd.grad((y * dy).sum() + (h * dres).sum(), h)  # h is also residual_out
         want = correct_backward(case)["dh"]  # float64 on the CPU; autograd ran where the case's tensors are

@@ -126,4 +126,8 @@ BACKWARD = {
                                       "d_residual_out is loaded from dy_ptr"),
     "the bracket the wrong way round": (mutate(B, (DH, "    dh = (h_hat * mean_uh - u) * rstd + dres")),
                                         "the norm's backward has the wrong sign"),
+    "h_hat without rstd": (mutate(B, ("    h_hat = h * rstd\n", "    h_hat = h\n")), "ĥ is h, without rstd"),
+    "rstd recomputed from h without eps": (
+        mutate(B, ("rstd = tl.load(rstd_ptr + row)", "rstd = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / N)")),
+        "rstd is computed again from h"),
 }

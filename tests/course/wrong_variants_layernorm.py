@@ -51,6 +51,10 @@ FORWARD = {
     "mean and rstd stored swapped": (mutate(F, ("tl.store(mean_ptr + row, mean)", "tl.store(mean_ptr + row, rstd)"),
                                             ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, mean)")),
                                      "mean and rstd are stored into each other's pointers"),
+    "rstd stored at mean_ptr": (mutate(F, ("tl.store(mean_ptr + row, mean)", "tl.store(mean_ptr + row, rstd)")),
+                                "mean_ptr is given rstd"),
+    "mean stored at rstd_ptr": (mutate(F, ("tl.store(rstd_ptr + row, rstd)", "tl.store(rstd_ptr + row, mean)")),
+                                "rstd_ptr is given the mean"),
     "row index not cast to int64": (mutate(F, ("tl.program_id(0).to(tl.int64)", "tl.program_id(0)")), INT32),
     "masked load of x without other": (
         mutate(F, ("x_ptr + row * row_stride + cols, mask=mask, other=0.0)", "x_ptr + row * row_stride + cols, "
@@ -103,9 +107,16 @@ BACKWARD = {
                                         "the accumulators are zeroed inside the row loop"),
     "dbias scaled by rstd": (mutate(B, ("dbias_acc += dy\n", "dbias_acc += dy * rstd\n")),
                              "dbias's partial adds dy · rstd"),
-    # no symptom: the shape of the error (rows from P on) names the loop or an address that uses pid
     "mean alone loaded at pid": (mutate(B, ("tl.load(mean_ptr + row)", "tl.load(mean_ptr + pid)")),
-                                 "or an address inside it that uses `pid` where the loop's `row` belongs"),
+                                 "the mean alone is loaded at `mean_ptr + pid`"),
+    "rstd alone loaded at pid": (mutate(B, ("tl.load(rstd_ptr + row)", "tl.load(rstd_ptr + pid)")),
+                                 "rstd alone is loaded at `rstd_ptr + pid`"),
+    "dweight accumulator overwritten": (mutate(B, ("dweight_acc += dy * x_hat", "dweight_acc = dy * x_hat")),
+                                        "dweight's accumulator is overwritten, not added to"),
+    "dbias accumulator overwritten": (mutate(B, ("dbias_acc += dy\n", "dbias_acc = dy\n")),
+                                      "dbias's accumulator is overwritten, not added to"),
+    "dweight of u · x̂": (mutate(B, ("dweight_acc += dy * x_hat", "dweight_acc += u * x_hat")),
+                         "dweight's partial adds u · x̂"),
     # two slips, no symptom: diagnose's words for NaN rows of the programs without rows (cases.GRIDS' 2×33)
     "partials stored inside the loop, P = 4 written as a number": (
         mutate(B, (STORES, STORES.replace("\n    tl.store", "\n        tl.store")),
