@@ -9,7 +9,9 @@ is kept as short as it can be:
   ``torch.autograd.Function`` whose forward and backward call the launchers
   directly (:func:`~rmsnorm.forward.launch_forward`,
   :func:`~rmsnorm.backward.launch_backward`), with no dispatcher in
-  between, and x checked once per call (an eager call made inside a
+  between, and x checked once per call; where there is no gradient to
+  record (no grad, inference mode, no input requiring grad) the call goes
+  straight to the launcher, with no Function (:func:`run_eagerly`; an eager call made inside a
   torch.compile region, in a frame Dynamo has given up on, goes through
   the class :func:`outside_dynamo` builds, which runs the same code with
   Dynamo switched off);
@@ -56,6 +58,7 @@ import functools
 
 import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
+from torch.autograd import forward_ad as _forward_ad
 
 from .backward import launch_backward, rmsnorm_fast_backward
 from .contract import (
@@ -282,8 +285,8 @@ def with_ctx_forward(function: type[torch.autograd.Function], name: str) -> type
     ``Function.apply`` binds the arguments of a Function that has a separate ``setup_context`` through
     ``inspect.signature`` on every call (torch's ``autograd/function.py``, ``bind_default_args``): about
     20 µs of host time a call, measured with the launches stubbed out, twice the rest of the call. A
-    forward that takes ``ctx`` skips it. torch.func transforms need ``setup_context``: :func:`eager_function`
-    takes ``function`` itself while one is active.
+    forward that takes ``ctx`` skips it. torch.func transforms need ``setup_context``: :func:`run_eagerly`
+    takes ``function`` (the Function given here) while one is active.
 
     Args:
         name: the class's name (its ``grad_fn`` is ``<name>Backward``).
@@ -302,12 +305,37 @@ def with_ctx_forward(function: type[torch.autograd.Function], name: str) -> type
 _FastRMSNormFunction = with_ctx_forward(_FastRMSNormFunctionForTransforms, "_FastRMSNormFunction")
 
 
-def eager_function(function: type[torch.autograd.Function],
-                   for_transforms: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
-    """The Function an eager call applies: ``for_transforms`` while a torch.func transform is active, else
-    ``function`` (:func:`with_ctx_forward`); either through :func:`outside_dynamo` inside a compiled region."""
-    chosen = for_transforms if torch._C._are_functorch_transforms_active() else function
-    return outside_dynamo(chosen) if _dynamo_callback() else chosen
+def run_eagerly(function: type[torch.autograd.Function], for_transforms: type[torch.autograd.Function],
+                *args) -> tuple:
+    """An eager call's outputs, ``for_transforms.forward(*args)``, with autograd recording them where it must.
+
+    Args:
+        function: the Function with ``forward(ctx, …)`` (:func:`with_ctx_forward` of ``for_transforms``).
+        for_transforms: the Function with ``setup_context`` and a ``vmap`` rule; its ``forward`` is the launch.
+        args: the Function's arguments, tensors and Python scalars.
+
+    The call takes, by what is active:
+
+    - a torch.func transform: ``for_transforms.apply`` (``setup_context`` and the ``vmap`` rule);
+    - neither a transform nor a gradient to record (no grad mode or inference mode, or no tensor argument
+      that requires grad) nor a forward-mode AD level: the launch itself, with no Function: an
+      ``autograd.Function`` costs the host about as much as the launch even when it records nothing, and
+      decoding (``generate`` runs under no grad) calls the norm twice a layer for every token
+      (scripts/probe_launch_host.py, the launch stubbed: 59 → 38 µs a call on a CPU of the course's machines);
+    - otherwise ``function.apply``.
+
+    Inside a torch.compile region (an eager call in a frame Dynamo has given up on) the chosen Function goes
+    through :func:`outside_dynamo`, launch or not, so that Dynamo never traces a launch.
+    """
+    transforms = torch._C._are_functorch_transforms_active()
+    if _dynamo_callback():
+        return outside_dynamo(for_transforms if transforms else function).apply(*args)
+    if transforms:
+        return for_transforms.apply(*args)
+    if _forward_ad._current_level < 0 and not (
+            torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+        return for_transforms.forward(*args)
+    return function.apply(*args)
 
 
 @functools.cache
@@ -409,8 +437,8 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
         check_fast_inputs(rows, weight, eps)  # x checked once, here
         if type(offset) is not float or offset != 0.0:
             check_offset(offset, weight)
-        function = eager_function(_FastRMSNormFunction, _FastRMSNormFunctionForTransforms)
-        y, _rstd = function.apply(rows, weight, float(eps), float(offset))
+        y, _rstd = run_eagerly(_FastRMSNormFunction, _FastRMSNormFunctionForTransforms, rows, weight, float(eps),
+                               float(offset))
     return y if rows is x else y.view(x.shape)
 
 

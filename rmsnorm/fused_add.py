@@ -61,8 +61,8 @@ from .autograd import (
     as_rows,
     check_functional_inputs,
     check_scalars_for_the_op,
-    eager_function,
     refuse_dtensor_at_the_ops,
+    run_eagerly,
     with_ctx_forward,
 )
 from .backward import launch_backward
@@ -228,8 +228,8 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
         check_add_inputs(rows, residual_rows, weight, eps)
         if type(offset) is not float or offset != 0.0:
             check_offset(offset, weight)
-        function = eager_function(_FusedAddRMSNormFunction, _FusedAddRMSNormFunctionForTransforms)
-        y, residual_out, _rstd = function.apply(rows, residual_rows, weight, float(eps), float(offset))
+        y, residual_out, _rstd = run_eagerly(_FusedAddRMSNormFunction, _FusedAddRMSNormFunctionForTransforms, rows,
+                                             residual_rows, weight, float(eps), float(offset))
     if rows is x:
         return y, residual_out
     return y.view(x.shape), residual_out.view(x.shape)

@@ -30,8 +30,8 @@ from .autograd import (
     as_rows,
     check_functional_inputs,
     check_scalars_for_the_op,
-    eager_function,
     refuse_dtensor_at_the_ops,
+    run_eagerly,
     with_ctx_forward,
 )
 from .backward import run_backward
@@ -223,6 +223,6 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
         y, _mean, _rstd = _forward_op(rows, weight, bias, float(eps))
     else:
         check_layernorm_inputs(rows, weight, bias, eps)
-        function = eager_function(_FastLayerNormFunction, _FastLayerNormFunctionForTransforms)
-        y, _mean, _rstd = function.apply(rows, weight, bias, float(eps))
+        y, _mean, _rstd = run_eagerly(_FastLayerNormFunction, _FastLayerNormFunctionForTransforms, rows, weight, bias,
+                                      float(eps))
     return y if rows is x else y.view(x.shape)

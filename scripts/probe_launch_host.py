@@ -5,12 +5,16 @@
 What a forward costs the host below rmsnorm_fast's checks, in pieces (CPU tensors; no GPU, no interpreter):
 
 - ``forward_key``: the direct launch's cache key of the forward (rmsnorm.forward.forward_key);
-- ``pack``: the C++ extension packing the forward's 23 arguments (csrc/triton_launch.cpp, ``pack``: the
+- ``pack``: the C++ extension packing the forward's arguments (csrc/triton_launch.cpp, ``pack``: the
   code ``launch`` runs before ``cuLaunchKernelEx``, which is not called);
 - ``launch_forward, launch stubbed``: :func:`rmsnorm.forward.launch_forward` whole (two allocations, the
   config, the cache hit, the stream query; the key replaced by a constant, as every call must hit the one
   stand-in entry: add ``forward_key``'s line for the real key) with the extension's ``launch`` a no-op;
-- ``launch_forward, pack as launch``: the same, ``launch`` replaced by ``pack`` (all but the driver call).
+- ``launch_forward, pack as launch``: the same, ``launch`` replaced by ``pack`` (all but the driver call);
+- above the launcher, the launch stubbed as in the third line, what a model's call adds: ``rmsnorm_fast`` under
+  ``torch.no_grad()`` (decoding), ``rmsnorm_fast`` with x requiring grad (training: its autograd.Function), and
+  ``FastRMSNorm``'s call (the module) with x requiring grad. The functional's checks take CPU tensors under
+  Triton's interpreter only, so the probe switches the interpreter on and the launcher's own path back on.
 
 On the H200 the driver call itself adds about 2–3 µs (tritonbench #1016: a raw ``cuLaunchKernel`` 3 µs);
 scripts/probe_launch_path.py measures the whole call there. Prints only: nothing here is a result to commit.
@@ -27,14 +31,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, for `import rmsnorm`
 
+import os  # noqa: E402
+
+os.environ["TRITON_INTERPRET"] = "1"  # before rmsnorm is imported: its checks take CPU tensors then
+
 import torch  # noqa: E402
 
-from rmsnorm import forward, native_launch  # noqa: E402
+from rmsnorm import FastRMSNorm, forward, native_launch, rmsnorm_fast  # noqa: E402
 from rmsnorm.config import forward_config, num_programs  # noqa: E402
 from rmsnorm.launch import CachedKernel  # noqa: E402
 
-#: The forward kernel's argument codes for a plain norm with a weight (9 run-time arguments, 14 constexprs).
-FORWARD_CODES = b"PiPPiPiif" + b"x" * 14
+#: The forward kernel's argument codes for a plain norm with a weight: 9 run-time arguments, then the rest, which
+#: a plain norm's launch passes as constexprs or None (the fused add's and the LayerNorm's pointers).
+FORWARD_CODES = b"PiPPiPiif" + b"x" * (len(forward.rmsnorm_fast_forward_kernel.arg_names) - 9)
 
 
 def per_call_us(fn, calls: int = 20_000, repeats: int = 7) -> float:
@@ -57,11 +66,11 @@ def main() -> int:
     config = forward_config(4096, x.dtype)
     persistent = num_programs(config, x.device, -(-64 // config.BLOCK_M)) < -(-64 // config.BLOCK_M)
     key = forward.forward_key(x, w, y, rstd, config, persistent, True)
-    args = (x, 4096, w, y, 4096, rstd, 64, 4096, 1e-6) + (True,) * 14
+    args = (x, 4096, w, y, 4096, rstd, 64, 4096, 1e-6) + (True,) * (len(FORWARD_CODES) - 9)
     plan = (FORWARD_CODES, 0, config.num_warps, 1, 0, False, False)
 
     launcher = forward._launch
-    launcher.usable = True  # CPU tensors, no interpreter: the launcher's own path, its stream query stubbed
+    launcher.usable = True  # CPU tensors: the launcher's own path (not the interpreter's), its stream query stubbed
     torch.cuda.current_device = lambda: None  # a CPU tensor's device index
     torch._C._cuda_getCurrentRawStream = lambda index: 0
 
@@ -84,6 +93,16 @@ def main() -> int:
     native_launch.state.module = type("Pack", (), {"launch": staticmethod(
         lambda plan, grid, stream, args: module.pack(plan[0], args, 0, 0))})()
     rows.append(("launch_forward, pack as launch", per_call_us(lambda: forward.launch_forward(x, w, 1e-6))))
+    native_launch.state.module = type("Stub", (), {"launch": staticmethod(lambda *a: None)})()
+    leaf, norm = x.clone().requires_grad_(), FastRMSNorm(4096, eps=1e-6, dtype=x.dtype)
+
+    def no_grad():
+        with torch.no_grad():
+            return rmsnorm_fast(x, w, 1e-6)
+
+    rows += [("rmsnorm_fast, no grad", per_call_us(no_grad)),
+             ("rmsnorm_fast, x requires grad", per_call_us(lambda: rmsnorm_fast(leaf, w, 1e-6))),
+             ("FastRMSNorm, x requires grad", per_call_us(lambda: norm(leaf)))]
     print(f"torch {torch.__version__}; 64 x 4096 float16 on the CPU; µs per call (median of 7 x 20,000):")
     for name, us in rows:
         print(f"  {name:32s} {us:6.2f}")

@@ -199,6 +199,57 @@ def test_an_eager_call_binds_no_signature_and_a_transform_still_works(device, mo
     torch.testing.assert_close(dx, xr.grad)
 
 
+def _three_norms(x, gamma):
+    """(name, call) for the three functionals, each on fresh copies of x (and a residual) and gamma."""
+    yield "rmsnorm_fast", lambda x, g: rmsnorm_fast(x, g)
+    yield "rmsnorm_add", lambda x, g: torch.cat(rmsnorm.rmsnorm_add(x, x.detach() * 0.5, g))
+    yield "layernorm_fast", lambda x, g: rmsnorm.layernorm_fast(x, g, g.detach() * 0.25)
+
+
+def test_a_call_with_no_gradient_to_record_launches_without_a_function(device, monkeypatch):
+    """No grad, inference mode, or no input that requires grad: the call goes to the launcher with no
+    autograd.Function (it costs the host about what the launch does), with the recorded call's numbers bit
+    for bit; a call with a gradient to record still goes through its Function (run_eagerly)."""
+    from rmsnorm import autograd
+
+    x, gamma, _ = make_inputs(5, 48, torch.float32, device, seed=2)
+    for name, call in _three_norms(x, gamma):
+        recorded = call(x.clone().requires_grad_(), gamma.clone().requires_grad_())
+        assert recorded.grad_fn is not None, name
+        functions = (autograd._FastRMSNormFunction, rmsnorm.fused_add._FusedAddRMSNormFunction,
+                     rmsnorm.layernorm._FastLayerNormFunction)
+
+        def refused(*args):
+            raise AssertionError(f"{name}: a Function applied where no gradient is recorded")
+
+        for function in functions:
+            monkeypatch.setattr(function, "apply", refused)
+        with torch.no_grad():
+            no_grad = call(x.clone().requires_grad_(), gamma.clone().requires_grad_())
+        with torch.inference_mode():
+            inference = call(x.clone(), gamma.clone())
+        plain = call(x.clone(), gamma.clone())
+        for y in (no_grad, inference, plain):
+            assert y.grad_fn is None and not y.requires_grad, name
+            assert torch.equal(y, recorded.detach()), name
+        with pytest.raises(AssertionError, match="applied where no gradient"):
+            call(x.clone(), gamma.clone().requires_grad_())  # the weight alone needs its gradient
+        monkeypatch.undo()
+
+
+def test_forward_mode_ad_is_refused_as_before_never_dropped(device):
+    """A dual tensor (torch.autograd.forward_ad) needs the Function's jvp, which it has not: the call raises
+    torch's own NotImplementedError, under no grad too, instead of returning y without its tangent."""
+    import torch.autograd.forward_ad as fwAD
+
+    x, gamma, _ = make_inputs(3, 32, torch.float32, device, seed=4)
+    for name, call in _three_norms(x, gamma):
+        with torch.no_grad(), fwAD.dual_level():
+            dual = fwAD.make_dual(x.clone(), torch.ones_like(x))
+            with pytest.raises(NotImplementedError, match="jvp"):
+                call(dual, gamma)
+
+
 # ----------------------------------------------------------------------------- on a GPU
 
 
