@@ -30,8 +30,12 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   mkdir -p "$log_dir"
   log="$log_dir/apt-get.log"
   echo "Installing chromium and chromium-driver with apt-get (log: $log) ..." >&2
-  { "${as_root[@]}" apt-get update \
-    && "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver
+  # Another apt-get (a second checkout's set-up, unattended upgrades) may hold dpkg's lock: wait for it, up to
+  # five minutes, rather than giving up at once and skipping the browser tests.
+  lock=(-o DPkg::Lock::Timeout=300)
+  { "${as_root[@]}" apt-get "${lock[@]}" update \
+    && "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y --no-install-recommends \
+         chromium chromium-driver
   } >"$log" 2>&1 || skip "apt-get could not install chromium chromium-driver (see $log)"
 fi
 
