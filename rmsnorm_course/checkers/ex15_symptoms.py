@@ -217,22 +217,16 @@ BACKWARD = [
             "dy · x̂ and dy, not the sum over its rows", lambda c: backward(c, kept="last"),
             "Create `dweight_acc` and `dbias_acc` (`tl.zeros([BLOCK_SIZE], dtype=tl.float32)`) once, before the "
             "loop; inside it, only add to them."),
-    Symptom("dweight's accumulator is overwritten, not added to: `dweight_acc = …` where `dweight_acc += …` "
-            "belongs, so each program's dweight partial holds its last row's dy · x̂ alone (dbias's is summed)",
-            lambda c: backward(c, kept_dweight="last"),
-            "Add each row to the accumulator: `dweight_acc += dy * x_hat`."),
-    Symptom("dbias's accumulator is overwritten, not added to: `dbias_acc = …` where `dbias_acc += …` belongs, so "
-            "each program's dbias partial holds its last row's dy alone (dweight's is summed)",
-            lambda c: backward(c, kept_dbias="last"),
-            "Add each row to the accumulator: `dbias_acc += dy`."),
-    Symptom("the mean alone is loaded at `mean_ptr + pid`, where the loop's `row` belongs: every row of a program "
-            "is centred by its first row's mean (rstd is loaded right; each program's first row is right)",
-            lambda c: backward(c, mean_at="pid"),
-            "Each row has its own mean: `tl.load(mean_ptr + row)`, inside the loop."),
-    Symptom("rstd alone is loaded at `rstd_ptr + pid`, where the loop's `row` belongs: every row of a program is "
-            "scaled by its first row's rstd (the mean is loaded right; each program's first row is right)",
-            lambda c: backward(c, rstd_at="pid"),
-            "Each row has its own rstd: `tl.load(rstd_ptr + row)`, inside the loop."),
+    *(Symptom(f"{name}'s accumulator is overwritten, not added to: `{name}_acc = …` where `{name}_acc += …` "
+              f"belongs, so each program's {name} partial holds its last row's {term} alone ({other}'s is summed)",
+              lambda c, name=name: backward(c, **{f"kept_{name}": "last"}),
+              f"Add each row to the accumulator: `{name}_acc += {code}`.")
+      for name, other, term, code in (("dweight", "dbias", "dy · x̂", "dy * x_hat"), ("dbias", "dweight", "dy", "dy"))),
+    *(Symptom(f"{the} alone is loaded at `{stat}_ptr + pid`, where the loop's `row` belongs: every row of a program "
+              f"is {done} by its first row's {stat} ({other} is loaded right; each program's first row is right)",
+              lambda c, stat=stat: backward(c, **{f"{stat}_at": "pid"}),
+              f"Each row has its own {stat}: `tl.load({stat}_ptr + row)`, inside the loop.")
+      for stat, the, done, other in (("mean", "the mean", "centred", "rstd"), ("rstd", "rstd", "scaled", "the mean"))),
     Symptom("dweight's partial adds u · x̂ = dy · weight · x̂, where it adds dy · x̂: the weight multiplies x̂ in y, "
             "so its own gradient does not include it", lambda c: backward(c, dweight="u·x̂"),
             "`dweight_acc += dy * x_hat` (u = dy · weight belongs to dx alone)."),
