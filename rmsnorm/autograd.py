@@ -428,7 +428,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
     rows = as_rows(x)
     compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
     # when it has given up on this one, it is always True
-    if compiling or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+    if compiling or torch._C._len_torch_dispatch_stack() or x.is_meta:
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
         # FlopCounterMode, an op log) or a meta tensor must see
         check_scalars_for_the_op(eps, offset, weight, compiling)

@@ -217,7 +217,7 @@ def _plainly_valid(x, weight, eps) -> bool:
     """
     if _SPLIT or type(x) is not torch.Tensor or x.layout is not torch.strided or x.dim() != 2 or x.dtype not in _DTYPES:
         return False
-    if not (x.is_cuda or (_INTERPRETED and x.device.type == "cpu" and x.dtype is not torch.bfloat16)):
+    if not (x.is_cuda or (_INTERPRETED and x.is_cpu and x.dtype is not torch.bfloat16)):
         return False
     N = x.shape[1]
     if not 1 <= N <= FAST_MAX_N or (x.stride(1) != 1 and N != 1):
@@ -225,7 +225,7 @@ def _plainly_valid(x, weight, eps) -> bool:
     if weight is not None and not (
         type(weight) in _PLAIN and weight.layout is torch.strided and weight.dim() == 1
         and weight.shape[0] == N and weight.dtype in _DTYPES and (weight.stride(0) == 1 or N == 1)
-        and weight.device == x.device and not (weight.dtype is torch.bfloat16 and weight.device.type == "cpu")
+        and weight.device == x.device and not (weight.dtype is torch.bfloat16 and weight.is_cpu)
     ):
         return False
     return type(eps) is float and 0 < eps < math.inf

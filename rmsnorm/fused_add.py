@@ -221,7 +221,7 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
                             f"got {tuple(residual.shape)}")
     rows, residual_rows = as_rows(x), as_rows(residual)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
-    if compiling or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+    if compiling or torch._C._len_torch_dispatch_stack() or x.is_meta:
         check_scalars_for_the_op(eps, offset, weight, compiling)
         y, residual_out, _rstd = _add_forward_op(rows, residual_rows, weight, float(eps), float(offset))
     else:

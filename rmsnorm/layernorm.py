@@ -218,7 +218,7 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
     x, weight, bias = _float32_under_autocast(x, weight, bias)
     rows = as_rows(x)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
-    if compiling or torch._C._len_torch_dispatch_stack() or x.device.type == "meta":
+    if compiling or torch._C._len_torch_dispatch_stack() or x.is_meta:
         check_scalars_for_the_op(eps, 0.0, weight, compiling)
         y, _mean, _rstd = _forward_op(rows, weight, bias, float(eps))
     else:
