@@ -18,8 +18,10 @@ from .layernorm import layernorm_fast
 class FastRMSNorm(torch.nn.RMSNorm):
     """``torch.nn.RMSNorm`` whose forward runs the fast kernels.
 
-    Same constructor (``normalized_shape`` must be (N,) with N ≤ 262144),
-    ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``;
+    Same constructor, ``reset_parameters`` and state_dict as ``torch.nn.RMSNorm``; a ``normalized_shape``
+    of several dimensions is normalised over all of them, as torch does: the last ``len(normalized_shape)``
+    dimensions of x are read as one row of their product (at most 262144 elements), and the weight as a view
+    of that length;
     ``eps=None`` means, as there, the machine epsilon of the dtype the norm is
     computed in, not of x's dtype: ``torch.finfo(torch.float32).eps`` ≈ 1.19e-7
     for float32, float16 and bfloat16 x alike (``torch.finfo(torch.float16).eps``,
@@ -37,8 +39,8 @@ class FastRMSNorm(torch.nn.RMSNorm):
     parallelism) or a weight still sharded is refused, as in :func:`rmsnorm_fast`.
 
     Raises:
-        ContractError: for a normalized_shape of more than one dimension or
-            wider than 262144, or an eps that is not None and not a finite
+        ContractError: for a normalized_shape of more than 262144 elements,
+            or an eps that is not None and not a finite
             real number > 0, or an offset that is not a finite real number, or not 0.0
             with ``elementwise_affine=False`` (at construction); for inputs or an eps outside
             the fast contract, a DTensor x or weight included (at call time).
@@ -52,11 +54,10 @@ class FastRMSNorm(torch.nn.RMSNorm):
         self.offset = float(offset) + 0.0  # -0.0 → 0.0: one kernel for "no offset"
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, device=device, dtype=dtype)
 
-        if len(self.normalized_shape) != 1 or not 1 <= self.normalized_shape[0] <= FAST_MAX_N:
-            raise ContractError(
-                f"FastRMSNorm normalises the last dimension only: normalized_shape must be (N,) "
-                f"with 1 <= N <= {FAST_MAX_N}; got {tuple(self.normalized_shape)}"
-            )
+        self._N = math.prod(self.normalized_shape)
+        if not 1 <= self._N <= FAST_MAX_N:
+            raise ContractError(f"FastRMSNorm normalises rows of 1 to {FAST_MAX_N} elements; normalized_shape "
+                                f"{tuple(self.normalized_shape)} has {self._N}")
         if eps is not None:
             check_eps(eps)  # as the article's RMSNorm does: the mistake shows where it is made
 
@@ -72,13 +73,20 @@ class FastRMSNorm(torch.nn.RMSNorm):
         return super().extra_repr() + (f", offset={self.offset}" if self.offset != 0.0 else "")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y = rmsnorm_fast(x, weight, eps, offset) for x of shape (..., N); eps=None as there."""
-        if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
-            raise ContractError(
-                f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
-                f"got x of shape {tuple(x.shape)}"
-            )
-        return rmsnorm_fast(x, self.weight, self.eps, self.offset)
+        """y = rmsnorm_fast(x, weight, eps, offset) over the last len(normalized_shape) dims (eps=None as there)."""
+        k = len(self.normalized_shape)
+        if k == 1:
+            if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
+                raise ContractError(
+                    f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
+                    f"got x of shape {tuple(x.shape)}"
+                )
+            return rmsnorm_fast(x, self.weight, self.eps, self.offset)
+        if isinstance(x, torch.Tensor) and tuple(x.shape[max(x.dim() - k, 0):]) != tuple(self.normalized_shape):
+            raise ContractError(f"x's last dimensions must be normalized_shape {tuple(self.normalized_shape)}; "
+                                f"got x of shape {tuple(x.shape)}")
+        weight = None if self.weight is None else self.weight.reshape(self._N)
+        return rmsnorm_fast(x.reshape(*x.shape[:x.dim() - k], self._N), weight, self.eps, self.offset).view(x.shape)
 
 
 class FastLayerNorm(torch.nn.LayerNorm):

@@ -89,7 +89,8 @@ def _structure(module) -> str | None:
     weight, (_, eps) = module.weight, _eps_of(module)
     if isinstance(module, torch.nn.RMSNorm) and len(module.normalized_shape) != 1:
         return (f"it normalises over more than the last dimension (normalized_shape {tuple(module.normalized_shape)}); "
-                "FastRMSNorm normalises the last one only")
+                "the swap checks and reproduces norms of the last one (FastRMSNorm(normalized_shape) built by hand "
+                "normalises over several, as torch.nn.RMSNorm does)")
     if weight is not None and weight.dim() != 1:
         return f"its weight has shape {tuple(weight.shape)}: a norm over more than the last dimension"
     if weight is not None and not 1 <= weight.shape[0] <= FAST_MAX_N:

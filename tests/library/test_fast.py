@@ -334,7 +334,9 @@ def _bad_calls(device):
         ("dy must have the shape and dtype of x", lambda: rmsnorm_fast_backward(x, gamma, rstd, dy.half())),
         ("dy must have the shape and dtype of x", lambda: rmsnorm_fast_backward(x, gamma, rstd, dy[:3])),
         ("at least 1 dimension", lambda: rmsnorm_fast(torch.tensor(1.0, device=device), gamma)),
-        ("normalized_shape must be (N,)", lambda: FastRMSNorm((2, 8))),
+        ("normalized_shape (2, 131073) has 262146", lambda: FastRMSNorm((2, 131073), device="meta")),
+        ("x's last dimensions must be normalized_shape (3, 8)", lambda: FastRMSNorm((3, 8), device=device)(
+            torch.ones(4, 8, 3, device=device))),
     ]
 
 
@@ -428,6 +430,30 @@ def test_fast_module_is_a_drop_in_for_torch_nn_rmsnorm(device):
     fast.weight.data.fill_(3.0)
     fast.reset_parameters()  # inherited: back to ones
     assert torch.equal(fast.weight.detach().cpu(), torch.ones(64))
+
+
+def test_a_multi_dimensional_normalized_shape_is_one_row_as_torch_normalises_it(device):
+    """torch.nn.RMSNorm((3, 8)) normalises over the last two dimensions: one row of 24, the weight a (3, 8) view."""
+    torch.manual_seed(2)
+    theirs = torch.nn.RMSNorm((3, 8), eps=1e-6, device=device)
+    with torch.no_grad():
+        theirs.weight.copy_(1 + torch.randn(3, 8, device=device) / 4)
+    ours = FastRMSNorm((3, 8), eps=1e-6, device=device)
+    ours.load_state_dict(theirs.state_dict())
+    assert ours.weight.shape == (3, 8)
+    x = torch.randn(2, 4, 3, 8, device=device, requires_grad=True)
+    x_theirs = x.detach().clone().requires_grad_()
+    dy = torch.randn(2, 4, 3, 8, device=device)
+    y = ours(x)
+    assert y.shape == x.shape
+    assert_close(y, theirs(x_theirs).double())
+    y.backward(dy)
+    theirs(x_theirs).backward(dy)
+    assert_close(x.grad, x_theirs.grad.double())
+    assert_close(ours.weight.grad, theirs.weight.grad.double(), tol=dgamma_tolerance(8, torch.float32, torch.float32))
+    bare, bare_theirs = (norm((3, 8), elementwise_affine=False, device=device)
+                         for norm in (FastRMSNorm, torch.nn.RMSNorm))
+    assert_close(bare(x.detach()), bare_theirs(x.detach()).double())
 
 
 @gpu_only
