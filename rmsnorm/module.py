@@ -82,11 +82,8 @@ class FastRMSNorm(torch.nn.RMSNorm):
                     f"got x of shape {tuple(x.shape)}"
                 )
             return rmsnorm_fast(x, self.weight, self.eps, self.offset)
-        if isinstance(x, torch.Tensor) and tuple(x.shape[max(x.dim() - k, 0):]) != tuple(self.normalized_shape):
-            raise ContractError(f"x's last dimensions must be normalized_shape {tuple(self.normalized_shape)}; "
-                                f"got x of shape {tuple(x.shape)}")
         weight = None if self.weight is None else self.weight.reshape(self._N)
-        return rmsnorm_fast(x.reshape(*x.shape[:x.dim() - k], self._N), weight, self.eps, self.offset).view(x.shape)
+        return rmsnorm_fast(_one_row(x, self.normalized_shape, self._N), weight, self.eps, self.offset).view(x.shape)
 
 
 class FastLayerNorm(torch.nn.LayerNorm):
@@ -118,11 +115,25 @@ class FastLayerNorm(torch.nn.LayerNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = layernorm_fast over the last len(normalized_shape) dimensions of x."""
-        k = len(self.normalized_shape)
-        if isinstance(x, torch.Tensor) and tuple(x.shape[x.dim() - k:]) != tuple(self.normalized_shape):
-            raise ContractError(f"x's last dimensions must be normalized_shape {tuple(self.normalized_shape)}; "
-                                f"got x of shape {tuple(x.shape)}")
-        if k == 1:
+        rows = _one_row(x, self.normalized_shape, self._N)
+        if rows is x:
             return layernorm_fast(x, self.weight, self.bias, self.eps)
         weight, bias = (None if p is None else p.reshape(self._N) for p in (self.weight, self.bias))
-        return layernorm_fast(x.reshape(*x.shape[:x.dim() - k], self._N), weight, bias, self.eps).view(x.shape)
+        return layernorm_fast(rows, weight, bias, self.eps).view(x.shape)
+
+
+def _one_row(x: torch.Tensor, normalized_shape: tuple[int, ...], N: int) -> torch.Tensor:
+    """x with its last ``len(normalized_shape)`` dimensions read as one row of their product N (a view where it can;
+    x itself for one dimension).
+
+    Raises:
+        ContractError: x's trailing dimensions are not ``normalized_shape`` (a tensor of another type goes on to
+            the functional, which names it).
+    """
+    k = len(normalized_shape)
+    if not isinstance(x, torch.Tensor):
+        return x
+    if tuple(x.shape[max(x.dim() - k, 0):]) != tuple(normalized_shape):
+        raise ContractError(f"x's last dimensions must be normalized_shape {tuple(normalized_shape)}; "
+                            f"got x of shape {tuple(x.shape)}")
+    return x if k == 1 else x.reshape(*x.shape[:x.dim() - k], N)
