@@ -224,7 +224,7 @@ def launch_flat_backward(x: torch.Tensor, weight: torch.Tensor | None, rstd: tor
     rows = flat_rows(config, N, x.element_size())
     P = num_programs(config, x.device, triton.cdiv(M, rows))
     has_weight = weight is not None
-    scratch = torch.empty((P, rows * N) if has_weight else (1,), dtype=torch.float32, device=x.device)
+    scratch = device.new_output((P, rows * N) if has_weight else (1,), torch.float32, x.device)  # stored, then read
     partial = device.new_output((P, N), torch.float32, x.device) if has_weight else scratch
     _launch_backward(
         key + (scratch.data_ptr() & 15, partial.data_ptr() & 15), (P,),

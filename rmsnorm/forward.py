@@ -370,7 +370,7 @@ def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True)
     else:
         from .split_forward import check_split_config
 
-        check_split_config(config, x.shape[1])
+        check_split_config(config, x)
 
 
 def forward_key(x, w, y, rstd, config: FastConfig, persistent: bool, has_weight: bool, offset: float = 0.0,

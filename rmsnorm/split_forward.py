@@ -134,14 +134,15 @@ def split_grid(config: FastConfig, M: int, sms: int) -> int:
     return min(programs - programs % config.split, M * config.split)
 
 
-def check_split_config(config: FastConfig, N: int) -> None:
-    """Refuse a split configuration that cannot cover rows of N columns, before anything is allocated.
+def check_split_config(config: FastConfig, x: torch.Tensor) -> None:
+    """Refuse a split configuration that cannot run on x's rows, before anything is allocated.
 
     Raises:
-        ContractError: SPLIT not a power of two from 2, BLOCK_N · SPLIT < N, or Triton's interpreter (its
-            programs run one after another, so a row's first program would wait for ever for the next).
+        ContractError: SPLIT not a power of two from 2, BLOCK_N · SPLIT < N, Triton's interpreter (its programs
+            run one after another, so a row's first program would wait for ever for the next), or fewer programs
+            resident on x's GPU than one row needs (:func:`split_grid`).
     """
-    split = config.split
+    split, N = config.split, x.shape[1]
     if split < 2 or split & (split - 1):
         raise ContractError(f"FastConfig.split must be a power of two from 2 for the split forward; got {split}")
     if config.BLOCK_N * split < N:
@@ -151,6 +152,11 @@ def check_split_config(config: FastConfig, N: int) -> None:
         raise ContractError("the split forward runs on a GPU only: a row's programs wait for each other, and "
                             "Triton's interpreter runs programs one after another (use a configuration with "
                             "split = 1 there, as every rule does)")
+    split_grid(config, max(x.shape[0], 1), _sms(x))
+
+
+def _sms(x: torch.Tensor) -> int:
+    return sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device())
 
 
 def launch_split_forward(x: torch.Tensor, weight: torch.Tensor | None, eps: float, config: FastConfig,
@@ -160,8 +166,8 @@ def launch_split_forward(x: torch.Tensor, weight: torch.Tensor | None, eps: floa
     ``key`` is the forward's direct-launch key (:func:`rmsnorm.forward.forward_key`), whose config holds SPLIT.
     """
     M, N = x.shape
-    P = split_grid(config, M, sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()))
-    partials = torch.empty((M, config.split), dtype=torch.float32, device=x.device)
+    P = split_grid(config, M, _sms(x))
+    partials = device.new_output((M, config.split), torch.float32, x.device)  # each part stores its own first
     arrived = torch.zeros((M,), dtype=torch.int32, device=x.device)
     w = x if weight is None else weight
     _launch(

@@ -144,10 +144,9 @@ def flat_candidates(N: int, dtype: torch.dtype, pass_: str = "forward"):
     a tile, at most 16 elements a thread. Backward: tiles of 512, 1024 or 2048 elements on 4 or 8 warps, at most 8
     elements a thread, the loop over full tiles unpipelined or 3 stages deep (at 2, Triton 3.7's cp.async copies
     for the next tile are issued at the end of the body and waited for at the top: no overlap), and 1, 2 or 4
-    programs per
-    SM where all of them fit its 65536 registers: ptxas for sm_90 gives the backward at most 91 registers a
-    thread at 4 elements in 16-bit and 128 in float32 (float64 arithmetic), at 8 elements 136 and 219
-    (:data:`FLAT_BACKWARD_REGISTERS`).
+    programs per SM where all of them fit its 65536 registers: ptxas for sm_90 gives the backward at most 91
+    registers a thread at 4 elements in 16-bit and 128 in float32 (float64 arithmetic), at 8 elements 136 and
+    219 (:data:`FLAT_BACKWARD_REGISTERS`).
 
     Yields:
         :class:`rmsnorm.FastConfig` with ``flat`` set; none for other N.
