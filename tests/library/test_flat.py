@@ -199,5 +199,9 @@ def test_its_ptx_for_sm90_moves_16_bytes_at_a_time_at_an_odd_width():
         else:  # pipelined: the full tiles' x and dy copied 16 bytes at a time into shared memory
             assert k["cp.async.16"] >= loads * (per_thread * 2 // 16), k
         assert k["spill_bytes"] == 0, k
-        if k["pass"] == "backward":
+        if k["pass"] == "backward":  # ptxas's registers in its 8-a-thread units: each candidate's programs fit
+            registers = -(-k["registers"] // 8) * 8
+            for c in flat_candidates(17, torch.bfloat16, "backward"):
+                if (c.BLOCK_N, c.num_warps, c.num_stages) == (k["BLOCK_N"], k["num_warps"], k["num_stages"]):
+                    assert c.num_warps * 32 * c.programs_per_sm * registers <= 65536, (c, k)
             assert k["registers"] <= FLAT_BACKWARD_REGISTERS[False][per_thread > 4], k
