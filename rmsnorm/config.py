@@ -236,8 +236,15 @@ class Rule(NamedTuple):
 #: The forward: one program per row block, no pipelining. Rows of up to 4095 columns in one block; from
 #: 4096 on a loop over column blocks, which the sweeps time ahead of one block as wide as the row at
 #: 4096 and 4097 in spite of its second read of x (lesson 09 §4), with a block that widens with the row.
+#: Odd rows of 33-511 columns (16-bit; 33-127 in float32 too) take one warp a program with N compiled in: a row
+#: narrower than its power-of-two block is masked, and with N known one warp holds a few rows' worth of
+#: unmasked lanes, so many small programs keep the loads in flight (sweep 15).
 FORWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
+    Rule(33, 127, ODD, ALL, 1024, None, 1, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=33, 65: 1.83x and 2.44x the rule below", static_n=True),
+    Rule(129, 511, ODD, B16, 2048, None, 1, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=129, 257: best, 1.94x and 1.62x the rules below", static_n=True),
     Rule(1, 256, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, bfloat16, N=1, 3, 15: best of 22"),
     Rule(257, 512, ANY, ALL, 4096, None, 4, None, 1, "fast_tuning.csv: forward, bfloat16, N=257, 384: best at every M"),
     Rule(513, 2048, ANY, ALL, 2048, None, 4, None, 1, "fast_tuning.csv: forward, float16, N=1000, 1024, 2048: best"),
@@ -264,8 +271,9 @@ BACKWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
     Rule(65, 127, ODD, F32, 1024, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=65: best of 108"),
     Rule(129, 511, ODD, F32, 2048, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=257: best of 108"),
-    Rule(129, 511, ODD, B16, 2048, None, 4, 4, 1,
-         "fast_tuning.csv: backward, bfloat16, N=257: best of 108 at M=261123, 2nd at 65536"),
+    Rule(65, 127, ODD, B16, 2048, None, 2, 4, 1, "fast_tuning.csv: backward, bfloat16, N=65: 2.12x the odd rule"),
+    Rule(129, 511, ODD, B16, 4096, None, 2, 4, 1,
+         "fast_tuning.csv: backward, bfloat16, N=129, 257: best unflattened, 1.14x and 1.25x", static_n=True),
     Rule(1, 1023, ODD, ALL, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, bfloat16, N=3, 15: best"),
     Rule(1025, 2047, ODD, F32, 4096, None, 8, 2, 1, "fast_tuning.csv: backward, float32, N=1025: best of 108"),
     Rule(2049, 4095, ODD, F32, 4096, None, 4, 2, 1, "fast_tuning.csv: backward, float32, N=4095: best of 90"),
