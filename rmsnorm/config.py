@@ -238,7 +238,7 @@ class Rule(NamedTuple):
 #: 4096 and 4097 in spite of its second read of x (lesson 09 §4), with a block that widens with the row.
 #: Odd rows of 33-511 columns (16-bit; 33-127 in float32 too) take one warp a program with N compiled in: a row
 #: narrower than its power-of-two block is masked, and with N known one warp holds a few rows' worth of
-#: unmasked lanes, so many small programs keep the loads in flight (sweep 15).
+#: unmasked lanes, so many small programs keep the loads in flight.
 FORWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
     Rule(33, 127, ODD, ALL, 1024, None, 1, None, 1,

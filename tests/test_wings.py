@@ -146,7 +146,7 @@ def test_the_environment_check_runs():
 
 
 @pytest.mark.parametrize("csv", ["kernel_time_before_after.csv", "kernel_time_layernorm_before_after.csv"])
-def test_the_reorganisation_changed_no_kernel_time(csv):
+def test_a_change_that_should_not_move_the_kernels_did_not(csv):
     """results/h200/: the RMSNorm's kernels before and after a change that should not move them, one H200 call:
     the library wing's move; LayerNorm joining the kernels (issue 40's 2 % rule)."""
     run = pd.read_csv(ROOT / "results" / "h200" / csv)

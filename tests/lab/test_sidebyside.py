@@ -35,7 +35,7 @@ def test_short_rows_fill_a_tile_rows_per_step_are_not_capped(N):
     """64 rows of one column are 128 bytes a step; a step of short rows holds the tile."""
     for dtype in (torch.bfloat16, torch.float32):
         forward, backward = forward_config(N, dtype), backward_config(N, dtype)
-        # odd rows from 33 on: one warp a program and a tile of 1024 (sweep 15); the rest a tile of 2048 on 4 warps
+        # odd rows from 33 on: one warp a program and a tile of 1024; the rest a tile of 2048 on 4 warps
         assert (forward.BLOCK_M * forward.BLOCK_N, forward.num_warps) == ((1024, 1) if N % 2 and N >= 33 else (2048, 4))
         odd_tile, even_tile = 4096, 4096 if dtype == torch.float32 else 8192
         assert backward.BLOCK_M * backward.BLOCK_N == (odd_tile if N % 2 else even_tile)
