@@ -50,6 +50,7 @@ from .config import (
     FastConfig,
     aligned,
     backward_config,
+    dense_rows,
     layernorm_backward_config,
     num_programs,
     row_align_hint,
@@ -331,7 +332,9 @@ def run_backward(
     dtype), and for the LayerNorm to :func:`~rmsnorm.config.layernorm_backward_config`.
     """
     M, N = x.shape
-    config = config or (backward_config if mean is None else layernorm_backward_config)(N, x.dtype)
+    if config is None:  # a flat rule may apply only to the plain RMSNorm's dense rows (dx is allocated contiguous)
+        config = (backward_config(N, x.dtype, dres is None and dense_rows(x, dy)) if mean is None
+                  else layernorm_backward_config(N, x.dtype))
     if config.flat:  # whole rows as one run of elements (rmsnorm.flat), refused before anything is allocated
         from .flat import check_flat_config
 

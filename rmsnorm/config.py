@@ -26,14 +26,15 @@ and how many programs share the chip, not by arithmetic. The knobs of a
   too wide for one program is still read once (:mod:`rmsnorm.split_forward`, GPU only). No rule takes it yet.
 - ``flat``: the kernels take whole contiguous rows as one dense run of BLOCK_N elements (as many rows as fit),
   for short rows whose own block would be mostly masked (:mod:`rmsnorm.flat`; forward and backward, the plain
-  RMSNorm's). No rule takes it yet.
+  RMSNorm's). A flat rule applies only to **dense rows**: every (M, N) tensor the kernel reads has row stride
+  N (or M ≤ 1), and the launch is the plain RMSNorm's, not the fused add's or the LayerNorm's.
 
 The choice is data: :data:`FORWARD_RULES` and :data:`BACKWARD_RULES` are
 tables of :class:`Rule` (N range, kind of N, x dtypes → step, block, warps,
 programs per SM, stages, evidence), scanned in order; :func:`forward_config`
-and :func:`backward_config` return the first rule that matches (N, dtype),
-cached per key, and :func:`render_rules` lists a table as rows to read, diff
-or plot. Each rule's ``evidence`` names the rows of
+and :func:`backward_config` return the first rule that matches (N, dtype, and
+whether the rows are dense), cached per key, and :func:`render_rules` lists a
+table as rows to read, diff or plot. Each rule's ``evidence`` names the rows of
 ``results/h200/fast_tuning.csv`` (L2-cold kernel times on an H200) it rests
 on; ``results/h200/README.md`` says which sweep chose each rule. Every
 launcher also takes an explicit :class:`FastConfig`, so lesson 12 and
@@ -218,19 +219,22 @@ class Rule(NamedTuple):
     stages: int
     evidence: str  # the rows of results/h200/fast_tuning.csv the rule rests on
     static_n: bool = False  # N compiled into the kernel (FastConfig.static_n)
+    flat: bool = False  # the flat kernels (FastConfig.flat): a rule for dense rows only; ``block`` is the tile
 
-    def matches(self, N: int, dtype: str) -> bool:
-        """True when the rule applies to rows of N columns of x dtype ``dtype`` (a torch name, "bfloat16")."""
+    def matches(self, N: int, dtype: str, dense_rows: bool = False) -> bool:
+        """True when the rule applies to rows of N columns of x dtype ``dtype`` (a torch name, "bfloat16");
+        a flat rule only where the rows are dense (``dense_rows``: see the module docstring)."""
         in_range = self.N_min <= N and (self.N_max is None or N <= self.N_max)
         parity = self.parity == ANY or self.parity == (ODD if N % 2 else EVEN) or (
             self.parity == EVEN_NOT_POW2 and N % 2 == 0 and N & (N - 1) != 0)
-        return in_range and parity and dtype in self.dtypes
+        return in_range and parity and dtype in self.dtypes and (dense_rows or not self.flat)
 
     def config(self, N: int) -> FastConfig:
         """The rule's configuration at N: the block and the rows per step follow from N."""
         block_n = triton.next_power_of_2(N) if self.block is None else self.block
         return FastConfig(BLOCK_M=max(1, self.step // block_n), BLOCK_N=block_n, num_warps=self.warps,
-                          programs_per_sm=self.programs_per_sm, num_stages=self.stages, static_n=self.static_n)
+                          programs_per_sm=self.programs_per_sm, num_stages=self.stages, static_n=self.static_n,
+                          flat=self.flat)
 
 
 #: The forward: one program per row block, no pipelining. Rows of up to 4095 columns in one block; from
@@ -238,9 +242,13 @@ class Rule(NamedTuple):
 #: 4096 and 4097 in spite of its second read of x (lesson 09 §4), with a block that widens with the row.
 #: Odd rows of 33-511 columns (16-bit; 33-127 in float32 too) take one warp a program with N compiled in: a row
 #: narrower than its power-of-two block is masked, and with N known one warp holds a few rows' worth of
-#: unmasked lanes, so many small programs keep the loads in flight.
+#: unmasked lanes, so many small programs keep the loads in flight. Dense odd 16-bit rows of 3-33 columns take
+#: the flat kernel instead (a tile of whole rows read as one run: no masked lanes, 16-byte accesses), which the
+#: sweep times behind the one-warp rule from 65 on.
 FORWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
+    Rule(3, 33, ODD, B16, ONE_ROW, 1024, 4, None, 1,
+         "fast_tuning.csv: forward, bfloat16, N=3, 17, 33: best, 1.07-1.96x the rules below (65: 0.57x)", flat=True),
     Rule(33, 127, ODD, ALL, 1024, None, 1, None, 1,
          "fast_tuning.csv: forward, bfloat16, N=33, 65: 1.83x and 2.44x the rule below", static_n=True),
     Rule(129, 511, ODD, B16, 2048, None, 1, None, 1,
@@ -266,9 +274,15 @@ FORWARD_RULES = (
 
 #: The backward: a persistent grid. Odd N, where rows start at 2- or 4-byte offsets and every access
 #: is one element, takes fewer rows a step, fewer stages and more programs than even N; a specific
-#: rule comes before the general one it overrides (odd 65-511 before odd 1-1023).
+#: rule comes before the general one it overrides (odd 65-511 before odd 1-1023). Dense odd rows of 3-65
+#: columns (16-bit; 3-15 in float32) take the flat kernel, which loses to the blocked one at 129.
 BACKWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
+    Rule(3, 33, ODD, B16, ONE_ROW, 1024, 4, 2, 3,
+         "fast_tuning.csv: backward, bfloat16, N=3, 17, 33: 1.07-2.68x the rules below", flat=True),
+    Rule(35, 65, ODD, B16, ONE_ROW, 2048, 8, 1, 3,
+         "fast_tuning.csv: backward, bfloat16, N=33, 65: best, 65 1.07x the rules below (129: 0.57x)", flat=True),
+    Rule(3, 15, ODD, F32, ONE_ROW, 512, 4, 4, 3, "fast_tuning.csv: backward, float32, N=3: best, 1.63x", flat=True),
     Rule(65, 127, ODD, F32, 1024, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=65: best of 108"),
     Rule(129, 511, ODD, F32, 2048, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=257: best of 108"),
     Rule(65, 127, ODD, B16, 2048, None, 2, 4, 1, "fast_tuning.csv: backward, bfloat16, N=65: 2.12x the odd rule"),
@@ -293,7 +307,7 @@ BACKWARD_RULES = (
 )
 
 #: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
-ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None)
+ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None and not rule.flat)
 #: Widest row the LayerNorm's backward holds in one block. Its block keeps x̂, u and two partials (dweight's and
 #: dbias's) live where the RMSNorm's keeps one partial, and the RMSNorm's one-block rules past 8192 columns spill
 #: it: ptxas for sm_90 spills 1224 bytes a thread at 12288 and 16384 bfloat16 (16 warps), against 172 for the
@@ -308,32 +322,50 @@ RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES}
 _WIDEST_BACKWARD = BACKWARD_RULES[-1]
 
 
-def _first_match(pass_: str, N: int, dtype: torch.dtype) -> FastConfig:
+def _first_match(pass_: str, N: int, dtype: torch.dtype, dense_rows: bool) -> FastConfig:
     name = str(dtype).removeprefix("torch.")
     for rule in RULES[pass_]:
-        if rule.matches(N, name):
+        if rule.matches(N, name, dense_rows):
             return rule.config(N)
     raise ValueError(f"no {pass_} configuration for N = {N}, dtype {name}: the table covers N >= 1 in {ALL}")
 
 
+def dense_rows(*tensors: torch.Tensor) -> bool:
+    """True when every (M, N) tensor is one dense run of rows: row stride N, or at most one row.
+
+    What a flat rule needs of the tensors a kernel reads (the outputs are allocated contiguous).
+    """
+    return all(t.shape[0] <= 1 or t.stride(0) == t.shape[1] for t in tensors)
+
+
 @functools.lru_cache(maxsize=None)
-def forward_config(N: int, dtype: torch.dtype) -> FastConfig:
+def forward_config(N: int, dtype: torch.dtype, dense_rows: bool = False) -> FastConfig:
     """The forward's configuration for rows of N columns of x dtype ``dtype``: the first rule of FORWARD_RULES.
 
+    Args:
+        N, dtype: the key.
+        dense_rows: x's rows are one dense run (:func:`dense_rows`) and the launch is the plain RMSNorm's, so
+            that a flat rule may apply. False (rows in any layout) never gives a flat configuration.
+
     Raises:
         ValueError: no rule matches (N < 1, or a dtype other than float32, float16 and bfloat16).
     """
-    return _first_match("forward", N, dtype)
+    return _first_match("forward", N, dtype, dense_rows)
 
 
 @functools.lru_cache(maxsize=None)
-def backward_config(N: int, dtype: torch.dtype) -> FastConfig:
+def backward_config(N: int, dtype: torch.dtype, dense_rows: bool = False) -> FastConfig:
     """The backward's configuration for rows of N columns of x dtype ``dtype``: the first rule of BACKWARD_RULES.
+
+    Args:
+        N, dtype: the key.
+        dense_rows: x's and dy's rows are one dense run (:func:`dense_rows`) and the launch is the plain
+            RMSNorm's, so that a flat rule may apply. False (rows in any layout) never gives a flat configuration.
 
     Raises:
         ValueError: no rule matches (N < 1, or a dtype other than float32, float16 and bfloat16).
     """
-    return _first_match("backward", N, dtype)
+    return _first_match("backward", N, dtype, dense_rows)
 
 
 @functools.lru_cache(maxsize=None)
@@ -356,9 +388,10 @@ def render_rules(pass_: str) -> list[dict]:
 
     Each row: ``N_first``, ``N_last`` (None: no limit), ``parity``, ``dtypes`` (comma-separated),
     ``step`` (elements per step: BLOCK_M = max(1, step // BLOCK_N)), ``BLOCK_N`` (None: the row's
-    next power of two), ``num_warps``, ``programs_per_sm``, ``num_stages``, ``static_n``, ``evidence``; ready for
-    ``pandas.DataFrame`` or a markdown table. A row of N applies when no row above it does.
+    next power of two), ``num_warps``, ``programs_per_sm``, ``num_stages``, ``static_n``, ``flat`` (a rule for
+    dense rows only), ``evidence``; ready for ``pandas.DataFrame`` or a markdown table. A row of N applies when
+    no row above it does.
     """
     return [dict(N_first=r.N_min, N_last=r.N_max, parity=r.parity, dtypes=", ".join(r.dtypes), step=r.step,
                  BLOCK_N=r.block, num_warps=r.warps, programs_per_sm=r.programs_per_sm, num_stages=r.stages,
-                 static_n=r.static_n, evidence=r.evidence) for r in RULES[pass_]]
+                 static_n=r.static_n, flat=r.flat, evidence=r.evidence) for r in RULES[pass_]]

@@ -17,8 +17,10 @@ row, element i is always column i mod N, and at the end the program sums its acc
 column (stored, then read back as a (ROWS, N) tile) into its row of the (P, N) float32 partials, which the
 table's fixed-order sum (:func:`rmsnorm.backward._sum_partials`) turns into dgamma.
 
-It is a configuration (``FastConfig.flat``), not yet any rule's choice: ``scripts/benchmark_fast.py
---tune-only --tune-at 'bfloat16:17'`` times it beside the table's with every output checked.
+It is a configuration (``FastConfig.flat``) that the rule tables choose for short odd rows whose tensors are one
+dense run (:func:`rmsnorm.config.dense_rows`; the rules and their evidence in :mod:`rmsnorm.config`); rows with
+another stride keep the blocked kernels. ``scripts/benchmark_fast.py --tune-only --tune-at 'bfloat16:17'`` times
+it beside the blocked candidates with every output checked.
 
 Source: Triton's ``tl.associative_scan`` and ``tl.gather``; segmented scans (Blelloch, "Prefix sums and their
 applications", 1990).

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from . import device
-from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint, shifted_weight
+from .config import FastConfig, aligned, dense_rows, forward_config, num_programs, row_align_hint, shifted_weight
 from .contract import ContractError, check_fast_inputs, check_offset
 from .launch import DirectLauncher
 
@@ -307,7 +307,8 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
          mean=None, bias=None) -> None:
     """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
-    config = config or forward_config(N, x.dtype)
+    # a flat rule may apply only to the plain RMSNorm's dense rows (y and rstd are allocated contiguous)
+    config = config or forward_config(N, x.dtype, residual is None and mean is None and dense_rows(x))
     if config.flat:  # whole rows as one run of elements (checked by check_config before the outputs)
         if M:
             from .flat import launch_flat_forward
@@ -350,8 +351,8 @@ def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True)
 
     Only a split (``split`` > 1) or flat configuration can be refused: each is the plain RMSNorm's (``plain``)
     only; the split one runs on a GPU only and must cover the row (:func:`rmsnorm.split_forward.check_split_config`),
-    the flat one needs contiguous rows (:func:`rmsnorm.flat.check_flat_config`). The rule tables choose
-    neither.
+    the flat one needs contiguous rows (:func:`rmsnorm.flat.check_flat_config`). The rule tables choose a
+    flat configuration only where it can run, and no split one.
 
     Raises:
         ContractError: as above.

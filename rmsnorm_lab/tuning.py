@@ -58,6 +58,8 @@ class Norm(NamedTuple):
     forward: Callable
     backward: Callable
     backward_config: Callable
+    #: its launches may take a flat rule where the rows are dense, as the sweep's inputs are (the plain RMSNorm)
+    flat_rules: bool = False
 
 
 #: The norms the sweep tunes: the RMSNorm, the LayerNorm through the same kernels (its own backward table,
@@ -66,7 +68,7 @@ class Norm(NamedTuple):
 NORMS = {
     "rmsnorm": Norm(lambda x, w, b, cfg=None: rmsnorm_fast_forward(x, w, EPS, config=cfg),
                     lambda x, w, b, saved, dy, cfg=None: rmsnorm_fast_backward(x, w, saved[-1], dy, config=cfg),
-                    backward_config),
+                    backward_config, flat_rules=True),
     "layernorm": Norm(lambda x, w, b, cfg=None: layernorm_fast_forward(x, w, b, LAYERNORM_EPS, config=cfg),
                       lambda x, w, b, saved, dy, cfg=None: layernorm_fast_backward(x, w, b, *saved[1:], dy,
                                                                                    config=cfg),
@@ -294,6 +296,19 @@ def _backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_
         yield FastConfig(BLOCK_M=block_m, BLOCK_N=base.BLOCK_N, num_warps=warps, programs_per_sm=pps, num_stages=stages)
 
 
+def library_choice(pass_: str, N: int, dtype: torch.dtype, norm: str = "rmsnorm") -> FastConfig:
+    """The configuration the library launches ``norm``'s ``pass_`` with on the sweep's inputs (contiguous rows).
+
+    The blocked table (:attr:`Norm.backward_config`, :func:`rmsnorm.forward_config`) is what the candidates are
+    built around; on dense rows the plain RMSNorm may take a flat rule instead (``dense_rows``), and that is
+    the choice a sweep is read against.
+    """
+    dense = NORMS[norm].flat_rules
+    if pass_ == "forward":
+        return forward_config(N, dtype, dense)
+    return backward_config(N, dtype, True) if dense else NORMS[norm].backward_config(N, dtype)
+
+
 def config_of(row) -> FastConfig:
     """The configuration one sweep row describes (a row of ``fast_tuning.csv`` or of :func:`tune`'s result).
 
@@ -334,11 +349,12 @@ def table_against_sweep(sweep: pd.DataFrame, norm: str = "rmsnorm") -> pd.DataFr
         columns ``then`` (the fastest row of the table's
         configuration at the time of the sweep), ``now`` (the fastest row of the configuration
         :func:`rmsnorm.forward_config` / :func:`~rmsnorm.backward_config` choose today) and
-        ``best``; NaN where today's configuration was not a candidate of that sweep.
+        ``best``; NaN where today's configuration was not a candidate of that sweep. Today's configuration is
+        :func:`library_choice`'s: on the sweep's contiguous rows, a flat rule's where one applies.
     """
     timed = sweep[sweep["us"].notna()]
-    table = {"forward": forward_config, "backward": NORMS[norm].backward_config}
-    today = timed.apply(lambda r: config_of(r) == table[r["pass_"]](int(r["N"]), getattr(torch, r["dtype"])), axis=1)
+    today = timed.apply(lambda r: config_of(r) == library_choice(r["pass_"], int(r["N"]), getattr(torch, r["dtype"]),
+                                                                 norm), axis=1)
     keys = ["dtype", "N", "M", "pass_"]
     return pd.DataFrame({"then": timed[timed["table_when_swept"] == 1].groupby(keys)["us"].min(),
                          "now": timed[today].groupby(keys)["us"].min(),
@@ -418,7 +434,7 @@ def tune(shapes, budget_s: float, passes=("forward", "backward"), compile_worker
         dx0, *grads0 = launch.backward(x, weight, extra, saved, dy)
         sweeps = {"forward": forward_candidates(N, dtype, norm),
                   "backward": backward_candidates(N, dtype, launch.backward_config, norm)}
-        table = {"forward": forward_config(N, dtype), "backward": launch.backward_config(N, dtype)}
+        table = {p: library_choice(p, N, dtype, norm) for p in ("forward", "backward")}
         for pass_, cands in ((p, sweeps[p]) for p in passes):
             for cfg in cands:
                 if time.perf_counter() - started > budget_s:

@@ -7,7 +7,8 @@ One row per run of consecutive N of one parity with the same :class:`rmsnorm.Fas
 FastConfig's fields (an empty ``programs_per_sm`` is None: one program per row block). Parity is
 a key because the backward's choice alternates between odd and even N up to 16384: runs over
 every N would take 41,009 rows (2 MB), over each parity a few dozen. Both functions take
-(N, x dtype); N runs over 1..MAX_N and the dtype over float32, float16 and bfloat16.
+(N, x dtype, dense_rows); N runs over 1..MAX_N, the dtype over float32, float16 and bfloat16, and
+``dense_rows`` over False (rows in any layout) and True (rows one dense run, where a flat rule may apply).
 tests/library/test_config_table.py compares the functions with the committed file at every N, so a change
 to the rule tables that moves any choice fails.
 """
@@ -33,25 +34,26 @@ DTYPES = ("float32", "float16", "bfloat16")
 PASSES = {"forward": forward_config, "backward": backward_config}
 FIELDS = [f.name for f in dataclasses.fields(FastConfig)]
 PARITIES = ("odd", "even")
-HEADER = ["pass_", "dtype", "parity", "N_first", "N_last", *FIELDS]
+HEADER = ["pass_", "dtype", "dense_rows", "parity", "N_first", "N_last", *FIELDS]
 
 
 def config_runs(max_n: int = MAX_N) -> list[list]:
-    """Rows ``[pass_, dtype, parity, N_first, N_last, *fields]``, one per run of equal configurations."""
+    """Rows ``[pass_, dtype, dense_rows, parity, N_first, N_last, *fields]``, one per run of equal configurations."""
     rows = []
     for pass_, choose in PASSES.items():
-        choose = getattr(choose, "__wrapped__", choose)  # the uncached function: 1.5 M keys need no cache
+        choose = getattr(choose, "__wrapped__", choose)  # the uncached function: 3 M keys need no cache
         for dtype in DTYPES:
-            for start, parity in ((1, "odd"), (2, "even")):
-                first, last, values = start, start, None
-                for N in range(start, max_n + 1, 2):
-                    cfg = choose(N, getattr(torch, dtype))
-                    now = [getattr(cfg, f) for f in FIELDS]
-                    if now != values and values is not None:
-                        rows.append([pass_, dtype, parity, first, last, *values])
-                        first = N
-                    values, last = now, N
-                rows.append([pass_, dtype, parity, first, last, *values])
+            for dense in (False, True):
+                for start, parity in ((1, "odd"), (2, "even")):
+                    first, last, values = start, start, None
+                    for N in range(start, max_n + 1, 2):
+                        cfg = choose(N, getattr(torch, dtype), dense)
+                        now = [getattr(cfg, f) for f in FIELDS]
+                        if now != values and values is not None:
+                            rows.append([pass_, dtype, dense, parity, first, last, *values])
+                            first = N
+                        values, last = now, N
+                    rows.append([pass_, dtype, dense, parity, first, last, *values])
     return rows
 
 

@@ -4,6 +4,7 @@ Timing itself needs a GPU (scripts/benchmark_fast.py); here: the pieces that
 decide what is timed and how it is reported, and the committed H200 table.
 """
 
+import functools
 import json
 
 import numpy as np
@@ -26,8 +27,11 @@ SWEPT_WIDTHS = [(1, N, d) for N in (1, 2, 3, 8, 15, 16, 31, 32, 63, 64, 65, 127,
 @pytest.mark.parametrize("M, N, dtype", [s[:3] for s in (*GRID, *WEAK_GRID, *SWEPT_WIDTHS)],
                          ids=[f"{s[0]}x{s[1]}-{str(s[2])[6:]}" for s in (*GRID, *WEAK_GRID, *SWEPT_WIDTHS)])
 def test_the_sweep_contains_the_tables_choice(M, N, dtype):
-    assert forward_config(N, dtype) in set(forward_candidates(N, dtype))
-    assert backward_config(N, dtype) in set(backward_candidates(N, dtype))
+    """In both layouts: the blocked choice, and on dense rows a flat rule's where one applies."""
+    forward, backward = set(forward_candidates(N, dtype)), set(backward_candidates(N, dtype))
+    for dense in (False, True):
+        assert forward_config(N, dtype, dense) in forward
+        assert backward_config(N, dtype, dense) in backward
 
 
 @pytest.mark.parametrize("N", [1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63])
@@ -208,11 +212,11 @@ def test_every_recorded_run_the_table_is_never_slower_than_it_was_and_where_it_c
     there the comparison cannot be made, and the run must not hold that configuration at all, not even
     as a failure. The runs the table follows now timed today's choice everywhere.
     """
-    from rmsnorm_lab.tuning import config_of, table_against_sweep
+    from rmsnorm_lab.tuning import config_of, library_choice, table_against_sweep
 
     runs, followed = _runs_with_the_table_when_swept(), 0
     assert len(runs) >= 3 and SWEEPS_THE_TABLE_FOLLOWS <= {int(run["sweep"].iloc[0]) for run in runs}
-    table_now = {"forward": forward_config, "backward": backward_config}
+    table_now = {p: functools.partial(library_choice, p) for p in ("forward", "backward")}  # on the sweep's rows
     for run in runs:
         table = table_against_sweep(run)
         assert table[["then", "best"]].notna().all().all()  # the table of its day was a candidate at every shape

@@ -83,6 +83,18 @@ def test_the_layernorm_sweep_starts_from_its_own_backward_table():
         assert backward_config(n, torch.bfloat16) in own  # the RMSNorm's one block stays a candidate
 
 
+def test_a_sweep_of_the_plain_rmsnorm_is_read_against_its_dense_rows_choice():
+    """The sweep's rows are contiguous: the plain RMSNorm launches a flat rule there, the others never do."""
+    for pass_ in ("forward", "backward"):
+        assert tuning.library_choice(pass_, 17, torch.float16).flat
+        assert not any(tuning.library_choice(pass_, 17, torch.float16, norm).flat for norm in ("layernorm",
+                                                                                                "rmsnorm_add"))
+        assert tuning.library_choice(pass_, 4096, torch.float16) == (forward_config if pass_ == "forward" else
+                                                                     backward_config)(4096, torch.float16)
+    assert tuning.library_choice("backward", 16384, torch.bfloat16, "layernorm") == layernorm_backward_config(
+        16384, torch.bfloat16)
+
+
 @pytest.mark.parametrize("tune_at, message", [
     ("bfloat16:0", "at least 1"), ("bfloat16:12x", "at least 1"), ("int8:768", "dtype[+weight dtype]"),
     ("bfloat16+float32+float16:768", "dtype[+weight dtype]"), ("bfloat16", "dtype[+weight dtype]"),

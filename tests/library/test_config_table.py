@@ -1,9 +1,11 @@
 """The fast path's configuration tables (rmsnorm/config.py): data scanned in order, and unchanged choices.
 
 tests/data/config_before.csv holds what forward_config and backward_config chose at every N in
-1..262144 and every x dtype before they became rule tables (tools/record_config.py, run-length
-encoded per parity of N). The functions must still choose exactly that, and each choice must be the
-first row of render_rules() that matches, read here without the library's matching code.
+1..262144, every x dtype and both layouts (rows in any layout; dense rows, where a flat rule may apply),
+as last recorded (tools/record_config.py, run-length encoded per parity of N): a change to the rules
+that moves a choice must re-record it, in the commit that says why. The functions must choose exactly
+that, and each choice must be the first row of render_rules() that matches, read here without the
+library's matching code.
 """
 
 import csv
@@ -36,18 +38,18 @@ def _value(cell: str):
 
 
 def _fixture() -> dict:
-    """{(pass_, dtype): {N: FastConfig}} for every N of 1..MAX_N, from the run-length rows."""
-    table = {(p, d): {} for p in FUNCTIONS for d in DTYPES}
+    """{(pass_, dtype, dense_rows): {N: FastConfig}} for every N of 1..MAX_N, from the run-length rows."""
+    table = {(p, d, dense): {} for p in FUNCTIONS for d in DTYPES for dense in (False, True)}
     with open(FIXTURE, newline="") as f:
         for row in csv.DictReader(f):
             # a column FastConfig no longer has held its default everywhere (reverse_second_pass: False)
-            gone = row.keys() - set(FIELDS) - {"pass_", "dtype", "parity", "N_first", "N_last"}
+            gone = row.keys() - set(FIELDS) - {"pass_", "dtype", "dense_rows", "parity", "N_first", "N_last"}
             assert all(row[k] == "False" for k in gone)
             cfg = FastConfig(**{k: _value(row[k]) for k in FIELDS if k in row})
             first, last = int(row["N_first"]), int(row["N_last"])
             assert first % 2 == (1 if row["parity"] == "odd" else 0) and (last - first) % 2 == 0
             for N in range(first, last + 1, 2):
-                table[row["pass_"], row["dtype"]][N] = cfg
+                table[row["pass_"], row["dtype"], _value(row["dense_rows"])][N] = cfg
     assert all(sorted(by_n) == list(range(1, MAX_N + 1)) for by_n in table.values())  # every N, once
     return table
 
@@ -57,46 +59,51 @@ def before():
     return _fixture()
 
 
+@pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("pass_", list(FUNCTIONS))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_table_chooses_what_the_functions_chose_before(before, pass_, dtype):
+def test_the_table_chooses_what_the_functions_chose_before(before, pass_, dtype, dense):
     choose = FUNCTIONS[pass_].__wrapped__  # uncached: 262144 keys
-    changed = [N for N, cfg in before[pass_, dtype].items() if choose(N, getattr(torch, dtype)) != cfg]
+    changed = [N for N, cfg in before[pass_, dtype, dense].items() if choose(N, getattr(torch, dtype), dense) != cfg]
     assert changed == [], f"{pass_} {dtype}: {len(changed)} N choose differently, from N = {changed[:5]}"
 
 
-def _first_row(rows: list[dict], N: int, dtype: str) -> dict:
+def _first_row(rows: list[dict], N: int, dtype: str, dense: bool = False) -> dict:
     for row in rows:
         kinds = {"any", "odd" if N % 2 else "even"}
         if N % 2 == 0 and N & (N - 1):
             kinds.add("even, not a power of two")
         parity = row["parity"] in kinds
         if row["N_first"] <= N and (row["N_last"] is None or N <= row["N_last"]) and parity and \
-                dtype in row["dtypes"].split(", "):
+                dtype in row["dtypes"].split(", ") and (dense or not row["flat"]):
             return row
     raise AssertionError(f"no row of the table matches N = {N}, {dtype}")
 
 
+@pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("pass_", list(FUNCTIONS))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_each_choice_is_the_first_rendered_row_that_matches(pass_, dtype):
+def test_each_choice_is_the_first_rendered_row_that_matches(pass_, dtype, dense):
     rows = render_rules(pass_)
     choose = FUNCTIONS[pass_].__wrapped__
     for N in range(1, MAX_N + 1):
-        row = _first_row(rows, N, dtype)
+        row = _first_row(rows, N, dtype, dense)
         block_n = triton.next_power_of_2(N) if row["BLOCK_N"] is None else row["BLOCK_N"]
         want = FastConfig(BLOCK_M=max(1, row["step"] // block_n), BLOCK_N=block_n, num_warps=row["num_warps"],
                           programs_per_sm=row["programs_per_sm"], num_stages=row["num_stages"],
-                          static_n=row["static_n"])
-        assert choose(N, getattr(torch, dtype)) == want, (N, row)
+                          static_n=row["static_n"], flat=row["flat"])
+        assert choose(N, getattr(torch, dtype), dense) == want, (N, row)
 
 
 @pytest.mark.parametrize("pass_", list(FUNCTIONS))
 def test_every_rule_is_chosen_somewhere_and_names_its_rows(pass_):
     """No rule is shadowed by the rows above it, and each says which rows of fast_tuning.csv chose it."""
     rows = render_rules(pass_)
-    used = {id(_first_row(rows, N, d)) for d in DTYPES for N in range(1, 2 * 16384 + 3)}
+    used = {id(_first_row(rows, N, d, dense)) for d in DTYPES for dense in (False, True)
+            for N in range(1, 2 * 16384 + 3)}
     assert used == {id(r) for r in rows}
+    # a flat rule is never the choice for rows in any layout: the flat kernels need one dense run
+    assert not any(_first_row(rows, N, d)["flat"] for d in DTYPES for N in range(1, 2 * 16384 + 3))
     assert all(r["evidence"].startswith(f"fast_tuning.csv: {pass_}, ") and "N=" in r["evidence"] for r in rows)
 
 

@@ -24,7 +24,7 @@ from rmsnorm import (
     rmsnorm_fast_forward,
 )
 from rmsnorm.backward import launch_backward
-from rmsnorm.config import layernorm_backward_config
+from rmsnorm.config import backward_config, forward_config, layernorm_backward_config
 from rmsnorm.flat import flat_rows
 from rmsnorm.forward import launch_add_forward
 from rmsnorm.testing import (
@@ -69,8 +69,8 @@ def test_the_forward_matches_the_oracle_and_the_table_and_repeats_bitwise(M, N, 
         y, rstd = rmsnorm_fast_forward(x, weight, EPS, config=flat(block_n), offset=offset)
     ones = torch.ones(N, dtype=torch.float64, device=device)
     assert_close(y, oracle(x, ones if weight is None else weight, eps=EPS, offset=offset, on=device), dtype=dtype)
-    table_y, table_rstd = rmsnorm_fast_forward(x, weight, EPS, offset=offset)
-    torch.testing.assert_close(rstd, table_rstd, rtol=2e-6, atol=0)  # the same sum, added in another order
+    table_y, table_rstd = rmsnorm_fast_forward(x, weight, EPS, config=forward_config(N, dtype), offset=offset)
+    torch.testing.assert_close(rstd, table_rstd, rtol=2e-6, atol=0)  # the blocked kernel's sum, in another order
     again_y, again_rstd = rmsnorm_fast_forward(x, weight, EPS, config=flat(block_n), offset=offset)
     assert torch.equal(again_y, y) and torch.equal(again_rstd, rstd)
 
@@ -94,8 +94,8 @@ def test_the_backward_matches_the_oracle_and_the_table_and_repeats_bitwise(M, N,
         assert dgamma is None
     else:
         assert_close(dgamma, dgamma64, tol=dgamma_tolerance(M, dtype, dtype), msg="dgamma")
-    table_dx, _ = rmsnorm_fast_backward(x, weight, rstd, dy, offset=offset)
-    assert_close(dx, table_dx.double(), dtype=dtype, msg="dx against the table's")
+    table_dx, _ = rmsnorm_fast_backward(x, weight, rstd, dy, config=backward_config(N, dtype), offset=offset)
+    assert_close(dx, table_dx.double(), dtype=dtype, msg="dx against the blocked kernel's")
     again_dx, again_dgamma = rmsnorm_fast_backward(x, weight, rstd, dy, config=config, offset=offset)
     assert torch.equal(again_dx, dx) and (weight is None or torch.equal(again_dgamma, dgamma))
 
@@ -154,6 +154,48 @@ def test_a_tile_narrower_than_a_row_and_other_norms_are_refused(device):
     both = FastConfig(BLOCK_M=1, BLOCK_N=1024, num_warps=4, programs_per_sm=1, num_stages=1, split=2, flat=True)
     with refused_before_allocating("flat or split, not both"):
         rmsnorm_fast_forward(x, None, EPS, config=both)
+
+
+def _spy(monkeypatch, module, name):
+    """Count the launches of ``module.name`` (a DirectLauncher), still launching."""
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    return calls
+
+
+def test_the_table_takes_them_for_dense_short_odd_rows_only(monkeypatch, device):
+    """Without a config, the plain RMSNorm's dense odd rows of 3-33 columns (16-bit) run the flat kernels, forward
+    and backward, with the oracle's numbers; the same rows in a strided buffer, the fused add and the LayerNorm
+    run the blocked ones; so do N = 1, an even N and a wide odd N."""
+    import rmsnorm.flat as flat_module
+
+    forward, backward = _spy(monkeypatch, flat_module, "_launch"), _spy(monkeypatch, flat_module, "_launch_backward")
+    x, weight, dy = make_inputs(70, 17, torch.float16, device, seed=5)
+    assert forward_config(17, torch.float16, True).flat and not forward_config(17, torch.float16).flat
+    y, rstd = rmsnorm_fast_forward(x, weight, EPS)
+    dx, dgamma = rmsnorm_fast_backward(x, weight, rstd, dy)
+    assert len(forward) == 1 and len(backward) == 1
+    y64, dx64, dgamma64 = oracle(x, weight, dy, EPS, on=device)
+    assert_close(y, y64, dtype=torch.float16)
+    assert_close(dx, dx64, dtype=torch.float16)
+    assert_close(dgamma, dgamma64, tol=dgamma_tolerance(70, torch.float16, torch.float16))
+    buf = torch.zeros(70, 24, dtype=torch.float16, device=device)
+    buf[:, :17] = x
+    strided_y, strided_rstd = rmsnorm_fast_forward(buf[:, :17], weight, EPS)
+    strided_dx, _ = rmsnorm_fast_backward(buf[:, :17], weight, strided_rstd, dy)
+    dy_buf = buf.clone()
+    dy_buf[:, :17] = dy
+    rmsnorm_fast_backward(x, weight, rstd, dy_buf[:, :17])  # x dense, dy strided: blocked too
+    assert len(forward) == 1 and len(backward) == 1
+    assert_close(strided_y, y64, dtype=torch.float16)
+    assert_close(strided_dx, dx64, dtype=torch.float16)
+    launch_add_forward(x, x, weight, EPS)
+    layernorm_fast_forward(x, weight, None, 1e-5)
+    for N in (1, 16, 67):
+        xn, wn, _ = make_inputs(8, N, torch.float16, device, seed=N)
+        rmsnorm_fast_forward(xn, wn, EPS)
+    assert len(forward) == 1
 
 
 @pytest.mark.parametrize("N, size, block_n, rows", [
