@@ -330,12 +330,14 @@ def _first_match(pass_: str, N: int, dtype: torch.dtype, dense_rows: bool) -> Fa
     raise ValueError(f"no {pass_} configuration for N = {N}, dtype {name}: the table covers N >= 1 in {ALL}")
 
 
-def dense_rows(*tensors: torch.Tensor) -> bool:
+def dense_rows(x: torch.Tensor, *others: torch.Tensor) -> bool:
     """True when every (M, N) tensor is one dense run of rows: row stride N, or at most one row.
 
-    What a flat rule needs of the tensors a kernel reads (the outputs are allocated contiguous).
+    What a flat rule needs of the tensors a kernel reads (the outputs are allocated contiguous). The
+    tensors have unit column stride (the contract), so this is ``is_contiguous()``, which torch answers
+    from a flag it keeps (0.2 µs a tensor on the course's CPU, where reading shape and stride took 1.2).
     """
-    return all(t.shape[0] <= 1 or t.stride(0) == t.shape[1] for t in tensors)
+    return x.is_contiguous() and all(t.is_contiguous() for t in others)
 
 
 @functools.lru_cache(maxsize=None)

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from . import device
-from .config import FastConfig, aligned, dense_rows, forward_config, num_programs, row_align_hint, shifted_weight
+from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint, shifted_weight
 from .contract import ContractError, check_fast_inputs, check_offset
 from .launch import DirectLauncher
 
@@ -307,8 +307,9 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
          mean=None, bias=None) -> None:
     """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
-    # a flat rule may apply only to the plain RMSNorm's dense rows (y and rstd are allocated contiguous)
-    config = config or forward_config(N, x.dtype, residual is None and mean is None and dense_rows(x))
+    # a flat rule may apply only to the plain RMSNorm's dense rows (y and rstd are allocated contiguous):
+    # config.dense_rows(x), inlined on the eager call's path
+    config = config or forward_config(N, x.dtype, residual is None and mean is None and x.is_contiguous())
     if config.flat:  # whole rows as one run of elements (checked by check_config before the outputs)
         if M:
             from .flat import launch_flat_forward
