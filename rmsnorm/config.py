@@ -274,7 +274,7 @@ FORWARD_RULES = (
 
 #: The backward: a persistent grid. Odd N, where rows start at 2- or 4-byte offsets and every access
 #: is one element, takes fewer rows a step, fewer stages and more programs than even N; a specific
-#: rule comes before the general one it overrides (odd 65-511 before odd 1-1023). Dense odd rows of 3-65
+#: rule comes before the general one it overrides (odd 33-511 before odd 1-1023). Dense odd rows of 3-65
 #: columns (16-bit; 3-15 in float32) take the flat kernel, which loses to the blocked one at 129.
 BACKWARD_RULES = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
@@ -283,6 +283,8 @@ BACKWARD_RULES = (
     Rule(35, 65, ODD, B16, ONE_ROW, 2048, 8, 1, 3,
          "fast_tuning.csv: backward, bfloat16, N=33, 65: best, 65 1.07x the rules below (129: 0.57x)", flat=True),
     Rule(3, 15, ODD, F32, ONE_ROW, 512, 4, 4, 3, "fast_tuning.csv: backward, float32, N=3: best, 1.63x", flat=True),
+    Rule(33, 63, ODD, B16, 4096, None, 4, 2, 1,
+         "fast_tuning.csv: backward, bfloat16, N=33, 63: best unflattened, 1.14x and 1.27x the odd rule"),
     Rule(65, 127, ODD, F32, 1024, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=65: best of 108"),
     Rule(129, 511, ODD, F32, 2048, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=257: best of 108"),
     Rule(65, 127, ODD, B16, 2048, None, 2, 4, 1, "fast_tuning.csv: backward, bfloat16, N=65: 2.12x the odd rule"),
