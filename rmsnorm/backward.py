@@ -281,7 +281,10 @@ def rmsnorm_fast_backward(
         rstd: (M,) float32, unit stride, from :func:`rmsnorm_fast_forward`.
         dy: (M, N) upstream gradient, dtype of ``x``, unit column stride, any
             row stride.
-        config: launch configuration; default :func:`backward_config` (N, x.dtype).
+        config: launch configuration; default :func:`backward_config` (N, x.dtype, dense_rows), dense_rows
+            ``x.is_contiguous() and dy.is_contiguous()``: on contiguous rows a flat rule where one applies (odd
+            16-bit N of 3-65, odd float32 N of 3-15), so the default may differ from an explicit
+            ``config=backward_config(N, x.dtype)`` (the blocked choice), within the declared tolerance.
         offset: the forward's offset (u = dy · (weight + offset)); 0.0 without a weight.
 
     Returns:
@@ -329,7 +332,8 @@ def run_backward(
     The LayerNorm's backward (IS_LAYERNORM) reads the forward's mean beside rstd; with ``bias`` (whose dtype
     dbias takes) it also sums dbias = Σ_rows dy from its own (P, N) float32 partials, in the fixed order
     dgamma's are summed. dbias is None without a bias. ``config`` defaults to :func:`backward_config` (N, x's
-    dtype), and for the LayerNorm to :func:`~rmsnorm.config.layernorm_backward_config`.
+    dtype, dense_rows): dense_rows for the plain RMSNorm (no ``dres``) whose x and dy are contiguous, where a flat
+    rule may apply; for the LayerNorm to :func:`~rmsnorm.config.layernorm_backward_config`.
     """
     M, N = x.shape
     if config is None:  # a flat rule may apply only to the plain RMSNorm's dense rows (dx is allocated contiguous)

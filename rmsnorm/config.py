@@ -284,7 +284,7 @@ BACKWARD_RULES = (
          "fast_tuning.csv: backward, bfloat16, N=33, 65: best, 65 1.07x the rules below (129: 0.57x)", flat=True),
     Rule(3, 15, ODD, F32, ONE_ROW, 512, 4, 4, 3, "fast_tuning.csv: backward, float32, N=3: best, 1.63x", flat=True),
     Rule(33, 63, ODD, B16, 4096, None, 4, 2, 1,
-         "fast_tuning.csv: backward, bfloat16, N=33, 63: best unflattened, 1.14x and 1.27x the odd rule"),
+         "fast_tuning.csv: backward, bfloat16, N=33, 63: best unflattened, 1.14x and 1.16x the odd rule"),
     Rule(65, 127, ODD, F32, 1024, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=65: best of 108"),
     Rule(129, 511, ODD, F32, 2048, None, 4, 4, 1, "fast_tuning.csv: backward, float32, N=257: best of 108"),
     Rule(65, 127, ODD, B16, 2048, None, 2, 4, 1, "fast_tuning.csv: backward, bfloat16, N=65: 2.12x the odd rule"),

@@ -22,6 +22,14 @@ dense run (:func:`rmsnorm.config.dense_rows`; the rules and their evidence in :m
 another stride keep the blocked kernels. ``scripts/benchmark_fast.py --tune-only --tune-at 'bfloat16:17'`` times
 it beside the blocked candidates with every output checked.
 
+Numbers: deterministic from run to run (dgamma's sum in a fixed order, as the blocked kernels'), and within the
+declared tolerance of the blocked kernels, but not bit for bit with them: the scan adds a row's squares in an order
+that depends on where the row starts in the tile's lanes, where the blocked kernels add every row in one order.
+So a row's rstd may differ in its last bit between a contiguous x and a strided view of it, between the plain norm
+and :func:`rmsnorm.rmsnorm_add` (whose kernels are the blocked ones), and on a GPU with the row's place in the
+batch. A caller that needs bits independent of layout and batch passes the blocked choice,
+``config=forward_config(N, x.dtype)`` (and ``backward_config(N, x.dtype)``).
+
 Source: Triton's ``tl.associative_scan`` and ``tl.gather``; segmented scans (Blelloch, "Prefix sums and their
 applications", 1990).
 """

@@ -238,7 +238,10 @@ def rmsnorm_fast_forward(
             dimension; the row stride may be anything (read in place).
         weight: (N,) γ, float32/float16/bfloat16, or None for no weight.
         eps: finite real number > 0.
-        config: launch configuration; default :func:`forward_config` (N, x.dtype).
+        config: launch configuration; default :func:`forward_config` (N, x.dtype, dense_rows), dense_rows
+            ``x.is_contiguous()``: on contiguous rows a flat rule where one applies (odd 16-bit N of 3-33), so
+            the default may differ from an explicit ``config=forward_config(N, x.dtype)`` (the blocked choice),
+            within the declared tolerance, not bit for bit.
         offset: y = x · rstd · (weight + offset), a finite float (1.0: Gemma's ``1 + weight``);
             must be 0.0 without a weight. Each value compiles its own kernel (a constexpr).
 

@@ -51,7 +51,10 @@ class FloorPlan:
 
 @functools.lru_cache(maxsize=None)
 def floor_plan(N: int, dtype: torch.dtype) -> FloorPlan:
-    """The fast path's table choice for rows of N columns in ``dtype``, with its kernels' constexprs."""
+    """The fast path's blocked table choice for rows of N columns in ``dtype``, with its kernels' constexprs.
+
+    The floor launches the blocked kernels: at dense short odd rows, where the library takes the flat kernels
+    (:mod:`rmsnorm.flat`), it is the floor of the blocked path, not of the library's call."""
     fwd, bwd = forward_config(N, dtype), backward_config(N, dtype)
     one_block = bwd.one_block(N)
     return FloorPlan(

@@ -190,6 +190,11 @@ def test_the_table_takes_them_for_dense_short_odd_rows_only(monkeypatch, device)
     assert len(forward) == 1 and len(backward) == 1
     assert_close(strided_y, y64, dtype=torch.float16)
     assert_close(strided_dx, dx64, dtype=torch.float16)
+    # the blocked choice, passed explicitly: the strided call's numbers bit for bit, whatever the layout
+    blocked_y, blocked_rstd = rmsnorm_fast_forward(x, weight, EPS, config=forward_config(17, torch.float16))
+    blocked_dx, _ = rmsnorm_fast_backward(x, weight, strided_rstd, dy, config=backward_config(17, torch.float16))
+    assert torch.equal(blocked_y, strided_y) and torch.equal(blocked_rstd, strided_rstd)
+    assert torch.equal(blocked_dx, strided_dx)
     launch_add_forward(x, x, weight, EPS)
     layernorm_fast_forward(x, weight, None, 1e-5)
     for N in (1, 16, 67):
