@@ -309,7 +309,7 @@ BACKWARD_RULES = (
 )
 
 #: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
-ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None and not rule.flat)
+ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None)  # a flat rule's block is its tile
 #: Widest row the LayerNorm's backward holds in one block. Its block keeps x̂, u and two partials (dweight's and
 #: dbias's) live where the RMSNorm's keeps one partial, and the RMSNorm's one-block rules past 8192 columns spill
 #: it: ptxas for sm_90 spills 1224 bytes a thread at 12288 and 16384 bfloat16 (16 warps), against 172 for the
