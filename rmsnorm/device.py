@@ -84,6 +84,12 @@ def new_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return torch.empty(shape, dtype=dtype, device=device)
 
 
+def nan_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An output filled with NaN: what :func:`rmsnorm.testing.poisoned_outputs` puts in :func:`new_output`'s place,
+    so that an element a kernel forgets to write stays NaN (the forward's C path fills its own alike)."""
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
 def default_device() -> torch.device:
     """``cuda`` when a GPU is usable, else ``cpu`` (interpreter)."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

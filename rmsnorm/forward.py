@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import device
+from . import device, native_launch
 from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint, shifted_weight
 from .contract import ContractError, check_fast_inputs, check_offset
 from .launch import DirectLauncher
@@ -272,12 +272,24 @@ def launch_forward(
     ``eps`` and ``offset`` must be Python floats. Launches through :class:`~rmsnorm.launch.DirectLauncher`,
     keyed by :func:`forward_key`.
     """
+    native, allocate = native_launch.state, device.new_output
+    if config is None and native.enabled and native.module is not None and (
+            allocate is _NEW_OUTPUT or allocate is device.nan_output):
+        # the whole launch in one C call, from a plan the path below kept (csrc/fast_forward.cpp); None: run below
+        out = native.module.forward(x, weight, eps, offset, allocate is not _NEW_OUTPUT)
+        if out is not None:
+            return out
     M, N = x.shape
     check_config(config, x)
     y = device.new_output((M, N), x.dtype, x.device)
     rstd = device.new_output((M,), torch.float32, x.device)
     _run(x, weight, eps, config, offset, y, rstd, None, None)
     return y, rstd
+
+
+#: The launchers' allocator as imported. Tests replace it: with device.nan_output (rmsnorm.testing.poisoned_outputs)
+#: the forward's C path fills its outputs with NaN as well; with anything else the Python path runs, to call it.
+_NEW_OUTPUT = device.new_output
 
 
 def launch_add_forward(
@@ -310,9 +322,10 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
          mean=None, bias=None) -> None:
     """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
+    plain_default = config is None and residual is None and mean is None
     # a flat rule may apply only to the plain RMSNorm's dense rows (y and rstd are allocated contiguous):
     # config.dense_rows(x), inlined on the eager call's path
-    config = config or forward_config(N, x.dtype, residual is None and mean is None and x.is_contiguous())
+    config = config or forward_config(N, x.dtype, plain_default and x.is_contiguous())
     if config.flat:  # whole rows as one run of elements (checked by check_config before the outputs)
         if M:
             from .flat import launch_flat_forward
@@ -348,6 +361,8 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
         residual_out, residual_out.stride(0) if has_residual else None, has_residual, config.static(N),
         mean, bias, mean is not None, bias is not None, num_warps=config.num_warps,
     )
+    if plain_default and native_launch.state.enabled:  # later calls of this kind launch from C (launch_forward)
+        native_launch.remember_forward(_launch, key, x, weight, offset, y, rstd, config)
 
 
 def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True) -> None:

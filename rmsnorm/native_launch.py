@@ -16,7 +16,14 @@ per compiled kernel:
   0 when the kernel needs none, else allocated per launch with Triton's own allocators.
 
 A kernel whose signature holds anything else (a tuple, a tensor descriptor) gets no plan, and Triton's
-launcher runs it. It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): on
+launcher runs it.
+
+The extension's second part (``csrc/fast_forward.cpp``) is the plain forward's whole eager launch in one C call:
+:func:`~rmsnorm.forward.launch_forward` with the default configuration hands it x, the weight, eps and the offset,
+and it computes the key, finds the plan, allocates y and rstd (``at::empty``), packs the nine arguments and
+launches, or returns None where it has no plan and the Python path runs (and, through :func:`remember_forward`,
+hands it the plan it launched with). It is compiled against torch's C++ headers, so the extension's name holds
+torch's version. It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): on
 the H200 it passes the GPU tests but costs the host what Triton's compiled launcher costs, within a few µs
 (results/h200/README.md, the launch paths: the fast path's host time is in the Python above the launch), and
 building it needs a compiler and ninja. Switched on, the extension is compiled at the first compiled launch with
@@ -41,8 +48,10 @@ from pathlib import Path
 
 import triton
 
-#: The extension's C++ source.
-SOURCE = Path(__file__).with_name("csrc") / "triton_launch.cpp"
+#: The extension's C++ sources: the generic launch, and the forward's own path (csrc/fast_forward.cpp).
+SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("triton_launch.cpp", "fast_forward.cpp"))
+#: Their shared header.
+HEADER = Path(__file__).with_name("csrc") / "triton_launch.h"
 
 #: Triton's signature types → the extension's argument codes (csrc/triton_launch.cpp; pointers, ``*…``, are "P").
 ARG_CODES = {
@@ -87,8 +96,20 @@ def include_dir() -> Path:
 
 
 def extension_name(source: bytes) -> str:
-    """The extension's module name: one per source text, so that an edited source is built afresh."""
-    return "rmsnorm_triton_launch_" + hashlib.sha256(source).hexdigest()[:12]
+    """The extension's module name: one per source text and torch build, so that either changed builds it afresh.
+
+    The forward's path is compiled against torch's C++ headers (ATen), so a module built under one torch must never
+    be loaded under another; torch's extension cache keys on the name and the sources only.
+    """
+    import torch
+
+    stamp = source + f"\0torch {torch.__version__} {torch.version.git_version}\0".encode()
+    return "rmsnorm_triton_launch_" + hashlib.sha256(stamp).hexdigest()[:12]
+
+
+def sources_text() -> bytes:
+    """The extension's sources and header, as its name hashes them."""
+    return b"\0".join(path.read_bytes() for path in (*SOURCES, HEADER))
 
 
 def build():
@@ -121,7 +142,8 @@ def compile_extension():
         os.environ["PATH"] = os.pathsep.join(filter(None, (str(venv_bin), path)))
     try:
         return cpp_extension.load(
-            name=extension_name(SOURCE.read_bytes()), sources=[str(SOURCE)], extra_include_paths=[str(include)],
+            name=extension_name(sources_text()), sources=[str(path) for path in SOURCES],
+            extra_include_paths=[str(include)],
             extra_cflags=["-O2"], extra_ldflags=["-ldl"], verbose=False,
         )
     finally:
@@ -184,6 +206,31 @@ def plan_for(compiled) -> tuple | bool:
         module.allow_dynamic_shared(compiled.function, metadata.shared)
     return (codes, compiled.function, metadata.num_warps, getattr(metadata, "num_ctas", 1), metadata.shared,
             bool(getattr(metadata, "launch_pdl", False)), bool(getattr(metadata, "launch_cooperative_grid", False)))
+
+
+def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, config) -> bool:
+    """Hand the extension's forward path (csrc/fast_forward.cpp) the plan of a forward the Python path just launched.
+
+    Args:
+        launcher: the forward's :class:`~rmsnorm.launch.DirectLauncher`; key: the launch's key there.
+        x, weight, offset, y, rstd: the launch's tensors and offset (y and rstd as the launcher allocated them).
+        config: the default configuration the launch ran with (its BLOCK_M and programs_per_sm set the grid).
+
+    Returns:
+        Whether a plan was kept: not where the launch went through Triton's binder (nothing cached), the kernel
+        takes scratch, its signature cannot be packed or the extension is unavailable.
+    """
+    entry = launcher.cache.get(key)
+    if entry is None or entry.scratch:
+        return False
+    if entry.plan is None:
+        entry.plan = plan_for(entry.kernel)
+    if not entry.plan:
+        return False
+    from .config import sm_count
+
+    cap = 0 if config.programs_per_sm is None else sm_count(x.device.index) * config.programs_per_sm
+    return state.module.remember_forward(x, weight, offset, y, rstd, entry.plan, config.BLOCK_M, cap, entry.kernel)
 
 
 def needs_scratch(compiled) -> bool:

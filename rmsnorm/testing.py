@@ -224,10 +224,6 @@ def oracle(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor | None = None
     return y64, dx64, dgamma64
 
 
-def _poisoned_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.full(shape, float("nan"), dtype=dtype, device=device)
-
-
 def _forbidden_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     raise AssertionError("an output was allocated before the contract was checked")
 
@@ -236,9 +232,10 @@ def poisoned_outputs():
     """Within this block every kernel output starts as NaN (the launchers' allocator, ``device.new_output``, replaced).
 
     An element a kernel forgets to write then stays NaN, and NaN never passes
-    :func:`assert_close`. A context manager (``unittest.mock.patch.object``).
+    :func:`assert_close`. A context manager (``unittest.mock.patch.object``). The forward's C path
+    (csrc/fast_forward.cpp) sees the replacement and fills its own outputs with NaN too.
     """
-    return mock.patch.object(_device, "new_output", _poisoned_output)
+    return mock.patch.object(_device, "new_output", _device.nan_output)
 
 
 class RecordedLaunch(NamedTuple):

@@ -7,6 +7,9 @@ What a forward costs the host below rmsnorm_fast's checks, in pieces (CPU tensor
 - ``forward_key``: the direct launch's cache key of the forward (rmsnorm.forward.forward_key);
 - ``pack``: the C++ extension packing the forward's arguments (csrc/triton_launch.cpp, ``pack``: the
   code ``launch`` runs before ``cuLaunchKernelEx``, which is not called);
+- ``forward_params``: the forward's own C path (csrc/fast_forward.cpp) for a kept plan: its key, the look-up, the
+  grid and the packing, all of its call but the two allocations, the stream query and the driver call (on a GPU
+  ``launch_forward`` runs it instead of everything in the next line);
 - ``launch_forward, launch stubbed``: :func:`rmsnorm.forward.launch_forward` whole (two allocations, the
   config, the cache hit, the stream query; the key replaced by a constant, as every call must hit the one
   stand-in entry: add ``forward_key``'s line for the real key) with the extension's ``launch`` a no-op;
@@ -78,8 +81,11 @@ def main() -> int:
         src = type("Src", (), {"signature": {}})()
         metadata = type("Metadata", (), {"global_scratch_size": 0, "profile_scratch_size": 0})()
 
+    module.remember_forward(x, w, 0.0, y, rstd, plan, config.BLOCK_M, 0, None)
     rows = [("forward_key", per_call_us(lambda: forward.forward_key(x, w, y, rstd, config, persistent, True))),
-            ("pack", per_call_us(lambda: module.pack(FORWARD_CODES, args, 0, 0)))]
+            ("pack", per_call_us(lambda: module.pack(FORWARD_CODES, args, 0, 0))),
+            ("forward_params", per_call_us(lambda: module.forward_params(x, w, 1e-6, 0.0, y, rstd)))]
+    module.forget_forward()
 
     def hit_key(*arguments):
         return key  # every call a hit on the one stand-in entry (the outputs' addresses change between calls)
@@ -88,12 +94,16 @@ def main() -> int:
     launcher.cache[key] = CachedKernel(Compiled())
     launcher.cache[key].plan = plan
     native_launch.state.enabled, native_launch.state.tried = True, True
-    native_launch.state.module = type("Stub", (), {"launch": staticmethod(lambda *a: None)})()
+    # the forward's C path never has a plan here (CPU tensors), and the Python path's hand-over of one is stubbed:
+    # on a GPU it happens once per kind of launch
+    no_forward = staticmethod(lambda *a: None)
+    native_launch.remember_forward = lambda *a: False
+    native_launch.state.module = type("Stub", (), {"launch": staticmethod(lambda *a: None), "forward": no_forward})()
     rows.append(("launch_forward, launch stubbed", per_call_us(lambda: forward.launch_forward(x, w, 1e-6))))
     native_launch.state.module = type("Pack", (), {"launch": staticmethod(
-        lambda plan, grid, stream, args: module.pack(plan[0], args, 0, 0))})()
+        lambda plan, grid, stream, args: module.pack(plan[0], args, 0, 0)), "forward": no_forward})()
     rows.append(("launch_forward, pack as launch", per_call_us(lambda: forward.launch_forward(x, w, 1e-6))))
-    native_launch.state.module = type("Stub", (), {"launch": staticmethod(lambda *a: None)})()
+    native_launch.state.module = type("Stub", (), {"launch": staticmethod(lambda *a: None), "forward": no_forward})()
     leaf, norm = x.clone().requires_grad_(), FastRMSNorm(4096, eps=1e-6, dtype=x.dtype)
 
     def no_grad():

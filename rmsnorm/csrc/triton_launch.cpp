@@ -17,17 +17,20 @@
 // The driver is opened with dlopen at the first launch, as Triton's launcher opens it, so this file compiles on
 // a machine without a GPU driver (it needs Python.h and the cuda.h Triton ships), and pack() can be tested there.
 
-#include <Python.h>
+#include "triton_launch.h"
+
 #include <dlfcn.h>
 
-#include <cstdint>
 #include <cstring>
 
-#include "cuda.h"
+using rmsnorm_launch::kMaxParams;
+using rmsnorm_launch::Params;
+using rmsnorm_launch::Plan;
+using rmsnorm_launch::finish_params;
+using rmsnorm_launch::launch_plan;
+using rmsnorm_launch::parse_plan;
 
 namespace {
-
-constexpr int kMaxParams = 64;  // kernel arguments + the two scratch pointers
 
 using LaunchKernelEx = CUresult (*)(const CUlaunchConfig *, CUfunction, void **, void **);
 using GetErrorString = CUresult (*)(CUresult, const char **);
@@ -189,13 +192,6 @@ int pack_one(char code, PyObject *obj, uint64_t *slot) {
   }
 }
 
-struct Params {
-  uint64_t slots[kMaxParams];
-  int sizes[kMaxParams];
-  void *pointers[kMaxParams];
-  int count = 0;
-};
-
 // codes (bytes) and args (tuple) → params: every non-constexpr argument, then the two scratch pointers.
 bool pack_all(PyObject *codes, PyObject *args, uint64_t global_scratch, uint64_t profile_scratch, Params *params) {
   if (!PyBytes_Check(codes) || !PyTuple_Check(args)) {
@@ -219,13 +215,7 @@ bool pack_all(PyObject *codes, PyObject *args, uint64_t global_scratch, uint64_t
     if (size < 0) return false;
     if (size > 0) params->sizes[count++] = size;
   }
-  const uint64_t scratch[2] = {global_scratch, profile_scratch};
-  for (uint64_t pointer : scratch) {
-    params->slots[count] = pointer;
-    params->sizes[count++] = 8;
-  }
-  for (int i = 0; i < count; ++i) params->pointers[i] = &params->slots[i];
-  params->count = count;
+  finish_params(params, count, global_scratch, profile_scratch);
   return true;
 }
 
@@ -254,6 +244,88 @@ PyObject *pack(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   return PyBytes_FromStringAndSize(buffer, length);
 }
 
+}  // namespace
+
+namespace rmsnorm_launch {
+
+bool parse_plan(PyObject *plan, Plan *out) {
+  if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 7 || !PyBytes_Check(PyTuple_GET_ITEM(plan, 0))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "rmsnorm native launch: a plan is (codes: bytes, function, num_warps, num_ctas, shared_bytes, "
+                    "launch_pdl, launch_cooperative_grid)");
+    return false;
+  }
+  out->codes = PyTuple_GET_ITEM(plan, 0);
+  out->function = reinterpret_cast<CUfunction>(PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(plan, 1)));
+  out->num_warps = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
+  out->num_ctas = PyLong_AsLong(PyTuple_GET_ITEM(plan, 3));
+  out->shared = PyLong_AsLong(PyTuple_GET_ITEM(plan, 4));
+  if (PyErr_Occurred()) return false;  // an item that is not an int
+  int pdl = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 5));
+  int cooperative = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 6));
+  if (pdl < 0 || cooperative < 0) return false;
+  out->pdl = pdl;
+  out->cooperative = cooperative;
+  return true;
+}
+
+void finish_params(Params *params, int count, uint64_t global_scratch, uint64_t profile_scratch) {
+  const uint64_t scratch[2] = {global_scratch, profile_scratch};
+  for (uint64_t pointer : scratch) {
+    params->slots[count] = pointer;
+    params->sizes[count++] = 8;
+  }
+  for (int i = 0; i < count; ++i) params->pointers[i] = &params->slots[i];
+  params->count = count;
+}
+
+bool launch_plan(const Plan &plan, const long dims[3], uint64_t stream, Params *params) {
+  if (dims[0] * dims[1] * dims[2] == 0) return true;  // an empty grid launches nothing, as Triton's launcher
+  if (!load_driver()) return false;
+
+  CUlaunchAttribute attributes[4] = {};  // zeroed: each value union holds only the field set
+  unsigned int count = 0;
+  if (plan.pdl) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (plan.cooperative) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[count++].value.cooperative = 1;
+  }
+  if (plan.num_ctas != 1) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = static_cast<unsigned int>(plan.num_ctas);
+    attributes[count].value.clusterDim.y = 1;
+    attributes[count++].value.clusterDim.z = 1;
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    attributes[count++].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+  }
+  CUlaunchConfig config = {};
+  config.gridDimX = static_cast<unsigned int>(dims[0] * plan.num_ctas);
+  config.gridDimY = static_cast<unsigned int>(dims[1]);
+  config.gridDimZ = static_cast<unsigned int>(dims[2]);
+  config.blockDimX = static_cast<unsigned int>(32 * plan.num_warps);
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned int>(plan.shared);
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  config.attrs = attributes;
+  config.numAttrs = count;
+  CUresult status = CUDA_SUCCESS;
+  Py_BEGIN_ALLOW_THREADS;
+  if (plan.num_ctas == 16) {  // a cluster of 16 is non-portable (Hopper and Blackwell allow it on request)
+    status = driver.func_set_attribute(plan.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  }
+  if (status == CUDA_SUCCESS) status = driver.launch_kernel_ex(&config, plan.function, params->pointers, nullptr);
+  Py_END_ALLOW_THREADS;
+  return check(status, "cuLaunchKernelEx");
+}
+
+}  // namespace rmsnorm_launch
+
+namespace {
+
 // launch(plan, grid, stream, args[, global_scratch, profile_scratch]) -> None (scratch: as in pack)
 // plan = (codes: bytes, function: int, num_warps, num_ctas, shared_bytes, launch_pdl, launch_cooperative_grid)
 PyObject *launch(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
@@ -261,69 +333,24 @@ PyObject *launch(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "launch(plan, grid, stream, args[, global_scratch, profile_scratch])");
     return nullptr;
   }
-  PyObject *plan = args[0], *grid = args[1];
-  if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 7 || !PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) < 1 ||
-      PyTuple_GET_SIZE(grid) > 3) {
-    PyErr_SetString(PyExc_TypeError, "rmsnorm native launch: plan is a 7-tuple and grid a tuple of 1 to 3 ints");
+  PyObject *grid = args[1];
+  if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) < 1 || PyTuple_GET_SIZE(grid) > 3) {
+    PyErr_SetString(PyExc_TypeError, "rmsnorm native launch: grid is a tuple of 1 to 3 ints");
     return nullptr;
   }
-  uint64_t function = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(plan, 1));
-  long num_warps = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
-  long num_ctas = PyLong_AsLong(PyTuple_GET_ITEM(plan, 3));
-  long shared = PyLong_AsLong(PyTuple_GET_ITEM(plan, 4));
-  int pdl = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 5));
-  int cooperative = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 6));
+  Plan plan;
+  if (!parse_plan(args[0], &plan)) return nullptr;
   long dims[3] = {1, 1, 1};
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(grid); ++i) dims[i] = PyLong_AsLong(PyTuple_GET_ITEM(grid, i));
-  if (PyErr_Occurred()) return nullptr;  // a plan or grid item that is not an int
+  if (PyErr_Occurred()) return nullptr;  // a grid item that is not an int
   uint64_t stream, global_scratch = 0, profile_scratch = 0;
   if (!unsigned_at(args, 2, &stream)) return nullptr;
   if (nargs == 6 && (!pointer_of(args[4], &global_scratch) || !pointer_of(args[5], &profile_scratch))) {
     return nullptr;
   }
   Params params;
-  if (!pack_all(PyTuple_GET_ITEM(plan, 0), args[3], global_scratch, profile_scratch, &params)) return nullptr;
-  if (dims[0] * dims[1] * dims[2] == 0) Py_RETURN_NONE;  // an empty grid launches nothing, as Triton's launcher
-  if (!load_driver()) return nullptr;
-
-  CUlaunchAttribute attributes[4] = {};  // zeroed: each value union holds only the field set
-  unsigned int count = 0;
-  if (pdl) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cooperative) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attributes[count++].value.cooperative = 1;
-  }
-  if (num_ctas != 1) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[count].value.clusterDim.x = static_cast<unsigned int>(num_ctas);
-    attributes[count].value.clusterDim.y = 1;
-    attributes[count++].value.clusterDim.z = 1;
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
-    attributes[count++].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
-  }
-  CUlaunchConfig config = {};
-  config.gridDimX = static_cast<unsigned int>(dims[0] * num_ctas);
-  config.gridDimY = static_cast<unsigned int>(dims[1]);
-  config.gridDimZ = static_cast<unsigned int>(dims[2]);
-  config.blockDimX = static_cast<unsigned int>(32 * num_warps);
-  config.blockDimY = 1;
-  config.blockDimZ = 1;
-  config.sharedMemBytes = static_cast<unsigned int>(shared);
-  config.hStream = reinterpret_cast<CUstream>(stream);
-  config.attrs = attributes;
-  config.numAttrs = count;
-  CUfunction handle = reinterpret_cast<CUfunction>(function);
-  CUresult status = CUDA_SUCCESS;
-  Py_BEGIN_ALLOW_THREADS;
-  if (num_ctas == 16) {  // a cluster of 16 is non-portable (Hopper and Blackwell allow it on request)
-    status = driver.func_set_attribute(handle, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-  }
-  if (status == CUDA_SUCCESS) status = driver.launch_kernel_ex(&config, handle, params.pointers, nullptr);
-  Py_END_ALLOW_THREADS;
-  if (!check(status, "cuLaunchKernelEx")) return nullptr;
+  if (!pack_all(plan.codes, args[3], global_scratch, profile_scratch, &params)) return nullptr;
+  if (!launch_plan(plan, dims, stream, &params)) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -383,5 +410,7 @@ PyMODINIT_FUNC RMSNORM_CONCAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
   data_ptr_name = PyUnicode_InternFromString("data_ptr");
   if (data_ptr_name == nullptr) return nullptr;
   module.m_name = RMSNORM_STRING(TORCH_EXTENSION_NAME);
-  return PyModule_Create(&module);
+  PyObject *created = PyModule_Create(&module);
+  if (created != nullptr && PyModule_AddFunctions(created, rmsnorm_forward_methods) < 0) Py_CLEAR(created);
+  return created;
 }

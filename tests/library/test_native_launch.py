@@ -14,6 +14,7 @@ import struct
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 import torch
@@ -24,7 +25,8 @@ import rmsnorm
 from rmsnorm import launch as launch_module
 from rmsnorm import native_launch
 from rmsnorm.launch import CachedKernel, DirectLauncher, launch_path
-from rmsnorm.testing import make_inputs
+from rmsnorm.reference import rmsnorm_reference
+from rmsnorm.testing import assert_close, make_inputs
 
 GPU = torch.cuda.is_available() and not rmsnorm.device.interpreter_active()
 gpu_only = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU: the native launch calls compiled kernels")
@@ -138,6 +140,7 @@ x = torch.zeros(4)
 out = {"x": x.data_ptr()}
 module.launch((b"Pixf", 0x1234, 8, 2, 70000, True, True), (3, 2), 77, (x, 5, "constexpr", 0.5))
 out["clustered"] = (list(rec[:11]), [list(rec[16 + 4 * i:20 + 4 * i]) for i in range(4)], list(params[:5]))
+ctypes.c_int.in_dll(lib, "params_read").value = 0  # the launches below pass fewer than 5: none read
 module.launch((b"i", 0x99, 4, 1, 0, False, False), (7,), 0, (1,))
 out["plain"] = list(rec[:11])
 module.launch((b"i", 0x99, 4, 1, 0, False, False), (0,), 0, (1,))
@@ -337,6 +340,151 @@ def test_launch_path_names_each_path(monkeypatch, fresh_state):
     assert rmsnorm.launch_path is launch_path
 
 
+# ----------------------------------------------------------------------------- the forward's own path (C++)
+
+#: The forward kernel's codes for a plain norm with a weight (csrc/fast_forward.cpp): nine arguments, then constexprs.
+FORWARD_CODES = b"PiPPiPiif" + b"x" * (len(rmsnorm.forward.rmsnorm_fast_forward_kernel.arg_names) - 9)
+
+
+def _forward_plan(codes=FORWARD_CODES):
+    return (codes, 0xF00, 4, 1, 0, False, False)
+
+
+def _rows(M=64, N=4096, dtype=torch.float16):
+    x, w = torch.randn(M, N, dtype=dtype), torch.randn(N, dtype=dtype)
+    return x, w, torch.empty(M, N, dtype=dtype), torch.empty(M)
+
+
+@pytest.fixture
+def forward_path(compiled_extension):
+    """The extension with no plan kept, before and after."""
+    compiled_extension.forget_forward()
+    yield compiled_extension
+    compiled_extension.forget_forward()
+
+
+@toolchain
+def test_the_forward_path_packs_the_nine_arguments_of_a_kept_plan(forward_path):
+    x, w, y, rstd = _rows()
+    assert forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd) is None  # nothing kept: the Python path runs
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(), 4, 0, object()) is True
+    programs, params = forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd)
+    assert programs == 16  # one program per block of 4 rows
+    assert params == struct.pack("<QiQQiQiifQQ", x.data_ptr(), 4096, w.data_ptr(), y.data_ptr(), 4096,
+                                 rstd.data_ptr(), 64, 4096, 1e-6, 0, 0)  # then the two scratch pointers
+    # the same kind of launch on other tensors: the plan's codes, their values
+    x2, w2, y2, rstd2 = _rows(M=48)
+    assert forward_path.forward_params(x2, w2, 2e-5, 0.0, y2, rstd2)[1][:8] == struct.pack("<Q", x2.data_ptr())
+    assert forward_path.forward_plans() == 1
+
+
+@toolchain
+@pytest.mark.parametrize("other", ["offset", "no weight", "N", "row stride", "x dtype", "weight dtype", "M of 1",
+                                   "M not a multiple of 16", "x misaligned"])
+def test_the_forward_path_keys_on_all_that_triton_specialises(forward_path, other):
+    """A launch that differs from the kept one in anything the kernel or its configuration depends on misses.
+
+    (Whether the rows are one dense run, which chooses a flat rule, follows from the row stride, N and M = 1.)
+    """
+    x, w, y, rstd = _rows(M=64, N=4096)
+    forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(), 4, 0, object())
+    xo, wo = {
+        "offset": (x, w), "no weight": (x, None), "N": (x[:, :4095].contiguous(), w[:4095]),
+        "row stride": (torch.randn(64, 4104, dtype=torch.float16)[:, :4096], w), "x dtype": (x.bfloat16(), w),
+        "weight dtype": (x, w.float()), "M of 1": (x[:1], w), "M not a multiple of 16": (x[:63], w),
+        "x misaligned": (torch.randn(64 * 4096 + 1, dtype=torch.float16)[1:].view(64, 4096), w),
+    }[other]
+    offset = 1.0 if other == "offset" else 0.0
+    assert forward_path.forward_params(xo, wo, 1e-6, offset, torch.empty_like(xo), torch.empty(xo.shape[0])) is None
+    assert forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd) is not None
+
+
+@toolchain
+def test_the_forward_path_keeps_only_what_it_can_launch(forward_path):
+    x, w, y, rstd = _rows()
+    plan = _forward_plan()
+    unaligned = torch.empty(64 * 4096 + 1, dtype=torch.float16)[1:].view(64, 4096)
+    padded = torch.empty(64, 4104, dtype=torch.float16)[:, :4096]
+    assert forward_path.remember_forward(x, w, 0.0, unaligned, rstd, plan, 4, 0, None) is False
+    assert forward_path.remember_forward(x, w, 0.0, padded, rstd, plan, 4, 0, None) is False
+    for codes in (FORWARD_CODES[:8], b"PiPPiPiie" + FORWARD_CODES[9:], FORWARD_CODES[:-1] + b"P",
+                  b"iiPPiPiif" + FORWARD_CODES[9:]):  # too short, a half eps, a pointer among constexprs, x as int
+        assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), 4, 0, None) is False
+    assert forward_path.forward_plans() == 0
+    with pytest.raises(TypeError, match="plan is"):
+        forward_path.remember_forward(x, w, 0.0, y, rstd, (b"P",), 4, 0, None)
+    with pytest.raises(ValueError, match="block_m >= 1"):
+        forward_path.remember_forward(x, w, 0.0, y, rstd, plan, 0, 0, None)
+
+
+@toolchain
+def test_the_forward_path_keeps_one_plan_per_persistent_and_a_grid_capped_at_the_sms(forward_path):
+    """PERSISTENT is a constexpr: a grid capped below the row blocks needs its own compiled kernel."""
+    small, large = _rows(M=32, N=256), _rows(M=4096, N=256)
+    forward_path.remember_forward(*small[:2], 0.0, *small[2:], _forward_plan(), 16, 132, None)
+    assert forward_path.forward_params(small[0], small[1], 1e-6, 0.0, *small[2:])[0] == 2
+    assert forward_path.forward_params(large[0], large[1], 1e-6, 0.0, *large[2:]) is None  # 256 blocks > 132
+    forward_path.remember_forward(*large[:2], 0.0, *large[2:], _forward_plan(), 16, 132, None)
+    assert forward_path.forward_params(large[0], large[1], 1e-6, 0.0, *large[2:])[0] == 132
+    assert forward_path.forward_plans() == 2
+
+
+@toolchain
+def test_the_forward_path_hands_back_an_integer_that_outgrows_its_code(forward_path):
+    """Never truncated: an M the kept kernel's code cannot hold (here int8, for the test) goes to the Python path."""
+    small, large = _rows(M=64, N=8), _rows(M=160, N=8)  # the same key: M a multiple of 16 in both
+    forward_path.remember_forward(*small[:2], 0.0, *small[2:], _forward_plan(b"PiPPiPbif" + FORWARD_CODES[9:]), 4,
+                                  0, None)
+    assert forward_path.forward_params(small[0], small[1], 1e-6, 0.0, *small[2:]) is not None
+    assert forward_path.forward_params(large[0], large[1], 1e-6, 0.0, *large[2:]) is None
+
+
+@pytest.fixture
+def torch_allocator():
+    """The launchers' own allocator back (tests/conftest.py poisons every output with device.nan_output)."""
+    from rmsnorm import forward as forward_module
+
+    with mock.patch.object(rmsnorm.device, "new_output", forward_module._NEW_OUTPUT):
+        yield
+
+
+class _ForwardStandIn:
+    """A stand-in extension: its forward records the call and returns what it is told to."""
+
+    def __init__(self, result):
+        self.result, self.calls = result, []
+
+    def forward(self, *args):
+        self.calls.append(args)
+        return self.result
+
+
+def test_launch_forward_takes_the_c_path_as_default_with_torch_s_allocator_or_the_poison(monkeypatch, fresh_state):
+    """The C path only with the default configuration; with the outputs poisoned (tests/conftest.py, around this
+    test too) it is told to fill its own with NaN; with any other allocator (outputs_forbidden) the Python path runs."""
+    from rmsnorm import forward as forward_module
+    from rmsnorm.testing import outputs_forbidden
+
+    x, w = torch.randn(4, 8), torch.randn(8)
+    outputs = (torch.zeros(4, 8), torch.zeros(4))
+    standin = _ForwardStandIn(outputs)
+    monkeypatch.setattr(native_launch.state, "module", standin)
+    assert forward_module.launch_forward(x, w, 1e-6, None, 1.0) is outputs
+    with mock.patch.object(rmsnorm.device, "new_output", forward_module._NEW_OUTPUT):
+        assert forward_module.launch_forward(x, w, 1e-6) is outputs
+    assert standin.calls == [(x, w, 1e-6, 1.0, True), (x, w, 1e-6, 0.0, False)]
+    with outputs_forbidden():  # the allocator replaced by another: never the C path
+        with pytest.raises(AssertionError, match="an output was allocated"):
+            forward_module.launch_forward(x, w, 1e-6)
+    native_launch.set_native_launch(False)
+    with mock.patch.object(forward_module, "_run", lambda *a: None):  # the Python path, its launch stubbed
+        y, rstd = forward_module.launch_forward(x, w, 1e-6)
+        assert torch.isnan(y).all() and torch.isnan(rstd).all()  # poisoned by the Python path's allocator
+        native_launch.set_native_launch(True)
+        forward_module.launch_forward(x, w, 1e-6, config=rmsnorm.config.forward_config(8, x.dtype))
+    assert len(standin.calls) == 2  # switched off, or an explicit configuration: the Python path
+
+
 # ----------------------------------------------------------------------------- on a GPU
 
 
@@ -354,9 +502,11 @@ def _every_path(fn):
     original = DirectLauncher.__call__
     try:
         DirectLauncher.__call__ = lambda self, key, grid, *args, **opts: self.kernel[grid](*args, **opts)
+        native_launch.set_native_launch(False)  # else the forward's kept plans launch from C
         results.append(fn())
     finally:
         DirectLauncher.__call__ = original
+        native_launch.set_native_launch(True)
     return results
 
 
@@ -428,6 +578,103 @@ def test_torch_compile_traces_the_operator_whole_and_matches_the_native_eager_ca
     compiled = torch.compile(rmsnorm.rmsnorm_fast, fullgraph=True)  # fullgraph: a graph break raises
     assert torch.equal(compiled(x, gamma), eager)
     assert launch_path() == "native"
+
+
+def _forward_case(case):
+    """(x, weight, offset) of one kind of forward launch."""
+    x, w, _ = make_inputs(*case["shape"], case["dtype"], device="cuda", seed=3,
+                          weight_dtype=case.get("weight_dtype"))
+    if case.get("padded"):  # rows read in place from a wider buffer: not dense, ROW_ALIGN from the stride
+        wide = torch.randn(x.shape[0], x.shape[1] + 24, device="cuda", dtype=x.dtype)
+        wide[:, :x.shape[1]] = x
+        x = wide[:, :x.shape[1]]
+    return x, None if case.get("no_weight") else w, case.get("offset", 0.0)
+
+
+FORWARD_CASES = {
+    "1 x 4096 bf16": {"shape": (1, 4096), "dtype": torch.bfloat16},
+    "64 x 4096 bf16": {"shape": (64, 4096), "dtype": torch.bfloat16},
+    "17 x 257 fp32": {"shape": (17, 257), "dtype": torch.float32},
+    "300 x 1000 fp16, rows in a wider buffer": {"shape": (300, 1000), "dtype": torch.float16, "padded": True},
+    "64 x 4096 bf16, no weight": {"shape": (64, 4096), "dtype": torch.bfloat16, "no_weight": True},
+    "64 x 4096 bf16, fp32 weight": {"shape": (64, 4096), "dtype": torch.bfloat16, "weight_dtype": torch.float32},
+    "48 x 2048 bf16, offset 1": {"shape": (48, 2048), "dtype": torch.bfloat16, "offset": 1.0},
+    "4096 x 128 fp16": {"shape": (4096, 128), "dtype": torch.float16},
+    "8 x 131072 bf16": {"shape": (8, 131072), "dtype": torch.bfloat16},
+}
+
+
+@gpu_only
+@pytest.mark.parametrize("case", FORWARD_CASES)
+def test_the_forward_launches_from_c_once_kept_with_the_python_path_s_numbers(case, monkeypatch):
+    """Under tests/conftest.py's poison: both paths' outputs start as NaN."""
+    from rmsnorm import forward as forward_module
+
+    x, w, offset = _forward_case(FORWARD_CASES[case])
+    module = native_launch.extension()
+    module.forget_forward()
+    first = forward_module.launch_forward(x, w, 1e-6, None, offset)  # Python: compiles, launches, keeps the plan
+    assert module.forward_plans() == 1
+
+    def no_python_launch(*args, **kwargs):
+        raise AssertionError("the Python path launched a kept kind of forward")
+
+    monkeypatch.setattr(forward_module, "_run", no_python_launch)
+    for _ in range(2):
+        y, rstd = forward_module.launch_forward(x.clone() if x.is_contiguous() else x, w, 1e-6, None, offset)
+        assert torch.equal(y, first[0]) and torch.equal(rstd, first[1])
+        assert y.is_contiguous() and y.dtype == x.dtype and rstd.dtype == torch.float32
+    monkeypatch.undo()
+    weight = torch.ones(x.shape[1], device="cuda", dtype=torch.float64) if w is None else w.double()
+    assert_close(y, rmsnorm_reference(x.double(), weight, 1e-6, offset), dtype=x.dtype)  # against float64
+
+
+@gpu_only
+def test_a_launch_hook_or_another_current_device_sends_the_forward_back_to_python(monkeypatch):
+    from rmsnorm import forward as forward_module
+
+    x, w, _ = make_inputs(64, 4096, torch.bfloat16, device="cuda", seed=8)
+    module = native_launch.extension()
+    module.forget_forward()
+    expected = forward_module.launch_forward(x, w, 1e-6)
+    launches = []
+    original = forward_module._run
+    monkeypatch.setattr(forward_module, "_run", lambda *a, **k: launches.append(1) or original(*a, **k))
+    forward_module.launch_forward(x, w, 1e-6)
+    assert launches == []  # kept: from C
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", lambda *args: None)  # as Proton sets one
+    y, _ = forward_module.launch_forward(x, w, 1e-6)
+    assert launches == [1] and torch.equal(y, expected[0])
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 7)  # another device current: not ours to launch
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)
+    assert module.forward(x, w, 1e-6, 0.0, False) is None
+
+
+@gpu_only
+def test_the_forward_from_c_runs_under_a_cuda_graph_and_on_the_current_stream(torch_allocator):
+    """With torch's allocator: outputs from at::empty, as outside the tests."""
+    from rmsnorm import forward as forward_module
+
+    x, w, _ = make_inputs(2048, 4096, torch.float16, device="cuda", seed=9)
+    expected = forward_module.launch_forward(x, w, 1e-6)[0]  # Python: keeps the plan
+    assert native_launch.extension().forward_plans() >= 1
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # tens of ms: a launch on another stream would read x_side unwritten
+        x_side = x * 1
+        got = forward_module.launch_forward(x_side, w, 1e-6)[0]
+    side.synchronize()
+    assert torch.equal(got, expected)
+    static_x, graph = x.clone(), torch.cuda.CUDAGraph()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.cuda.graph(graph):
+        y_graph = forward_module.launch_forward(static_x, w, 1e-6)[0]
+    static_x.copy_(x.flip(0))
+    y_graph.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y_graph, expected.flip(0))
 
 
 @triton.jit
