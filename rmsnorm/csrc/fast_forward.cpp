@@ -21,6 +21,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstring>
@@ -314,17 +315,14 @@ PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 
   const int64_t M = x->size(0), N = x->size(1);
   at::Tensor y, rstd;
-  try {
-    y = at::empty({M, N}, x->options());
-    rstd = at::empty({M}, x->options().dtype(at::kFloat));
-    if (poison) {
-      y.fill_(std::numeric_limits<double>::quiet_NaN());
-      rstd.fill_(std::numeric_limits<double>::quiet_NaN());
-    }
-  } catch (const std::exception &error) {  // out of memory: said as torch.empty says it
-    PyErr_SetString(PyExc_RuntimeError, error.what());
-    return nullptr;
+  HANDLE_TH_ERRORS  // torch's errors as torch raises them (out of memory: torch.OutOfMemoryError)
+  y = at::empty({M, N}, x->options());
+  rstd = at::empty({M}, x->options().dtype(at::kFloat));
+  if (poison) {
+    y.fill_(std::numeric_limits<double>::quiet_NaN());
+    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
   }
+  END_HANDLE_TH_ERRORS
   if (address_class(y) != 0 || address_class(rstd) != 0) Py_RETURN_NONE;  // the plans are for aligned outputs
   Params params;
   if (!pack_forward(slot->plan, *x, w, y, rstd, eps, &params)) Py_RETURN_NONE;
