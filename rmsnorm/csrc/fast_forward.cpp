@@ -96,21 +96,22 @@ struct Entry {
 
 std::unordered_map<Key, Entry, KeyHash> entries;
 
-// torch._C._cuda_getDevice, torch._C._cuda_getCurrentRawStream and triton.knobs.runtime, looked up once.
-PyObject *get_device_fn = nullptr;
-PyObject *raw_stream_fn = nullptr;
+// torch._C and triton.knobs.runtime, looked up once; torch._C._cuda_getDevice and _cuda_getCurrentRawStream are
+// read from torch._C at each call, as the Python path reads them (a replacement, as tests make, is seen).
+PyObject *torch_c = nullptr;
+PyObject *get_device_name = nullptr;
+PyObject *raw_stream_name = nullptr;
 PyObject *triton_runtime = nullptr;
 PyObject *calls_name = nullptr;
 PyObject *hook_names[2] = {nullptr, nullptr};
 
 bool look_up_context() {
   if (triton_runtime != nullptr) return true;
-  PyObject *torch_c = PyImport_ImportModule("torch._C");
+  if (torch_c == nullptr) torch_c = PyImport_ImportModule("torch._C");
   if (torch_c == nullptr) return false;
-  get_device_fn = PyObject_GetAttrString(torch_c, "_cuda_getDevice");
-  raw_stream_fn = get_device_fn ? PyObject_GetAttrString(torch_c, "_cuda_getCurrentRawStream") : nullptr;
-  Py_DECREF(torch_c);
-  if (raw_stream_fn == nullptr) return false;
+  if (get_device_name == nullptr) get_device_name = PyUnicode_InternFromString("_cuda_getDevice");
+  if (raw_stream_name == nullptr) raw_stream_name = PyUnicode_InternFromString("_cuda_getCurrentRawStream");
+  if (get_device_name == nullptr || raw_stream_name == nullptr) return false;
   PyObject *knobs = PyImport_ImportModule("triton.knobs");
   if (knobs == nullptr) return false;
   PyObject *runtime = PyObject_GetAttrString(knobs, "runtime");
@@ -255,8 +256,28 @@ bool unpack(PyObject *obj, const at::Tensor **out) {
   }
   if (!THPVariable_Check(obj)) return false;
   *out = &THPVariable_Unpack(obj);
-  return true;
+  // key_of reads strides and data_ptr(), which throw for a sparse or storage-less tensor: never ours to launch
+  return (*out)->layout() == at::kStrided && (*out)->has_storage();
 }
+
+// Strong references to a slot's plan tuple and kernel for the length of one call: Python code runs between the
+// look-up and the launch (torch._C's queries, the hooks, the allocator) and the launch releases the GIL, so a
+// forget_forward or remember_forward meanwhile must not free the plan's codes under it.
+struct Held {
+  Plan plan;
+  PyObject *plan_tuple = nullptr;
+  PyObject *kernel = nullptr;
+  explicit Held(const Slot &slot) : plan(slot.plan), plan_tuple(slot.plan_tuple), kernel(slot.kernel) {
+    Py_XINCREF(plan_tuple);
+    Py_XINCREF(kernel);
+  }
+  ~Held() {
+    Py_XDECREF(plan_tuple);
+    Py_XDECREF(kernel);
+  }
+  Held(const Held &) = delete;
+  Held &operator=(const Held &) = delete;
+};
 
 // The entry's slot for this call, or nullptr (a miss); *p: the grid.
 Slot *look_up(const at::Tensor &x, const at::Tensor *w, double offset, int64_t *p) {
@@ -284,6 +305,7 @@ PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "forward(x, weight, eps, offset, poison)");
     return nullptr;
   }
+  HANDLE_TH_ERRORS  // every ATen call below: torch's errors as torch raises them, never a C++ exception out of here
   const int poison = PyObject_IsTrue(args[4]);
   if (poison < 0) return nullptr;
   const at::Tensor *x = nullptr, *w = nullptr;
@@ -294,8 +316,9 @@ PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   int64_t p = 0;
   Slot *slot = look_up(*x, w, offset, &p);
   if (slot == nullptr) Py_RETURN_NONE;
+  const Held held(*slot);  // slot is not read again
   if (!look_up_context()) return nullptr;
-  PyObject *current = PyObject_CallNoArgs(get_device_fn);
+  PyObject *current = PyObject_CallMethodNoArgs(torch_c, get_device_name);
   if (current == nullptr) return nullptr;
   const long device = PyLong_AsLong(current);
   Py_DECREF(current);
@@ -306,7 +329,7 @@ PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (hooks > 0) Py_RETURN_NONE;
   PyObject *index = PyLong_FromLong(device);
   if (index == nullptr) return nullptr;
-  PyObject *stream_obj = PyObject_CallOneArg(raw_stream_fn, index);
+  PyObject *stream_obj = PyObject_CallMethodOneArg(torch_c, raw_stream_name, index);
   Py_DECREF(index);
   if (stream_obj == nullptr) return nullptr;
   const uint64_t stream = PyLong_AsUnsignedLongLong(stream_obj);
@@ -314,29 +337,27 @@ PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (PyErr_Occurred()) return nullptr;
 
   const int64_t M = x->size(0), N = x->size(1);
-  at::Tensor y, rstd;
-  HANDLE_TH_ERRORS  // torch's errors as torch raises them (out of memory: torch.OutOfMemoryError)
-  y = at::empty({M, N}, x->options());
-  rstd = at::empty({M}, x->options().dtype(at::kFloat));
+  at::Tensor y = at::empty({M, N}, x->options());
+  at::Tensor rstd = at::empty({M}, x->options().dtype(at::kFloat));
   if (poison) {
     y.fill_(std::numeric_limits<double>::quiet_NaN());
     rstd.fill_(std::numeric_limits<double>::quiet_NaN());
   }
-  END_HANDLE_TH_ERRORS
   if (address_class(y) != 0 || address_class(rstd) != 0) Py_RETURN_NONE;  // the plans are for aligned outputs
   Params params;
-  if (!pack_forward(slot->plan, *x, w, y, rstd, eps, &params)) Py_RETURN_NONE;
+  if (!pack_forward(held.plan, *x, w, y, rstd, eps, &params)) Py_RETURN_NONE;
   const long dims[3] = {static_cast<long>(p), 1, 1};
-  if (!rmsnorm_launch::launch_plan(slot->plan, dims, stream, &params)) return nullptr;
+  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
   PyObject *out = PyTuple_New(2);
   if (out == nullptr) return nullptr;
   PyTuple_SET_ITEM(out, 0, THPVariable_Wrap(std::move(y)));
-  PyTuple_SET_ITEM(out, 1, THPVariable_Wrap(std::move(rstd)));
+  if (PyTuple_GET_ITEM(out, 0) != nullptr) PyTuple_SET_ITEM(out, 1, THPVariable_Wrap(std::move(rstd)));
   if (PyTuple_GET_ITEM(out, 0) == nullptr || PyTuple_GET_ITEM(out, 1) == nullptr) {
     Py_DECREF(out);
     return nullptr;
   }
   return out;
+  END_HANDLE_TH_ERRORS
 }
 
 // remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel) -> bool: keep the plan of the kernel
@@ -348,10 +369,11 @@ PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) 
     PyErr_SetString(PyExc_TypeError, "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel)");
     return nullptr;
   }
+  HANDLE_TH_ERRORS
   const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr;
   if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[3], &y) || y == nullptr ||
       !unpack(args[4], &rstd) || rstd == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "remember_forward: x, y and rstd must be tensors, weight a tensor or None");
+    PyErr_SetString(PyExc_TypeError, "remember_forward: x, y and rstd must be strided tensors, weight one or None");
     return nullptr;
   }
   if (x->dim() != 2 || x->size(0) == 0) {
@@ -398,6 +420,7 @@ PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) 
   slot.kernel = args[8];
   slot.plan = plan;
   Py_RETURN_TRUE;
+  END_HANDLE_TH_ERRORS
 }
 
 // forward_params(x, weight, eps, offset, y, rstd) -> (programs, parameters: bytes) or None: what forward would
@@ -407,10 +430,11 @@ PyObject *forward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "forward_params(x, weight, eps, offset, y, rstd)");
     return nullptr;
   }
+  HANDLE_TH_ERRORS
   const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr;
   if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[4], &y) || y == nullptr ||
       !unpack(args[5], &rstd) || rstd == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "forward_params: x, y and rstd must be tensors, weight a tensor or None");
+    PyErr_SetString(PyExc_TypeError, "forward_params: x, y and rstd must be strided tensors, weight one or None");
     return nullptr;
   }
   double eps, offset;
@@ -430,15 +454,18 @@ PyObject *forward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   PyObject *bytes = PyBytes_FromStringAndSize(buffer, length);
   if (bytes == nullptr) return nullptr;
   return Py_BuildValue("(LN)", static_cast<long long>(p), bytes);
+  END_HANDLE_TH_ERRORS
 }
 
 // forget_forward() -> None: drop every plan (and the references they hold).
 PyObject *forget_forward(PyObject *, PyObject *const *, Py_ssize_t) {
-  for (auto &item : entries) {
+  // out of the table first: a reference dropped below may run Python code that reaches the table again
+  std::unordered_map<Key, Entry, KeyHash> dropped;
+  dropped.swap(entries);
+  for (auto &item : dropped) {
     item.second.slots[0].clear();
     item.second.slots[1].clear();
   }
-  entries.clear();
   Py_RETURN_NONE;
 }
 

@@ -380,7 +380,7 @@ def test_the_forward_path_packs_the_nine_arguments_of_a_kept_plan(forward_path):
 
 @toolchain
 @pytest.mark.parametrize("other", ["offset", "no weight", "N", "row stride", "x dtype", "weight dtype", "M of 1",
-                                   "M not a multiple of 16", "x misaligned"])
+                                   "M not a multiple of 16", "x misaligned", "weight misaligned"])
 def test_the_forward_path_keys_on_all_that_triton_specialises(forward_path, other):
     """A launch that differs from the kept one in anything the kernel or its configuration depends on misses.
 
@@ -393,6 +393,7 @@ def test_the_forward_path_keys_on_all_that_triton_specialises(forward_path, othe
         "row stride": (torch.randn(64, 4104, dtype=torch.float16)[:, :4096], w), "x dtype": (x.bfloat16(), w),
         "weight dtype": (x, w.float()), "M of 1": (x[:1], w), "M not a multiple of 16": (x[:63], w),
         "x misaligned": (torch.randn(64 * 4096 + 1, dtype=torch.float16)[1:].view(64, 4096), w),
+        "weight misaligned": (x, torch.randn(4096 + 1, dtype=torch.float16)[1:]),
     }[other]
     offset = 1.0 if other == "offset" else 0.0
     assert forward_path.forward_params(xo, wo, 1e-6, offset, torch.empty_like(xo), torch.empty(xo.shape[0])) is None
@@ -437,6 +438,17 @@ def test_the_forward_path_hands_back_an_integer_that_outgrows_its_code(forward_p
                                   0, None)
     assert forward_path.forward_params(small[0], small[1], 1e-6, 0.0, *small[2:]) is not None
     assert forward_path.forward_params(large[0], large[1], 1e-6, 0.0, *large[2:]) is None
+
+
+@toolchain
+def test_the_forward_path_turns_away_a_tensor_it_cannot_key_without_aborting(forward_path):
+    """A sparse x (or weight): its strides and data_ptr() throw in C++; the call raises, the process lives."""
+    x, w, y, rstd = _rows()
+    forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(), 4, 0, None)
+    for xs, ws in ((x.float().to_sparse(), w), (x, w.float().to_sparse())):
+        with pytest.raises(TypeError, match="strided"):
+            forward_path.forward_params(xs, ws, 1e-6, 0.0, y, rstd)
+        assert forward_path.forward(xs, ws, 1e-6, 0.0, False) is None
 
 
 @pytest.fixture
