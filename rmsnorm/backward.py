@@ -45,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import device
+from . import device, native_launch
 from .config import (
     FastConfig,
     aligned,
@@ -319,6 +319,13 @@ def launch_backward(
     gradient of h, the norm's dx + dres (HAS_DRES), in x's dtype; ``dy`` may then be 16-bit with a float32
     ``x`` (the float32 residual stream). Launches through :class:`~rmsnorm.launch.DirectLauncher`.
     """
+    native, allocate = native_launch.state, device.new_output
+    if config is None and dres is None and native.enabled and native.module is not None and (
+            allocate is device.EMPTY_OUTPUT or allocate is device.nan_output):
+        # both launches in one C call, from plans run_backward kept (csrc/fast_path.cpp); None: run_backward runs
+        out = native.module.backward(x, weight, rstd, dy, offset, allocate is not device.EMPTY_OUTPUT)
+        if out is not None:
+            return out
     return run_backward(x, weight, rstd, dy, config, offset, dres)[:2]
 
 
@@ -336,6 +343,7 @@ def run_backward(
     rule may apply; for the LayerNorm to :func:`~rmsnorm.config.layernorm_backward_config`.
     """
     M, N = x.shape
+    plain_default = config is None and dres is None and mean is None
     if config is None:  # a flat rule may apply only to the plain RMSNorm's dense rows (dx is allocated contiguous)
         config = (backward_config(N, x.dtype, dres is None and dense_rows(x, dy)) if mean is None
                   else layernorm_backward_config(N, x.dtype))
@@ -383,6 +391,11 @@ def run_backward(
         mean, bias_partial, mean_u, mean is not None, bias is not None, num_warps=config.num_warps,
     )
     dgamma = None if weight is None else _sum_partials(partial, weight.dtype)
+    if plain_default and native_launch.state.enabled:  # later calls of this kind launch from C (launch_backward)
+        native_launch.remember_backward(
+            (_launch, key + (offset,)), (_launch_dgamma, None if dgamma is None else _dgamma_key(partial, dgamma)),
+            x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma),
+            (block_m, one_block, compute is torch.float64, REDUCE_BLOCK_N), config)
     return dx, dgamma, (None if bias is None else _sum_partials(bias_partial, bias.dtype))
 
 
@@ -391,12 +404,17 @@ def _sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     P, N = partial.shape
     total = device.new_output((N,), dtype, partial.device)
     _launch_dgamma(
-        (partial.device.index, partial.dtype, total.dtype, partial.data_ptr() & 15, total.data_ptr() & 15,
-         (P == 1, not P & 15, P >> 31), N),
-        (-(-N // REDUCE_BLOCK_N),), partial, total, P, N, REDUCE_BLOCK_P, REDUCE_BLOCK_N,
-        row_align_hint(total.element_size(), N), num_warps=4,
+        _dgamma_key(partial, total), (-(-N // REDUCE_BLOCK_N),), partial, total, P, N, REDUCE_BLOCK_P,
+        REDUCE_BLOCK_N, row_align_hint(total.element_size(), N), num_warps=4,
     )
     return total
+
+
+def _dgamma_key(partial: torch.Tensor, total: torch.Tensor) -> tuple:
+    """The dgamma kernel's direct-launch cache key: both tensors' dtypes and addresses mod 16, P's classes, N."""
+    P, N = partial.shape
+    return (partial.device.index, partial.dtype, total.dtype, partial.data_ptr() & 15, total.data_ptr() & 15,
+            (P == 1, not P & 15, P >> 31), N)
 
 
 def backward_key(x, w, rstd, dy, dx, partial, mean_ux, config: FastConfig, one_block: bool, block_m: int,

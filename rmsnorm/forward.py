@@ -274,9 +274,9 @@ def launch_forward(
     """
     native, allocate = native_launch.state, device.new_output
     if config is None and native.enabled and native.module is not None and (
-            allocate is _NEW_OUTPUT or allocate is device.nan_output):
-        # the whole launch in one C call, from a plan the path below kept (csrc/fast_forward.cpp); None: run below
-        out = native.module.forward(x, weight, eps, offset, allocate is not _NEW_OUTPUT)
+            allocate is device.EMPTY_OUTPUT or allocate is device.nan_output):
+        # the whole launch in one C call, from a plan the path below kept (csrc/fast_path.cpp); None: run below
+        out = native.module.forward(x, weight, eps, offset, allocate is not device.EMPTY_OUTPUT)
         if out is not None:
             return out
     M, N = x.shape
@@ -286,10 +286,6 @@ def launch_forward(
     _run(x, weight, eps, config, offset, y, rstd, None, None)
     return y, rstd
 
-
-#: The launchers' allocator as imported. Tests replace it: with device.nan_output (rmsnorm.testing.poisoned_outputs)
-#: the forward's C path fills its outputs with NaN as well; with anything else the Python path runs, to call it.
-_NEW_OUTPUT = device.new_output
 
 
 def launch_add_forward(

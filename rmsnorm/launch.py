@@ -34,7 +34,7 @@ compiled kernel it returns; a hit launches that kernel on
   :func:`~rmsnorm.native_launch.set_native_launch`): rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`),
   one C call that packs the arguments and calls ``cuLaunchKernelEx``, from a plan made once per compiled kernel;
   and for the plain forward with its default configuration, the whole launch in one C call
-  (:func:`~rmsnorm.forward.launch_forward`: key, grid, both outputs and the launch, csrc/fast_forward.cpp), from
+  (:func:`~rmsnorm.forward.launch_forward`: key, grid, both outputs and the launch, csrc/fast_path.cpp), from
   plans this launcher hands over. Triton's launcher still runs where it could not be built (said once, in a
   warning) or cannot pack the kernel's signature.
 

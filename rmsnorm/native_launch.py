@@ -18,7 +18,7 @@ per compiled kernel:
 A kernel whose signature holds anything else (a tuple, a tensor descriptor) gets no plan, and Triton's
 launcher runs it.
 
-The extension's second part (``csrc/fast_forward.cpp``) is the plain forward's whole eager launch in one C call:
+The extension's second part (``csrc/fast_path.cpp``) is the plain forward's whole eager launch in one C call:
 :func:`~rmsnorm.forward.launch_forward` with the default configuration hands it x, the weight, eps and the offset,
 and it computes the key, finds the plan, allocates y and rstd (``at::empty``), packs the nine arguments and
 launches, or returns None where it has no plan and the Python path runs (and, through :func:`remember_forward`,
@@ -48,8 +48,8 @@ from pathlib import Path
 
 import triton
 
-#: The extension's C++ sources: the generic launch, and the forward's own path (csrc/fast_forward.cpp).
-SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("triton_launch.cpp", "fast_forward.cpp"))
+#: The extension's C++ sources: the generic launch, and the forward's own path (csrc/fast_path.cpp).
+SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("triton_launch.cpp", "fast_path.cpp"))
 #: Their shared header.
 HEADER = Path(__file__).with_name("csrc") / "triton_launch.h"
 
@@ -209,7 +209,7 @@ def plan_for(compiled) -> tuple | bool:
 
 
 def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, config) -> bool:
-    """Hand the extension's forward path (csrc/fast_forward.cpp) the plan of a forward the Python path just launched.
+    """Hand the extension's forward path (csrc/fast_path.cpp) the plan of a forward the Python path just launched.
 
     Args:
         launcher: the forward's :class:`~rmsnorm.launch.DirectLauncher`; key: the launch's key there.
@@ -220,17 +220,51 @@ def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, co
         Whether a plan was kept: not where the launch went through Triton's binder (nothing cached), the kernel
         takes scratch, its signature cannot be packed or the extension is unavailable.
     """
-    entry = launcher.cache.get(key)
-    if entry is None or entry.scratch:
-        return False
-    if entry.plan is None:
-        entry.plan = plan_for(entry.kernel)
-    if not entry.plan:
+    kept = _kept_plan(launcher, key)
+    if kept is None:
         return False
     from .config import sm_count
 
     cap = 0 if config.programs_per_sm is None else sm_count(x.device.index) * config.programs_per_sm
-    return state.module.remember_forward(x, weight, offset, y, rstd, entry.plan, config.BLOCK_M, cap, entry.kernel)
+    return state.module.remember_forward(x, weight, offset, y, rstd, kept[0], config.BLOCK_M, cap, kept[1])
+
+
+def _kept_plan(launcher, key: tuple):
+    """(plan, compiled kernel) of the launch ``key`` names in ``launcher``'s cache, or None: not cached (Triton's
+    binder ran it), scratch taken, or a signature the extension cannot pack."""
+    entry = launcher.cache.get(key)
+    if entry is None or entry.scratch:
+        return None
+    if entry.plan is None:
+        entry.plan = plan_for(entry.kernel)
+    return (entry.plan, entry.kernel) if entry.plan else None
+
+
+def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offset: float, outputs: tuple,
+                      shape: tuple, config) -> bool:
+    """Hand the extension's backward path (csrc/fast_path.cpp) the plans of a backward the Python path just launched.
+
+    Args:
+        backward, dgamma: (launcher, key) of the backward kernel's launch and of the dgamma kernel's (key None
+            without a weight).
+        x, weight, rstd, dy, offset: the launch's inputs.
+        outputs: (dx, partial, mean_ux, dgamma) as the launch allocated them (mean_ux is rstd for one block).
+        shape: (block_m, one_block, compute is float64, dgamma's columns per program).
+        config: the default configuration the launch ran with (its programs_per_sm caps the grid).
+
+    Returns:
+        Whether the plans were kept (as :func:`remember_forward`).
+    """
+    kept = _kept_plan(*backward)
+    kept_dgamma = None if weight is None else _kept_plan(*dgamma)
+    if kept is None or (weight is not None and kept_dgamma is None):
+        return False
+    from .config import sm_count
+
+    block_m, one_block, float64, reduce_block_n = shape
+    cap = 0 if config.programs_per_sm is None else sm_count(x.device.index) * config.programs_per_sm
+    return state.module.remember_backward(x, weight, rstd, dy, offset, outputs, kept, kept_dgamma or (None, None),
+                                          (block_m, cap, one_block, float64, reduce_block_n))
 
 
 def needs_scratch(compiled) -> bool:

@@ -233,7 +233,7 @@ def poisoned_outputs():
 
     An element a kernel forgets to write then stays NaN, and NaN never passes
     :func:`assert_close`. A context manager (``unittest.mock.patch.object``). The forward's C path
-    (csrc/fast_forward.cpp) sees the replacement and fills its own outputs with NaN too.
+    (csrc/fast_path.cpp) sees the replacement and fills its own outputs with NaN too.
     """
     return mock.patch.object(_device, "new_output", _device.nan_output)
 

@@ -7,7 +7,7 @@ What a forward costs the host below rmsnorm_fast's checks, in pieces (CPU tensor
 - ``forward_key``: the direct launch's cache key of the forward (rmsnorm.forward.forward_key);
 - ``pack``: the C++ extension packing the forward's arguments (csrc/triton_launch.cpp, ``pack``: the
   code ``launch`` runs before ``cuLaunchKernelEx``, which is not called);
-- ``forward_params``: the forward's own C path (csrc/fast_forward.cpp) for a kept plan: its key, the look-up, the
+- ``forward_params``: the forward's own C path (csrc/fast_path.cpp) for a kept plan: its key, the look-up, the
   grid and the packing, all of its call but the two allocations, the stream query and the driver call (on a GPU
   ``launch_forward`` runs it instead of everything in the next line);
 - ``launch_forward, launch stubbed``: :func:`rmsnorm.forward.launch_forward` whole (two allocations, the
@@ -85,7 +85,7 @@ def main() -> int:
     rows = [("forward_key", per_call_us(lambda: forward.forward_key(x, w, y, rstd, config, persistent, True))),
             ("pack", per_call_us(lambda: module.pack(FORWARD_CODES, args, 0, 0))),
             ("forward_params", per_call_us(lambda: module.forward_params(x, w, 1e-6, 0.0, y, rstd)))]
-    module.forget_forward()
+    module.forget_plans()
 
     def hit_key(*arguments):
         return key  # every call a hit on the one stand-in entry (the outputs' addresses change between calls)

@@ -342,7 +342,7 @@ def test_launch_path_names_each_path(monkeypatch, fresh_state):
 
 # ----------------------------------------------------------------------------- the forward's own path (C++)
 
-#: The forward kernel's codes for a plain norm with a weight (csrc/fast_forward.cpp): nine arguments, then constexprs.
+#: The forward kernel's codes for a plain norm with a weight (csrc/fast_path.cpp): nine arguments, then constexprs.
 FORWARD_CODES = b"PiPPiPiif" + b"x" * (len(rmsnorm.forward.rmsnorm_fast_forward_kernel.arg_names) - 9)
 
 
@@ -358,9 +358,9 @@ def _rows(M=64, N=4096, dtype=torch.float16):
 @pytest.fixture
 def forward_path(compiled_extension):
     """The extension with no plan kept, before and after."""
-    compiled_extension.forget_forward()
+    compiled_extension.forget_plans()
     yield compiled_extension
-    compiled_extension.forget_forward()
+    compiled_extension.forget_plans()
 
 
 @toolchain
@@ -375,7 +375,7 @@ def test_the_forward_path_packs_the_nine_arguments_of_a_kept_plan(forward_path):
     # the same kind of launch on other tensors: the plan's codes, their values
     x2, w2, y2, rstd2 = _rows(M=48)
     assert forward_path.forward_params(x2, w2, 2e-5, 0.0, y2, rstd2)[1][:8] == struct.pack("<Q", x2.data_ptr())
-    assert forward_path.forward_plans() == 1
+    assert forward_path.plans()[0] == 1
 
 
 @toolchain
@@ -411,7 +411,7 @@ def test_the_forward_path_keeps_only_what_it_can_launch(forward_path):
     for codes in (FORWARD_CODES[:8], b"PiPPiPiie" + FORWARD_CODES[9:], FORWARD_CODES[:-1] + b"P",
                   b"iiPPiPiif" + FORWARD_CODES[9:]):  # too short, a half eps, a pointer among constexprs, x as int
         assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), 4, 0, None) is False
-    assert forward_path.forward_plans() == 0
+    assert forward_path.plans()[0] == 0
     with pytest.raises(TypeError, match="plan is"):
         forward_path.remember_forward(x, w, 0.0, y, rstd, (b"P",), 4, 0, None)
     with pytest.raises(ValueError, match="block_m >= 1"):
@@ -427,7 +427,7 @@ def test_the_forward_path_keeps_one_plan_per_persistent_and_a_grid_capped_at_the
     assert forward_path.forward_params(large[0], large[1], 1e-6, 0.0, *large[2:]) is None  # 256 blocks > 132
     forward_path.remember_forward(*large[:2], 0.0, *large[2:], _forward_plan(), 16, 132, None)
     assert forward_path.forward_params(large[0], large[1], 1e-6, 0.0, *large[2:])[0] == 132
-    assert forward_path.forward_plans() == 2
+    assert forward_path.plans()[0] == 2
 
 
 @toolchain
@@ -454,9 +454,7 @@ def test_the_forward_path_turns_away_a_tensor_it_cannot_key_without_aborting(for
 @pytest.fixture
 def torch_allocator():
     """The launchers' own allocator back (tests/conftest.py poisons every output with device.nan_output)."""
-    from rmsnorm import forward as forward_module
-
-    with mock.patch.object(rmsnorm.device, "new_output", forward_module._NEW_OUTPUT):
+    with mock.patch.object(rmsnorm.device, "new_output", rmsnorm.device.EMPTY_OUTPUT):
         yield
 
 
@@ -482,7 +480,7 @@ def test_launch_forward_takes_the_c_path_as_default_with_torch_s_allocator_or_th
     standin = _ForwardStandIn(outputs)
     monkeypatch.setattr(native_launch.state, "module", standin)
     assert forward_module.launch_forward(x, w, 1e-6, None, 1.0) is outputs
-    with mock.patch.object(rmsnorm.device, "new_output", forward_module._NEW_OUTPUT):
+    with mock.patch.object(rmsnorm.device, "new_output", rmsnorm.device.EMPTY_OUTPUT):
         assert forward_module.launch_forward(x, w, 1e-6) is outputs
     assert standin.calls == [(x, w, 1e-6, 1.0, True), (x, w, 1e-6, 0.0, False)]
     with outputs_forbidden():  # the allocator replaced by another: never the C path
@@ -495,6 +493,124 @@ def test_launch_forward_takes_the_c_path_as_default_with_torch_s_allocator_or_th
         native_launch.set_native_launch(True)
         forward_module.launch_forward(x, w, 1e-6, config=rmsnorm.config.forward_config(8, x.dtype))
     assert len(standin.calls) == 2  # switched off, or an explicit configuration: the Python path
+
+
+#: The backward kernel's codes (12 arguments, then constexprs) and the dgamma kernel's (4, then constexprs).
+BACKWARD_CODES = b"PiPPPiPiPPii" + b"x" * (len(rmsnorm.backward.rmsnorm_fast_backward_kernel.arg_names) - 12)
+DGAMMA_CODES = b"PPii" + b"x" * (len(rmsnorm.backward.rmsnorm_fast_dgamma_kernel.arg_names) - 4)
+
+
+def _backward_call(M=64, N=4096, dtype=torch.float16, weight=True, one_block=True, P=16):
+    """(inputs, outputs) of one backward launch as run_backward allocates them: x, weight, rstd, dy; then dx,
+    partial (P, N), mean_ux (rstd for one block, else (M,) float32) and dgamma."""
+    x, dy, rstd = torch.randn(M, N, dtype=dtype), torch.randn(M, N, dtype=dtype), torch.rand(M) + 0.5
+    w = torch.randn(N, dtype=dtype) if weight else None
+    dx = torch.empty(M, N, dtype=dtype)
+    partial = torch.empty(P, N) if weight else dx
+    mean_ux = rstd if one_block else torch.empty(M)
+    return (x, w, rstd, dy), (dx, partial, mean_ux, torch.empty(N, dtype=dtype) if weight else None)
+
+
+def _remember_backward(module, inputs, outputs, block_m=4, cap=0, one_block=True, codes=BACKWARD_CODES,
+                       dgamma_codes=DGAMMA_CODES):
+    x, w = inputs[:2]
+    return module.remember_backward(*inputs, 0.0, outputs, (_forward_plan(codes), object()),
+                                    (_forward_plan(dgamma_codes), object()) if w is not None else (None, None),
+                                    (block_m, cap, one_block, False, 128))
+
+
+@toolchain
+@pytest.mark.parametrize("weight", [True, False])
+def test_the_backward_path_packs_both_kernels_arguments_of_kept_plans(forward_path, weight):
+    inputs, outputs = _backward_call(weight=weight)
+    x, w, rstd, dy = inputs
+    dx, partial, mean_ux, dgamma = outputs
+    assert forward_path.backward_params(*inputs, 0.0, *outputs) is None  # nothing kept
+    assert _remember_backward(forward_path, inputs, outputs) is True
+    programs, params, dgamma_params = forward_path.backward_params(*inputs, 0.0, *outputs)
+    assert programs == 16  # 64 rows, 4 a program
+    assert params == struct.pack("<QiQQQiQiQQiiQQ", x.data_ptr(), 4096, (w if weight else x).data_ptr(),
+                                 rstd.data_ptr(), dy.data_ptr(), 4096, dx.data_ptr(), 4096, partial.data_ptr(),
+                                 mean_ux.data_ptr(), 64, 4096, 0, 0)
+    if weight:
+        assert dgamma_params == struct.pack("<QQiiQQ", partial.data_ptr(), dgamma.data_ptr(), 16, 4096, 0, 0)
+    else:
+        assert dgamma_params is None
+    assert forward_path.plans() == (0, 2 if weight else 1)
+
+
+@toolchain
+@pytest.mark.parametrize("other", ["offset", "dy row stride", "x row stride", "dy dtype", "rstd misaligned",
+                                   "dy misaligned", "M of 1", "no weight"])
+def test_the_backward_path_keys_on_all_that_triton_specialises(forward_path, other):
+    inputs, outputs = _backward_call()
+    _remember_backward(forward_path, inputs, outputs)
+    x, w, rstd, dy = inputs
+    wide = torch.randn(64, 4104, dtype=torch.float16)[:, :4096]
+    offset, changed = 0.0, {
+        "offset": inputs, "dy row stride": (x, w, rstd, wide), "x row stride": (wide, w, rstd, dy),
+        "dy dtype": (x, w, rstd, dy.float()), "rstd misaligned": (x, w, torch.rand(65)[1:], dy),
+        "dy misaligned": (x, w, rstd, torch.randn(64 * 4096 + 1, dtype=torch.float16)[1:].view(64, 4096)),
+        "M of 1": (x[:1], w, rstd[:1], dy[:1]), "no weight": (x, None, rstd, dy),
+    }[other]
+    if other == "offset":
+        offset = 1.0
+    assert forward_path.backward_params(*changed, offset, *outputs) is None
+    assert forward_path.backward_params(*inputs, 0.0, *outputs) is not None
+
+
+@toolchain
+def test_the_backward_path_keeps_a_dgamma_plan_per_class_of_its_grid(forward_path):
+    """P, the partials' rows, is the dgamma kernel's run-time integer: 1, a multiple of 16 or neither."""
+    inputs, outputs = _backward_call(M=64, P=16)
+    _remember_backward(forward_path, inputs, outputs, cap=16)
+    more_rows = _backward_call(M=128, P=16)  # capped at 16 programs: the same class of P
+    assert forward_path.backward_params(*more_rows[0], 0.0, *more_rows[1])[0] == 16
+    fewer_rows = _backward_call(M=48, P=12)  # the same key (M a multiple of 16), P of another class
+    assert forward_path.backward_params(*fewer_rows[0], 0.0, *fewer_rows[1]) is None
+    _remember_backward(forward_path, *fewer_rows, cap=16)
+    assert forward_path.backward_params(*fewer_rows[0], 0.0, *fewer_rows[1])[0] == 12
+    assert forward_path.plans() == (0, 3)  # one backward plan, dgamma's for two classes of P
+    two_a_program = _backward_call(M=48, P=16)  # another configuration (2 rows a program): its entry afresh
+    assert _remember_backward(forward_path, *two_a_program, cap=16, block_m=2) is True
+    assert forward_path.plans() == (0, 2)  # the backward's, and dgamma's for P = 16 (48 rows, 2 a program, capped)
+    assert forward_path.backward_params(*two_a_program[0], 0.0, *two_a_program[1])[0] == 16
+
+
+@toolchain
+def test_the_backward_path_keeps_only_what_it_can_launch(forward_path):
+    inputs, (dx, partial, mean_ux, dgamma) = _backward_call()
+    padded = torch.empty(64, 4104, dtype=torch.float16)[:, :4096]
+    for outputs, one_block in (((padded, partial, mean_ux, dgamma), True), ((dx, partial[:15], mean_ux, dgamma), True),
+                               ((dx, partial, mean_ux, dgamma.float()), True),
+                               ((dx, partial, torch.empty(64), dgamma), True),  # one block: mean_ux is rstd
+                               ((dx, partial, torch.empty(64, dtype=torch.float64), dgamma), False)):
+        assert _remember_backward(forward_path, inputs, outputs, one_block=one_block) is False
+    outputs = (dx, partial, mean_ux, dgamma)
+    assert _remember_backward(forward_path, inputs, outputs, codes=BACKWARD_CODES[:-1] + b"P") is False
+    assert _remember_backward(forward_path, inputs, outputs, dgamma_codes=b"PPif" + DGAMMA_CODES[4:]) is False
+    assert forward_path.plans() == (0, 0)
+    with pytest.raises(TypeError, match="remember_backward"):
+        forward_path.remember_backward(*inputs, 0.0, outputs[:3], None, None, None)
+
+
+def test_launch_backward_takes_the_c_path_only_as_default_and_without_the_fused_add(monkeypatch, fresh_state):
+    from rmsnorm import backward as backward_module
+
+    x, w, dy, rstd = torch.randn(4, 8), torch.randn(8), torch.randn(4, 8), torch.ones(4)
+    grads = (torch.zeros(4, 8), torch.zeros(8))
+    standin = _ForwardStandIn(grads)
+    standin.backward = standin.forward
+    monkeypatch.setattr(native_launch.state, "module", standin)
+    assert backward_module.launch_backward(x, w, rstd, dy, None, 1.0) is grads
+    assert standin.calls == [(x, w, rstd, dy, 1.0, True)]  # poisoned outputs (tests/conftest.py): NaN in C too
+    with mock.patch.object(backward_module, "run_backward", lambda *a: ("python", None, None)):
+        assert backward_module.launch_backward(x, w, rstd, dy, None, 0.0, dy)[0] == "python"  # the fused add's
+        assert backward_module.launch_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))[0] == \
+            "python"
+        native_launch.set_native_launch(False)
+        assert backward_module.launch_backward(x, w, rstd, dy)[0] == "python"
+    assert len(standin.calls) == 1
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -624,9 +740,9 @@ def test_the_forward_launches_from_c_once_kept_with_the_python_path_s_numbers(ca
 
     x, w, offset = _forward_case(FORWARD_CASES[case])
     module = native_launch.extension()
-    module.forget_forward()
+    module.forget_plans()
     first = forward_module.launch_forward(x, w, 1e-6, None, offset)  # Python: compiles, launches, keeps the plan
-    assert module.forward_plans() == 1
+    assert module.plans()[0] == 1
 
     def no_python_launch(*args, **kwargs):
         raise AssertionError("the Python path launched a kept kind of forward")
@@ -642,12 +758,39 @@ def test_the_forward_launches_from_c_once_kept_with_the_python_path_s_numbers(ca
 
 
 @gpu_only
+@pytest.mark.parametrize("case", FORWARD_CASES)
+def test_the_backward_launches_from_c_once_kept_with_the_python_path_s_numbers(case, monkeypatch):
+    """Both kernels (dx and the partials, then dgamma's sum) from one C call, under tests/conftest.py's poison."""
+    from rmsnorm import backward as backward_module
+    from rmsnorm import forward as forward_module
+
+    x, w, offset = _forward_case(FORWARD_CASES[case])
+    dy = torch.randn(x.shape, device="cuda", dtype=x.dtype)
+    rstd = forward_module.launch_forward(x, w, 1e-6, None, offset)[1]
+    module = native_launch.extension()
+    module.forget_plans()
+    first = backward_module.launch_backward(x, w, rstd, dy, None, offset)  # Python: launches, keeps the plans
+    assert module.plans()[1] == (1 if w is None else 2)
+
+    def no_python_launch(*args, **kwargs):
+        raise AssertionError("the Python path launched a kept kind of backward")
+
+    monkeypatch.setattr(backward_module, "run_backward", no_python_launch)
+    for _ in range(2):
+        dx, dgamma = backward_module.launch_backward(x, w, rstd, dy, None, offset)
+        assert torch.equal(dx, first[0]) and dx.is_contiguous() and dx.dtype == x.dtype
+        assert (dgamma is None) == (w is None)
+        if w is not None:
+            assert torch.equal(dgamma, first[1]) and dgamma.dtype == w.dtype
+
+
+@gpu_only
 def test_a_launch_hook_or_another_current_device_sends_the_forward_back_to_python(monkeypatch):
     from rmsnorm import forward as forward_module
 
     x, w, _ = make_inputs(64, 4096, torch.bfloat16, device="cuda", seed=8)
     module = native_launch.extension()
-    module.forget_forward()
+    module.forget_plans()
     expected = forward_module.launch_forward(x, w, 1e-6)
     launches = []
     original = forward_module._run
@@ -669,7 +812,7 @@ def test_the_forward_from_c_runs_under_a_cuda_graph_and_on_the_current_stream(to
 
     x, w, _ = make_inputs(2048, 4096, torch.float16, device="cuda", seed=9)
     expected = forward_module.launch_forward(x, w, 1e-6)[0]  # Python: keeps the plan
-    assert native_launch.extension().forward_plans() >= 1
+    assert native_launch.extension().plans()[0] >= 1
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

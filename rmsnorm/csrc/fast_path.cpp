@@ -1,0 +1,854 @@
+// The fast forward's eager launch in one C call: the cache key, the grid, both outputs and the launch.
+//
+// rmsnorm.forward.launch_forward (Python) does, per call: two torch.empty, the configuration, the grid, a cache
+// key of sixteen items, Triton's launcher. Each is small; together they cost the host more than torch's whole
+// native op. Here they are one call into C++, from a table of plans that the Python path fills (remember_forward):
+// the first call of each kind of launch runs in Python, compiles through Triton's binder and hands its compiled
+// kernel's plan over; later calls of that kind launch from here. A call this file has no plan for returns None,
+// and the Python path runs it (and remembers it).
+//
+// The key holds all that Triton specialises the kernel on and all that chooses its configuration, as
+// rmsnorm.forward.forward_key does: the device; x's and the weight's dtypes and addresses mod 16; x's row stride
+// and N by value (so ROW_ALIGN and STATIC_N too); M's classes (== 1, a multiple of 16, past 2^31 - 1); whether
+// x's rows are one dense run (config.dense_rows: a flat rule may then apply); the weight's presence; the offset.
+// The outputs are allocated here, contiguous: a plan is kept only for outputs 16-byte aligned, and a call whose
+// fresh outputs are not (an allocator other than torch's caching one) goes back to Python. The entry holds the
+// configuration's rows per program (BLOCK_M) and grid cap (SMs x programs_per_sm), from which the grid and
+// PERSISTENT follow; one plan per value of PERSISTENT.
+//
+// The forward kernel's arguments are x, x's row stride, w, y, y's row stride, rstd, M, N and eps, then constexprs
+// and None only (the fused add's and the LayerNorm's, off here): a plan whose codes say otherwise is not kept.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "triton_launch.h"
+
+namespace {
+
+using rmsnorm_launch::Params;
+using rmsnorm_launch::Plan;
+
+constexpr Py_ssize_t kLeadingArguments = 9;  // x, x_row_stride, w, y, y_row_stride, rstd, M, N, eps
+// Which codes each leading argument may have: pointers, integers (x when Triton compiled a 1 in), a float32.
+const char *const kAllowedCodes[kLeadingArguments] = {"P", "bBhHiIqQx", "P", "P", "bBhHiIqQx", "P",
+                                                      "bBhHiIqQx", "bBhHiIqQx", "f"};
+
+struct Key {
+  int64_t x_row_stride = 0;
+  int64_t n = 0;
+  uint64_t offset_bits = 0;
+  int32_t device = 0;
+  int8_t x_dtype = 0;
+  int8_t w_dtype = 0;
+  uint8_t x_align = 0;
+  uint8_t w_align = 0;
+  uint8_t m_class = 0;
+  bool dense = false;
+  bool has_weight = false;
+
+  bool operator==(const Key &o) const {
+    return x_row_stride == o.x_row_stride && n == o.n && offset_bits == o.offset_bits && device == o.device &&
+           x_dtype == o.x_dtype && w_dtype == o.w_dtype && x_align == o.x_align && w_align == o.w_align &&
+           m_class == o.m_class && dense == o.dense && has_weight == o.has_weight;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key &k) const {
+    uint64_t h = static_cast<uint64_t>(k.x_row_stride) * 0x9E3779B97F4A7C15ULL;
+    h ^= static_cast<uint64_t>(k.n) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h ^= k.offset_bits + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    const uint64_t small = static_cast<uint64_t>(static_cast<uint32_t>(k.device)) |
+                           static_cast<uint64_t>(static_cast<uint8_t>(k.x_dtype)) << 32 |
+                           static_cast<uint64_t>(static_cast<uint8_t>(k.w_dtype)) << 40 |
+                           static_cast<uint64_t>(k.x_align | k.w_align << 4) << 48 |
+                           static_cast<uint64_t>(k.m_class | k.dense << 3 | k.has_weight << 4) << 56;
+    h ^= small + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+// One compiled kernel: its plan, and strong references to the plan tuple (which owns plan.codes) and to the
+// CompiledKernel (which keeps the CUfunction loaded).
+struct Slot {
+  Plan plan;
+  PyObject *plan_tuple = nullptr;
+  PyObject *kernel = nullptr;
+
+  void clear() {
+    Py_CLEAR(plan_tuple);
+    Py_CLEAR(kernel);
+  }
+};
+
+struct Entry {
+  int64_t block_m = 1;
+  int64_t cap = 0;  // programs at most (SMs x programs_per_sm); 0: one per row block
+  Slot slots[2];    // by PERSISTENT
+};
+
+std::unordered_map<Key, Entry, KeyHash> entries;
+
+// torch._C and triton.knobs.runtime, looked up once; torch._C._cuda_getDevice and _cuda_getCurrentRawStream are
+// read from torch._C at each call, as the Python path reads them (a replacement, as tests make, is seen).
+PyObject *torch_c = nullptr;
+PyObject *get_device_name = nullptr;
+PyObject *raw_stream_name = nullptr;
+PyObject *triton_runtime = nullptr;
+PyObject *calls_name = nullptr;
+PyObject *hook_names[2] = {nullptr, nullptr};
+
+bool look_up_context() {
+  if (triton_runtime != nullptr) return true;
+  if (torch_c == nullptr) torch_c = PyImport_ImportModule("torch._C");
+  if (torch_c == nullptr) return false;
+  if (get_device_name == nullptr) get_device_name = PyUnicode_InternFromString("_cuda_getDevice");
+  if (raw_stream_name == nullptr) raw_stream_name = PyUnicode_InternFromString("_cuda_getCurrentRawStream");
+  if (get_device_name == nullptr || raw_stream_name == nullptr) return false;
+  PyObject *knobs = PyImport_ImportModule("triton.knobs");
+  if (knobs == nullptr) return false;
+  PyObject *runtime = PyObject_GetAttrString(knobs, "runtime");
+  Py_DECREF(knobs);
+  calls_name = PyUnicode_InternFromString("calls");
+  hook_names[0] = PyUnicode_InternFromString("launch_enter_hook");
+  hook_names[1] = PyUnicode_InternFromString("launch_exit_hook");
+  if (runtime == nullptr || calls_name == nullptr || hook_names[0] == nullptr || hook_names[1] == nullptr) {
+    Py_XDECREF(runtime);
+    return false;
+  }
+  triton_runtime = runtime;
+  return true;
+}
+
+// As rmsnorm.launch._launch_hooks_set: a launch hook is set (a profiler such as Proton listens to launches), an
+// empty HookChain being none. -1 with a Python error set.
+int launch_hooks_set() {
+  for (PyObject *name : hook_names) {
+    PyObject *hook = PyObject_GetAttr(triton_runtime, name);
+    if (hook == nullptr) return -1;
+    if (hook == Py_None) {
+      Py_DECREF(hook);
+      continue;
+    }
+    PyObject *calls = PyObject_GetAttr(hook, calls_name);
+    Py_DECREF(hook);
+    if (calls == nullptr) {  // a hook of another kind: a hook
+      PyErr_Clear();
+      return 1;
+    }
+    int truth = PyObject_IsTrue(calls);
+    Py_DECREF(calls);
+    if (truth != 0) return truth;
+  }
+  return 0;
+}
+
+uint8_t address_class(const at::Tensor &t) { return static_cast<uint8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15); }
+
+Key key_of(const at::Tensor &x, const at::Tensor *w, double offset) {
+  Key key;
+  const int64_t M = x.size(0);
+  key.x_row_stride = x.stride(0);
+  key.n = x.size(1);
+  std::memcpy(&key.offset_bits, &offset, 8);
+  key.device = x.get_device();
+  key.x_dtype = static_cast<int8_t>(x.scalar_type());
+  key.w_dtype = static_cast<int8_t>((w ? *w : x).scalar_type());
+  key.x_align = address_class(x);
+  key.w_align = address_class(w ? *w : x);
+  key.m_class = static_cast<uint8_t>((M == 1) | (M % 16 == 0) << 1 | (M > INT32_MAX) << 2);
+  key.dense = x.is_contiguous();
+  key.has_weight = w != nullptr;
+  return key;
+}
+
+// The grid (P programs) and PERSISTENT, as rmsnorm.config.grid_size makes them.
+int64_t programs(const Entry &entry, int64_t M, bool *persistent) {
+  const int64_t row_blocks = (M + entry.block_m - 1) / entry.block_m;
+  int64_t p = entry.cap > 0 && entry.cap < row_blocks ? entry.cap : row_blocks;
+  if (p < 1) p = 1;
+  *persistent = p < row_blocks;
+  return p;
+}
+
+// An integer or float argument into its slot, at the width its code says (csrc/triton_launch.cpp, pack_one).
+// Returns the bytes used, 0 for a constexpr.
+int pack_value(char code, int64_t integer, double real, uint64_t *slot) {
+  *slot = 0;
+  switch (code) {
+    case 'x':
+      return 0;
+    case 'P':
+    case 'q':
+    case 'Q':
+      std::memcpy(slot, &integer, 8);
+      return 8;
+    case 'i':
+    case 'I': {
+      int32_t v = static_cast<int32_t>(integer);
+      std::memcpy(slot, &v, 4);
+      return 4;
+    }
+    case 'h':
+    case 'H': {
+      int16_t v = static_cast<int16_t>(integer);
+      std::memcpy(slot, &v, 2);
+      return 2;
+    }
+    case 'b':
+    case 'B': {
+      int8_t v = static_cast<int8_t>(integer);
+      std::memcpy(slot, &v, 1);
+      return 1;
+    }
+    default: {  // 'f', the only other code a plan is kept with (kAllowedCodes)
+      float f = static_cast<float>(real);
+      std::memcpy(slot, &f, 4);
+      return 4;
+    }
+  }
+}
+
+// Whether an integer fits the width of its code (Triton compiled the kernel for the class the key holds, but a
+// row stride past 2^31 under an i32 code must never be truncated).
+bool fits(char code, int64_t v) {
+  switch (code) {
+    case 'i': return v >= INT32_MIN && v <= INT32_MAX;
+    case 'I': return v >= 0 && v <= static_cast<int64_t>(UINT32_MAX);
+    case 'h': return v >= INT16_MIN && v <= INT16_MAX;
+    case 'H': return v >= 0 && v <= UINT16_MAX;
+    case 'b': return v >= INT8_MIN && v <= INT8_MAX;
+    case 'B': return v >= 0 && v <= UINT8_MAX;
+    case 'x': return v == 1;  // Triton compiles in an integer argument of 1, and only that
+    default: return true;
+  }
+}
+
+int64_t address(const at::Tensor &t) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())); }
+
+// The kernel's parameters for one launch: its first n arguments from values (a pointer's address or an integer;
+// `real` for a float code), the rest compiled in. False (no error set) when a value does not fit its code.
+bool pack_values(const Plan &plan, const int64_t *values, Py_ssize_t n, double real, Params *params) {
+  const char *codes = PyBytes_AS_STRING(plan.codes);
+  int count = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (codes[i] != 'P' && codes[i] != 'f' && !fits(codes[i], values[i])) return false;
+    const int size = pack_value(codes[i], values[i], real, &params->slots[count]);
+    if (size > 0) params->sizes[count++] = size;
+  }
+  rmsnorm_launch::finish_params(params, count, 0, 0);
+  return true;
+}
+
+bool pack_forward(const Plan &plan, const at::Tensor &x, const at::Tensor *w, const at::Tensor &y,
+                  const at::Tensor &rstd, double eps, Params *params) {
+  const int64_t values[kLeadingArguments] = {address(x), x.stride(0), address(w ? *w : x), address(y), y.stride(0),
+                                             address(rstd), x.size(0), x.size(1), 0};
+  return pack_values(plan, values, kLeadingArguments, eps, params);
+}
+
+// Whether a plan's codes are what its file launches: `n` leading arguments each of its allowed codes, then
+// constexprs only.
+bool codes_allowed(const Plan &plan, const char *const *allowed, Py_ssize_t n) {
+  const Py_ssize_t n_codes = PyBytes_GET_SIZE(plan.codes);
+  const char *codes = PyBytes_AS_STRING(plan.codes);
+  if (n_codes < n) return false;
+  for (Py_ssize_t i = 0; i < n_codes; ++i) {
+    if (i < n ? std::strchr(allowed[i], codes[i]) == nullptr : codes[i] != 'x') return false;
+  }
+  return true;
+}
+
+bool unpack(PyObject *obj, const at::Tensor **out) {
+  if (obj == Py_None) {
+    *out = nullptr;
+    return true;
+  }
+  if (!THPVariable_Check(obj)) return false;
+  *out = &THPVariable_Unpack(obj);
+  // key_of reads strides and data_ptr(), which throw for a sparse or storage-less tensor: never ours to launch
+  return (*out)->layout() == at::kStrided && (*out)->has_storage();
+}
+
+// Strong references to a slot's plan tuple and kernel for the length of one call: Python code runs between the
+// look-up and the launch (torch._C's queries, the hooks, the allocator) and the launch releases the GIL, so a
+// forget_forward or remember_forward meanwhile must not free the plan's codes under it.
+struct Held {
+  Plan plan;
+  PyObject *plan_tuple = nullptr;
+  PyObject *kernel = nullptr;
+  explicit Held(const Slot &slot) : plan(slot.plan), plan_tuple(slot.plan_tuple), kernel(slot.kernel) {
+    Py_XINCREF(plan_tuple);
+    Py_XINCREF(kernel);
+  }
+  ~Held() {
+    Py_XDECREF(plan_tuple);
+    Py_XDECREF(kernel);
+  }
+  Held(const Held &) = delete;
+  Held &operator=(const Held &) = delete;
+};
+
+// The entry's slot for this call, or nullptr (a miss); *p: the grid.
+Slot *look_up(const at::Tensor &x, const at::Tensor *w, double offset, int64_t *p) {
+  auto found = entries.find(key_of(x, w, offset));
+  if (found == entries.end()) return nullptr;
+  bool persistent = false;
+  *p = programs(found->second, x.size(0), &persistent);
+  Slot &slot = found->second.slots[persistent];
+  return slot.plan_tuple != nullptr ? &slot : nullptr;
+}
+
+// Whether this call may launch on `device` from here: 1 with the current stream's handle in *stream; 0 where the
+// Python path must (another device is current: the compiled kernel's handle belongs to its own; a launch hook is
+// set); -1 with a Python error set.
+int launch_target(int64_t device, uint64_t *stream) {
+  if (!look_up_context()) return -1;
+  PyObject *current = PyObject_CallMethodNoArgs(torch_c, get_device_name);
+  if (current == nullptr) return -1;
+  const long current_device = PyLong_AsLong(current);
+  Py_DECREF(current);
+  if (current_device == -1 && PyErr_Occurred()) return -1;
+  if (current_device != device) return 0;
+  const int hooks = launch_hooks_set();
+  if (hooks != 0) return hooks < 0 ? -1 : 0;
+  PyObject *index = PyLong_FromLong(current_device);
+  if (index == nullptr) return -1;
+  PyObject *handle = PyObject_CallMethodOneArg(torch_c, raw_stream_name, index);
+  Py_DECREF(index);
+  if (handle == nullptr) return -1;
+  *stream = PyLong_AsUnsignedLongLong(handle);
+  Py_DECREF(handle);
+  return PyErr_Occurred() ? -1 : 1;
+}
+
+// (a, b) as a new tuple of tensors; b may be undefined (None). nullptr with a Python error set.
+PyObject *tensor_pair(at::Tensor a, at::Tensor b) {
+  PyObject *first = THPVariable_Wrap(std::move(a));
+  if (first == nullptr) return nullptr;
+  PyObject *second = b.defined() ? THPVariable_Wrap(std::move(b)) : Py_NewRef(Py_None);
+  if (second == nullptr) {
+    Py_DECREF(first);
+    return nullptr;
+  }
+  PyObject *out = PyTuple_Pack(2, first, second);
+  Py_DECREF(first);
+  Py_DECREF(second);
+  return out;
+}
+
+bool floats(PyObject *const *args, double *eps, double *offset) {
+  *eps = PyFloat_AsDouble(args[2]);
+  if (*eps == -1.0 && PyErr_Occurred()) return false;
+  *offset = PyFloat_AsDouble(args[3]);
+  return !(*offset == -1.0 && PyErr_Occurred());
+}
+
+// forward(x, weight, eps, offset, poison) -> (y, rstd) launched on the current stream, or None: no plan for this
+// launch, or tensors it does not take (not CUDA, not on the current device, not 2-D), or a launch hook set. x (M, N)
+// with M >= 1 and weight (N,) or None, checked by the caller (rmsnorm.contract.check_fast_inputs). poison: the
+// outputs filled with NaN before the launch (tests: rmsnorm.testing.poisoned_outputs).
+PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 5) {
+    PyErr_SetString(PyExc_TypeError, "forward(x, weight, eps, offset, poison)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS  // every ATen call below: torch's errors as torch raises them, never a C++ exception out of here
+  const int poison = PyObject_IsTrue(args[4]);
+  if (poison < 0) return nullptr;
+  const at::Tensor *x = nullptr, *w = nullptr;
+  if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w)) Py_RETURN_NONE;
+  if (!x->is_cuda() || x->dim() != 2 || x->size(0) == 0) Py_RETURN_NONE;
+  double eps, offset;
+  if (!floats(args, &eps, &offset)) return nullptr;
+  int64_t p = 0;
+  Slot *slot = look_up(*x, w, offset, &p);
+  if (slot == nullptr) Py_RETURN_NONE;
+  const Held held(*slot);  // slot is not read again
+  uint64_t stream = 0;
+  const int target = launch_target(x->get_device(), &stream);
+  if (target < 0) return nullptr;
+  if (target == 0) Py_RETURN_NONE;
+
+  const int64_t M = x->size(0), N = x->size(1);
+  at::Tensor y = at::empty({M, N}, x->options());
+  at::Tensor rstd = at::empty({M}, x->options().dtype(at::kFloat));
+  if (poison) {
+    y.fill_(std::numeric_limits<double>::quiet_NaN());
+    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  if (address_class(y) != 0 || address_class(rstd) != 0) Py_RETURN_NONE;  // the plans are for aligned outputs
+  Params params;
+  if (!pack_forward(held.plan, *x, w, y, rstd, eps, &params)) Py_RETURN_NONE;
+  const long dims[3] = {static_cast<long>(p), 1, 1};
+  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
+  return tensor_pair(std::move(y), std::move(rstd));
+  END_HANDLE_TH_ERRORS
+}
+
+// remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel) -> bool: keep the plan of the kernel
+// the Python path has just launched for these tensors (rmsnorm.native_launch.remember_forward), under this call's
+// key; False, keeping nothing, where this file could not launch it: outputs not 16-byte aligned or not
+// contiguous, or codes other than the forward's (kAllowedCodes, then constexprs).
+PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 9) {
+    PyErr_SetString(PyExc_TypeError, "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr;
+  if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[3], &y) || y == nullptr ||
+      !unpack(args[4], &rstd) || rstd == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "remember_forward: x, y and rstd must be strided tensors, weight one or None");
+    return nullptr;
+  }
+  if (x->dim() != 2 || x->size(0) == 0) {
+    PyErr_SetString(PyExc_ValueError, "remember_forward: x must be (M, N) with M >= 1");
+    return nullptr;
+  }
+  const double offset = PyFloat_AsDouble(args[2]);
+  if (offset == -1.0 && PyErr_Occurred()) return nullptr;
+  Plan plan;
+  if (!rmsnorm_launch::parse_plan(args[5], &plan)) return nullptr;
+  const int64_t block_m = PyLong_AsLongLong(args[6]), cap = PyLong_AsLongLong(args[7]);
+  if (PyErr_Occurred()) return nullptr;
+  if (block_m < 1 || cap < 0) {
+    PyErr_SetString(PyExc_ValueError, "remember_forward: block_m >= 1 and cap >= 0");
+    return nullptr;
+  }
+  const int64_t N = x->size(1);
+  if (y->dim() != 2 || y->size(0) != x->size(0) || y->size(1) != N || y->stride(0) != N || rstd->dim() != 1 ||
+      rstd->size(0) != x->size(0) || address_class(*y) != 0 || address_class(*rstd) != 0) {
+    Py_RETURN_FALSE;
+  }
+  if (!codes_allowed(plan, kAllowedCodes, kLeadingArguments)) Py_RETURN_FALSE;
+  Entry &entry = entries[key_of(*x, w, offset)];
+  if (entry.block_m != block_m || entry.cap != cap) {  // a configuration other than the kept one's: start afresh
+    entry.slots[0].clear();
+    entry.slots[1].clear();
+    entry.block_m = block_m;
+    entry.cap = cap;
+  }
+  bool persistent = false;
+  programs(entry, x->size(0), &persistent);
+  Slot &slot = entry.slots[persistent];
+  slot.clear();
+  Py_INCREF(args[5]);
+  Py_INCREF(args[8]);
+  slot.plan_tuple = args[5];
+  slot.kernel = args[8];
+  slot.plan = plan;
+  Py_RETURN_TRUE;
+  END_HANDLE_TH_ERRORS
+}
+
+// The parameters as the driver reads them, one after another at their own sizes (for tests).
+PyObject *packed_bytes(const Params &params) {
+  char buffer[rmsnorm_launch::kMaxParams * 8];
+  Py_ssize_t length = 0;
+  for (int i = 0; i < params.count; ++i) {
+    std::memcpy(buffer + length, &params.slots[i], params.sizes[i]);
+    length += params.sizes[i];
+  }
+  return PyBytes_FromStringAndSize(buffer, length);
+}
+
+// forward_params(x, weight, eps, offset, y, rstd) -> (programs, parameters: bytes) or None: what forward would
+// hand the driver for these tensors and outputs (any device: for tests on a machine without a GPU).
+PyObject *forward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "forward_params(x, weight, eps, offset, y, rstd)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr;
+  if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[4], &y) || y == nullptr ||
+      !unpack(args[5], &rstd) || rstd == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "forward_params: x, y and rstd must be strided tensors, weight one or None");
+    return nullptr;
+  }
+  double eps, offset;
+  if (!floats(args, &eps, &offset)) return nullptr;
+  if (x->dim() != 2 || x->size(0) == 0) Py_RETURN_NONE;
+  int64_t p = 0;
+  Slot *slot = look_up(*x, w, offset, &p);
+  if (slot == nullptr) Py_RETURN_NONE;
+  Params params;
+  if (!pack_forward(slot->plan, *x, w, *y, *rstd, eps, &params)) Py_RETURN_NONE;
+  PyObject *bytes = packed_bytes(params);
+  if (bytes == nullptr) return nullptr;
+  return Py_BuildValue("(LN)", static_cast<long long>(p), bytes);
+  END_HANDLE_TH_ERRORS
+}
+
+
+// ------------------------------------------------------------------------------------------------ the backward
+
+// The backward's launch (rmsnorm.backward.run_backward, the plain RMSNorm with its default configuration): dx,
+// the (P, N) float32 partials of dgamma, the (M,) scratch of looped rows, then dgamma summed from the partials by
+// a second kernel. Its key holds, as rmsnorm.backward.backward_key does, the device; the dtypes of x, the weight
+// and dy; the addresses mod 16 of x, the weight, rstd and dy; x's and dy's row strides and N by value; M's
+// classes; whether x's and dy's rows are dense (a flat rule); the weight's presence; the offset. The entry holds
+// the configuration's rows per program, grid cap, ONE_BLOCK and row arithmetic dtype, the backward kernel's plan
+// and one plan of the dgamma kernel per class of P (its partial rows: == 1, a multiple of 16, past 2^31 - 1).
+
+// x, x_row_stride, w, rstd, dy, dy_row_stride, dx, dx_row_stride, partial, mean_ux, M, N
+constexpr Py_ssize_t kBackwardArguments = 12;
+const char *const kBackwardCodes[kBackwardArguments] = {"P", "bBhHiIqQx", "P", "P", "P", "bBhHiIqQx", "P",
+                                                        "bBhHiIqQx", "P", "P", "bBhHiIqQx", "bBhHiIqQx"};
+constexpr Py_ssize_t kDgammaArguments = 4;  // partial, dgamma, P, N
+const char *const kDgammaCodes[kDgammaArguments] = {"P", "P", "bBhHiIqQx", "bBhHiIqQx"};
+
+struct BackwardKey {
+  int64_t x_row_stride = 0;
+  int64_t dy_row_stride = 0;
+  int64_t n = 0;
+  uint64_t offset_bits = 0;
+  int32_t device = 0;
+  int8_t x_dtype = 0;
+  int8_t w_dtype = 0;
+  int8_t dy_dtype = 0;
+  uint8_t aligns = 0;  // x | w << 4, each address mod 16
+  uint8_t rstd_dy_aligns = 0;  // rstd | dy << 4
+  uint8_t m_class = 0;
+  bool dense = false;
+  bool has_weight = false;
+
+  bool operator==(const BackwardKey &o) const {
+    return x_row_stride == o.x_row_stride && dy_row_stride == o.dy_row_stride && n == o.n &&
+           offset_bits == o.offset_bits && device == o.device && x_dtype == o.x_dtype && w_dtype == o.w_dtype &&
+           dy_dtype == o.dy_dtype && aligns == o.aligns && rstd_dy_aligns == o.rstd_dy_aligns &&
+           m_class == o.m_class && dense == o.dense && has_weight == o.has_weight;
+  }
+};
+
+struct BackwardKeyHash {
+  size_t operator()(const BackwardKey &k) const {
+    uint64_t h = static_cast<uint64_t>(k.x_row_stride) * 0x9E3779B97F4A7C15ULL;
+    for (uint64_t v : {static_cast<uint64_t>(k.dy_row_stride), static_cast<uint64_t>(k.n), k.offset_bits}) {
+      h ^= v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    }
+    const uint64_t small = static_cast<uint64_t>(static_cast<uint32_t>(k.device)) |
+                           static_cast<uint64_t>(static_cast<uint8_t>(k.x_dtype)) << 32 |
+                           static_cast<uint64_t>(static_cast<uint8_t>(k.w_dtype)) << 40 |
+                           static_cast<uint64_t>(static_cast<uint8_t>(k.dy_dtype)) << 48 |
+                           static_cast<uint64_t>(k.m_class | k.dense << 3 | k.has_weight << 4) << 56;
+    h ^= small + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h ^= (static_cast<uint64_t>(k.aligns) | static_cast<uint64_t>(k.rstd_dy_aligns) << 8) + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+struct BackwardEntry {
+  int64_t block_m = 1;
+  int64_t cap = 0;
+  int64_t reduce_block_n = 1;  // dgamma's columns per program
+  bool one_block = true;       // false: the (M,) scratch is allocated, in `compute`
+  at::ScalarType compute = at::kFloat;
+  Slot backward;
+  Slot dgamma[8];  // by P's class
+
+  void clear() {
+    backward.clear();
+    for (Slot &slot : dgamma) slot.clear();
+  }
+};
+
+std::unordered_map<BackwardKey, BackwardEntry, BackwardKeyHash> backward_entries;
+
+uint8_t integer_class(int64_t v) { return static_cast<uint8_t>((v == 1) | (v % 16 == 0) << 1 | (v > INT32_MAX) << 2); }
+
+BackwardKey backward_key_of(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
+                            double offset) {
+  BackwardKey key;
+  key.x_row_stride = x.stride(0);
+  key.dy_row_stride = dy.stride(0);
+  key.n = x.size(1);
+  std::memcpy(&key.offset_bits, &offset, 8);
+  key.device = x.get_device();
+  key.x_dtype = static_cast<int8_t>(x.scalar_type());
+  key.w_dtype = static_cast<int8_t>((w ? *w : x).scalar_type());
+  key.dy_dtype = static_cast<int8_t>(dy.scalar_type());
+  key.aligns = static_cast<uint8_t>(address_class(x) | address_class(w ? *w : x) << 4);
+  key.rstd_dy_aligns = static_cast<uint8_t>(address_class(rstd) | address_class(dy) << 4);
+  key.m_class = integer_class(x.size(0));
+  key.dense = x.is_contiguous() && dy.is_contiguous();
+  key.has_weight = w != nullptr;
+  return key;
+}
+
+int64_t backward_programs(const BackwardEntry &entry, int64_t M) {
+  const int64_t row_blocks = (M + entry.block_m - 1) / entry.block_m;
+  const int64_t p = entry.cap > 0 && entry.cap < row_blocks ? entry.cap : row_blocks;
+  return p < 1 ? 1 : p;
+}
+
+// The tensors of one backward call: x, weight (or nullptr), rstd, dy; false where this file does not take them.
+bool unpack_backward(PyObject *const *args, const at::Tensor **x, const at::Tensor **w, const at::Tensor **rstd,
+                     const at::Tensor **dy) {
+  return unpack(args[0], x) && *x != nullptr && unpack(args[1], w) && unpack(args[2], rstd) && *rstd != nullptr &&
+         unpack(args[3], dy) && *dy != nullptr && (*x)->dim() == 2 && (*x)->size(0) > 0 && (*dy)->dim() == 2;
+}
+
+// The kept plans for this call, or false (a miss); *p: the backward's grid.
+bool look_up_backward(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
+                      double offset, int64_t *p, BackwardEntry **entry) {
+  auto found = backward_entries.find(backward_key_of(x, w, rstd, dy, offset));
+  if (found == backward_entries.end() || found->second.backward.plan_tuple == nullptr) return false;
+  *p = backward_programs(found->second, x.size(0));
+  if (w != nullptr && found->second.dgamma[integer_class(*p)].plan_tuple == nullptr) return false;
+  *entry = &found->second;
+  return true;
+}
+
+bool pack_backward(const Plan &plan, const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd,
+                   const at::Tensor &dy, const at::Tensor &dx, const at::Tensor &partial, const at::Tensor &mean_ux,
+                   Params *params) {
+  const int64_t values[kBackwardArguments] = {address(x), x.stride(0), address(w ? *w : x), address(rstd),
+                                              address(dy), dy.stride(0), address(dx), dx.stride(0),
+                                              address(partial), address(mean_ux), x.size(0), x.size(1)};
+  return pack_values(plan, values, kBackwardArguments, 0.0, params);
+}
+
+bool pack_dgamma(const Plan &plan, const at::Tensor &partial, const at::Tensor &dgamma, Params *params) {
+  const int64_t values[kDgammaArguments] = {address(partial), address(dgamma), partial.size(0), partial.size(1)};
+  return pack_values(plan, values, kDgammaArguments, 0.0, params);
+}
+
+// backward(x, weight, rstd, dy, offset, poison) -> (dx, dgamma or None) launched on the current stream, or None:
+// no plans for this launch, tensors it does not take, another device current, a launch hook set. The inputs are
+// checked by the caller (rmsnorm.contract.check_fast_backward_inputs); poison: the outputs filled with NaN first.
+PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "backward(x, weight, rstd, dy, offset, poison)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const int poison = PyObject_IsTrue(args[5]);
+  if (poison < 0) return nullptr;
+  const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr;
+  if (!unpack_backward(args, &x, &w, &rstd, &dy) || !x->is_cuda()) Py_RETURN_NONE;
+  const double offset = PyFloat_AsDouble(args[4]);
+  if (offset == -1.0 && PyErr_Occurred()) return nullptr;
+  int64_t p = 0;
+  BackwardEntry *entry = nullptr;
+  if (!look_up_backward(*x, w, *rstd, *dy, offset, &p, &entry)) Py_RETURN_NONE;
+  const Held held(entry->backward);
+  const Held held_dgamma(entry->dgamma[integer_class(p)]);  // empty without a weight
+  const bool one_block = entry->one_block;
+  const at::ScalarType compute = entry->compute;
+  const int64_t reduce_block_n = entry->reduce_block_n;  // entry is not read after Python code has run
+  uint64_t stream = 0;
+  const int target = launch_target(x->get_device(), &stream);
+  if (target < 0) return nullptr;
+  if (target == 0) Py_RETURN_NONE;
+
+  const int64_t M = x->size(0), N = x->size(1);
+  at::Tensor dx = at::empty({M, N}, x->options());
+  at::Tensor partial = w ? at::empty({p, N}, x->options().dtype(at::kFloat)) : dx;
+  at::Tensor mean_ux = one_block ? *rstd : at::empty({M}, x->options().dtype(compute));
+  at::Tensor dgamma = w ? at::empty({N}, x->options().dtype(w->scalar_type())) : at::Tensor();
+  if (poison) {
+    for (at::Tensor *t : {&dx, &partial, &mean_ux, &dgamma}) {
+      if (t->defined() && !t->is_same(*rstd)) t->fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+  if (address_class(dx) != 0 || address_class(partial) != 0 || (!one_block && address_class(mean_ux) != 0) ||
+      (w && address_class(dgamma) != 0)) {
+    Py_RETURN_NONE;  // the plans are for aligned outputs
+  }
+  Params params;
+  if (!pack_backward(held.plan, *x, w, *rstd, *dy, dx, partial, mean_ux, &params)) Py_RETURN_NONE;
+  Params dgamma_params;
+  if (w && !pack_dgamma(held_dgamma.plan, partial, dgamma, &dgamma_params)) Py_RETURN_NONE;
+  const long dims[3] = {static_cast<long>(p), 1, 1};
+  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
+  if (w) {
+    const long dgamma_dims[3] = {static_cast<long>((N + reduce_block_n - 1) / reduce_block_n), 1, 1};
+    if (!rmsnorm_launch::launch_plan(held_dgamma.plan, dgamma_dims, stream, &dgamma_params)) return nullptr;
+  }
+  return tensor_pair(std::move(dx), std::move(dgamma));
+  END_HANDLE_TH_ERRORS
+}
+
+// remember_backward(x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma), (plan, kernel),
+//                   (dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n))
+//     -> bool
+// Keep the plans of the two kernels the Python path has just launched for these tensors, with what it allocated
+// (dgamma_plan, dgamma_kernel and dgamma are None without a weight; mean_ux is rstd when one_block). False,
+// keeping nothing, where this file could not launch them: outputs not 16-byte aligned or not of the shapes it
+// allocates, or codes other than the kernels' (kBackwardCodes, kDgammaCodes, then constexprs).
+PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  const char *usage = "remember_backward(x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma), (plan, kernel), "
+                      "(dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n))";
+  if (nargs != 9 || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 4 || !PyTuple_Check(args[6]) ||
+      PyTuple_GET_SIZE(args[6]) != 2 || !PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 2 ||
+      !PyTuple_Check(args[8]) || PyTuple_GET_SIZE(args[8]) != 5) {
+    PyErr_SetString(PyExc_TypeError, usage);
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr;
+  const at::Tensor *dx = nullptr, *partial = nullptr, *mean_ux = nullptr, *dgamma = nullptr;
+  PyObject *outputs = args[5];
+  if (!unpack_backward(args, &x, &w, &rstd, &dy) || !unpack(PyTuple_GET_ITEM(outputs, 0), &dx) || dx == nullptr ||
+      !unpack(PyTuple_GET_ITEM(outputs, 1), &partial) || partial == nullptr ||
+      !unpack(PyTuple_GET_ITEM(outputs, 2), &mean_ux) || mean_ux == nullptr ||
+      !unpack(PyTuple_GET_ITEM(outputs, 3), &dgamma) || (w != nullptr) != (dgamma != nullptr)) {
+    PyErr_SetString(PyExc_TypeError, usage);
+    return nullptr;
+  }
+  const double offset = PyFloat_AsDouble(args[4]);
+  if (offset == -1.0 && PyErr_Occurred()) return nullptr;
+  PyObject *shape = args[8];
+  const int64_t block_m = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0));
+  const int64_t cap = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 1));
+  const int one_block = PyObject_IsTrue(PyTuple_GET_ITEM(shape, 2));
+  const int compute_is_float64 = PyObject_IsTrue(PyTuple_GET_ITEM(shape, 3));
+  const int64_t reduce_block_n = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 4));
+  if (PyErr_Occurred() || one_block < 0 || compute_is_float64 < 0) return nullptr;
+  if (block_m < 1 || cap < 0 || reduce_block_n < 1) {
+    PyErr_SetString(PyExc_ValueError, "remember_backward: block_m >= 1, cap >= 0 and reduce_block_n >= 1");
+    return nullptr;
+  }
+  Plan plan, dgamma_plan;
+  if (!rmsnorm_launch::parse_plan(PyTuple_GET_ITEM(args[6], 0), &plan)) return nullptr;
+  if (w && !rmsnorm_launch::parse_plan(PyTuple_GET_ITEM(args[7], 0), &dgamma_plan)) return nullptr;
+
+  BackwardEntry shape_of;
+  shape_of.block_m = block_m;
+  shape_of.cap = cap;
+  const int64_t M = x->size(0), N = x->size(1), p = backward_programs(shape_of, M);
+  const at::ScalarType compute = compute_is_float64 ? at::kDouble : at::kFloat;
+  const bool dx_ok = dx->dim() == 2 && dx->size(0) == M && dx->size(1) == N && dx->is_contiguous() &&
+                     dx->scalar_type() == x->scalar_type() && address_class(*dx) == 0;
+  const bool partial_ok = !w || (partial->dim() == 2 && partial->size(0) == p && partial->size(1) == N &&
+                                 partial->is_contiguous() && partial->scalar_type() == at::kFloat &&
+                                 address_class(*partial) == 0);
+  const bool mean_ux_ok = one_block ? mean_ux->is_same(*rstd)
+                                    : (mean_ux->dim() == 1 && mean_ux->size(0) == M &&
+                                       mean_ux->scalar_type() == compute && address_class(*mean_ux) == 0);
+  const bool dgamma_ok = !w || (dgamma->dim() == 1 && dgamma->size(0) == N && dgamma->scalar_type() ==
+                                w->scalar_type() && address_class(*dgamma) == 0);
+  if (!dx_ok || !partial_ok || !mean_ux_ok || !dgamma_ok || !codes_allowed(plan, kBackwardCodes, kBackwardArguments) ||
+      (w && !codes_allowed(dgamma_plan, kDgammaCodes, kDgammaArguments))) {
+    Py_RETURN_FALSE;
+  }
+  BackwardEntry &entry = backward_entries[backward_key_of(*x, w, *rstd, *dy, offset)];
+  if (entry.block_m != block_m || entry.cap != cap || entry.one_block != static_cast<bool>(one_block) ||
+      entry.compute != compute || entry.reduce_block_n != reduce_block_n) {  // another configuration: afresh
+    entry.clear();
+    entry.block_m = block_m;
+    entry.cap = cap;
+    entry.one_block = one_block;
+    entry.compute = compute;
+    entry.reduce_block_n = reduce_block_n;
+  }
+  auto keep = [](Slot &slot, const Plan &kept, PyObject *pair) {
+    slot.clear();
+    slot.plan_tuple = Py_NewRef(PyTuple_GET_ITEM(pair, 0));
+    slot.kernel = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+    slot.plan = kept;
+  };
+  keep(entry.backward, plan, args[6]);
+  if (w) keep(entry.dgamma[integer_class(p)], dgamma_plan, args[7]);
+  Py_RETURN_TRUE;
+  END_HANDLE_TH_ERRORS
+}
+
+// backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma) -> (programs, backward parameters,
+// dgamma parameters or None) or None: what backward would hand the driver for these tensors and outputs (any
+// device: for tests on a machine without a GPU).
+PyObject *backward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 9) {
+    PyErr_SetString(PyExc_TypeError, "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr;
+  const at::Tensor *dx = nullptr, *partial = nullptr, *mean_ux = nullptr, *dgamma = nullptr;
+  if (!unpack_backward(args, &x, &w, &rstd, &dy) || !unpack(args[5], &dx) || dx == nullptr ||
+      !unpack(args[6], &partial) || partial == nullptr || !unpack(args[7], &mean_ux) || mean_ux == nullptr ||
+      !unpack(args[8], &dgamma)) {
+    Py_RETURN_NONE;
+  }
+  const double offset = PyFloat_AsDouble(args[4]);
+  if (offset == -1.0 && PyErr_Occurred()) return nullptr;
+  int64_t p = 0;
+  BackwardEntry *entry = nullptr;
+  if (!look_up_backward(*x, w, *rstd, *dy, offset, &p, &entry)) Py_RETURN_NONE;
+  Params params, dgamma_params;
+  if (!pack_backward(entry->backward.plan, *x, w, *rstd, *dy, *dx, *partial, *mean_ux, &params)) Py_RETURN_NONE;
+  if (w && (dgamma == nullptr || !pack_dgamma(entry->dgamma[integer_class(p)].plan, *partial, *dgamma,
+                                              &dgamma_params))) {
+    Py_RETURN_NONE;
+  }
+  PyObject *packed = packed_bytes(params);
+  PyObject *dgamma_packed = w ? packed_bytes(dgamma_params) : Py_NewRef(Py_None);
+  if (packed == nullptr || dgamma_packed == nullptr) {
+    Py_XDECREF(packed);
+    Py_XDECREF(dgamma_packed);
+    return nullptr;
+  }
+  return Py_BuildValue("(LNN)", static_cast<long long>(p), packed, dgamma_packed);
+  END_HANDLE_TH_ERRORS
+}
+
+// forget_plans() -> None: drop every kept plan, the forward's and the backward's (and the references they hold).
+PyObject *forget_plans(PyObject *, PyObject *const *, Py_ssize_t) {
+  // out of the tables first: a reference dropped below may run Python code that reaches them again
+  std::unordered_map<Key, Entry, KeyHash> dropped;
+  std::unordered_map<BackwardKey, BackwardEntry, BackwardKeyHash> dropped_backward;
+  dropped.swap(entries);
+  dropped_backward.swap(backward_entries);
+  for (auto &item : dropped) {
+    item.second.slots[0].clear();
+    item.second.slots[1].clear();
+  }
+  for (auto &item : dropped_backward) item.second.clear();
+  Py_RETURN_NONE;
+}
+
+// plans() -> (forward, backward): how many plans are kept (the backward's: each kernel's).
+PyObject *plans(PyObject *, PyObject *const *, Py_ssize_t) {
+  long forward_count = 0, backward_count = 0;
+  for (const auto &item : entries) {
+    forward_count += (item.second.slots[0].plan_tuple != nullptr) + (item.second.slots[1].plan_tuple != nullptr);
+  }
+  for (const auto &item : backward_entries) {
+    backward_count += item.second.backward.plan_tuple != nullptr;
+    for (const Slot &slot : item.second.dgamma) backward_count += slot.plan_tuple != nullptr;
+  }
+  return Py_BuildValue("(ll)", forward_count, backward_count);
+}
+
+template <typename F>
+PyCFunction fastcall(F f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+}  // namespace
+
+PyMethodDef rmsnorm_forward_methods[] = {
+    {"forward", fastcall(forward), METH_FASTCALL,
+     "forward(x, weight, eps, offset, poison) -> (y, rstd) or None: the fast forward launched from a kept plan"},
+    {"remember_forward", fastcall(remember_forward), METH_FASTCALL,
+     "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel) -> bool: keep a plan"},
+    {"forward_params", fastcall(forward_params), METH_FASTCALL,
+     "forward_params(x, weight, eps, offset, y, rstd) -> (programs, bytes) or None: what forward would launch"},
+    {"backward", fastcall(backward), METH_FASTCALL,
+     "backward(x, weight, rstd, dy, offset, poison) -> (dx, dgamma or None) or None: from kept plans"},
+    {"remember_backward", fastcall(remember_backward), METH_FASTCALL,
+     "remember_backward(x, weight, rstd, dy, offset, outputs, plan, dgamma_plan, shape) -> bool: keep plans"},
+    {"backward_params", fastcall(backward_params), METH_FASTCALL,
+     "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma) -> what backward would launch"},
+    {"forget_plans", fastcall(forget_plans), METH_FASTCALL, "forget_plans(): drop every kept plan"},
+    {"plans", fastcall(plans), METH_FASTCALL, "plans() -> (forward, backward): plans kept"},
+    {nullptr, nullptr, 0, nullptr}};
