@@ -130,8 +130,10 @@ def host_pieces(M: int, N: int, dtype: torch.dtype, *, samples: int | None = Non
     """Where the fast forward's host µs go: :data:`PIECES`, each timed with :func:`rmsnorm_lab.time_host_calls`.
 
     The launch alone replays the arguments of one real call of the forward's launcher (recorded by wrapping
-    ``rmsnorm.forward._launch`` once) into the outputs that call allocated, so it costs what a cache hit costs
-    and allocates nothing; launch_forward's own share is its µs less the launch's and the allocations'. Rows: M,
+    ``rmsnorm.forward._launch`` once, the native launch switched off for that call) into the outputs that call
+    allocated, so it costs what a cache hit costs and allocates nothing; with the native launch on, launch_forward
+    is the C path's one call (csrc/fast_path.cpp), whose share may then come out below zero; launch_forward's own
+    share is its µs less the launch's and the allocations'. Rows: M,
     N, dtype, piece, host_us, adds (what :data:`PIECE_ADDS` names: the piece's µs less the pieces it contains),
     launch_path.
     """
@@ -147,11 +149,13 @@ def host_pieces(M: int, N: int, dtype: torch.dtype, *, samples: int | None = Non
         recorded.append((args, kwargs))
         return real(*args, **kwargs)
 
-    forward._launch = record
+    forward._launch, native = record, native_launch.state.enabled
+    set_native_launch(False)  # through the Python path, whose launch is recorded (the C path launches from a plan)
     try:
         forward.launch_forward(x, weight, EPS)
     finally:
         forward._launch = real
+        set_native_launch(native)
     args, kwargs = recorded[0]
 
     def no_grad():
