@@ -317,7 +317,9 @@ def launch_backward(
     The fused add (:func:`rmsnorm.rmsnorm_add`) passes its residual_out as ``x`` (the norm's input h) and
     the gradient of residual_out as ``dres`` (x's dtype and shape, unit column stride): dx is then the
     gradient of h, the norm's dx + dres (HAS_DRES), in x's dtype; ``dy`` may then be 16-bit with a float32
-    ``x`` (the float32 residual stream). Launches through :class:`~rmsnorm.launch.DirectLauncher`.
+    ``x`` (the float32 residual stream). Launches through :class:`~rmsnorm.launch.DirectLauncher`; with the native
+    launch on, the default configuration and no ``dres``, from one C call once a plan is kept
+    (:mod:`rmsnorm.native_launch`, csrc/fast_path.cpp).
     """
     native, allocate = native_launch.state, device.new_output
     if config is None and dres is None and native.enabled and native.module is not None and (

@@ -18,17 +18,21 @@ per compiled kernel:
 A kernel whose signature holds anything else (a tuple, a tensor descriptor) gets no plan, and Triton's
 launcher runs it.
 
-The extension's second part (``csrc/fast_path.cpp``) is the plain forward's whole eager launch in one C call:
-:func:`~rmsnorm.forward.launch_forward` with the default configuration hands it x, the weight, eps and the offset,
-and it computes the key, finds the plan, allocates y and rstd (``at::empty``), packs the nine arguments and
-launches, or returns None where it has no plan and the Python path runs (and, through :func:`remember_forward`,
-hands it the plan it launched with). It is compiled against torch's C++ headers, so the extension's name holds
-torch's version. It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): on
-the H200 it passes the GPU tests but costs the host what Triton's compiled launcher costs, within a few µs
-(results/h200/README.md, the launch paths: the fast path's host time is in the Python above the launch), and
-building it needs a compiler and ninja. Switched on, the extension is compiled at the first compiled launch with
-``torch.utils.cpp_extension`` into torch's extension cache (``TORCH_EXTENSIONS_DIR``, by default
-``~/.cache/torch_extensions``), from this package's source and the ``cuda.h`` Triton ships; it opens
+The extension's second part (``csrc/fast_path.cpp``) is the plain forward's and backward's whole eager launch in
+one C call each: :func:`~rmsnorm.forward.launch_forward` with the default configuration hands it x, the weight, eps
+and the offset, and it computes the key, finds the plan, allocates y and rstd (``at::empty``), packs the nine
+arguments and launches, or returns None where it has no plan and the Python path runs (and, through
+:func:`remember_forward`, hands it the plan it launched with); :func:`~rmsnorm.backward.launch_backward` likewise
+launches the backward kernel and the dgamma sum (:func:`remember_backward`). It is compiled against torch's C++
+headers, so the extension's name holds torch's version.
+
+It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): the generic launcher alone
+costs the H200's host what Triton's compiled launcher costs, within a few µs (results/h200/README.md, the launch
+paths), the forward's and backward's C paths have no H200 measurement yet, and building it needs a compiler and
+ninja (and a C++ build of a few seconds to a minute at the first launch). Switched on, the extension is compiled
+at the first compiled launch with ``torch.utils.cpp_extension`` into torch's extension cache
+(``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``), from this package's sources and the
+``cuda.h`` Triton ships; it opens
 ``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a machine without a driver.
 Where it cannot be built or the driver cannot be opened (no compiler, no ninja, no ``cuda.h``), one
 RuntimeWarning says why and Triton's launcher runs everything, as before.
@@ -48,7 +52,7 @@ from pathlib import Path
 
 import triton
 
-#: The extension's C++ sources: the generic launch, and the forward's own path (csrc/fast_path.cpp).
+#: The extension's C++ sources: the generic launch, and the forward's and backward's own path (csrc/fast_path.cpp).
 SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("triton_launch.cpp", "fast_path.cpp"))
 #: Their shared header.
 HEADER = Path(__file__).with_name("csrc") / "triton_launch.h"

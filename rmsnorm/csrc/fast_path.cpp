@@ -1,4 +1,5 @@
-// The fast forward's eager launch in one C call: the cache key, the grid, both outputs and the launch.
+// The fast forward's eager launch in one C call: the cache key, the grid, both outputs and the launch; and the
+// backward's two launches likewise (below, "the backward").
 //
 // rmsnorm.forward.launch_forward (Python) does, per call: two torch.empty, the configuration, the grid, a cache
 // key of sixteen items, Triton's launcher. Each is small; together they cost the host more than torch's whole
@@ -727,8 +728,9 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
   shape_of.cap = cap;
   const int64_t M = x->size(0), N = x->size(1), p = backward_programs(shape_of, M);
   const at::ScalarType compute = compute_is_float64 ? at::kDouble : at::kFloat;
-  const bool dx_ok = dx->dim() == 2 && dx->size(0) == M && dx->size(1) == N && dx->is_contiguous() &&
-                     dx->scalar_type() == x->scalar_type() && address_class(*dx) == 0;
+  // stride(0) == N as well: is_contiguous() ignores a single row's stride, which the kernel was compiled for
+  const bool dx_ok = dx->dim() == 2 && dx->size(0) == M && dx->size(1) == N && dx->stride(0) == N &&
+                     dx->is_contiguous() && dx->scalar_type() == x->scalar_type() && address_class(*dx) == 0;
   const bool partial_ok = !w || (partial->dim() == 2 && partial->size(0) == p && partial->size(1) == N &&
                                  partial->is_contiguous() && partial->scalar_type() == at::kFloat &&
                                  address_class(*partial) == 0);
@@ -776,8 +778,8 @@ PyObject *backward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const at::Tensor *dx = nullptr, *partial = nullptr, *mean_ux = nullptr, *dgamma = nullptr;
   if (!unpack_backward(args, &x, &w, &rstd, &dy) || !unpack(args[5], &dx) || dx == nullptr ||
       !unpack(args[6], &partial) || partial == nullptr || !unpack(args[7], &mean_ux) || mean_ux == nullptr ||
-      !unpack(args[8], &dgamma)) {
-    Py_RETURN_NONE;
+      !unpack(args[8], &dgamma) || dx->dim() != 2 || partial->dim() != 2) {
+    Py_RETURN_NONE;  // pack_backward and pack_dgamma read dx's row stride and partial's (P, N)
   }
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;

@@ -1,4 +1,5 @@
-// What csrc/triton_launch.cpp (the generic launch) shares with csrc/fast_path.cpp (the forward's own path):
+// What csrc/triton_launch.cpp (the generic launch) shares with csrc/fast_path.cpp (the forward's and backward's
+// own path):
 // the packed parameters, a compiled kernel's launch plan, and the launch through cuLaunchKernelEx.
 #pragma once
 
@@ -44,5 +45,5 @@ bool launch_plan(const Plan &plan, const long dims[3], uint64_t stream, Params *
 
 }  // namespace rmsnorm_launch
 
-// The forward's own path (csrc/fast_path.cpp): its module functions, added to the extension's.
+// The forward's and backward's own path (csrc/fast_path.cpp): its module functions, added to the extension's.
 extern PyMethodDef rmsnorm_forward_methods[];

@@ -613,6 +613,154 @@ def test_launch_backward_takes_the_c_path_only_as_default_and_without_the_fused_
     assert len(standin.calls) == 1
 
 
+def _padded(M, N, stride, dtype=torch.float16, shift=0):
+    """(M, N) rows read in place from a buffer of row stride ``stride``, starting ``shift`` elements in."""
+    return torch.randn(M * stride + shift, dtype=dtype)[shift:].view(M, stride)[:, :N]
+
+
+@toolchain
+@pytest.mark.parametrize("other", ["N", "x dtype", "weight dtype", "x misaligned", "weight misaligned",
+                                   "M not a multiple of 16", "x row stride alone", "dy row stride alone"])
+def test_the_backward_path_keys_on_each_item_alone(forward_path, other):
+    """Each call differs from the kept one in one item of the key only (dense rows, M's classes and the other
+    strides equal), so that no other item hides a missing one."""
+    padded = other in ("N", "x row stride alone", "dy row stride alone")
+    if padded:  # rows not dense in both calls: the strides and N vary alone
+        x, dy = _padded(64, 4096, 4104), _padded(64, 4096, 4104)
+        w, rstd = torch.randn(4096, dtype=torch.float16), torch.rand(64) + 0.5
+        inputs = (x, w, rstd, dy)
+        dx, partial, _, dgamma = _backward_call()[1]
+        outputs = (dx, partial, rstd, dgamma)  # one block: mean_ux is rstd
+    else:
+        inputs, outputs = _backward_call()
+        x, w, rstd, dy = inputs
+    assert _remember_backward(forward_path, inputs, outputs) is True
+    changed = {
+        "N": lambda: (x[:, :4095], w[:4095], rstd, dy[:, :4095]),
+        "x dtype": lambda: (x.bfloat16(), w, rstd, dy),
+        "weight dtype": lambda: (x, w.float(), rstd, dy),
+        "x misaligned": lambda: (_padded(64, 4096, 4096, shift=1), w, rstd, dy),
+        "weight misaligned": lambda: (x, torch.randn(4097, dtype=torch.float16)[1:], rstd, dy),
+        "M not a multiple of 16": lambda: (x[:63], w, rstd[:63], dy[:63]),
+        "x row stride alone": lambda: (_padded(64, 4096, 4112), w, rstd, dy),
+        "dy row stride alone": lambda: (x, w, rstd, _padded(64, 4096, 4112)),
+    }[other]()
+    assert forward_path.backward_params(*changed, 0.0, *outputs) is None
+    assert forward_path.backward_params(*inputs, 0.0, *outputs) is not None
+
+
+@toolchain
+def test_the_backward_path_keeps_no_plan_for_misaligned_or_mistyped_outputs(forward_path):
+    inputs, (dx, partial, mean_ux, dgamma) = _backward_call(one_block=False)
+    for outputs in ((_padded(64, 4096, 4096, shift=1), partial, mean_ux, dgamma),
+                    (dx, _padded(16, 4096, 4096, torch.float32, shift=1), mean_ux, dgamma),
+                    (dx, partial, torch.empty(65)[1:], dgamma),
+                    (dx, partial, mean_ux, torch.empty(4097, dtype=torch.float16)[1:]),
+                    (dx.float(), partial, mean_ux, dgamma), (dx, partial.double(), mean_ux, dgamma)):
+        assert _remember_backward(forward_path, inputs, outputs, one_block=False) is False
+    assert forward_path.plans() == (0, 0)
+    one_row, (dx, partial, _, dgamma) = _backward_call(M=1, P=1)
+    wide_row = torch.empty(1, 4104, dtype=torch.float16)[:, :4096]  # contiguous, but a row stride other than N
+    assert _remember_backward(forward_path, one_row, (wide_row, partial, one_row[2], dgamma)) is False
+    assert forward_path.backward_params(*one_row, 0.0, dx[0], partial, one_row[2], dgamma) is None  # 1-D dx
+
+
+def test_launch_backward_tells_c_to_poison_only_under_the_poison_and_leaves_other_allocators_to_python(
+        monkeypatch, fresh_state):
+    from rmsnorm import backward as backward_module
+    from rmsnorm.testing import outputs_forbidden
+
+    x, w, dy, rstd = torch.randn(4, 8), torch.randn(8), torch.randn(4, 8), torch.ones(4)
+    standin = _ForwardStandIn((torch.zeros(4, 8), torch.zeros(8)))
+    standin.backward = standin.forward
+    monkeypatch.setattr(native_launch.state, "module", standin)
+    with mock.patch.object(rmsnorm.device, "new_output", rmsnorm.device.EMPTY_OUTPUT):
+        backward_module.launch_backward(x, w, rstd, dy)
+    assert standin.calls == [(x, w, rstd, dy, 0.0, False)]
+    with outputs_forbidden(), mock.patch.object(backward_module, "run_backward", lambda *a: ("python", None, None)):
+        assert backward_module.launch_backward(x, w, rstd, dy)[0] == "python"
+    assert len(standin.calls) == 1
+
+
+def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
+    """The plain default backward hands remember_backward its two launches' keys, its outputs and its shape (on the
+    CPU under the interpreter, where nothing is cached: the hand-over itself, recorded)."""
+    from rmsnorm import backward as backward_module
+
+    handed = []
+    monkeypatch.setattr(native_launch, "remember_backward", lambda *args: handed.append(args))
+    x, dy, rstd = torch.randn(4, 8), torch.randn(4, 8), torch.rand(4) + 0.5
+    w = torch.randn(8)
+    dx, dgamma, _ = backward_module.run_backward(x, w, rstd, dy, None, 1.0)
+    (backward, dgamma_launch, *tensors, offset, outputs, shape, config) = handed[0]
+    config_default = rmsnorm.config.backward_config(8, x.dtype, True)
+    assert backward[0] is backward_module._launch and backward[1][-1] == 1.0
+    assert dgamma_launch == (backward_module._launch_dgamma, backward_module._dgamma_key(outputs[1], dgamma))
+    assert tensors == [x, w, rstd, dy] and offset == 1.0 and config == config_default
+    assert outputs[0] is dx and outputs[3] is dgamma and outputs[2] is rstd  # one block: mean_ux is rstd
+    assert shape == (config_default.BLOCK_M, True, True, backward_module.REDUCE_BLOCK_N)  # float32, N <= 64: float64
+    backward_module.run_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))  # explicit: kept none
+    assert len(handed) == 1
+
+
+@toolchain
+@pytest.mark.parametrize("M, N, weight", [(64, 4096, True), (64, 4096, False), (1, 4096, True), (1, 1, True),
+                                          (1, 1, False), (64, 1, True), (7, 20000, True)])
+def test_tritons_own_codes_for_the_backward_are_the_ones_kept_and_packed(forward_path, M, N, weight):
+    """The codes Triton's binder gives the two kernels (a CUDA backend's specialisation, computed on the CPU): 12
+    and 4 leading ones of kBackwardCodes and kDgammaCodes, then constexprs only; kept, and packed as Triton would."""
+    compiler = pytest.importorskip("triton.backends.nvidia.compiler")
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import create_function_from_signature
+
+    from rmsnorm import backward as backward_module
+    from rmsnorm.config import backward_config, grid_size, row_align_hint, row_arithmetic_dtype
+
+    backend = compiler.CUDABackend(GPUTarget("cuda", 90, 32))
+
+    def specialisation(kernel, *args, **options):
+        kernel = triton.runtime.jit.JITFunction(kernel.fn)  # the compiled kernel's binder, the interpreter on or off
+        _, spec, _ = create_function_from_signature(kernel.signature, kernel.params, backend)(*args, **options)
+        return [ty for ty, _ in spec]
+
+    x, dy, rstd = _padded(M, N, N + 8), _padded(M, N, N + 8), torch.rand(M) + 0.5  # not dense: never flat
+    w = torch.randn(N, dtype=x.dtype) if weight else None
+    config = backward_config(N, x.dtype, False)
+    one_block = config.one_block(N)
+    block_m = config.BLOCK_M if one_block else 1
+    P = grid_size(config, -(-M // block_m), 132)
+    dx = torch.empty(M, N, dtype=x.dtype)
+    partial = torch.empty(P, N) if weight else dx
+    compute = row_arithmetic_dtype(N, x.dtype)
+    mean_ux = rstd if one_block else torch.empty(M, dtype=compute)
+    dgamma = torch.empty(N, dtype=x.dtype) if weight else None
+    values = (x, x.stride(0), x if w is None else w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux, M, N)
+    codes = native_launch.arg_codes(dict(enumerate(specialisation(
+        backward_module.rmsnorm_fast_backward_kernel, *values, weight, 0.0, backward_module.TRITON_DTYPE[compute],
+        one_block, block_m, config.BLOCK_N, config.num_stages,
+        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), None, None, False,
+        config.static(N), None, None, None, False, False))))
+    assert codes[12:] == b"x" * (len(codes) - 12)
+    dgamma_codes = None if not weight else native_launch.arg_codes(dict(enumerate(specialisation(
+        backward_module.rmsnorm_fast_dgamma_kernel, partial, dgamma, P, N, backward_module.REDUCE_BLOCK_P,
+        backward_module.REDUCE_BLOCK_N, row_align_hint(dgamma.element_size(), N)))))
+    cap = 0 if config.programs_per_sm is None else 132 * config.programs_per_sm
+    assert forward_path.remember_backward(
+        x, w, rstd, dy, 0.0, (dx, partial, mean_ux, dgamma), (_forward_plan(codes), object()),
+        (_forward_plan(dgamma_codes), object()) if weight else (None, None),
+        (block_m, cap, one_block, compute is torch.float64, backward_module.REDUCE_BLOCK_N)) is True
+
+    def packed(codes, values):
+        kept = [(c, v.data_ptr() if isinstance(v, torch.Tensor) else v) for c, v in zip(codes.decode(), values)]
+        return b"".join(struct.pack("<" + {"P": "Q", "i": "i", "q": "q"}[c], v) for c, v in kept if c != "x") + \
+            struct.pack("<QQ", 0, 0)
+
+    programs, params, dgamma_params = forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma)
+    assert programs == P and params == packed(codes, values)
+    if weight:
+        assert dgamma_params == packed(dgamma_codes, (partial, dgamma, P, N))
+
+
 # ----------------------------------------------------------------------------- on a GPU
 
 
