@@ -87,6 +87,14 @@ struct Slot {
     Py_CLEAR(plan_tuple);
     Py_CLEAR(kernel);
   }
+
+  // Keep `kept`, parsed from `tuple`, and the compiled kernel it belongs to (new references to both).
+  void keep(const Plan &kept, PyObject *tuple, PyObject *compiled) {
+    clear();
+    plan_tuple = Py_NewRef(tuple);
+    kernel = Py_NewRef(compiled);
+    plan = kept;
+  }
 };
 
 struct Entry {
@@ -440,12 +448,7 @@ PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) 
   bool persistent = false;
   programs(entry, x->size(0), &persistent);
   Slot &slot = entry.slots[persistent];
-  slot.clear();
-  Py_INCREF(args[5]);
-  Py_INCREF(args[8]);
-  slot.plan_tuple = args[5];
-  slot.kernel = args[8];
-  slot.plan = plan;
+  slot.keep(plan, args[5], args[8]);
   Py_RETURN_TRUE;
   END_HANDLE_TH_ERRORS
 }
@@ -753,14 +756,8 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
     entry.compute = compute;
     entry.reduce_block_n = reduce_block_n;
   }
-  auto keep = [](Slot &slot, const Plan &kept, PyObject *pair) {
-    slot.clear();
-    slot.plan_tuple = Py_NewRef(PyTuple_GET_ITEM(pair, 0));
-    slot.kernel = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
-    slot.plan = kept;
-  };
-  keep(entry.backward, plan, args[6]);
-  if (w) keep(entry.dgamma[integer_class(p)], dgamma_plan, args[7]);
+  entry.backward.keep(plan, PyTuple_GET_ITEM(args[6], 0), PyTuple_GET_ITEM(args[6], 1));
+  if (w) entry.dgamma[integer_class(p)].keep(dgamma_plan, PyTuple_GET_ITEM(args[7], 0), PyTuple_GET_ITEM(args[7], 1));
   Py_RETURN_TRUE;
   END_HANDLE_TH_ERRORS
 }
