@@ -159,7 +159,9 @@ int launch_hooks_set() {
   return 0;
 }
 
-uint8_t address_class(const at::Tensor &t) { return static_cast<uint8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15); }
+uint8_t address_class(const at::Tensor &t) {
+  return static_cast<uint8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15);
+}
 
 Key key_of(const at::Tensor &x, const at::Tensor *w, double offset) {
   Key key;

@@ -224,8 +224,9 @@ bool unsigned_at(PyObject *const *args, Py_ssize_t i, uint64_t *out) {
   return !PyErr_Occurred();
 }
 
-// pack(codes, args, global_scratch, profile_scratch) -> bytes (scratch: pointers as the arguments are): the kernel parameters as the driver reads them,
-// one after another at their own sizes (what launch() hands cuLaunchKernelEx, for tests).
+// pack(codes, args, global_scratch, profile_scratch) -> bytes (scratch: pointers as the arguments are): the kernel
+// parameters as the driver reads them, one after another at their own sizes (what launch() hands cuLaunchKernelEx,
+// for tests).
 PyObject *pack(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 4) {
     PyErr_SetString(PyExc_TypeError, "pack(codes, args, global_scratch, profile_scratch)");
