@@ -91,7 +91,7 @@ EMPTY_OUTPUT = new_output
 
 def nan_output(shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """An output filled with NaN: what :func:`rmsnorm.testing.poisoned_outputs` puts in :func:`new_output`'s place,
-    so that an element a kernel forgets to write stays NaN (the forward's C path fills its own alike)."""
+    so that an element a kernel forgets to write stays NaN (the native launch's C paths fill their own alike)."""
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 

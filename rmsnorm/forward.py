@@ -287,7 +287,6 @@ def launch_forward(
     return y, rstd
 
 
-
 def launch_add_forward(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float,
     config: FastConfig | None = None, offset: float = 0.0,

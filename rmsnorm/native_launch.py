@@ -32,8 +32,8 @@ paths), the forward's and backward's C paths have no H200 measurement yet, and b
 ninja (and a C++ build of a few seconds to a minute at the first launch). Switched on, the extension is compiled
 at the first compiled launch with ``torch.utils.cpp_extension`` into torch's extension cache
 (``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``), from this package's sources and the
-``cuda.h`` Triton ships; it opens
-``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a machine without a driver.
+``cuda.h`` Triton ships; it opens ``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a
+machine without a driver.
 Where it cannot be built or the driver cannot be opened (no compiler, no ninja, no ``cuda.h``), one
 RuntimeWarning says why and Triton's launcher runs everything, as before.
 
