@@ -102,7 +102,7 @@ def include_dir() -> Path:
 def extension_name(source: bytes) -> str:
     """The extension's module name: one per source text and torch build, so that either changed builds it afresh.
 
-    The forward's path is compiled against torch's C++ headers (ATen), so a module built under one torch must never
+    The C paths are compiled against torch's C++ headers (ATen), so a module built under one torch must never
     be loaded under another; torch's extension cache keys on the name and the sources only.
     """
     import torch
