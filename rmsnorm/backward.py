@@ -321,12 +321,10 @@ def launch_backward(
     launch on, the default configuration and no ``dres``, from one C call once a plan is kept
     (:mod:`rmsnorm.native_launch`, csrc/fast_path.cpp).
     """
-    native, allocate = native_launch.state, device.new_output
-    if config is None and dres is None and native.enabled and native.module is not None and (
-            allocate is device.EMPTY_OUTPUT or allocate is device.nan_output):
-        # both launches in one C call, from plans run_backward kept (csrc/fast_path.cpp); None: run_backward runs
-        out = native.module.backward(x, weight, rstd, dy, offset, allocate is not device.EMPTY_OUTPUT)
-        if out is not None:
+    poison = None if config is not None or dres is not None else native_launch.c_path_poison(device.new_output)
+    if poison is not None:  # both launches in one C call, from plans run_backward kept (csrc/fast_path.cpp)
+        out = native_launch.state.module.backward(x, weight, rstd, dy, offset, poison)
+        if out is not None:  # None: no plans for this kind of launch yet, run_backward runs it
             return out
     return run_backward(x, weight, rstd, dy, config, offset, dres)[:2]
 

@@ -272,12 +272,10 @@ def launch_forward(
     ``eps`` and ``offset`` must be Python floats. Launches through :class:`~rmsnorm.launch.DirectLauncher`,
     keyed by :func:`forward_key`.
     """
-    native, allocate = native_launch.state, device.new_output
-    if config is None and native.enabled and native.module is not None and (
-            allocate is device.EMPTY_OUTPUT or allocate is device.nan_output):
-        # the whole launch in one C call, from a plan the path below kept (csrc/fast_path.cpp); None: run below
-        out = native.module.forward(x, weight, eps, offset, allocate is not device.EMPTY_OUTPUT)
-        if out is not None:
+    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
+    if poison is not None:  # the whole launch in one C call, from a plan the path below kept (csrc/fast_path.cpp)
+        out = native_launch.state.module.forward(x, weight, eps, offset, poison)
+        if out is not None:  # None: no plan for this kind of launch yet, the path below runs it
             return out
     M, N = x.shape
     check_config(config, x)

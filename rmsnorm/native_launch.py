@@ -227,10 +227,36 @@ def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, co
     kept = _kept_plan(launcher, key)
     if kept is None:
         return False
+    return state.module.remember_forward(x, weight, offset, y, rstd, kept[0], config.BLOCK_M, _grid_cap(x, config),
+                                         kept[1])
+
+
+def c_path_poison(allocate) -> bool | None:
+    """Whether a launch may go to the C paths (csrc/fast_path.cpp), and how they allocate.
+
+    Args:
+        allocate: ``rmsnorm.device.new_output`` as the caller reads it now.
+
+    Returns:
+        None where they may not (the native launch off or not built, or an allocator the tests put in place other
+        than the NaN poison: the Python path must then call it); else whether to fill the outputs with NaN
+        (``device.nan_output``, :func:`rmsnorm.testing.poisoned_outputs`) rather than leave them as ``at::empty``
+        makes them (``device.EMPTY_OUTPUT``).
+    """
+    if not state.enabled or state.module is None:
+        return None
+    from . import device
+
+    if allocate is device.EMPTY_OUTPUT:
+        return False
+    return True if allocate is device.nan_output else None
+
+
+def _grid_cap(x, config) -> int:
+    """The most programs a launch of ``config`` takes on x's device (SMs × programs_per_sm), 0 for no cap."""
     from .config import sm_count
 
-    cap = 0 if config.programs_per_sm is None else sm_count(x.device.index) * config.programs_per_sm
-    return state.module.remember_forward(x, weight, offset, y, rstd, kept[0], config.BLOCK_M, cap, kept[1])
+    return 0 if config.programs_per_sm is None else sm_count(x.device.index) * config.programs_per_sm
 
 
 def _kept_plan(launcher, key: tuple):
@@ -263,12 +289,9 @@ def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offse
     kept_dgamma = None if weight is None else _kept_plan(*dgamma)
     if kept is None or (weight is not None and kept_dgamma is None):
         return False
-    from .config import sm_count
-
     block_m, one_block, float64, reduce_block_n = shape
-    cap = 0 if config.programs_per_sm is None else sm_count(x.device.index) * config.programs_per_sm
     return state.module.remember_backward(x, weight, rstd, dy, offset, outputs, kept, kept_dgamma or (None, None),
-                                          (block_m, cap, one_block, float64, reduce_block_n))
+                                          (block_m, _grid_cap(x, config), one_block, float64, reduce_block_n))
 
 
 def needs_scratch(compiled) -> bool:

@@ -232,8 +232,8 @@ def poisoned_outputs():
     """Within this block every kernel output starts as NaN (the launchers' allocator, ``device.new_output``, replaced).
 
     An element a kernel forgets to write then stays NaN, and NaN never passes
-    :func:`assert_close`. A context manager (``unittest.mock.patch.object``). The forward's C path
-    (csrc/fast_path.cpp) sees the replacement and fills its own outputs with NaN too.
+    :func:`assert_close`. A context manager (``unittest.mock.patch.object``). The native launch's C
+    paths (csrc/fast_path.cpp) see the replacement and fill their own outputs with NaN too.
     """
     return mock.patch.object(_device, "new_output", _device.nan_output)
 
