@@ -231,6 +231,25 @@ def _plainly_valid(x, weight, eps) -> bool:
     return type(eps) is float and 0 < eps < math.inf
 
 
+#: The quick check :func:`check_fast_inputs` runs first: :func:`_plainly_valid`, or the same rules in C once the
+#: native launch's extension is loaded (:func:`install_quick_check`), about 0.3 µs a call instead of 5.
+quick_check = _plainly_valid
+
+
+def install_quick_check(module) -> None:
+    """Make the extension's ``plainly_valid`` (csrc/fast_path.cpp) the quick check, configured with this contract.
+
+    Called by :func:`rmsnorm.native_launch.extension` once it has loaded the extension. Nothing changes where
+    Triton's library and the package disagree on the interpreter (``_SPLIT``: every input goes to the rules).
+    tests/library/test_fast_lean_call.py holds both checks to the rules, one broken rule at a time.
+    """
+    global quick_check
+    if _SPLIT:
+        return
+    module.configure_quick_check(FAST_MAX_N, _INTERPRETED)
+    quick_check = module.plainly_valid
+
+
 def check_fast_inputs(x: torch.Tensor, weight: torch.Tensor | None, eps) -> None:
     """Check x, weight and eps against the fast path's contract.
 
@@ -246,7 +265,7 @@ def check_fast_inputs(x: torch.Tensor, weight: torch.Tensor | None, eps) -> None
 
     Source: notebooks/11_extending_the_contract.ipynb.
     """
-    if _plainly_valid(x, weight, eps):  # the common case, in a few attribute reads
+    if quick_check(x, weight, eps):  # the common case, in a few attribute reads
         return
     _require_tensor("x", x)
     refuse_dtensor("x", x)

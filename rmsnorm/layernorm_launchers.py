@@ -44,12 +44,11 @@ from __future__ import annotations
 
 import torch
 
-from . import device
+from . import contract, device
 from .backward import run_backward
 from .config import FastConfig
 from .contract import (
     ContractError,
-    _plainly_valid,
     _require_device,
     _require_dtype,
     _require_like,
@@ -72,7 +71,7 @@ def check_layernorm_inputs(x: torch.Tensor, weight: torch.Tensor | None, bias: t
         ContractError: naming the tensor, the rule and the value seen, before anything is allocated.
     """
     check_fast_inputs(x, weight, eps)
-    if bias is None or _plainly_valid(x, bias, eps):  # the common case: the weight's rules, in a few reads
+    if bias is None or contract.quick_check(x, bias, eps):  # the common case: the weight's rules, in a few reads
         return
     _require_tensor("bias", bias)
     refuse_dtensor("bias", bias)

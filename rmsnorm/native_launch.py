@@ -52,6 +52,8 @@ from pathlib import Path
 
 import triton
 
+from . import contract, device
+
 #: The extension's C++ sources: the generic launch, and the forward's and backward's own path (csrc/fast_path.cpp).
 SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("triton_launch.cpp", "fast_path.cpp"))
 #: Their shared header.
@@ -158,11 +160,15 @@ def compile_extension():
 
 
 def extension():
-    """The loaded extension, built at the first call; None, with one RuntimeWarning, where that fails."""
+    """The loaded extension, built at the first call; None, with one RuntimeWarning, where that fails.
+
+    Once loaded it also gives the contract its quick check (:func:`rmsnorm.contract.install_quick_check`).
+    """
     if not state.tried:
         state.tried = True
         try:
             state.module = build()
+            contract.install_quick_check(state.module)
         except Exception as error:  # noqa: BLE001 (whatever the toolchain raised: said once, then Triton's launcher)
             state.failure = f"{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error) else ''}"
             warnings.warn(
@@ -245,8 +251,6 @@ def c_path_poison(allocate) -> bool | None:
     """
     if not state.enabled or state.module is None:
         return None
-    from . import device
-
     if allocate is device.EMPTY_OUTPUT:
         return False
     return True if allocate is device.nan_output else None

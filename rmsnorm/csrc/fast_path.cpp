@@ -817,6 +817,70 @@ PyObject *forget_plans(PyObject *, PyObject *const *, Py_ssize_t) {
   Py_RETURN_NONE;
 }
 
+// The contract's quick check (rmsnorm.contract._plainly_valid), configured once by configure_quick_check: the
+// most columns, and whether a CPU tensor (bf16 excepted) is valid (Triton's interpreter).
+struct QuickCheck {
+  int64_t max_n = 0;  // 0: not configured, every call False
+  bool cpu = false;
+} quick;
+
+bool fast_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
+
+bool on_kernel_device(const at::Tensor &t) {
+  return t.is_cuda() || (quick.cpu && t.is_cpu() && t.scalar_type() != at::kBFloat16);
+}
+
+// configure_quick_check(max_n, cpu) -> None.
+PyObject *configure_quick_check(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "configure_quick_check(max_n, cpu)");
+    return nullptr;
+  }
+  const long long max_n = PyLong_AsLongLong(args[0]);
+  if (max_n == -1 && PyErr_Occurred()) return nullptr;
+  if (max_n < 1) {
+    PyErr_SetString(PyExc_ValueError, "configure_quick_check: max_n must be at least 1");
+    return nullptr;
+  }
+  const int cpu = PyObject_IsTrue(args[1]);
+  if (cpu < 0) return nullptr;
+  quick.max_n = max_n;
+  quick.cpu = cpu != 0;
+  Py_RETURN_NONE;
+}
+
+// plainly_valid(x, weight, eps) -> bool: True when x (M, N), exactly a torch.Tensor, weight (N,), a tensor or a
+// Parameter, or None, and eps, a float, pass every rule of rmsnorm.contract.check_fast_inputs, as its
+// _plainly_valid decides in Python; False means "let the rules say" (also for inputs valid in a rarer way: a
+// Parameter x, an int eps). Never raises for an input.
+PyObject *plainly_valid(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "plainly_valid(x, weight, eps)");
+    return nullptr;
+  }
+  if (quick.max_n == 0 || Py_TYPE(args[0]) != reinterpret_cast<PyTypeObject *>(THPVariableClass) ||
+      !PyFloat_CheckExact(args[2])) {
+    Py_RETURN_FALSE;
+  }
+  const double eps = PyFloat_AS_DOUBLE(args[2]);
+  if (!(eps > 0.0 && eps < std::numeric_limits<double>::infinity())) Py_RETURN_FALSE;
+  const at::Tensor &x = THPVariable_Unpack(args[0]);
+  if (x.layout() != at::kStrided || x.dim() != 2 || !fast_dtype(x.scalar_type()) || !on_kernel_device(x)) {
+    Py_RETURN_FALSE;
+  }
+  const int64_t N = x.size(1);
+  if (N < 1 || N > quick.max_n || (x.stride(1) != 1 && N != 1)) Py_RETURN_FALSE;
+  PyObject *weight = args[1];
+  if (weight == Py_None) Py_RETURN_TRUE;
+  if (!THPVariable_CheckExact(weight)) Py_RETURN_FALSE;  // a torch.Tensor or a torch.nn.Parameter, no subclass
+  const at::Tensor &w = THPVariable_Unpack(weight);
+  if (w.layout() != at::kStrided || w.dim() != 1 || w.size(0) != N || !fast_dtype(w.scalar_type()) ||
+      (w.stride(0) != 1 && N != 1) || w.device() != x.device() || !on_kernel_device(w)) {
+    Py_RETURN_FALSE;
+  }
+  Py_RETURN_TRUE;
+}
+
 // plans() -> (forward, backward): how many plans are kept (the backward's: each kernel's).
 PyObject *plans(PyObject *, PyObject *const *, Py_ssize_t) {
   long forward_count = 0, backward_count = 0;
@@ -852,4 +916,8 @@ PyMethodDef rmsnorm_forward_methods[] = {
      "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma) -> what backward would launch"},
     {"forget_plans", fastcall(forget_plans), METH_FASTCALL, "forget_plans(): drop every kept plan"},
     {"plans", fastcall(plans), METH_FASTCALL, "plans() -> (forward, backward): plans kept"},
+    {"configure_quick_check", fastcall(configure_quick_check), METH_FASTCALL,
+     "configure_quick_check(max_n, cpu): what plainly_valid accepts"},
+    {"plainly_valid", fastcall(plainly_valid), METH_FASTCALL,
+     "plainly_valid(x, weight, eps) -> bool: rmsnorm.contract's quick check of the fast contract"},
     {nullptr, nullptr, 0, nullptr}};

@@ -150,21 +150,60 @@ def _contract_cases(device):
     yield "eps is a string", x, g, "1e-6"
 
 
-def test_the_quick_check_passes_only_what_every_rule_passes(device):
-    """check_fast_inputs reads a few attributes for the common valid case (_plainly_valid);
-    anything it does not pass goes through every rule, so every bad input is still refused."""
-    from rmsnorm.contract import _plainly_valid, check_fast_inputs
+def _quick_check(kind):
+    """The contract's quick check in Python (_plainly_valid), or the native extension's C version of it."""
+    from rmsnorm import contract, native_launch
 
+    if kind == "python":
+        return contract._plainly_valid
+    if contract._SPLIT:
+        pytest.skip("Triton and the package disagree on the interpreter: every input goes to the rules")
+    module = native_launch.compile_extension()
+    module.configure_quick_check(rmsnorm.FAST_MAX_N, contract._INTERPRETED)
+    return module.plainly_valid
+
+
+@pytest.mark.parametrize("kind", ["python", "c"])
+def test_the_quick_check_passes_only_what_every_rule_passes(device, kind):
+    """check_fast_inputs reads a few attributes for the common valid case (the quick check, in Python or, once the
+    native extension is loaded, in C); anything it does not pass goes through every rule, so every bad input is
+    still refused."""
+    from rmsnorm.contract import check_fast_inputs
+
+    quick = _quick_check(kind)
     for wrong, x, gamma, eps in _contract_cases(device):
         if wrong is None:
-            assert _plainly_valid(x, gamma, eps), "a common valid call takes the quick check"
+            assert quick(x, gamma, eps) is True, "a common valid call takes the quick check"
+            assert quick(x, None if gamma is None else torch.nn.Parameter(gamma), eps) is True
             check_fast_inputs(x, gamma, eps)
         else:
-            assert not _plainly_valid(x, gamma, eps), wrong
+            assert quick(x, gamma, eps) is False, wrong
             with pytest.raises(rmsnorm.ContractError):
                 check_fast_inputs(x, gamma, eps)
-    assert not _plainly_valid(torch.randn(4, 64, device=device), None, 1)  # an int eps: valid, the slow way
-    check_fast_inputs(torch.randn(4, 64, device=device), None, 1)
+    x = torch.randn(4, 64, device=device)
+    subclassed = torch.ones(64, device=device).as_subclass(_TensorSubclass)
+    for rare in [(x, None, 1), (torch.nn.Parameter(x), None, 1e-6), (x, subclassed, 1e-6)]:
+        assert quick(*rare) is False, "valid, the slow way"
+        check_fast_inputs(*rare)
+    widest = torch.empty(1, rmsnorm.FAST_MAX_N, device=device)
+    assert quick(widest, None, 1e-6) is True
+    assert quick(torch.empty(1, rmsnorm.FAST_MAX_N + 1, device=device), None, 1e-6) is False  # too many columns
+
+
+class _TensorSubclass(torch.Tensor):
+    pass
+
+
+def test_the_loaded_extension_gives_the_contract_its_quick_check(monkeypatch):
+    from rmsnorm import contract, native_launch
+
+    module = native_launch.compile_extension()
+    monkeypatch.setattr(native_launch, "build", lambda: module)
+    monkeypatch.setattr(native_launch.state, "tried", False)
+    monkeypatch.setattr(native_launch.state, "module", None)
+    monkeypatch.setattr(contract, "quick_check", contract._plainly_valid)
+    assert native_launch.extension() is module
+    assert contract.quick_check is (contract._plainly_valid if contract._SPLIT else module.plainly_valid)
 
 
 def test_an_eager_call_binds_no_signature_and_a_transform_still_works(device, monkeypatch):
@@ -224,6 +263,7 @@ def test_a_call_with_no_gradient_to_record_launches_without_a_function(device, m
 
         for function in functions:
             monkeypatch.setattr(function, "apply", refused)
+            monkeypatch.setattr(function, "apply_plain", refused)
         with torch.no_grad():
             no_grad = call(x.clone().requires_grad_(), gamma.clone().requires_grad_())
         with torch.inference_mode():
