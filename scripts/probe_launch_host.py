@@ -17,7 +17,10 @@ What a forward costs the host below rmsnorm_fast's checks, in pieces (CPU tensor
 - above the launcher, the launch stubbed as in the third line, what a model's call adds: ``rmsnorm_fast`` under
   ``torch.no_grad()`` (decoding), ``rmsnorm_fast`` with x requiring grad (training: its autograd.Function), and
   ``FastRMSNorm``'s call (the module) with x requiring grad. The functional's checks take CPU tensors under
-  Triton's interpreter only, so the probe switches the interpreter on and the launcher's own path back on.
+  Triton's interpreter only, so the probe switches the interpreter on and the launcher's own path back on;
+- ``C path: …``: the same calls as a GPU with the native launch on makes them, the forward's C path stubbed in
+  (``forward_params`` for a kept plan, then outputs made once: all of its call but the two allocations, the
+  stream query and the driver call) and the contract's quick check in C (contract.install_quick_check).
 
 On the H200 the driver call itself adds about 2–3 µs (tritonbench #1016: a raw ``cuLaunchKernel`` 3 µs);
 scripts/probe_launch_path.py measures the whole call there. Prints only: nothing here is a result to commit.
@@ -40,7 +43,7 @@ os.environ["TRITON_INTERPRET"] = "1"  # before rmsnorm is imported: its checks t
 
 import torch  # noqa: E402
 
-from rmsnorm import FastRMSNorm, forward, native_launch, rmsnorm_fast  # noqa: E402
+from rmsnorm import FastRMSNorm, contract, forward, native_launch, rmsnorm_fast  # noqa: E402
 from rmsnorm.config import forward_config, num_programs  # noqa: E402
 from rmsnorm.launch import CachedKernel  # noqa: E402
 
@@ -113,9 +116,19 @@ def main() -> int:
     rows += [("rmsnorm_fast, no grad", per_call_us(no_grad)),
              ("rmsnorm_fast, x requires grad", per_call_us(lambda: rmsnorm_fast(leaf, w, 1e-6))),
              ("FastRMSNorm, x requires grad", per_call_us(lambda: norm(leaf)))]
+    # the C path stubbed in: the forward's C call returns preallocated outputs after forward_params (all of its
+    # work but the two allocations, the stream query and the driver call), and the contract's quick check is C's
+    native_launch.state.module = type("CPath", (), {"launch": staticmethod(lambda *a: None), "forward": staticmethod(
+        lambda *a: (module.forward_params(x, w, 1e-6, 0.0, y, rstd), (y, rstd))[1])})()
+    module.remember_forward(x, w, 0.0, y, rstd, plan, config.BLOCK_M, 0, None)
+    contract.install_quick_check(module)
+    rows += [("C path: launch_forward", per_call_us(lambda: forward.launch_forward(x, w, 1e-6))),
+             ("C path: rmsnorm_fast, no grad", per_call_us(no_grad)),
+             ("C path: rmsnorm_fast, x requires grad", per_call_us(lambda: rmsnorm_fast(leaf, w, 1e-6))),
+             ("C path: FastRMSNorm, x requires grad", per_call_us(lambda: norm(leaf)))]
     print(f"torch {torch.__version__}; 64 x 4096 float16 on the CPU; µs per call (median of 7 x 20,000):")
     for name, us in rows:
-        print(f"  {name:32s} {us:6.2f}")
+        print(f"  {name:38s} {us:6.2f}")
     return 0
 
 
