@@ -7,7 +7,7 @@ in float64 (the oracle), with the declared tolerance of the tensor's dtype.
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.func import grad, jacrev, vmap
+from torch.func import grad, jacrev, vjp, vmap
 
 import rmsnorm
 import rmsnorm.article
@@ -79,6 +79,33 @@ def test_grad_and_jacrev_with_respect_to_x_and_the_weight(device):
             want = jacrev(ref, argnums=argnums)(x64, w64)
             assert got.shape == want.shape == (5, 32) + ((5, 32) if argnums == 0 else (32,))
             assert_close(got, want)
+
+
+def _norms_and_oracles(N):
+    """(name, ours, oracle): the three functionals as (x, w) → one tensor, each beside torch's own formula."""
+    yield "rmsnorm", lambda t, v: rmsnorm.rmsnorm(t, v, EPS), lambda t, v: F.rms_norm(t, (N,), v, EPS)
+    yield ("rmsnorm_add", lambda t, v: torch.cat(rmsnorm.rmsnorm_add(t, 0.5 * t, v, EPS)),
+           lambda t, v: torch.cat((F.rms_norm(1.5 * t, (N,), v, EPS), 1.5 * t)))
+    yield ("layernorm_fast", lambda t, v: rmsnorm.layernorm_fast(t, v, 0.25 * v, EPS),
+           lambda t, v: F.layer_norm(t, (N,), v, 0.25 * v, EPS))
+
+
+def test_vjp_gives_torch_s_gradients_when_its_function_is_called_later(device):
+    """torch.func.vjp returns vjp_fn, which a caller may run after the transform has returned: the backward
+    then sees the forward's saved tensors outside any active transform, and must give the oracle's gradients."""
+    g = torch.Generator().manual_seed(3)
+    x, w, c = torch.randn(5, 32, generator=g), 1 + 0.1 * torch.randn(32, generator=g), torch.randn(10, 32, generator=g)
+    x, w, c = x.to(device), w.to(device), c.to(device)
+    for name, ours, oracle in _norms_and_oracles(32):
+        y, vjp_fn = vjp(ours, x, w)
+        y64, vjp64 = vjp(oracle, x.double(), w.double())
+        cot = c[: y.shape[0]]
+        assert not torch._C._are_functorch_transforms_active()
+        dx, dw = vjp_fn(cot)
+        dx64, dw64 = vjp64(cot.double())
+        assert_close(y, y64, msg=name)
+        assert_close(dx, dx64, msg=name)
+        assert_close(dw, dw64, tol=dgamma_tolerance(10, torch.float32, torch.float32), msg=name)
 
 
 def test_vmap_of_grad_gives_each_element_its_own_gradient(device):
