@@ -302,6 +302,11 @@ def launch_add_forward(
         the sum;
         rstd (M,) float32, of residual_out's rows.
     """
+    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
+    if poison is not None:  # the launch in one C call, from a plan _run kept (csrc/fast_path.cpp)
+        out = native_launch.state.module.forward_add(x, residual, weight, eps, offset, poison)
+        if out is not None:  # None: no plan for this kind of launch yet, the path below runs it
+            return out
     M, N = x.shape
     check_config(config, x, plain=False)
     y = device.new_output((M, N), x.dtype, x.device)
@@ -315,7 +320,8 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
          mean=None, bias=None) -> None:
     """One forward launch; a ``mean`` ((M,) float32) makes it the LayerNorm's (IS_LAYERNORM), with ``bias``."""
     M, N = x.shape
-    plain_default = config is None and residual is None and mean is None
+    default = config is None
+    plain_default = default and residual is None and mean is None
     # a flat rule may apply only to the plain RMSNorm's dense rows (y and rstd are allocated contiguous):
     # config.dense_rows(x), inlined on the eager call's path
     config = config or forward_config(N, x.dtype, plain_default and x.is_contiguous())
@@ -354,8 +360,10 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
         residual_out, residual_out.stride(0) if has_residual else None, has_residual, config.static(N),
         mean, bias, mean is not None, bias is not None, num_warps=config.num_warps,
     )
-    if plain_default and native_launch.state.enabled:  # later calls of this kind launch from C (launch_forward)
-        native_launch.remember_forward(_launch, key, x, weight, offset, y, rstd, config)
+    if default and native_launch.state.enabled:  # later calls of this kind launch from C (launch_forward and the
+        # fused add's and LayerNorm's launchers)
+        native_launch.remember_forward(_launch, key, x, weight, offset, y, rstd, config, residual, residual_out,
+                                       mean, bias)
 
 
 def check_config(config: FastConfig | None, x: torch.Tensor, plain: bool = True) -> None:

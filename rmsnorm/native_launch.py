@@ -22,9 +22,12 @@ The extension's second part (``csrc/fast_path.cpp``) is the plain forward's and 
 one C call each: :func:`~rmsnorm.forward.launch_forward` with the default configuration hands it x, the weight, eps
 and the offset, and it computes the key, finds the plan, allocates y and rstd (``at::empty``), packs the nine
 arguments and launches, or returns None where it has no plan and the Python path runs (and, through
-:func:`remember_forward`, hands it the plan it launched with); :func:`~rmsnorm.backward.launch_backward` likewise
-launches the backward kernel and the dgamma sum (:func:`remember_backward`). It is compiled against torch's C++
-headers, so the extension's name holds torch's version.
+:func:`remember_forward`, hands it the plan it launched with); the fused add's forward
+(:func:`~rmsnorm.forward.launch_add_forward`: residual_out too) and the LayerNorm's
+(:func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`: mean too) launch the same kernel from it, each its
+own kind of launch; :func:`~rmsnorm.backward.launch_backward` likewise launches the plain backward kernel and the
+dgamma sum (:func:`remember_backward`). It is compiled against torch's C++ headers, so the extension's name holds
+torch's version. Once loaded it also runs the contract's quick check (:func:`rmsnorm.contract.install_quick_check`).
 
 It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): the generic launcher alone
 costs the H200's host what Triton's compiled launcher costs, within a few µs (results/h200/README.md, the launch
@@ -168,7 +171,6 @@ def extension():
         state.tried = True
         try:
             state.module = build()
-            contract.install_quick_check(state.module)
         except Exception as error:  # noqa: BLE001 (whatever the toolchain raised: said once, then Triton's launcher)
             state.failure = f"{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error) else ''}"
             warnings.warn(
@@ -178,6 +180,8 @@ def extension():
                 RuntimeWarning,
                 stacklevel=4,
             )
+        else:
+            contract.install_quick_check(state.module)
     return state.module
 
 
@@ -218,13 +222,16 @@ def plan_for(compiled) -> tuple | bool:
             bool(getattr(metadata, "launch_pdl", False)), bool(getattr(metadata, "launch_cooperative_grid", False)))
 
 
-def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, config) -> bool:
+def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, config, residual=None,
+                     residual_out=None, mean=None, bias=None) -> bool:
     """Hand the extension's forward path (csrc/fast_path.cpp) the plan of a forward the Python path just launched.
 
     Args:
         launcher: the forward's :class:`~rmsnorm.launch.DirectLauncher`; key: the launch's key there.
         x, weight, offset, y, rstd: the launch's tensors and offset (y and rstd as the launcher allocated them).
         config: the default configuration the launch ran with (its BLOCK_M and programs_per_sm set the grid).
+        residual, residual_out: the fused add's input and output (its launches are their own kind in the C path);
+        mean, bias: the LayerNorm's output and bias (None without one); all None for the plain norm.
 
     Returns:
         Whether a plan was kept: not where the launch went through Triton's binder (nothing cached), the kernel
@@ -234,7 +241,7 @@ def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, co
     if kept is None:
         return False
     return state.module.remember_forward(x, weight, offset, y, rstd, kept[0], config.BLOCK_M, _grid_cap(x, config),
-                                         kept[1])
+                                         kept[1], residual, residual_out, mean, bias)
 
 
 def c_path_poison(allocate) -> bool | None:

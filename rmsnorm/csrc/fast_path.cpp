@@ -18,13 +18,18 @@
 // PERSISTENT follow; one plan per value of PERSISTENT.
 //
 // The forward kernel's arguments are x, x's row stride, w, y, y's row stride, rstd, M, N and eps, then constexprs
-// and None only (the fused add's and the LayerNorm's, off here): a plan whose codes say otherwise is not kept.
+// and None only for the plain norm: a plan whose codes say otherwise is not kept. The fused add (rmsnorm_add) and
+// the LayerNorm launch the same kernel with more run-time arguments, each its own kind of launch in the key: the
+// fused add its residual, the residual's row stride, residual_out and its row stride (a third output, contiguous in
+// the residual's dtype, and the residual's dtype, address mod 16 and row stride in the key); the LayerNorm its mean
+// (a third output) and its bias or None (the bias's presence, dtype and address mod 16 in the key).
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -40,24 +45,58 @@ constexpr Py_ssize_t kLeadingArguments = 9;  // x, x_row_stride, w, y, y_row_str
 // Which codes each leading argument may have: pointers, integers (x when Triton compiled a 1 in), a float32.
 const char *const kAllowedCodes[kLeadingArguments] = {"P", "bBhHiIqQx", "P", "P", "bBhHiIqQx", "P",
                                                       "bBhHiIqQx", "bBhHiIqQx", "f"};
+#define LEADING_CODES "P", "bBhHiIqQx", "P", "P", "bBhHiIqQx", "P", "bBhHiIqQx", "bBhHiIqQx", "f"
+#define CONSTEXPRS_8 "x", "x", "x", "x", "x", "x", "x", "x"
+// The fused add's: the leading nine, HAS_WEIGHT … ROW_ALIGN (8 constexprs), then residual, its row stride,
+// residual_out and its row stride (rmsnorm.forward.rmsnorm_fast_forward_kernel, arguments 17-20).
+constexpr Py_ssize_t kAddArguments = 21;
+const char *const kAddCodes[kAddArguments] = {LEADING_CODES, CONSTEXPRS_8, "P", "bBhHiIqQx", "P", "bBhHiIqQx"};
+// The LayerNorm's: the leading nine, 14 constexprs (HAS_WEIGHT … ROW_ALIGN; the fused add's four None;
+// HAS_RESIDUAL, STATIC_N), then mean and the bias (arguments 23 and 24; None without a bias: a constexpr).
+constexpr Py_ssize_t kLayerNormArguments = 25;
+const char *const kLayerNormCodes[kLayerNormArguments] = {LEADING_CODES, CONSTEXPRS_8, "x", "x", "x", "x", "x", "x",
+                                                          "P", "P"};
+const char *const kLayerNormNoBiasCodes[kLayerNormArguments] = {LEADING_CODES, CONSTEXPRS_8, "x", "x", "x", "x",
+                                                                "x", "x", "P", "x"};
+#undef LEADING_CODES
+#undef CONSTEXPRS_8
+// What pack_values is given at a constexpr's position among the run-time ones: an integer constexpr is a 1 Triton
+// compiled in, the only value that code fits, and it packs nothing.
+constexpr int64_t kCompiledIn = 1;
+
+// Which kernel's launch a forward is: the plain norm's, the fused add's or the LayerNorm's.
+enum Kind : int8_t { kPlain = 0, kAdd = 1, kLayerNorm = 2 };
+
+// The fused add's residual or the LayerNorm's bias, where the launch has one.
+struct Extra {
+  Kind kind = kPlain;
+  const at::Tensor *residual = nullptr;
+  const at::Tensor *bias = nullptr;
+};
 
 struct Key {
   int64_t x_row_stride = 0;
   int64_t n = 0;
   uint64_t offset_bits = 0;
+  int64_t extra_row_stride = 0;  // the residual's (the fused add)
   int32_t device = 0;
   int8_t x_dtype = 0;
   int8_t w_dtype = 0;
+  int8_t kind = kPlain;
+  int8_t extra_dtype = -1;  // the residual's or the bias's; -1: none
   uint8_t x_align = 0;
   uint8_t w_align = 0;
+  uint8_t extra_align = 0;
   uint8_t m_class = 0;
   bool dense = false;
   bool has_weight = false;
 
   bool operator==(const Key &o) const {
-    return x_row_stride == o.x_row_stride && n == o.n && offset_bits == o.offset_bits && device == o.device &&
-           x_dtype == o.x_dtype && w_dtype == o.w_dtype && x_align == o.x_align && w_align == o.w_align &&
-           m_class == o.m_class && dense == o.dense && has_weight == o.has_weight;
+    return x_row_stride == o.x_row_stride && n == o.n && offset_bits == o.offset_bits &&
+           extra_row_stride == o.extra_row_stride && device == o.device && x_dtype == o.x_dtype &&
+           w_dtype == o.w_dtype && kind == o.kind && extra_dtype == o.extra_dtype && x_align == o.x_align &&
+           w_align == o.w_align && extra_align == o.extra_align && m_class == o.m_class && dense == o.dense &&
+           has_weight == o.has_weight;
   }
 };
 
@@ -66,6 +105,11 @@ struct KeyHash {
     uint64_t h = static_cast<uint64_t>(k.x_row_stride) * 0x9E3779B97F4A7C15ULL;
     h ^= static_cast<uint64_t>(k.n) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
     h ^= k.offset_bits + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.extra_row_stride) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    const uint64_t extra = static_cast<uint64_t>(static_cast<uint8_t>(k.kind)) |
+                           static_cast<uint64_t>(static_cast<uint8_t>(k.extra_dtype)) << 8 |
+                           static_cast<uint64_t>(k.extra_align) << 16;
+    h ^= extra + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
     const uint64_t small = static_cast<uint64_t>(static_cast<uint32_t>(k.device)) |
                            static_cast<uint64_t>(static_cast<uint8_t>(k.x_dtype)) << 32 |
                            static_cast<uint64_t>(static_cast<uint8_t>(k.w_dtype)) << 40 |
@@ -163,8 +207,15 @@ uint8_t address_class(const at::Tensor &t) {
   return static_cast<uint8_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15);
 }
 
-Key key_of(const at::Tensor &x, const at::Tensor *w, double offset) {
+Key key_of(const at::Tensor &x, const at::Tensor *w, double offset, const Extra &extra) {
   Key key;
+  key.kind = extra.kind;
+  const at::Tensor *other = extra.kind == kAdd ? extra.residual : extra.bias;
+  if (other != nullptr) {
+    key.extra_dtype = static_cast<int8_t>(other->scalar_type());
+    key.extra_align = address_class(*other);
+  }
+  if (extra.kind == kAdd) key.extra_row_stride = extra.residual->stride(0);
   const int64_t M = x.size(0);
   key.x_row_stride = x.stride(0);
   key.n = x.size(1);
@@ -258,11 +309,31 @@ bool pack_values(const Plan &plan, const int64_t *values, Py_ssize_t n, double r
   return true;
 }
 
-bool pack_forward(const Plan &plan, const at::Tensor &x, const at::Tensor *w, const at::Tensor &y,
-                  const at::Tensor &rstd, double eps, Params *params) {
-  const int64_t values[kLeadingArguments] = {address(x), x.stride(0), address(w ? *w : x), address(y), y.stride(0),
-                                             address(rstd), x.size(0), x.size(1), 0};
-  return pack_values(plan, values, kLeadingArguments, eps, params);
+// A forward's outputs: y and rstd, and the fused add's residual_out or the LayerNorm's mean (`third`).
+struct Outputs {
+  const at::Tensor *y = nullptr;
+  const at::Tensor *rstd = nullptr;
+  const at::Tensor *third = nullptr;
+};
+
+bool pack_forward(const Plan &plan, const at::Tensor &x, const at::Tensor *w, const Extra &extra,
+                  const Outputs &out, double eps, Params *params) {
+  int64_t values[kLayerNormArguments] = {address(x), x.stride(0), address(w ? *w : x), address(*out.y),
+                                         out.y->stride(0), address(*out.rstd), x.size(0), x.size(1), 0};
+  std::fill(values + kLeadingArguments, values + kLayerNormArguments, kCompiledIn);
+  Py_ssize_t n = kLeadingArguments;
+  if (extra.kind == kAdd) {
+    values[17] = address(*extra.residual);
+    values[18] = extra.residual->stride(0);
+    values[19] = address(*out.third);
+    values[20] = out.third->stride(0);
+    n = kAddArguments;
+  } else if (extra.kind == kLayerNorm) {
+    values[23] = address(*out.third);
+    if (extra.bias != nullptr) values[24] = address(*extra.bias);
+    n = kLayerNormArguments;
+  }
+  return pack_values(plan, values, n, eps, params);
 }
 
 // Whether a plan's codes are what its file launches: `n` leading arguments each of its allowed codes, then
@@ -308,8 +379,8 @@ struct Held {
 };
 
 // The entry's slot for this call, or nullptr (a miss); *p: the grid.
-Slot *look_up(const at::Tensor &x, const at::Tensor *w, double offset, int64_t *p) {
-  auto found = entries.find(key_of(x, w, offset));
+Slot *look_up(const at::Tensor &x, const at::Tensor *w, double offset, const Extra &extra, int64_t *p) {
+  auto found = entries.find(key_of(x, w, offset, extra));
   if (found == entries.end()) return nullptr;
   bool persistent = false;
   *p = programs(found->second, x.size(0), &persistent);
@@ -355,17 +426,77 @@ PyObject *tensor_pair(at::Tensor a, at::Tensor b) {
   return out;
 }
 
-bool floats(PyObject *const *args, double *eps, double *offset) {
-  *eps = PyFloat_AsDouble(args[2]);
-  if (*eps == -1.0 && PyErr_Occurred()) return false;
-  *offset = PyFloat_AsDouble(args[3]);
-  return !(*offset == -1.0 && PyErr_Occurred());
+// (a, b, c) as a new tuple of tensors, all defined. nullptr with a Python error set.
+PyObject *tensor_triple(at::Tensor a, at::Tensor b, at::Tensor c) {
+  PyObject *items[3] = {THPVariable_Wrap(std::move(a)), THPVariable_Wrap(std::move(b)),
+                        THPVariable_Wrap(std::move(c))};
+  PyObject *out = items[0] && items[1] && items[2] ? PyTuple_Pack(3, items[0], items[1], items[2]) : nullptr;
+  for (PyObject *item : items) Py_XDECREF(item);
+  return out;
 }
 
-// forward(x, weight, eps, offset, poison) -> (y, rstd) launched on the current stream, or None: no plan for this
-// launch, or tensors it does not take (not CUDA, not on the current device, not 2-D), or a launch hook set. x (M, N)
-// with M >= 1 and weight (N,) or None, checked by the caller (rmsnorm.contract.check_fast_inputs). poison: the
-// outputs filled with NaN before the launch (tests: rmsnorm.testing.poisoned_outputs).
+bool read_double(PyObject *obj, double *out) {
+  *out = PyFloat_AsDouble(obj);
+  return !(*out == -1.0 && PyErr_Occurred());
+}
+
+bool floats(PyObject *const *args, double *eps, double *offset) {
+  return read_double(args[2], eps) && read_double(args[3], offset);
+}
+
+// Whether `extra` fits x as the caller's checks left it (rmsnorm.contract.check_add_inputs, check_layernorm_inputs):
+// a residual of x's shape on x's device, a bias of N elements. Anything else is the Python path's to refuse.
+bool extra_fits(const at::Tensor &x, const Extra &extra) {
+  if (extra.kind == kAdd) {
+    const at::Tensor &r = *extra.residual;
+    return r.dim() == 2 && r.size(0) == x.size(0) && r.size(1) == x.size(1) && r.device() == x.device();
+  }
+  return extra.bias == nullptr || (extra.bias->dim() == 1 && extra.bias->size(0) == x.size(1));
+}
+
+// One kept kind of forward launched on the current stream: (y, rstd), or (y, residual_out, rstd) for the fused add,
+// (y, mean, rstd) for the LayerNorm; None where the Python path must run it (no plan for this launch; tensors it
+// does not take: not CUDA, not on the current device, not 2-D; a launch hook set; a value its codes cannot hold);
+// nullptr with a Python error set. poison: the outputs filled with NaN before the launch
+// (rmsnorm.testing.poisoned_outputs).
+PyObject *launch_kind(const at::Tensor &x, const at::Tensor *w, const Extra &extra, double eps, double offset,
+                      int poison) {
+  if (!x.is_cuda() || x.dim() != 2 || x.size(0) == 0 || !extra_fits(x, extra)) Py_RETURN_NONE;
+  int64_t p = 0;
+  Slot *slot = look_up(x, w, offset, extra, &p);
+  if (slot == nullptr) Py_RETURN_NONE;
+  const Held held(*slot);  // slot is not read again
+  uint64_t stream = 0;
+  const int target = launch_target(x.get_device(), &stream);
+  if (target < 0) return nullptr;
+  if (target == 0) Py_RETURN_NONE;
+
+  const int64_t M = x.size(0), N = x.size(1);
+  at::Tensor y = at::empty({M, N}, x.options());
+  at::Tensor rstd = at::empty({M}, x.options().dtype(at::kFloat));
+  at::Tensor third;  // the fused add's residual_out, in the residual's dtype; the LayerNorm's mean
+  if (extra.kind == kAdd) third = at::empty({M, N}, x.options().dtype(extra.residual->scalar_type()));
+  if (extra.kind == kLayerNorm) third = at::empty({M}, x.options().dtype(at::kFloat));
+  if (poison) {
+    y.fill_(std::numeric_limits<double>::quiet_NaN());
+    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
+    if (third.defined()) third.fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  if (address_class(y) != 0 || address_class(rstd) != 0 || (third.defined() && address_class(third) != 0)) {
+    Py_RETURN_NONE;  // the plans are for aligned outputs
+  }
+  Params params;
+  if (!pack_forward(held.plan, x, w, extra, Outputs{&y, &rstd, third.defined() ? &third : nullptr}, eps, &params)) {
+    Py_RETURN_NONE;
+  }
+  const long dims[3] = {static_cast<long>(p), 1, 1};
+  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
+  if (extra.kind == kPlain) return tensor_pair(std::move(y), std::move(rstd));
+  return tensor_triple(std::move(y), std::move(third), std::move(rstd));
+}
+
+// forward(x, weight, eps, offset, poison) -> (y, rstd) launched on the current stream, or None (launch_kind). x
+// (M, N) with M >= 1 and weight (N,) or None, checked by the caller (rmsnorm.contract.check_fast_inputs).
 PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 5) {
     PyErr_SetString(PyExc_TypeError, "forward(x, weight, eps, offset, poison)");
@@ -376,56 +507,102 @@ PyObject *forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (poison < 0) return nullptr;
   const at::Tensor *x = nullptr, *w = nullptr;
   if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w)) Py_RETURN_NONE;
-  if (!x->is_cuda() || x->dim() != 2 || x->size(0) == 0) Py_RETURN_NONE;
   double eps, offset;
   if (!floats(args, &eps, &offset)) return nullptr;
-  int64_t p = 0;
-  Slot *slot = look_up(*x, w, offset, &p);
-  if (slot == nullptr) Py_RETURN_NONE;
-  const Held held(*slot);  // slot is not read again
-  uint64_t stream = 0;
-  const int target = launch_target(x->get_device(), &stream);
-  if (target < 0) return nullptr;
-  if (target == 0) Py_RETURN_NONE;
-
-  const int64_t M = x->size(0), N = x->size(1);
-  at::Tensor y = at::empty({M, N}, x->options());
-  at::Tensor rstd = at::empty({M}, x->options().dtype(at::kFloat));
-  if (poison) {
-    y.fill_(std::numeric_limits<double>::quiet_NaN());
-    rstd.fill_(std::numeric_limits<double>::quiet_NaN());
-  }
-  if (address_class(y) != 0 || address_class(rstd) != 0) Py_RETURN_NONE;  // the plans are for aligned outputs
-  Params params;
-  if (!pack_forward(held.plan, *x, w, y, rstd, eps, &params)) Py_RETURN_NONE;
-  const long dims[3] = {static_cast<long>(p), 1, 1};
-  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
-  return tensor_pair(std::move(y), std::move(rstd));
+  return launch_kind(*x, w, Extra{}, eps, offset, poison);
   END_HANDLE_TH_ERRORS
 }
 
-// remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel) -> bool: keep the plan of the kernel
-// the Python path has just launched for these tensors (rmsnorm.native_launch.remember_forward), under this call's
-// key; False, keeping nothing, where this file could not launch it: outputs not 16-byte aligned or not
-// contiguous, or codes other than the forward's (kAllowedCodes, then constexprs).
-PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 9) {
-    PyErr_SetString(PyExc_TypeError, "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel)");
+// forward_add(x, residual, weight, eps, offset, poison) -> (y, residual_out, rstd) or None: the fused add's
+// forward (rmsnorm.forward.launch_add_forward), checked by the caller (rmsnorm.contract.check_add_inputs).
+PyObject *forward_add(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "forward_add(x, residual, weight, eps, offset, poison)");
     return nullptr;
   }
   HANDLE_TH_ERRORS
-  const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr;
+  const int poison = PyObject_IsTrue(args[5]);
+  if (poison < 0) return nullptr;
+  const at::Tensor *x = nullptr, *residual = nullptr, *w = nullptr;
+  if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &residual) || residual == nullptr ||
+      !unpack(args[2], &w)) {
+    Py_RETURN_NONE;
+  }
+  double eps, offset;
+  if (!read_double(args[3], &eps) || !read_double(args[4], &offset)) return nullptr;
+  return launch_kind(*x, w, Extra{kAdd, residual, nullptr}, eps, offset, poison);
+  END_HANDLE_TH_ERRORS
+}
+
+// forward_layernorm(x, weight, bias, eps, poison) -> (y, mean, rstd) or None: the LayerNorm's forward
+// (rmsnorm.layernorm_launchers.launch_layernorm_forward), checked by the caller (check_layernorm_inputs).
+PyObject *forward_layernorm(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 5) {
+    PyErr_SetString(PyExc_TypeError, "forward_layernorm(x, weight, bias, eps, poison)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const int poison = PyObject_IsTrue(args[4]);
+  if (poison < 0) return nullptr;
+  const at::Tensor *x = nullptr, *w = nullptr, *bias = nullptr;
+  if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[2], &bias)) Py_RETURN_NONE;
+  double eps;
+  if (!read_double(args[3], &eps)) return nullptr;
+  return launch_kind(*x, w, Extra{kLayerNorm, nullptr, bias}, eps, 0.0, poison);
+  END_HANDLE_TH_ERRORS
+}
+
+// The fused add's and the LayerNorm's tensors after a forward's first arguments, as remember_forward and
+// forward_params take them: (residual, residual_out, mean, bias), all None for the plain norm; residual and
+// residual_out for the fused add; mean and the bias (or None) for the LayerNorm. False with a Python error set
+// when they are none of these.
+bool unpack_extra(PyObject *const *args, const char *name, Extra *extra, const at::Tensor **third) {
+  const at::Tensor *residual = nullptr, *residual_out = nullptr, *mean = nullptr, *bias = nullptr;
+  if (!unpack(args[0], &residual) || !unpack(args[1], &residual_out) || !unpack(args[2], &mean) ||
+      !unpack(args[3], &bias)) {
+    PyErr_Format(PyExc_TypeError, "%s: residual, residual_out, mean and bias must be strided tensors or None", name);
+    return false;
+  }
+  const bool add = residual != nullptr && residual_out != nullptr && mean == nullptr && bias == nullptr;
+  const bool layernorm = mean != nullptr && residual == nullptr && residual_out == nullptr;
+  const bool plain = !residual && !residual_out && !mean && !bias;
+  if (!add && !layernorm && !plain) {
+    PyErr_Format(PyExc_ValueError, "%s: residual and residual_out (the fused add), or mean and bias or None (the "
+                 "LayerNorm), or none of them", name);
+    return false;
+  }
+  *extra = add ? Extra{kAdd, residual, nullptr} : layernorm ? Extra{kLayerNorm, nullptr, bias} : Extra{};
+  *third = add ? residual_out : mean;
+  return true;
+}
+
+// remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel[, residual, residual_out, mean, bias])
+// -> bool: keep the plan of the kernel the Python path has just launched for these tensors
+// (rmsnorm.native_launch.remember_forward), under this call's key; False, keeping nothing, where this file could not
+// launch it: outputs not as launch_kind allocates them (contiguous, 16-byte aligned, y in x's dtype, rstd and mean
+// float32, residual_out in the residual's dtype), or codes other than its kind's (kAllowedCodes, kAddCodes,
+// kLayerNormCodes, then constexprs).
+PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 9 && nargs != 13) {
+    PyErr_SetString(PyExc_TypeError, "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel"
+                                     "[, residual, residual_out, mean, bias])");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr, *third = nullptr;
   if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[3], &y) || y == nullptr ||
       !unpack(args[4], &rstd) || rstd == nullptr) {
     PyErr_SetString(PyExc_TypeError, "remember_forward: x, y and rstd must be strided tensors, weight one or None");
     return nullptr;
   }
+  Extra extra;
+  if (nargs == 13 && !unpack_extra(args + 9, "remember_forward", &extra, &third)) return nullptr;
   if (x->dim() != 2 || x->size(0) == 0) {
     PyErr_SetString(PyExc_ValueError, "remember_forward: x must be (M, N) with M >= 1");
     return nullptr;
   }
-  const double offset = PyFloat_AsDouble(args[2]);
-  if (offset == -1.0 && PyErr_Occurred()) return nullptr;
+  double offset;
+  if (!read_double(args[2], &offset)) return nullptr;
   Plan plan;
   if (!rmsnorm_launch::parse_plan(args[5], &plan)) return nullptr;
   const int64_t block_m = PyLong_AsLongLong(args[6]), cap = PyLong_AsLongLong(args[7]);
@@ -434,13 +611,29 @@ PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) 
     PyErr_SetString(PyExc_ValueError, "remember_forward: block_m >= 1 and cap >= 0");
     return nullptr;
   }
-  const int64_t N = x->size(1);
-  if (y->dim() != 2 || y->size(0) != x->size(0) || y->size(1) != N || y->stride(0) != N || rstd->dim() != 1 ||
-      rstd->size(0) != x->size(0) || address_class(*y) != 0 || address_class(*rstd) != 0) {
+  const int64_t M = x->size(0), N = x->size(1);
+  if (y->dim() != 2 || y->size(0) != M || y->size(1) != N || y->stride(0) != N || y->stride(1) != 1 ||
+      y->scalar_type() != x->scalar_type() || rstd->dim() != 1 || rstd->size(0) != M ||
+      rstd->scalar_type() != at::kFloat || address_class(*y) != 0 || address_class(*rstd) != 0) {
     Py_RETURN_FALSE;
   }
-  if (!codes_allowed(plan, kAllowedCodes, kLeadingArguments)) Py_RETURN_FALSE;
-  Entry &entry = entries[key_of(*x, w, offset)];
+  if (!extra_fits(*x, extra)) Py_RETURN_FALSE;
+  if (extra.kind == kAdd && (third->dim() != 2 || third->size(0) != M || third->size(1) != N ||
+                             third->stride(0) != N || third->stride(1) != 1 ||
+                             third->scalar_type() != extra.residual->scalar_type() || address_class(*third) != 0)) {
+    Py_RETURN_FALSE;
+  }
+  if (extra.kind == kLayerNorm && (third->dim() != 1 || third->size(0) != M || third->scalar_type() != at::kFloat ||
+                                   address_class(*third) != 0)) {
+    Py_RETURN_FALSE;
+  }
+  const bool allowed =
+      extra.kind == kPlain ? codes_allowed(plan, kAllowedCodes, kLeadingArguments)
+      : extra.kind == kAdd ? codes_allowed(plan, kAddCodes, kAddArguments)
+                           : codes_allowed(plan, extra.bias ? kLayerNormCodes : kLayerNormNoBiasCodes,
+                                           kLayerNormArguments);
+  if (!allowed) Py_RETURN_FALSE;
+  Entry &entry = entries[key_of(*x, w, offset, extra)];
   if (entry.block_m != block_m || entry.cap != cap) {  // a configuration other than the kept one's: start afresh
     entry.slots[0].clear();
     entry.slots[1].clear();
@@ -448,7 +641,7 @@ PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) 
     entry.cap = cap;
   }
   bool persistent = false;
-  programs(entry, x->size(0), &persistent);
+  programs(entry, M, &persistent);
   Slot &slot = entry.slots[persistent];
   slot.keep(plan, args[5], args[8]);
   Py_RETURN_TRUE;
@@ -466,34 +659,37 @@ PyObject *packed_bytes(const Params &params) {
   return PyBytes_FromStringAndSize(buffer, length);
 }
 
-// forward_params(x, weight, eps, offset, y, rstd) -> (programs, parameters: bytes) or None: what forward would
-// hand the driver for these tensors and outputs (any device: for tests on a machine without a GPU).
+// forward_params(x, weight, eps, offset, y, rstd[, residual, residual_out, mean, bias]) -> (programs, parameters:
+// bytes) or None: what launch_kind would hand the driver for these tensors and outputs (any device: for tests on a
+// machine without a GPU).
 PyObject *forward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 6) {
-    PyErr_SetString(PyExc_TypeError, "forward_params(x, weight, eps, offset, y, rstd)");
+  if (nargs != 6 && nargs != 10) {
+    PyErr_SetString(PyExc_TypeError, "forward_params(x, weight, eps, offset, y, rstd[, residual, residual_out, "
+                                     "mean, bias])");
     return nullptr;
   }
   HANDLE_TH_ERRORS
-  const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr;
+  const at::Tensor *x = nullptr, *w = nullptr, *y = nullptr, *rstd = nullptr, *third = nullptr;
   if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[4], &y) || y == nullptr ||
       !unpack(args[5], &rstd) || rstd == nullptr) {
     PyErr_SetString(PyExc_TypeError, "forward_params: x, y and rstd must be strided tensors, weight one or None");
     return nullptr;
   }
+  Extra extra;
+  if (nargs == 10 && !unpack_extra(args + 6, "forward_params", &extra, &third)) return nullptr;
   double eps, offset;
   if (!floats(args, &eps, &offset)) return nullptr;
-  if (x->dim() != 2 || x->size(0) == 0) Py_RETURN_NONE;
+  if (x->dim() != 2 || x->size(0) == 0 || !extra_fits(*x, extra)) Py_RETURN_NONE;
   int64_t p = 0;
-  Slot *slot = look_up(*x, w, offset, &p);
+  Slot *slot = look_up(*x, w, offset, extra, &p);
   if (slot == nullptr) Py_RETURN_NONE;
   Params params;
-  if (!pack_forward(slot->plan, *x, w, *y, *rstd, eps, &params)) Py_RETURN_NONE;
+  if (!pack_forward(slot->plan, *x, w, extra, Outputs{y, rstd, third}, eps, &params)) Py_RETURN_NONE;
   PyObject *bytes = packed_bytes(params);
   if (bytes == nullptr) return nullptr;
   return Py_BuildValue("(LN)", static_cast<long long>(p), bytes);
   END_HANDLE_TH_ERRORS
 }
-
 
 // ------------------------------------------------------------------------------------------------ the backward
 
@@ -904,10 +1100,16 @@ PyCFunction fastcall(F f) {
 PyMethodDef rmsnorm_forward_methods[] = {
     {"forward", fastcall(forward), METH_FASTCALL,
      "forward(x, weight, eps, offset, poison) -> (y, rstd) or None: the fast forward launched from a kept plan"},
+    {"forward_add", fastcall(forward_add), METH_FASTCALL,
+     "forward_add(x, residual, weight, eps, offset, poison) -> (y, residual_out, rstd) or None: the fused add's"},
+    {"forward_layernorm", fastcall(forward_layernorm), METH_FASTCALL,
+     "forward_layernorm(x, weight, bias, eps, poison) -> (y, mean, rstd) or None: the LayerNorm's forward"},
     {"remember_forward", fastcall(remember_forward), METH_FASTCALL,
-     "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel) -> bool: keep a plan"},
+     "remember_forward(x, weight, offset, y, rstd, plan, block_m, cap, kernel[, residual, residual_out, mean, "
+     "bias]) -> bool: keep a plan"},
     {"forward_params", fastcall(forward_params), METH_FASTCALL,
-     "forward_params(x, weight, eps, offset, y, rstd) -> (programs, bytes) or None: what forward would launch"},
+     "forward_params(x, weight, eps, offset, y, rstd[, residual, residual_out, mean, bias]) -> (programs, bytes) "
+     "or None: what a forward would launch"},
     {"backward", fastcall(backward), METH_FASTCALL,
      "backward(x, weight, rstd, dy, offset, poison) -> (dx, dgamma or None) or None: from kept plans"},
     {"remember_backward", fastcall(remember_backward), METH_FASTCALL,

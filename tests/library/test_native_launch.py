@@ -48,9 +48,11 @@ def native_launch_on(monkeypatch):
 
 @pytest.fixture
 def fresh_state(monkeypatch):
-    """The extension not yet tried, the native launch on: as a new process starts."""
+    """The extension not yet tried, the native launch on: as a new process starts (the contract's quick check put
+    back afterwards, as loading an extension replaces it)."""
     for name, value in (("module", None), ("failure", None), ("tried", False), ("enabled", True)):
         monkeypatch.setattr(native_launch.state, name, value)
+    monkeypatch.setattr(rmsnorm.contract, "quick_check", rmsnorm.contract.quick_check)
     return native_launch.state
 
 
@@ -232,6 +234,11 @@ class _StandInExtension:
 
     def allow_dynamic_shared(self, function, nbytes):
         self.shared.append((function, nbytes))
+
+    def configure_quick_check(self, max_n, cpu):
+        pass
+
+    plainly_valid = staticmethod(rmsnorm.contract._plainly_valid)
 
 
 @pytest.fixture
@@ -449,6 +456,175 @@ def test_the_forward_path_turns_away_a_tensor_it_cannot_key_without_aborting(for
         with pytest.raises(TypeError, match="strided"):
             forward_path.forward_params(xs, ws, 1e-6, 0.0, y, rstd)
         assert forward_path.forward(xs, ws, 1e-6, 0.0, False) is None
+
+
+def _specialisation(kernel, *args, **options):
+    """The codes Triton's binder gives ``kernel`` for these arguments on a CUDA backend (sm_90), computed on the CPU."""
+    compiler = pytest.importorskip("triton.backends.nvidia.compiler")
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = compiler.CUDABackend(GPUTarget("cuda", 90, 32))
+    kernel = triton.runtime.jit.JITFunction(kernel.fn)  # the compiled kernel's binder, the interpreter on or off
+    _, spec, _ = create_function_from_signature(kernel.signature, kernel.params, backend)(*args, **options)
+    return native_launch.arg_codes(dict(enumerate(ty for ty, _ in spec)))
+
+
+def _forward_launch(kind, M=64, N=4096, dtype=torch.float16, weight=True, bias=True, residual_dtype=None,
+                    residual_stride=None):
+    """One forward launch of ``kind`` ("plain", "add", "layernorm") as _run makes it: (tensors, extra, values,
+    constexprs), extra being (residual, residual_out, mean, bias) as remember_forward and forward_params take it."""
+    from rmsnorm.config import forward_config, grid_size, row_align_hint
+
+    x = _padded(M, N, N + 8, dtype)  # rows not dense: the blocked kernel's rule, as for the fused add and LayerNorm
+    w = torch.randn(N, dtype=dtype) if weight else None
+    y, rstd = torch.empty(M, N, dtype=dtype), torch.empty(M)
+    residual = residual_out = mean = b = None
+    if kind == "add":
+        residual = _padded(M, N, residual_stride or N, residual_dtype or dtype)
+        residual_out = torch.empty(M, N, dtype=residual.dtype)
+    if kind == "layernorm":
+        mean = torch.empty(M)
+        b = torch.randn(N, dtype=dtype) if bias else None
+    config = forward_config(N, dtype, False)
+    P = grid_size(config, -(-M // config.BLOCK_M), 132)
+    strides = (x.stride(0), N) + ((residual.stride(0), N) if residual is not None else ())
+    values = (x, x.stride(0), x if w is None else w, y, N, rstd, M, N, 1e-6)
+    constexprs = (w is not None, 0.0, config.one_block(N), config.BLOCK_M, config.BLOCK_N, P < -(-M // config.BLOCK_M),
+                  config.num_stages, row_align_hint(x.element_size(), N, *strides),
+                  residual, None if residual is None else residual.stride(0), residual_out,
+                  None if residual is None else N, residual is not None, config.static(N), mean, b, mean is not None,
+                  b is not None)
+    cap = 0 if config.programs_per_sm is None else 132 * config.programs_per_sm
+    return (x, w, y, rstd), (residual, residual_out, mean, b), values + constexprs, (config.BLOCK_M, cap, P)
+
+
+FORWARD_KINDS = {
+    "plain": {"kind": "plain"}, "plain, no weight": {"kind": "plain", "weight": False},
+    "fused add": {"kind": "add"}, "fused add, float32 residual": {"kind": "add", "residual_dtype": torch.float32},
+    "fused add, residual rows in a wider buffer": {"kind": "add", "residual_stride": 4104},
+    "fused add, one row": {"kind": "add", "M": 1}, "fused add, no weight": {"kind": "add", "weight": False},
+    "layernorm": {"kind": "layernorm"}, "layernorm, no bias": {"kind": "layernorm", "bias": False},
+    "layernorm, no weight": {"kind": "layernorm", "weight": False},
+    "layernorm, 20000 columns": {"kind": "layernorm", "M": 7, "N": 20000, "dtype": torch.float32},
+}
+
+
+@toolchain
+@pytest.mark.parametrize("case", FORWARD_KINDS)
+def test_tritons_own_codes_for_each_kind_of_forward_are_kept_and_packed(forward_path, case):
+    """The plain norm's, the fused add's and the LayerNorm's launches of the one forward kernel: the codes Triton's
+    binder gives each are the ones its kind allows (kAllowedCodes, kAddCodes, kLayerNormCodes), kept, and packed as
+    Triton would pack them."""
+    from rmsnorm.forward import rmsnorm_fast_forward_kernel
+
+    (x, w, y, rstd), extra, args, (block_m, cap, P) = _forward_launch(**FORWARD_KINDS[case])
+    codes = _specialisation(rmsnorm_fast_forward_kernel, *args)
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), block_m, cap, object(),
+                                         *extra) is True
+    kept = [(c, v.data_ptr() if isinstance(v, torch.Tensor) else v) for c, v in zip(codes.decode(), args) if c != "x"]
+    expected = b"".join(struct.pack("<" + {"P": "Q", "i": "i", "q": "q", "f": "f"}[c], v) for c, v in kept)
+    programs, params = forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd, *extra)
+    assert programs == P and params == expected + struct.pack("<QQ", 0, 0)
+    if any(t is not None for t in extra):  # another kind of launch on the same x and weight: its own plan
+        assert forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd) is None
+    else:
+        assert forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd, None, None, torch.empty(x.shape[0]), None) is None
+    assert forward_path.plans()[0] == 1
+
+
+@toolchain
+@pytest.mark.parametrize("other", ["residual dtype", "residual row stride", "residual misaligned", "no bias",
+                                   "bias dtype", "bias misaligned"])
+def test_the_fused_add_s_and_the_layernorm_s_launches_key_on_their_own_tensors(forward_path, other):
+    kind = "add" if other.startswith("residual") else "layernorm"
+    (x, w, y, rstd), extra, args, (block_m, cap, _) = _forward_launch(kind)
+    codes = _specialisation(rmsnorm.forward.rmsnorm_fast_forward_kernel, *args)
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), block_m, cap, None, *extra)
+    residual, residual_out, mean, bias = extra
+    changed = {
+        "residual dtype": lambda: (residual.float(), residual_out.float(), None, None),
+        "residual row stride": lambda: (_padded(64, 4096, 4112), residual_out, None, None),
+        "residual misaligned": lambda: (_padded(64, 4096, 4104, shift=1), residual_out, None, None),
+        "no bias": lambda: (None, None, mean, None),
+        "bias dtype": lambda: (None, None, mean, bias.float()),
+        "bias misaligned": lambda: (None, None, mean, torch.randn(4097, dtype=torch.float16)[1:]),
+    }[other]()
+    assert forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd, *changed) is None
+    assert forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd, *extra) is not None
+
+
+@toolchain
+def test_the_fused_add_s_and_the_layernorm_s_plans_are_kept_only_for_outputs_made_as_the_c_path_makes_them(
+        forward_path):
+    (x, w, y, rstd), (residual, residual_out, _, _), args, shape = _forward_launch("add")
+    codes = _specialisation(rmsnorm.forward.rmsnorm_fast_forward_kernel, *args)
+    plan = _forward_plan(codes)
+    for wrong in (residual_out.float(), _padded(64, 4096, 4104), _padded(64, 4096, 4096, shift=1), residual_out[:63]):
+        assert forward_path.remember_forward(x, w, 0.0, y, rstd, plan, *shape[:2], None, residual, wrong, None,
+                                             None) is False
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(FORWARD_CODES), *shape[:2], None,
+                                         residual, residual_out, None, None) is False  # a plain norm's codes
+    assert forward_path.remember_forward(x, w, 0.0, y.float(), rstd, plan, *shape[:2], None, residual, residual_out,
+                                         None, None) is False  # y not in x's dtype
+    (x, w, y, rstd), (_, _, mean, bias), args, shape = _forward_launch("layernorm")
+    codes = _specialisation(rmsnorm.forward.rmsnorm_fast_forward_kernel, *args)
+    for wrong in (mean.double(), torch.empty(65)[1:], mean[:63]):
+        assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), *shape[:2], None, None, None,
+                                             wrong, bias) is False
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), *shape[:2], None, None, None,
+                                         mean, None) is False  # codes for a bias, no bias given
+    assert forward_path.plans()[0] == 0
+    for extra in ((x, None, None, None), (x, y, mean, None), (None, None, None, w)):  # no kind of launch
+        with pytest.raises(ValueError, match="the fused add"):
+            forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), *shape[:2], None, *extra)
+    with pytest.raises(TypeError, match="remember_forward"):
+        forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(codes), *shape[:2], None, None)
+
+
+def test_the_fused_add_s_and_the_layernorm_s_forwards_take_the_c_path_as_default(monkeypatch, fresh_state):
+    from rmsnorm import forward as forward_module
+    from rmsnorm import layernorm_launchers
+
+    x, r, w, b = torch.randn(4, 8), torch.randn(4, 8), torch.randn(8), torch.randn(8)
+    outputs = (torch.zeros(4, 8), torch.zeros(4, 8), torch.zeros(4))
+    standin = _ForwardStandIn(outputs)
+    standin.forward_add = standin.forward_layernorm = standin.forward
+    monkeypatch.setattr(native_launch.state, "module", standin)
+    assert forward_module.launch_add_forward(x, r, w, 1e-6, None, 1.0) is outputs
+    assert layernorm_launchers.launch_layernorm_forward(x, w, b, 1e-5) is outputs
+    assert standin.calls == [(x, r, w, 1e-6, 1.0, True), (x, w, b, 1e-5, True)]  # poisoned (tests/conftest.py)
+    with mock.patch.object(forward_module, "_run", lambda *a: None), \
+            mock.patch.object(layernorm_launchers, "_run", lambda *a: None):
+        config = rmsnorm.config.forward_config(8, x.dtype)
+        assert forward_module.launch_add_forward(x, r, w, 1e-6, config)[0] is not outputs[0]  # explicit: Python
+        assert layernorm_launchers.launch_layernorm_forward(x, w, b, 1e-5, config)[0] is not outputs[0]
+        native_launch.set_native_launch(False)
+        assert forward_module.launch_add_forward(x, r, w, 1e-6)[0] is not outputs[0]
+        assert layernorm_launchers.launch_layernorm_forward(x, w, b, 1e-5)[0] is not outputs[0]
+    assert len(standin.calls) == 2
+
+
+def test_the_forward_hands_over_each_default_launch_it_ran(monkeypatch):
+    """_run hands remember_forward the plain norm's, the fused add's and the LayerNorm's launches with the default
+    configuration (on the CPU under the interpreter: the hand-over itself, recorded), never an explicit one's."""
+    from rmsnorm import forward as forward_module
+
+    handed = []
+    monkeypatch.setattr(native_launch.state, "enabled", True)
+    monkeypatch.setattr(native_launch, "remember_forward", lambda *args: handed.append(args))
+    x, r, w, b = torch.randn(4, 8), torch.randn(4, 8), torch.randn(8), torch.randn(8)
+    monkeypatch.setattr(forward_module, "_launch", lambda *args, **kwargs: None)  # no kernel: the hand-over only
+    y, rstd = torch.empty(4, 8), torch.empty(4)
+    forward_module._run(x, w, 1e-6, None, 0.0, y, rstd, None, None)
+    residual_out = torch.empty(4, 8)
+    forward_module._run(x, w, 1e-6, None, 1.0, y, rstd, r, residual_out)
+    mean = torch.empty(4)
+    forward_module._run(x, w, 1e-5, None, 0.0, y, rstd, None, None, mean, b)
+    forward_module._run(x, w, 1e-6, rmsnorm.config.forward_config(8, x.dtype, False), 0.0, y, rstd, None, None)
+    assert len(handed) == 3
+    assert [h[-4:] for h in handed] == [(None, None, None, None), (r, residual_out, None, None), (None, None, mean, b)]
+    assert all(h[2] is x and h[3] is w for h in handed) and [h[4] for h in handed] == [0.0, 1.0, 0.0]
 
 
 @pytest.fixture
@@ -930,6 +1106,73 @@ def test_the_backward_launches_from_c_once_kept_with_the_python_path_s_numbers(c
         assert (dgamma is None) == (w is None)
         if w is not None:
             assert torch.equal(dgamma, first[1]) and dgamma.dtype == w.dtype
+
+
+OTHER_FORWARD_CASES = {
+    "fused add, 64 x 4096 bf16": {"kind": "add", "shape": (64, 4096), "dtype": torch.bfloat16},
+    "fused add, 1 x 4096 bf16, float32 residual": {"kind": "add", "shape": (1, 4096), "dtype": torch.bfloat16,
+                                                   "residual_dtype": torch.float32},
+    "fused add, 17 x 257 fp32, offset 1": {"kind": "add", "shape": (17, 257), "dtype": torch.float32, "offset": 1.0},
+    "fused add, 300 x 1000 fp16, residual rows in a wider buffer": {"kind": "add", "shape": (300, 1000),
+                                                                    "dtype": torch.float16, "padded": True},
+    "fused add, 4096 x 128 fp16, no weight": {"kind": "add", "shape": (4096, 128), "dtype": torch.float16,
+                                              "no_weight": True},
+    "layernorm, 64 x 4096 bf16": {"kind": "layernorm", "shape": (64, 4096), "dtype": torch.bfloat16},
+    "layernorm, 17 x 257 fp32, no bias": {"kind": "layernorm", "shape": (17, 257), "dtype": torch.float32,
+                                          "no_bias": True},
+    "layernorm, 4096 x 768 fp16, fp32 weight and bias": {"kind": "layernorm", "shape": (4096, 768),
+                                                         "dtype": torch.float16, "weight_dtype": torch.float32},
+    "layernorm, 8 x 131072 bf16": {"kind": "layernorm", "shape": (8, 131072), "dtype": torch.bfloat16},
+}
+
+
+@gpu_only
+@pytest.mark.parametrize("case", OTHER_FORWARD_CASES)
+def test_the_fused_add_s_and_the_layernorm_s_forwards_launch_from_c_once_kept(case, monkeypatch):
+    """The same kernel, their own kinds of launch: the Python path's numbers bit for bit, its output dtypes, and
+    float64's (the fused add's residual_out: x + residual as torch rounds it), under tests/conftest.py's poison."""
+    from rmsnorm import forward as forward_module
+    from rmsnorm import layernorm_launchers
+
+    spec = OTHER_FORWARD_CASES[case]
+    x, w, offset = _forward_case(spec)
+    if spec["kind"] == "add":
+        residual = torch.randn(x.shape, device="cuda", dtype=spec.get("residual_dtype", x.dtype))
+        if spec.get("padded"):
+            residual = torch.randn(x.shape[0], x.shape[1] + 40, device="cuda", dtype=residual.dtype)[:, :x.shape[1]]
+
+        def call():
+            return forward_module.launch_add_forward(x, residual, w, 1e-6, None, offset)
+    else:
+        bias = None if spec.get("no_bias") else 0.5 * torch.randn(x.shape[1], device="cuda", dtype=w.dtype)
+
+        def call():
+            return layernorm_launchers.launch_layernorm_forward(x, w, bias, 1e-5)
+    module = native_launch.extension()
+    module.forget_plans()
+    first = call()  # Python: compiles, launches, keeps the plan
+    assert module.plans()[0] == 1
+
+    def no_python_launch(*args, **kwargs):
+        raise AssertionError("the Python path launched a kept kind of forward")
+
+    monkeypatch.setattr(forward_module, "_run", no_python_launch)
+    monkeypatch.setattr(layernorm_launchers, "_run", no_python_launch)
+    for _ in range(2):
+        out = call()
+        assert all(torch.equal(a, b) and a.dtype == b.dtype and a.is_contiguous() for a, b in zip(out, first))
+    monkeypatch.undo()
+    y, third, rstd = out
+    assert y.dtype == x.dtype and rstd.dtype == torch.float32
+    if spec["kind"] == "add":
+        assert third.dtype == residual.dtype and torch.equal(third, x + residual)
+        weight = torch.ones(x.shape[1], device="cuda", dtype=torch.float64) if w is None else w.double()
+        assert_close(y, rmsnorm_reference(third.double(), weight, 1e-6, offset), dtype=x.dtype)
+    else:
+        expected = torch.nn.functional.layer_norm(x.double(), x.shape[1:], w.double(),
+                                                  None if bias is None else bias.double(), 1e-5)
+        assert_close(y, expected, dtype=x.dtype)
+        assert_close(third, x.double().mean(1), dtype=torch.float32)
 
 
 @gpu_only
