@@ -318,12 +318,12 @@ def launch_backward(
     the gradient of residual_out as ``dres`` (x's dtype and shape, unit column stride): dx is then the
     gradient of h, the norm's dx + dres (HAS_DRES), in x's dtype; ``dy`` may then be 16-bit with a float32
     ``x`` (the float32 residual stream). Launches through :class:`~rmsnorm.launch.DirectLauncher`; with the native
-    launch on, the default configuration and no ``dres``, from one C call once a plan is kept
-    (:mod:`rmsnorm.native_launch`, csrc/fast_path.cpp).
+    launch on and the default configuration, from one C call once a plan is kept (:mod:`rmsnorm.native_launch`,
+    csrc/fast_path.cpp: the fused add's launches, with ``dres``, are their own kind there).
     """
-    poison = None if config is not None or dres is not None else native_launch.c_path_poison(device.new_output)
+    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
     if poison is not None:  # both launches in one C call, from plans run_backward kept (csrc/fast_path.cpp)
-        out = native_launch.state.module.backward(x, weight, rstd, dy, offset, poison)
+        out = native_launch.state.module.backward(x, weight, rstd, dy, offset, poison, dres)
         if out is not None:  # None: no plans for this kind of launch yet, run_backward runs it
             return out
     return run_backward(x, weight, rstd, dy, config, offset, dres)[:2]
@@ -343,7 +343,7 @@ def run_backward(
     rule may apply; for the LayerNorm to :func:`~rmsnorm.config.layernorm_backward_config`.
     """
     M, N = x.shape
-    plain_default = config is None and dres is None and mean is None
+    default = config is None
     if config is None:  # a flat rule may apply only to the plain RMSNorm's dense rows (dx is allocated contiguous)
         config = (backward_config(N, x.dtype, dres is None and dense_rows(x, dy)) if mean is None
                   else layernorm_backward_config(N, x.dtype))
@@ -391,11 +391,12 @@ def run_backward(
         mean, bias_partial, mean_u, mean is not None, bias is not None, num_warps=config.num_warps,
     )
     dgamma = None if weight is None else _sum_partials(partial, weight.dtype)
-    if plain_default and native_launch.state.enabled:  # later calls of this kind launch from C (launch_backward)
+    if default and mean is None and native_launch.state.enabled:  # later calls of this kind launch from C
+        # (launch_backward; the LayerNorm's backward, with its dbias sum, runs here)
         native_launch.remember_backward(
             (_launch, key + (offset,)), (_launch_dgamma, None if dgamma is None else _dgamma_key(partial, dgamma)),
             x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma),
-            (block_m, one_block, compute is torch.float64, REDUCE_BLOCK_N), config)
+            (block_m, one_block, compute is torch.float64, REDUCE_BLOCK_N), config, dres)
     return dx, dgamma, (None if bias is None else _sum_partials(bias_partial, bias.dtype))
 
 

@@ -25,8 +25,9 @@ arguments and launches, or returns None where it has no plan and the Python path
 :func:`remember_forward`, hands it the plan it launched with); the fused add's forward
 (:func:`~rmsnorm.forward.launch_add_forward`: residual_out too) and the LayerNorm's
 (:func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`: mean too) launch the same kernel from it, each its
-own kind of launch; :func:`~rmsnorm.backward.launch_backward` likewise launches the plain backward kernel and the
-dgamma sum (:func:`remember_backward`). It is compiled against torch's C++ headers, so the extension's name holds
+own kind of launch; :func:`~rmsnorm.backward.launch_backward` likewise launches the backward kernel (the plain
+norm's, or the fused add's with ``dres``) and the dgamma sum (:func:`remember_backward`); the LayerNorm's backward,
+with its dbias sum, runs in Python. It is compiled against torch's C++ headers, so the extension's name holds
 torch's version. Once loaded it also runs the contract's quick check (:func:`rmsnorm.contract.install_quick_check`).
 
 It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): the generic launcher alone
@@ -282,7 +283,7 @@ def _kept_plan(launcher, key: tuple):
 
 
 def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offset: float, outputs: tuple,
-                      shape: tuple, config) -> bool:
+                      shape: tuple, config, dres=None) -> bool:
     """Hand the extension's backward path (csrc/fast_path.cpp) the plans of a backward the Python path just launched.
 
     Args:
@@ -292,6 +293,7 @@ def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offse
         outputs: (dx, partial, mean_ux, dgamma) as the launch allocated them (mean_ux is rstd for one block).
         shape: (block_m, one_block, compute is float64, dgamma's columns per program).
         config: the default configuration the launch ran with (its programs_per_sm caps the grid).
+        dres: the fused add's gradient of residual_out (x is then its residual_out), or None: the plain norm's.
 
     Returns:
         Whether the plans were kept (as :func:`remember_forward`).
@@ -302,7 +304,7 @@ def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offse
         return False
     block_m, one_block, float64, reduce_block_n = shape
     return state.module.remember_backward(x, weight, rstd, dy, offset, outputs, kept, kept_dgamma or (None, None),
-                                          (block_m, _grid_cap(x, config), one_block, float64, reduce_block_n))
+                                          (block_m, _grid_cap(x, config), one_block, float64, reduce_block_n), dres)
 
 
 def needs_scratch(compiled) -> bool:

@@ -697,7 +697,9 @@ PyObject *forward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 // the (P, N) float32 partials of dgamma, the (M,) scratch of looped rows, then dgamma summed from the partials by
 // a second kernel. Its key holds, as rmsnorm.backward.backward_key does, the device; the dtypes of x, the weight
 // and dy; the addresses mod 16 of x, the weight, rstd and dy; x's and dy's row strides and N by value; M's
-// classes; whether x's and dy's rows are dense (a flat rule); the weight's presence; the offset. The entry holds
+// classes; whether x's and dy's rows are dense (a flat rule); the weight's presence; the offset; and for the fused
+// add's backward (x is then residual_out) the gradient of residual_out, dres: its dtype, address mod 16 and row
+// stride (dx = the norm's dx + dres, HAS_DRES). The entry holds
 // the configuration's rows per program, grid cap, ONE_BLOCK and row arithmetic dtype, the backward kernel's plan
 // and one plan of the dgamma kernel per class of P (its partial rows: == 1, a multiple of 16, past 2^31 - 1).
 
@@ -705,6 +707,11 @@ PyObject *forward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 constexpr Py_ssize_t kBackwardArguments = 12;
 const char *const kBackwardCodes[kBackwardArguments] = {"P", "bBhHiIqQx", "P", "P", "P", "bBhHiIqQx", "P",
                                                         "bBhHiIqQx", "P", "P", "bBhHiIqQx", "bBhHiIqQx"};
+// The fused add's: the twelve, HAS_WEIGHT … ROW_ALIGN (8 constexprs), then dres and its row stride (arguments 20, 21).
+constexpr Py_ssize_t kBackwardAddArguments = 22;
+const char *const kBackwardAddCodes[kBackwardAddArguments] = {
+    "P", "bBhHiIqQx", "P", "P", "P", "bBhHiIqQx", "P", "bBhHiIqQx", "P", "P", "bBhHiIqQx", "bBhHiIqQx",
+    "x", "x", "x", "x", "x", "x", "x", "x", "P", "bBhHiIqQx"};
 constexpr Py_ssize_t kDgammaArguments = 4;  // partial, dgamma, P, N
 const char *const kDgammaCodes[kDgammaArguments] = {"P", "P", "bBhHiIqQx", "bBhHiIqQx"};
 
@@ -713,10 +720,13 @@ struct BackwardKey {
   int64_t dy_row_stride = 0;
   int64_t n = 0;
   uint64_t offset_bits = 0;
+  int64_t dres_row_stride = 0;
   int32_t device = 0;
   int8_t x_dtype = 0;
   int8_t w_dtype = 0;
   int8_t dy_dtype = 0;
+  int8_t dres_dtype = -1;  // -1: no dres (the plain norm)
+  uint8_t dres_align = 0;
   uint8_t aligns = 0;  // x | w << 4, each address mod 16
   uint8_t rstd_dy_aligns = 0;  // rstd | dy << 4
   uint8_t m_class = 0;
@@ -727,7 +737,8 @@ struct BackwardKey {
     return x_row_stride == o.x_row_stride && dy_row_stride == o.dy_row_stride && n == o.n &&
            offset_bits == o.offset_bits && device == o.device && x_dtype == o.x_dtype && w_dtype == o.w_dtype &&
            dy_dtype == o.dy_dtype && aligns == o.aligns && rstd_dy_aligns == o.rstd_dy_aligns &&
-           m_class == o.m_class && dense == o.dense && has_weight == o.has_weight;
+           m_class == o.m_class && dense == o.dense && has_weight == o.has_weight &&
+           dres_row_stride == o.dres_row_stride && dres_dtype == o.dres_dtype && dres_align == o.dres_align;
   }
 };
 
@@ -743,7 +754,10 @@ struct BackwardKeyHash {
                            static_cast<uint64_t>(static_cast<uint8_t>(k.dy_dtype)) << 48 |
                            static_cast<uint64_t>(k.m_class | k.dense << 3 | k.has_weight << 4) << 56;
     h ^= small + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
-    h ^= (static_cast<uint64_t>(k.aligns) | static_cast<uint64_t>(k.rstd_dy_aligns) << 8) + (h << 6) + (h >> 2);
+    h ^= (static_cast<uint64_t>(k.aligns) | static_cast<uint64_t>(k.rstd_dy_aligns) << 8 |
+          static_cast<uint64_t>(static_cast<uint8_t>(k.dres_dtype)) << 16 | static_cast<uint64_t>(k.dres_align) << 24) +
+         (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.dres_row_stride) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
     return static_cast<size_t>(h);
   }
 };
@@ -768,8 +782,13 @@ std::unordered_map<BackwardKey, BackwardEntry, BackwardKeyHash> backward_entries
 uint8_t integer_class(int64_t v) { return static_cast<uint8_t>((v == 1) | (v % 16 == 0) << 1 | (v > INT32_MAX) << 2); }
 
 BackwardKey backward_key_of(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
-                            double offset) {
+                            double offset, const at::Tensor *dres) {
   BackwardKey key;
+  if (dres != nullptr) {
+    key.dres_row_stride = dres->stride(0);
+    key.dres_dtype = static_cast<int8_t>(dres->scalar_type());
+    key.dres_align = address_class(*dres);
+  }
   key.x_row_stride = x.stride(0);
   key.dy_row_stride = dy.stride(0);
   key.n = x.size(1);
@@ -799,10 +818,22 @@ bool unpack_backward(PyObject *const *args, const at::Tensor **x, const at::Tens
          unpack(args[3], dy) && *dy != nullptr && (*x)->dim() == 2 && (*x)->size(0) > 0 && (*dy)->dim() == 2;
 }
 
+// Whether the fused add's dres (nullptr: the plain norm's backward) is what this file takes: x's shape on x's device.
+bool dres_fits(const at::Tensor &x, const at::Tensor *dres) {
+  return dres == nullptr || (dres->dim() == 2 && dres->size(0) == x.size(0) && dres->size(1) == x.size(1) &&
+                             dres->device() == x.device());
+}
+
+// The fused add's dres (or nullptr) from `obj`; false where this file does not take it (not a strided tensor, or
+// not dres_fits: the Python path's to run or refuse).
+bool unpack_dres(PyObject *obj, const at::Tensor &x, const at::Tensor **dres) {
+  return unpack(obj, dres) && dres_fits(x, *dres);
+}
+
 // The kept plans for this call, or false (a miss); *p: the backward's grid.
 bool look_up_backward(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
-                      double offset, int64_t *p, BackwardEntry **entry) {
-  auto found = backward_entries.find(backward_key_of(x, w, rstd, dy, offset));
+                      double offset, const at::Tensor *dres, int64_t *p, BackwardEntry **entry) {
+  auto found = backward_entries.find(backward_key_of(x, w, rstd, dy, offset, dres));
   if (found == backward_entries.end() || found->second.backward.plan_tuple == nullptr) return false;
   *p = backward_programs(found->second, x.size(0));
   if (w != nullptr && found->second.dgamma[integer_class(*p)].plan_tuple == nullptr) return false;
@@ -811,12 +842,16 @@ bool look_up_backward(const at::Tensor &x, const at::Tensor *w, const at::Tensor
 }
 
 bool pack_backward(const Plan &plan, const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd,
-                   const at::Tensor &dy, const at::Tensor &dx, const at::Tensor &partial, const at::Tensor &mean_ux,
-                   Params *params) {
-  const int64_t values[kBackwardArguments] = {address(x), x.stride(0), address(w ? *w : x), address(rstd),
-                                              address(dy), dy.stride(0), address(dx), dx.stride(0),
-                                              address(partial), address(mean_ux), x.size(0), x.size(1)};
-  return pack_values(plan, values, kBackwardArguments, 0.0, params);
+                   const at::Tensor &dy, const at::Tensor *dres, const at::Tensor &dx, const at::Tensor &partial,
+                   const at::Tensor &mean_ux, Params *params) {
+  int64_t values[kBackwardAddArguments] = {address(x), x.stride(0), address(w ? *w : x), address(rstd),
+                                           address(dy), dy.stride(0), address(dx), dx.stride(0),
+                                           address(partial), address(mean_ux), x.size(0), x.size(1)};
+  std::fill(values + kBackwardArguments, values + kBackwardAddArguments, kCompiledIn);
+  if (dres == nullptr) return pack_values(plan, values, kBackwardArguments, 0.0, params);
+  values[20] = address(*dres);
+  values[21] = dres->stride(0);
+  return pack_values(plan, values, kBackwardAddArguments, 0.0, params);
 }
 
 bool pack_dgamma(const Plan &plan, const at::Tensor &partial, const at::Tensor &dgamma, Params *params) {
@@ -824,24 +859,27 @@ bool pack_dgamma(const Plan &plan, const at::Tensor &partial, const at::Tensor &
   return pack_values(plan, values, kDgammaArguments, 0.0, params);
 }
 
-// backward(x, weight, rstd, dy, offset, poison) -> (dx, dgamma or None) launched on the current stream, or None:
-// no plans for this launch, tensors it does not take, another device current, a launch hook set. The inputs are
-// checked by the caller (rmsnorm.contract.check_fast_backward_inputs); poison: the outputs filled with NaN first.
+// backward(x, weight, rstd, dy, offset, poison[, dres]) -> (dx, dgamma or None) launched on the current stream, or
+// None: no plans for this launch, tensors it does not take, another device current, a launch hook set. The inputs
+// are checked by the caller (rmsnorm.contract.check_fast_backward_inputs; the fused add's, with x its residual_out
+// and dres the gradient of residual_out or None: check_add_backward_inputs); poison: the outputs filled with NaN
+// first.
 PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 6) {
-    PyErr_SetString(PyExc_TypeError, "backward(x, weight, rstd, dy, offset, poison)");
+  if (nargs != 6 && nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "backward(x, weight, rstd, dy, offset, poison[, dres])");
     return nullptr;
   }
   HANDLE_TH_ERRORS
   const int poison = PyObject_IsTrue(args[5]);
   if (poison < 0) return nullptr;
-  const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr;
+  const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr, *dres = nullptr;
   if (!unpack_backward(args, &x, &w, &rstd, &dy) || !x->is_cuda()) Py_RETURN_NONE;
+  if (nargs == 7 && !unpack_dres(args[6], *x, &dres)) Py_RETURN_NONE;
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;
   int64_t p = 0;
   BackwardEntry *entry = nullptr;
-  if (!look_up_backward(*x, w, *rstd, *dy, offset, &p, &entry)) Py_RETURN_NONE;
+  if (!look_up_backward(*x, w, *rstd, *dy, offset, dres, &p, &entry)) Py_RETURN_NONE;
   const Held held(entry->backward);
   const Held held_dgamma(entry->dgamma[integer_class(p)]);  // empty without a weight
   const bool one_block = entry->one_block;
@@ -867,7 +905,7 @@ PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_NONE;  // the plans are for aligned outputs
   }
   Params params;
-  if (!pack_backward(held.plan, *x, w, *rstd, *dy, dx, partial, mean_ux, &params)) Py_RETURN_NONE;
+  if (!pack_backward(held.plan, *x, w, *rstd, *dy, dres, dx, partial, mean_ux, &params)) Py_RETURN_NONE;
   Params dgamma_params;
   if (w && !pack_dgamma(held_dgamma.plan, partial, dgamma, &dgamma_params)) Py_RETURN_NONE;
   const long dims[3] = {static_cast<long>(p), 1, 1};
@@ -889,9 +927,10 @@ PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 // allocates, or codes other than the kernels' (kBackwardCodes, kDgammaCodes, then constexprs).
 PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const char *usage = "remember_backward(x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma), (plan, kernel), "
-                      "(dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n))";
-  if (nargs != 9 || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 4 || !PyTuple_Check(args[6]) ||
-      PyTuple_GET_SIZE(args[6]) != 2 || !PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 2 ||
+                      "(dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n)"
+                      "[, dres])";
+  if ((nargs != 9 && nargs != 10) || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 4 ||
+      !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 2 || !PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 2 ||
       !PyTuple_Check(args[8]) || PyTuple_GET_SIZE(args[8]) != 5) {
     PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
@@ -904,6 +943,11 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
       !unpack(PyTuple_GET_ITEM(outputs, 1), &partial) || partial == nullptr ||
       !unpack(PyTuple_GET_ITEM(outputs, 2), &mean_ux) || mean_ux == nullptr ||
       !unpack(PyTuple_GET_ITEM(outputs, 3), &dgamma) || (w != nullptr) != (dgamma != nullptr)) {
+    PyErr_SetString(PyExc_TypeError, usage);
+    return nullptr;
+  }
+  const at::Tensor *dres = nullptr;
+  if (nargs == 10 && !unpack(args[9], &dres)) {
     PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
@@ -940,11 +984,13 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
                                        mean_ux->scalar_type() == compute && address_class(*mean_ux) == 0);
   const bool dgamma_ok = !w || (dgamma->dim() == 1 && dgamma->size(0) == N && dgamma->scalar_type() ==
                                 w->scalar_type() && address_class(*dgamma) == 0);
-  if (!dx_ok || !partial_ok || !mean_ux_ok || !dgamma_ok || !codes_allowed(plan, kBackwardCodes, kBackwardArguments) ||
+  const bool codes_ok = dres ? codes_allowed(plan, kBackwardAddCodes, kBackwardAddArguments)
+                             : codes_allowed(plan, kBackwardCodes, kBackwardArguments);
+  if (!dx_ok || !partial_ok || !mean_ux_ok || !dgamma_ok || !codes_ok || !dres_fits(*x, dres) ||
       (w && !codes_allowed(dgamma_plan, kDgammaCodes, kDgammaArguments))) {
     Py_RETURN_FALSE;
   }
-  BackwardEntry &entry = backward_entries[backward_key_of(*x, w, *rstd, *dy, offset)];
+  BackwardEntry &entry = backward_entries[backward_key_of(*x, w, *rstd, *dy, offset, dres)];
   if (entry.block_m != block_m || entry.cap != cap || entry.one_block != static_cast<bool>(one_block) ||
       entry.compute != compute || entry.reduce_block_n != reduce_block_n) {  // another configuration: afresh
     entry.clear();
@@ -960,12 +1006,13 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
   END_HANDLE_TH_ERRORS
 }
 
-// backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma) -> (programs, backward parameters,
-// dgamma parameters or None) or None: what backward would hand the driver for these tensors and outputs (any
-// device: for tests on a machine without a GPU).
+// backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres]) -> (programs, backward
+// parameters, dgamma parameters or None) or None: what backward would hand the driver for these tensors and outputs
+// (any device: for tests on a machine without a GPU).
 PyObject *backward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 9) {
-    PyErr_SetString(PyExc_TypeError, "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma)");
+  if (nargs != 9 && nargs != 10) {
+    PyErr_SetString(PyExc_TypeError,
+                    "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres])");
     return nullptr;
   }
   HANDLE_TH_ERRORS
@@ -976,13 +1023,17 @@ PyObject *backward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       !unpack(args[8], &dgamma) || dx->dim() != 2 || partial->dim() != 2) {
     Py_RETURN_NONE;  // pack_backward and pack_dgamma read dx's row stride and partial's (P, N)
   }
+  const at::Tensor *dres = nullptr;
+  if (nargs == 10 && !unpack_dres(args[9], *x, &dres)) Py_RETURN_NONE;
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;
   int64_t p = 0;
   BackwardEntry *entry = nullptr;
-  if (!look_up_backward(*x, w, *rstd, *dy, offset, &p, &entry)) Py_RETURN_NONE;
+  if (!look_up_backward(*x, w, *rstd, *dy, offset, dres, &p, &entry)) Py_RETURN_NONE;
   Params params, dgamma_params;
-  if (!pack_backward(entry->backward.plan, *x, w, *rstd, *dy, *dx, *partial, *mean_ux, &params)) Py_RETURN_NONE;
+  if (!pack_backward(entry->backward.plan, *x, w, *rstd, *dy, dres, *dx, *partial, *mean_ux, &params)) {
+    Py_RETURN_NONE;
+  }
   if (w && (dgamma == nullptr || !pack_dgamma(entry->dgamma[integer_class(p)].plan, *partial, *dgamma,
                                               &dgamma_params))) {
     Py_RETURN_NONE;
@@ -1111,11 +1162,12 @@ PyMethodDef rmsnorm_forward_methods[] = {
      "forward_params(x, weight, eps, offset, y, rstd[, residual, residual_out, mean, bias]) -> (programs, bytes) "
      "or None: what a forward would launch"},
     {"backward", fastcall(backward), METH_FASTCALL,
-     "backward(x, weight, rstd, dy, offset, poison) -> (dx, dgamma or None) or None: from kept plans"},
+     "backward(x, weight, rstd, dy, offset, poison[, dres]) -> (dx, dgamma or None) or None: from kept plans"},
     {"remember_backward", fastcall(remember_backward), METH_FASTCALL,
-     "remember_backward(x, weight, rstd, dy, offset, outputs, plan, dgamma_plan, shape) -> bool: keep plans"},
+     "remember_backward(x, weight, rstd, dy, offset, outputs, plan, dgamma_plan, shape[, dres]) -> bool: keep plans"},
     {"backward_params", fastcall(backward_params), METH_FASTCALL,
-     "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma) -> what backward would launch"},
+     "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres]) -> what backward would "
+     "launch"},
     {"forget_plans", fastcall(forget_plans), METH_FASTCALL, "forget_plans(): drop every kept plan"},
     {"plans", fastcall(plans), METH_FASTCALL, "plans() -> (forward, backward): plans kept"},
     {"configure_quick_check", fastcall(configure_quick_check), METH_FASTCALL,

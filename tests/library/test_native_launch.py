@@ -688,11 +688,30 @@ def _backward_call(M=64, N=4096, dtype=torch.float16, weight=True, one_block=Tru
 
 
 def _remember_backward(module, inputs, outputs, block_m=4, cap=0, one_block=True, codes=BACKWARD_CODES,
-                       dgamma_codes=DGAMMA_CODES):
+                       dgamma_codes=DGAMMA_CODES, dres=None):
     x, w = inputs[:2]
     return module.remember_backward(*inputs, 0.0, outputs, (_forward_plan(codes), object()),
                                     (_forward_plan(dgamma_codes), object()) if w is not None else (None, None),
-                                    (block_m, cap, one_block, False, 128))
+                                    (block_m, cap, one_block, False, 128), dres)
+
+
+#: The fused add's backward codes: the plain twelve, 8 constexprs, then dres and its row stride.
+BACKWARD_ADD_CODES = BACKWARD_CODES[:20] + b"Pi" + BACKWARD_CODES[22:]
+
+
+@toolchain
+@pytest.mark.parametrize("other", ["no dres", "dres dtype", "dres row stride", "dres misaligned", "dres's shape"])
+def test_the_fused_add_s_backward_keys_on_its_dres(forward_path, other):
+    inputs, outputs = _backward_call()
+    dres = _padded(64, 4096, 4104)
+    assert _remember_backward(forward_path, inputs, outputs, codes=BACKWARD_ADD_CODES, dres=dres) is True
+    assert _remember_backward(forward_path, inputs, outputs, codes=BACKWARD_CODES, dres=dres) is False  # plain codes
+    assert _remember_backward(forward_path, inputs, outputs, codes=BACKWARD_ADD_CODES, dres=dres[:63]) is False
+    changed = {"no dres": None, "dres dtype": dres.float(), "dres row stride": _padded(64, 4096, 4112),
+               "dres misaligned": _padded(64, 4096, 4104, shift=1), "dres's shape": dres[:, :4095]}[other]
+    assert forward_path.backward_params(*inputs, 0.0, *outputs, changed) is None
+    assert forward_path.backward_params(*inputs, 0.0, *outputs, dres) is not None
+    assert forward_path.plans() == (0, 2)
 
 
 @toolchain
@@ -770,7 +789,8 @@ def test_the_backward_path_keeps_only_what_it_can_launch(forward_path):
         forward_path.remember_backward(*inputs, 0.0, outputs[:3], None, None, None)
 
 
-def test_launch_backward_takes_the_c_path_only_as_default_and_without_the_fused_add(monkeypatch, fresh_state):
+def test_launch_backward_takes_the_c_path_only_as_default(monkeypatch, fresh_state):
+    """The plain norm's backward and the fused add's (with dres) go to the C path with the default configuration."""
     from rmsnorm import backward as backward_module
 
     x, w, dy, rstd = torch.randn(4, 8), torch.randn(8), torch.randn(4, 8), torch.ones(4)
@@ -779,14 +799,15 @@ def test_launch_backward_takes_the_c_path_only_as_default_and_without_the_fused_
     standin.backward = standin.forward
     monkeypatch.setattr(native_launch.state, "module", standin)
     assert backward_module.launch_backward(x, w, rstd, dy, None, 1.0) is grads
-    assert standin.calls == [(x, w, rstd, dy, 1.0, True)]  # poisoned outputs (tests/conftest.py): NaN in C too
+    assert backward_module.launch_backward(x, w, rstd, dy, None, 0.0, dy) is grads  # the fused add's
+    # poisoned outputs (tests/conftest.py): NaN in C too
+    assert standin.calls == [(x, w, rstd, dy, 1.0, True, None), (x, w, rstd, dy, 0.0, True, dy)]
     with mock.patch.object(backward_module, "run_backward", lambda *a: ("python", None, None)):
-        assert backward_module.launch_backward(x, w, rstd, dy, None, 0.0, dy)[0] == "python"  # the fused add's
         assert backward_module.launch_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))[0] == \
             "python"
         native_launch.set_native_launch(False)
         assert backward_module.launch_backward(x, w, rstd, dy)[0] == "python"
-    assert len(standin.calls) == 1
+    assert len(standin.calls) == 2
 
 
 def _padded(M, N, stride, dtype=torch.float16, shift=0):
@@ -852,15 +873,16 @@ def test_launch_backward_tells_c_to_poison_only_under_the_poison_and_leaves_othe
     monkeypatch.setattr(native_launch.state, "module", standin)
     with mock.patch.object(rmsnorm.device, "new_output", rmsnorm.device.EMPTY_OUTPUT):
         backward_module.launch_backward(x, w, rstd, dy)
-    assert standin.calls == [(x, w, rstd, dy, 0.0, False)]
+    assert standin.calls == [(x, w, rstd, dy, 0.0, False, None)]
     with outputs_forbidden(), mock.patch.object(backward_module, "run_backward", lambda *a: ("python", None, None)):
         assert backward_module.launch_backward(x, w, rstd, dy)[0] == "python"
     assert len(standin.calls) == 1
 
 
 def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
-    """The plain default backward hands remember_backward its two launches' keys, its outputs and its shape (on the
-    CPU under the interpreter, where nothing is cached: the hand-over itself, recorded)."""
+    """The plain and the fused add's default backward hand remember_backward their two launches' keys, outputs and
+    shape (on the CPU under the interpreter, where nothing is cached: the hand-over itself, recorded); the
+    LayerNorm's does not (its dbias sum is a third launch the C path does not make)."""
     from rmsnorm import backward as backward_module
 
     handed = []
@@ -868,23 +890,30 @@ def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
     x, dy, rstd = torch.randn(4, 8), torch.randn(4, 8), torch.rand(4) + 0.5
     w = torch.randn(8)
     dx, dgamma, _ = backward_module.run_backward(x, w, rstd, dy, None, 1.0)
-    (backward, dgamma_launch, *tensors, offset, outputs, shape, config) = handed[0]
+    (backward, dgamma_launch, *tensors, offset, outputs, shape, config, dres) = handed[0]
     config_default = rmsnorm.config.backward_config(8, x.dtype, True)
     assert backward[0] is backward_module._launch and backward[1][-1] == 1.0
     assert dgamma_launch == (backward_module._launch_dgamma, backward_module._dgamma_key(outputs[1], dgamma))
-    assert tensors == [x, w, rstd, dy] and offset == 1.0 and config == config_default
+    assert tensors == [x, w, rstd, dy] and offset == 1.0 and config == config_default and dres is None
     assert outputs[0] is dx and outputs[3] is dgamma and outputs[2] is rstd  # one block: mean_ux is rstd
     assert shape == (config_default.BLOCK_M, True, True, backward_module.REDUCE_BLOCK_N)  # float32, N <= 64: float64
     backward_module.run_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))  # explicit: kept none
     assert len(handed) == 1
+    dres = torch.randn(4, 8)
+    backward_module.run_backward(x, w, rstd, dy, None, 0.0, dres)  # the fused add's: handed over with its dres
+    assert len(handed) == 2 and handed[1][-1] is dres and handed[1][-2] == rmsnorm.config.backward_config(8, x.dtype)
+    backward_module.run_backward(x, w, rstd, dy, None, 0.0, None, torch.zeros(4), torch.randn(8))  # the LayerNorm's
+    assert len(handed) == 2
 
 
 @toolchain
+@pytest.mark.parametrize("dres", [False, True], ids=["plain", "fused add"])
 @pytest.mark.parametrize("M, N, weight", [(64, 4096, True), (64, 4096, False), (1, 4096, True), (1, 1, True),
                                           (1, 1, False), (64, 1, True), (7, 20000, True)])
-def test_tritons_own_codes_for_the_backward_are_the_ones_kept_and_packed(forward_path, M, N, weight):
+def test_tritons_own_codes_for_the_backward_are_the_ones_kept_and_packed(forward_path, M, N, weight, dres):
     """The codes Triton's binder gives the two kernels (a CUDA backend's specialisation, computed on the CPU): 12
-    and 4 leading ones of kBackwardCodes and kDgammaCodes, then constexprs only; kept, and packed as Triton would."""
+    and 4 leading ones of kBackwardCodes and kDgammaCodes, then constexprs only (the fused add's: kBackwardAddCodes,
+    dres and its row stride after 8 constexprs); kept, and packed as Triton would."""
     compiler = pytest.importorskip("triton.backends.nvidia.compiler")
     from triton.backends.compiler import GPUTarget
     from triton.runtime.jit import create_function_from_signature
@@ -910,13 +939,16 @@ def test_tritons_own_codes_for_the_backward_are_the_ones_kept_and_packed(forward
     compute = row_arithmetic_dtype(N, x.dtype)
     mean_ux = rstd if one_block else torch.empty(M, dtype=compute)
     dgamma = torch.empty(N, dtype=x.dtype) if weight else None
+    d = _padded(M, N, N + 24) if dres else None
     values = (x, x.stride(0), x if w is None else w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux, M, N)
+    constexprs = (weight, 0.0, backward_module.TRITON_DTYPE[compute], one_block, block_m, config.BLOCK_N,
+                  config.num_stages, row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0),
+                                                    *((d.stride(0),) if dres else ())))
     codes = native_launch.arg_codes(dict(enumerate(specialisation(
-        backward_module.rmsnorm_fast_backward_kernel, *values, weight, 0.0, backward_module.TRITON_DTYPE[compute],
-        one_block, block_m, config.BLOCK_N, config.num_stages,
-        row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), None, None, False,
-        config.static(N), None, None, None, False, False))))
-    assert codes[12:] == b"x" * (len(codes) - 12)
+        backward_module.rmsnorm_fast_backward_kernel, *values, *constexprs, d, None if d is None else d.stride(0),
+        dres, config.static(N), None, None, None, False, False))))
+    leading = 22 if dres else 12
+    assert codes[12:20] == b"x" * 8 and codes[leading:] == b"x" * (len(codes) - leading)
     dgamma_codes = None if not weight else native_launch.arg_codes(dict(enumerate(specialisation(
         backward_module.rmsnorm_fast_dgamma_kernel, partial, dgamma, P, N, backward_module.REDUCE_BLOCK_P,
         backward_module.REDUCE_BLOCK_N, row_align_hint(dgamma.element_size(), N)))))
@@ -924,15 +956,19 @@ def test_tritons_own_codes_for_the_backward_are_the_ones_kept_and_packed(forward
     assert forward_path.remember_backward(
         x, w, rstd, dy, 0.0, (dx, partial, mean_ux, dgamma), (_forward_plan(codes), object()),
         (_forward_plan(dgamma_codes), object()) if weight else (None, None),
-        (block_m, cap, one_block, compute is torch.float64, backward_module.REDUCE_BLOCK_N)) is True
+        (block_m, cap, one_block, compute is torch.float64, backward_module.REDUCE_BLOCK_N), d) is True
 
     def packed(codes, values):
         kept = [(c, v.data_ptr() if isinstance(v, torch.Tensor) else v) for c, v in zip(codes.decode(), values)]
         return b"".join(struct.pack("<" + {"P": "Q", "i": "i", "q": "q"}[c], v) for c, v in kept if c != "x") + \
             struct.pack("<QQ", 0, 0)
 
-    programs, params, dgamma_params = forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma)
-    assert programs == P and params == packed(codes, values)
+    programs, params, dgamma_params = forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma,
+                                                                   d)
+    run_time = values + constexprs + ((d, d.stride(0)) if dres else ())
+    assert programs == P and params == packed(codes, run_time)
+    # the other kind (with dres or without) on the same tensors: its own plan, none kept
+    assert forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma, None if dres else dx) is None
     if weight:
         assert dgamma_params == packed(dgamma_codes, (partial, dgamma, P, N))
 
@@ -1173,6 +1209,39 @@ def test_the_fused_add_s_and_the_layernorm_s_forwards_launch_from_c_once_kept(ca
                                                   None if bias is None else bias.double(), 1e-5)
         assert_close(y, expected, dtype=x.dtype)
         assert_close(third, x.double().mean(1), dtype=torch.float32)
+
+
+@gpu_only
+@pytest.mark.parametrize("case", [c for c, spec in OTHER_FORWARD_CASES.items() if spec["kind"] == "add"])
+def test_the_fused_add_s_backward_launches_from_c_once_kept(case, monkeypatch):
+    """The fused add's backward (x its residual_out, dy in y's dtype, dres in residual_out's): both kernels from one
+    C call once kept, the Python path's numbers bit for bit, under tests/conftest.py's poison."""
+    from rmsnorm import backward as backward_module
+    from rmsnorm import forward as forward_module
+
+    spec = OTHER_FORWARD_CASES[case]
+    x, w, offset = _forward_case(spec)
+    residual = torch.randn(x.shape, device="cuda", dtype=spec.get("residual_dtype", x.dtype))
+    _, residual_out, rstd = forward_module.launch_add_forward(x, residual, w, 1e-6, None, offset)
+    dy = torch.randn(x.shape, device="cuda", dtype=x.dtype)
+    dres = torch.randn(x.shape, device="cuda", dtype=residual_out.dtype)
+    if spec.get("padded"):  # the gradients' rows in wider buffers: their row strides in the key
+        dres = torch.randn(x.shape[0], x.shape[1] + 8, device="cuda", dtype=dres.dtype)[:, :x.shape[1]]
+    module = native_launch.extension()
+    module.forget_plans()
+    first = backward_module.launch_backward(residual_out, w, rstd, dy, None, offset, dres)  # Python: keeps the plans
+    assert module.plans()[1] == (1 if w is None else 2)
+
+    def no_python_launch(*args, **kwargs):
+        raise AssertionError("the Python path launched a kept kind of backward")
+
+    monkeypatch.setattr(backward_module, "run_backward", no_python_launch)
+    for _ in range(2):
+        dh, dweight = backward_module.launch_backward(residual_out, w, rstd, dy, None, offset, dres)
+        assert torch.equal(dh, first[0]) and dh.dtype == residual_out.dtype and dh.is_contiguous()
+        assert (dweight is None) == (w is None) and (w is None or torch.equal(dweight, first[1]))
+    with pytest.raises(AssertionError, match="Python path launched"):  # the plain norm's backward: its own kind
+        backward_module.launch_backward(residual_out, w, rstd, dy.to(residual_out.dtype), None, offset)
 
 
 @gpu_only
