@@ -288,13 +288,6 @@ def with_ctx_forward(function: type[torch.autograd.Function], name: str) -> type
     forward that takes ``ctx`` skips it. torch.func transforms need ``setup_context``: :func:`run_eagerly`
     takes ``function`` (the Function given here) while one is active.
 
-    The class's ``apply_plain`` is autograd's own ``apply`` (``torch._C._FunctionBase.apply``), without the
-    Python layer of ``Function.apply`` above it: that layer binds the arguments of a Function with a
-    ``setup_context`` (not this one), hands a transform's call to ``custom_function_call`` and unwraps
-    functorch wrappers whose transform has finished, about 3 µs of host time a call on a CPU of the course's
-    machines (scripts/probe_launch_host.py). :func:`run_eagerly` calls it when no transform is active and no
-    tensor argument is such a wrapper, the case where that layer does nothing.
-
     Args:
         name: the class's name (its ``grad_fn`` is ``<name>Backward``).
     """
@@ -304,11 +297,17 @@ def with_ctx_forward(function: type[torch.autograd.Function], name: str) -> type
         function.setup_context(ctx, args, output)
         return output
 
-    cls = type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
-                                                  "backward": staticmethod(function.backward),
-                                                  "__doc__": f"{function.__name__}, with forward(ctx, …)."})
-    cls.apply_plain = super(torch.autograd.Function, cls).apply
-    return cls
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                   "backward": staticmethod(function.backward),
+                                                   "__doc__": f"{function.__name__}, with forward(ctx, …)."})
+
+
+#: Autograd's own ``apply`` (``torch._C._FunctionBase.apply``), called as ``_autograd_apply(cls, *args)``: the C
+#: below ``Function.apply``'s Python layer, which binds the arguments of a Function with a ``setup_context``, hands
+#: a transform's call to ``custom_function_call`` and unwraps functorch wrappers whose transform has finished. Where
+#: none of that applies (:func:`run_eagerly`) the layer does nothing and costs about 3 µs of host time a call on a
+#: CPU of the course's machines (scripts/probe_launch_host.py).
+_autograd_apply = torch._C._FunctionBase.__dict__["apply"]
 
 
 _FastRMSNormFunction = with_ctx_forward(_FastRMSNormFunctionForTransforms, "_FastRMSNormFunction")
@@ -331,8 +330,8 @@ def run_eagerly(function: type[torch.autograd.Function], for_transforms: type[to
       ``autograd.Function`` costs the host about as much as the launch even when it records nothing, and
       decoding (``generate`` runs under no grad) calls the norm twice a layer for every token
       (scripts/probe_launch_host.py, the launch stubbed: 59 → 38 µs a call on a CPU of the course's machines);
-    - otherwise ``function.apply_plain`` (:func:`with_ctx_forward`), or ``function.apply`` when a tensor argument
-      is a functorch wrapper kept from a finished transform.
+    - otherwise autograd's own apply of ``function`` (:data:`_autograd_apply`), or ``function.apply`` when a
+      tensor argument is a functorch wrapper kept from a finished transform.
 
     Inside a torch.compile region (an eager call in a frame Dynamo has given up on) the chosen Function goes
     through :func:`outside_dynamo`, launch or not, so that Dynamo never traces a launch.
@@ -347,7 +346,7 @@ def run_eagerly(function: type[torch.autograd.Function], for_transforms: type[to
         return for_transforms.forward(*args)
     if _functorch_wrapped(*args):  # a tensor kept from a finished transform: Function.apply unwraps it
         return function.apply(*args)
-    return function.apply_plain(*args)
+    return _autograd_apply(function, *args)
 
 
 @functools.cache

@@ -34,11 +34,11 @@ compiled kernel it returns; a hit launches that kernel on
   :func:`~rmsnorm.native_launch.set_native_launch`): rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`),
   one C call that packs the arguments and calls ``cuLaunchKernelEx``, from a plan made once per compiled kernel;
   and for the forward (the plain norm's, the fused add's, the LayerNorm's) and the backward (the plain norm's and
-  the fused add's) with their default configuration, each whole launch in one C call (:func:`~rmsnorm.forward.launch_forward`,
-  :func:`~rmsnorm.forward.launch_add_forward`, :func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`,
-  :func:`~rmsnorm.backward.launch_backward`: key, grid, outputs and launches, csrc/fast_path.cpp), from plans this
-  launcher hands over. Triton's launcher still runs where it
-  could not be built (said once, in a warning) or cannot pack the kernel's signature.
+  the fused add's) with their default configuration, each whole launch in one C call
+  (:func:`~rmsnorm.forward.launch_forward`, :func:`~rmsnorm.forward.launch_add_forward`,
+  :func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`, :func:`~rmsnorm.backward.launch_backward`: key,
+  grid, outputs and launches, csrc/fast_path.cpp), from plans this launcher hands over. Triton's launcher still
+  runs where it could not be built (said once, in a warning) or cannot pack the kernel's signature.
 
 ``kernel[grid]`` (``"binder"``) is used instead, every time,
 

@@ -1099,12 +1099,13 @@ PyObject *configure_quick_check(PyObject *, PyObject *const *args, Py_ssize_t na
 // plainly_valid(x, weight, eps) -> bool: True when x (M, N), exactly a torch.Tensor, weight (N,), a tensor or a
 // Parameter, or None, and eps, a float, pass every rule of rmsnorm.contract.check_fast_inputs, as its
 // _plainly_valid decides in Python; False means "let the rules say" (also for inputs valid in a rarer way: a
-// Parameter x, an int eps). Never raises for an input.
+// Parameter x, an int eps). Raises only where the Python check does: a tensor without sizes or strides (nested).
 PyObject *plainly_valid(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 3) {
     PyErr_SetString(PyExc_TypeError, "plainly_valid(x, weight, eps)");
     return nullptr;
   }
+  HANDLE_TH_ERRORS  // a tensor without strides (a nested one) raises as the Python check's reads do
   if (quick.max_n == 0 || Py_TYPE(args[0]) != reinterpret_cast<PyTypeObject *>(THPVariableClass) ||
       !PyFloat_CheckExact(args[2])) {
     Py_RETURN_FALSE;
@@ -1126,6 +1127,7 @@ PyObject *plainly_valid(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_FALSE;
   }
   Py_RETURN_TRUE;
+  END_HANDLE_TH_ERRORS
 }
 
 // plans() -> (forward, backward): how many plans are kept (the backward's: each kernel's).
