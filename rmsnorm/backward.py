@@ -391,13 +391,17 @@ def run_backward(
         mean, bias_partial, mean_u, mean is not None, bias is not None, num_warps=config.num_warps,
     )
     dgamma = None if weight is None else _sum_partials(partial, weight.dtype)
-    if default and mean is None and native_launch.state.enabled:  # later calls of this kind launch from C
-        # (launch_backward; the LayerNorm's backward, with its dbias sum, runs here)
+    dbias = None if bias is None else _sum_partials(bias_partial, bias.dtype)
+    if default and native_launch.state.enabled:  # later calls of this kind launch from C (launch_backward, and
+        # the LayerNorm's launch_layernorm_backward)
+        layernorm = None if mean is None else (
+            mean, bias, bias_partial, mean_u, dbias,
+            (_launch_dgamma, None if dbias is None else _dgamma_key(bias_partial, dbias)))
         native_launch.remember_backward(
             (_launch, key + (offset,)), (_launch_dgamma, None if dgamma is None else _dgamma_key(partial, dgamma)),
             x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma),
-            (block_m, one_block, compute is torch.float64, REDUCE_BLOCK_N), config, dres)
-    return dx, dgamma, (None if bias is None else _sum_partials(bias_partial, bias.dtype))
+            (block_m, one_block, compute is torch.float64, REDUCE_BLOCK_N), config, dres, layernorm)
+    return dx, dgamma, dbias
 
 
 def _sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -33,10 +33,10 @@ compiled kernel it returns; a hit launches that kernel on
 - ``"native"``, once switched on (``RMSNORM_NATIVE_LAUNCH=1`` or
   :func:`~rmsnorm.native_launch.set_native_launch`): rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`),
   one C call that packs the arguments and calls ``cuLaunchKernelEx``, from a plan made once per compiled kernel;
-  and for the forward (the plain norm's, the fused add's, the LayerNorm's) and the backward (the plain norm's and
-  the fused add's) with their default configuration, each whole launch in one C call
-  (:func:`~rmsnorm.forward.launch_forward`, :func:`~rmsnorm.forward.launch_add_forward`,
-  :func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`, :func:`~rmsnorm.backward.launch_backward`: key,
+  and for the forward and the backward (the plain norm's, the fused add's, the LayerNorm's) with their default
+  configuration, each whole launch in one C call (:func:`~rmsnorm.forward.launch_forward`,
+  :func:`~rmsnorm.forward.launch_add_forward`, :func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`,
+  :func:`~rmsnorm.backward.launch_backward`, :func:`~rmsnorm.layernorm_launchers.launch_layernorm_backward`: key,
   grid, outputs and launches, csrc/fast_path.cpp), from plans this launcher hands over. Triton's launcher still
   runs where it could not be built (said once, in a warning) or cannot pack the kernel's signature.
 

@@ -34,11 +34,11 @@ from .autograd import (
     run_eagerly,
     with_ctx_forward,
 )
-from .backward import run_backward
 from .contract import ContractError, _functorch_wrapped, check_eps
 from .layernorm_launchers import (
     LAYERNORM_EPS,
     check_layernorm_inputs,
+    launch_layernorm_backward,
     launch_layernorm_forward,
     layernorm_fast_backward,
     layernorm_fast_forward,
@@ -114,7 +114,7 @@ class _LayerNormBackwardUnderTransforms(torch.autograd.Function):
 
     @staticmethod
     def forward(x, weight, bias, mean, rstd, dy):
-        dx, dweight, dbias = run_backward(x, weight, rstd, _unit_column_stride(dy), None, 0.0, None, mean, bias)
+        dx, dweight, dbias = launch_layernorm_backward(x, weight, bias, mean, rstd, _unit_column_stride(dy))
         return dx, _empty_if_none(dweight, x), _empty_if_none(dbias, x)
 
     @staticmethod
@@ -151,7 +151,7 @@ class _FastLayerNormFunctionForTransforms(torch.autograd.Function):
         if _functorch_wrapped(x, weight, bias, mean, rstd, dy):
             dx, dweight, dbias = _LayerNormBackwardUnderTransforms.apply(x, weight, bias, mean, rstd, dy)
             return dx, (None if weight is None else dweight), (None if bias is None else dbias), None
-        dx, dweight, dbias = run_backward(x, weight, rstd, _unit_column_stride(dy), None, 0.0, None, mean, bias)
+        dx, dweight, dbias = launch_layernorm_backward(x, weight, bias, mean, rstd, _unit_column_stride(dy))
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
             dx, dweight = _RefuseDoubleBackward.apply(x, weight, dx, dweight)
             if dbias is not None:

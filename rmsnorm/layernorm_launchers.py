@@ -146,4 +146,18 @@ def layernorm_fast_backward(x, weight, bias, mean, rstd, dy, *, config: FastConf
         ContractError: for anything outside the contract, before anything is allocated.
     """
     check_layernorm_backward_inputs(x, weight, bias, mean, rstd, dy)
+    return launch_layernorm_backward(x, weight, bias, mean, rstd, dy, config)
+
+
+def launch_layernorm_backward(x, weight, bias, mean, rstd, dy, config: FastConfig | None = None):
+    """The backward, unchecked: (dx, dweight or None, dbias or None), as :func:`layernorm_fast_backward`.
+
+    With the native launch on and the default configuration, the backward kernel and the sums of dweight and dbias
+    from one C call once their plans are kept (:mod:`rmsnorm.native_launch`, csrc/fast_path.cpp).
+    """
+    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
+    if poison is not None:
+        out = native_launch.state.module.backward_layernorm(x, weight, bias, mean, rstd, dy, poison)
+        if out is not None:  # None: no plans for this kind of launch yet, run_backward runs it (and keeps them)
+            return out
     return run_backward(x, weight, rstd, dy, config, 0.0, None, mean, bias)

@@ -26,8 +26,9 @@ arguments and launches, or returns None where it has no plan and the Python path
 (:func:`~rmsnorm.forward.launch_add_forward`: residual_out too) and the LayerNorm's
 (:func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`: mean too) launch the same kernel from it, each its
 own kind of launch; :func:`~rmsnorm.backward.launch_backward` likewise launches the backward kernel (the plain
-norm's, or the fused add's with ``dres``) and the dgamma sum (:func:`remember_backward`); the LayerNorm's backward,
-with its dbias sum, runs in Python. It is compiled against torch's C++ headers, so the extension's name holds
+norm's, or the fused add's with ``dres``) and the dgamma sum (:func:`remember_backward`), and
+:func:`~rmsnorm.layernorm_launchers.launch_layernorm_backward` the LayerNorm's kernel and its dweight and dbias
+sums. It is compiled against torch's C++ headers, so the extension's name holds
 torch's version. Once loaded it also runs the contract's quick check (:func:`rmsnorm.contract.install_quick_check`).
 
 It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): the generic launcher alone
@@ -283,7 +284,7 @@ def _kept_plan(launcher, key: tuple):
 
 
 def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offset: float, outputs: tuple,
-                      shape: tuple, config, dres=None) -> bool:
+                      shape: tuple, config, dres=None, layernorm: tuple | None = None) -> bool:
     """Hand the extension's backward path (csrc/fast_path.cpp) the plans of a backward the Python path just launched.
 
     Args:
@@ -294,6 +295,8 @@ def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offse
         shape: (block_m, one_block, compute is float64, dgamma's columns per program).
         config: the default configuration the launch ran with (its programs_per_sm caps the grid).
         dres: the fused add's gradient of residual_out (x is then its residual_out), or None: the plain norm's.
+        layernorm: the LayerNorm's (mean, bias, bias_partial, mean_u, dbias, (launcher, key) of the dbias sum), bias,
+            bias_partial, dbias and the key None without a bias; None for the RMSNorm's.
 
     Returns:
         Whether the plans were kept (as :func:`remember_forward`).
@@ -302,9 +305,16 @@ def remember_backward(backward: tuple, dgamma: tuple, x, weight, rstd, dy, offse
     kept_dgamma = None if weight is None else _kept_plan(*dgamma)
     if kept is None or (weight is not None and kept_dgamma is None):
         return False
+    if layernorm is not None:
+        *tensors, dbias_launch = layernorm
+        kept_dbias = None if tensors[1] is None else _kept_plan(*dbias_launch)
+        if tensors[1] is not None and kept_dbias is None:
+            return False
+        layernorm = (*tensors, kept_dbias or (None, None))
     block_m, one_block, float64, reduce_block_n = shape
     return state.module.remember_backward(x, weight, rstd, dy, offset, outputs, kept, kept_dgamma or (None, None),
-                                          (block_m, _grid_cap(x, config), one_block, float64, reduce_block_n), dres)
+                                          (block_m, _grid_cap(x, config), one_block, float64, reduce_block_n), dres,
+                                          layernorm)
 
 
 def needs_scratch(compiled) -> bool:

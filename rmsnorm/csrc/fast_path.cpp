@@ -426,10 +426,12 @@ PyObject *tensor_pair(at::Tensor a, at::Tensor b) {
   return out;
 }
 
-// (a, b, c) as a new tuple of tensors, all defined. nullptr with a Python error set.
+// A tensor as a new reference, or None where it is undefined.
+PyObject *tensor_or_none(at::Tensor t) { return t.defined() ? THPVariable_Wrap(std::move(t)) : Py_NewRef(Py_None); }
+
+// (a, b, c) as a new tuple, an undefined tensor as None. nullptr with a Python error set.
 PyObject *tensor_triple(at::Tensor a, at::Tensor b, at::Tensor c) {
-  PyObject *items[3] = {THPVariable_Wrap(std::move(a)), THPVariable_Wrap(std::move(b)),
-                        THPVariable_Wrap(std::move(c))};
+  PyObject *items[3] = {tensor_or_none(std::move(a)), tensor_or_none(std::move(b)), tensor_or_none(std::move(c))};
   PyObject *out = items[0] && items[1] && items[2] ? PyTuple_Pack(3, items[0], items[1], items[2]) : nullptr;
   for (PyObject *item : items) Py_XDECREF(item);
   return out;
@@ -712,6 +714,18 @@ constexpr Py_ssize_t kBackwardAddArguments = 22;
 const char *const kBackwardAddCodes[kBackwardAddArguments] = {
     "P", "bBhHiIqQx", "P", "P", "P", "bBhHiIqQx", "P", "bBhHiIqQx", "P", "P", "bBhHiIqQx", "bBhHiIqQx",
     "x", "x", "x", "x", "x", "x", "x", "x", "P", "bBhHiIqQx"};
+// The LayerNorm's: the twelve, 12 constexprs (HAS_WEIGHT … ROW_ALIGN; the fused add's None, None, False; STATIC_N),
+// then mean, bias_partial (None without a bias: a constexpr) and mean_u (arguments 24-26).
+constexpr Py_ssize_t kBackwardLayerNormArguments = 27;
+#define BACKWARD_LEADING_CODES \
+  "P", "bBhHiIqQx", "P", "P", "P", "bBhHiIqQx", "P", "bBhHiIqQx", "P", "P", "bBhHiIqQx", "bBhHiIqQx"
+#define CONSTEXPRS_12 "x", "x", "x", "x", "x", "x", "x", "x", "x", "x", "x", "x"
+const char *const kBackwardLayerNormCodes[kBackwardLayerNormArguments] = {BACKWARD_LEADING_CODES, CONSTEXPRS_12,
+                                                                          "P", "P", "P"};
+const char *const kBackwardLayerNormNoBiasCodes[kBackwardLayerNormArguments] = {BACKWARD_LEADING_CODES,
+                                                                                CONSTEXPRS_12, "P", "x", "P"};
+#undef BACKWARD_LEADING_CODES
+#undef CONSTEXPRS_12
 constexpr Py_ssize_t kDgammaArguments = 4;  // partial, dgamma, P, N
 const char *const kDgammaCodes[kDgammaArguments] = {"P", "P", "bBhHiIqQx", "bBhHiIqQx"};
 
@@ -727,6 +741,9 @@ struct BackwardKey {
   int8_t dy_dtype = 0;
   int8_t dres_dtype = -1;  // -1: no dres (the plain norm)
   uint8_t dres_align = 0;
+  bool layernorm = false;
+  int8_t bias_dtype = -1;  // the LayerNorm's bias (dbias's dtype); -1: none
+  uint8_t mean_align = 0;
   uint8_t aligns = 0;  // x | w << 4, each address mod 16
   uint8_t rstd_dy_aligns = 0;  // rstd | dy << 4
   uint8_t m_class = 0;
@@ -738,7 +755,8 @@ struct BackwardKey {
            offset_bits == o.offset_bits && device == o.device && x_dtype == o.x_dtype && w_dtype == o.w_dtype &&
            dy_dtype == o.dy_dtype && aligns == o.aligns && rstd_dy_aligns == o.rstd_dy_aligns &&
            m_class == o.m_class && dense == o.dense && has_weight == o.has_weight &&
-           dres_row_stride == o.dres_row_stride && dres_dtype == o.dres_dtype && dres_align == o.dres_align;
+           dres_row_stride == o.dres_row_stride && dres_dtype == o.dres_dtype && dres_align == o.dres_align &&
+           layernorm == o.layernorm && bias_dtype == o.bias_dtype && mean_align == o.mean_align;
   }
 };
 
@@ -758,6 +776,8 @@ struct BackwardKeyHash {
           static_cast<uint64_t>(static_cast<uint8_t>(k.dres_dtype)) << 16 | static_cast<uint64_t>(k.dres_align) << 24) +
          (h << 6) + (h >> 2);
     h ^= static_cast<uint64_t>(k.dres_row_stride) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h ^= (static_cast<uint64_t>(k.layernorm) | static_cast<uint64_t>(static_cast<uint8_t>(k.bias_dtype)) << 8 |
+          static_cast<uint64_t>(k.mean_align) << 16) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
     return static_cast<size_t>(h);
   }
 };
@@ -770,10 +790,12 @@ struct BackwardEntry {
   at::ScalarType compute = at::kFloat;
   Slot backward;
   Slot dgamma[8];  // by P's class
+  Slot dbias[8];   // the LayerNorm's dbias sum (the dgamma kernel for the bias's dtype), by P's class
 
   void clear() {
     backward.clear();
     for (Slot &slot : dgamma) slot.clear();
+    for (Slot &slot : dbias) slot.clear();
   }
 };
 
@@ -781,9 +803,20 @@ std::unordered_map<BackwardKey, BackwardEntry, BackwardKeyHash> backward_entries
 
 uint8_t integer_class(int64_t v) { return static_cast<uint8_t>((v == 1) | (v % 16 == 0) << 1 | (v > INT32_MAX) << 2); }
 
+// The LayerNorm's inputs to its backward beyond the RMSNorm's: the forward's mean and the bias (or nullptr).
+struct LayerNormInputs {
+  const at::Tensor *mean = nullptr;  // nullptr: not the LayerNorm's backward
+  const at::Tensor *bias = nullptr;
+};
+
 BackwardKey backward_key_of(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
-                            double offset, const at::Tensor *dres) {
+                            double offset, const at::Tensor *dres, const LayerNormInputs &ln) {
   BackwardKey key;
+  if (ln.mean != nullptr) {
+    key.layernorm = true;
+    key.mean_align = address_class(*ln.mean);
+    if (ln.bias != nullptr) key.bias_dtype = static_cast<int8_t>(ln.bias->scalar_type());
+  }
   if (dres != nullptr) {
     key.dres_row_stride = dres->stride(0);
     key.dres_dtype = static_cast<int8_t>(dres->scalar_type());
@@ -832,26 +865,44 @@ bool unpack_dres(PyObject *obj, const at::Tensor &x, const at::Tensor **dres) {
 
 // The kept plans for this call, or false (a miss); *p: the backward's grid.
 bool look_up_backward(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
-                      double offset, const at::Tensor *dres, int64_t *p, BackwardEntry **entry) {
-  auto found = backward_entries.find(backward_key_of(x, w, rstd, dy, offset, dres));
+                      double offset, const at::Tensor *dres, const LayerNormInputs &ln, int64_t *p,
+                      BackwardEntry **entry) {
+  auto found = backward_entries.find(backward_key_of(x, w, rstd, dy, offset, dres, ln));
   if (found == backward_entries.end() || found->second.backward.plan_tuple == nullptr) return false;
   *p = backward_programs(found->second, x.size(0));
   if (w != nullptr && found->second.dgamma[integer_class(*p)].plan_tuple == nullptr) return false;
+  if (ln.bias != nullptr && found->second.dbias[integer_class(*p)].plan_tuple == nullptr) return false;
   *entry = &found->second;
   return true;
 }
 
+// The LayerNorm's backward's own tensors: the forward's mean, and the outputs bias_partial (nullptr without a bias)
+// and mean_u (rstd when the row is one block).
+struct LayerNormOutputs {
+  const at::Tensor *mean = nullptr;  // nullptr: not the LayerNorm's backward
+  const at::Tensor *bias_partial = nullptr;
+  const at::Tensor *mean_u = nullptr;
+};
+
 bool pack_backward(const Plan &plan, const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd,
                    const at::Tensor &dy, const at::Tensor *dres, const at::Tensor &dx, const at::Tensor &partial,
-                   const at::Tensor &mean_ux, Params *params) {
-  int64_t values[kBackwardAddArguments] = {address(x), x.stride(0), address(w ? *w : x), address(rstd),
-                                           address(dy), dy.stride(0), address(dx), dx.stride(0),
-                                           address(partial), address(mean_ux), x.size(0), x.size(1)};
-  std::fill(values + kBackwardArguments, values + kBackwardAddArguments, kCompiledIn);
-  if (dres == nullptr) return pack_values(plan, values, kBackwardArguments, 0.0, params);
-  values[20] = address(*dres);
-  values[21] = dres->stride(0);
-  return pack_values(plan, values, kBackwardAddArguments, 0.0, params);
+                   const at::Tensor &mean_ux, const LayerNormOutputs &ln, Params *params) {
+  int64_t values[kBackwardLayerNormArguments] = {address(x), x.stride(0), address(w ? *w : x), address(rstd),
+                                                 address(dy), dy.stride(0), address(dx), dx.stride(0),
+                                                 address(partial), address(mean_ux), x.size(0), x.size(1)};
+  std::fill(values + kBackwardArguments, values + kBackwardLayerNormArguments, kCompiledIn);
+  if (dres != nullptr) {
+    values[20] = address(*dres);
+    values[21] = dres->stride(0);
+    return pack_values(plan, values, kBackwardAddArguments, 0.0, params);
+  }
+  if (ln.mean != nullptr) {
+    values[24] = address(*ln.mean);
+    if (ln.bias_partial != nullptr) values[25] = address(*ln.bias_partial);
+    values[26] = address(*ln.mean_u);
+    return pack_values(plan, values, kBackwardLayerNormArguments, 0.0, params);
+  }
+  return pack_values(plan, values, kBackwardArguments, 0.0, params);
 }
 
 bool pack_dgamma(const Plan &plan, const at::Tensor &partial, const at::Tensor &dgamma, Params *params) {
@@ -859,11 +910,60 @@ bool pack_dgamma(const Plan &plan, const at::Tensor &partial, const at::Tensor &
   return pack_values(plan, values, kDgammaArguments, 0.0, params);
 }
 
+// One kept kind of backward launched on the current stream: the backward kernel, then the dgamma sum (with a
+// weight) and the LayerNorm's dbias sum (with a bias). (dx, dgamma or None), or for the LayerNorm (dx, dweight or
+// None, dbias or None); None where the Python path must run it (no plans, another device current, a launch hook,
+// outputs not 16-byte aligned, a value its codes cannot hold); nullptr with a Python error set.
+PyObject *launch_backward_kind(const at::Tensor &x, const at::Tensor *w, const at::Tensor &rstd, const at::Tensor &dy,
+                               double offset, const at::Tensor *dres, const LayerNormInputs &ln, int poison) {
+  if (!x.is_cuda()) Py_RETURN_NONE;
+  int64_t p = 0;
+  BackwardEntry *entry = nullptr;
+  if (!look_up_backward(x, w, rstd, dy, offset, dres, ln, &p, &entry)) Py_RETURN_NONE;
+  const Held held(entry->backward);
+  const Held held_dgamma(entry->dgamma[integer_class(p)]);  // empty without a weight
+  const Held held_dbias(entry->dbias[integer_class(p)]);    // empty without a bias
+  const bool one_block = entry->one_block;
+  const at::ScalarType compute = entry->compute;
+  const int64_t reduce_block_n = entry->reduce_block_n;  // entry is not read after Python code has run
+  uint64_t stream = 0;
+  const int target = launch_target(x.get_device(), &stream);
+  if (target < 0) return nullptr;
+  if (target == 0) Py_RETURN_NONE;
+
+  const int64_t M = x.size(0), N = x.size(1);
+  const at::Tensor *bias = ln.bias;
+  at::Tensor dx = at::empty({M, N}, x.options());
+  at::Tensor partial = w ? at::empty({p, N}, x.options().dtype(at::kFloat)) : dx;
+  at::Tensor mean_ux = one_block ? rstd : at::empty({M}, x.options().dtype(compute));
+  at::Tensor dgamma = w ? at::empty({N}, x.options().dtype(w->scalar_type())) : at::Tensor();
+  at::Tensor bias_partial = bias ? at::empty({p, N}, x.options().dtype(at::kFloat)) : at::Tensor();
+  at::Tensor mean_u = ln.mean == nullptr ? at::Tensor() : one_block ? rstd : at::empty({M}, x.options().dtype(compute));
+  at::Tensor dbias = bias ? at::empty({N}, x.options().dtype(bias->scalar_type())) : at::Tensor();
+  at::Tensor *made[] = {&dx, &partial, &mean_ux, &dgamma, &bias_partial, &mean_u, &dbias};
+  for (at::Tensor *t : made) {
+    if (!t->defined() || t->is_same(rstd)) continue;
+    if (poison) t->fill_(std::numeric_limits<double>::quiet_NaN());
+    if (address_class(*t) != 0) Py_RETURN_NONE;  // the plans are for aligned outputs
+  }
+  const LayerNormOutputs ln_out{ln.mean, bias ? &bias_partial : nullptr, ln.mean ? &mean_u : nullptr};
+  Params params, dgamma_params, dbias_params;
+  if (!pack_backward(held.plan, x, w, rstd, dy, dres, dx, partial, mean_ux, ln_out, &params)) Py_RETURN_NONE;
+  if (w && !pack_dgamma(held_dgamma.plan, partial, dgamma, &dgamma_params)) Py_RETURN_NONE;
+  if (bias && !pack_dgamma(held_dbias.plan, bias_partial, dbias, &dbias_params)) Py_RETURN_NONE;
+  const long dims[3] = {static_cast<long>(p), 1, 1};
+  const long sum_dims[3] = {static_cast<long>((N + reduce_block_n - 1) / reduce_block_n), 1, 1};
+  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
+  if (w && !rmsnorm_launch::launch_plan(held_dgamma.plan, sum_dims, stream, &dgamma_params)) return nullptr;
+  if (bias && !rmsnorm_launch::launch_plan(held_dbias.plan, sum_dims, stream, &dbias_params)) return nullptr;
+  if (ln.mean == nullptr) return tensor_pair(std::move(dx), std::move(dgamma));
+  return tensor_triple(std::move(dx), std::move(dgamma), std::move(dbias));
+}
+
 // backward(x, weight, rstd, dy, offset, poison[, dres]) -> (dx, dgamma or None) launched on the current stream, or
-// None: no plans for this launch, tensors it does not take, another device current, a launch hook set. The inputs
-// are checked by the caller (rmsnorm.contract.check_fast_backward_inputs; the fused add's, with x its residual_out
-// and dres the gradient of residual_out or None: check_add_backward_inputs); poison: the outputs filled with NaN
-// first.
+// None (launch_backward_kind). The inputs are checked by the caller (rmsnorm.contract.check_fast_backward_inputs;
+// the fused add's, with x its residual_out and dres the gradient of residual_out or None:
+// check_add_backward_inputs); poison: the outputs filled with NaN first.
 PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 6 && nargs != 7) {
     PyErr_SetString(PyExc_TypeError, "backward(x, weight, rstd, dy, offset, poison[, dres])");
@@ -873,65 +973,93 @@ PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const int poison = PyObject_IsTrue(args[5]);
   if (poison < 0) return nullptr;
   const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr, *dres = nullptr;
-  if (!unpack_backward(args, &x, &w, &rstd, &dy) || !x->is_cuda()) Py_RETURN_NONE;
+  if (!unpack_backward(args, &x, &w, &rstd, &dy)) Py_RETURN_NONE;
   if (nargs == 7 && !unpack_dres(args[6], *x, &dres)) Py_RETURN_NONE;
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;
-  int64_t p = 0;
-  BackwardEntry *entry = nullptr;
-  if (!look_up_backward(*x, w, *rstd, *dy, offset, dres, &p, &entry)) Py_RETURN_NONE;
-  const Held held(entry->backward);
-  const Held held_dgamma(entry->dgamma[integer_class(p)]);  // empty without a weight
-  const bool one_block = entry->one_block;
-  const at::ScalarType compute = entry->compute;
-  const int64_t reduce_block_n = entry->reduce_block_n;  // entry is not read after Python code has run
-  uint64_t stream = 0;
-  const int target = launch_target(x->get_device(), &stream);
-  if (target < 0) return nullptr;
-  if (target == 0) Py_RETURN_NONE;
-
-  const int64_t M = x->size(0), N = x->size(1);
-  at::Tensor dx = at::empty({M, N}, x->options());
-  at::Tensor partial = w ? at::empty({p, N}, x->options().dtype(at::kFloat)) : dx;
-  at::Tensor mean_ux = one_block ? *rstd : at::empty({M}, x->options().dtype(compute));
-  at::Tensor dgamma = w ? at::empty({N}, x->options().dtype(w->scalar_type())) : at::Tensor();
-  if (poison) {
-    for (at::Tensor *t : {&dx, &partial, &mean_ux, &dgamma}) {
-      if (t->defined() && !t->is_same(*rstd)) t->fill_(std::numeric_limits<double>::quiet_NaN());
-    }
-  }
-  if (address_class(dx) != 0 || address_class(partial) != 0 || (!one_block && address_class(mean_ux) != 0) ||
-      (w && address_class(dgamma) != 0)) {
-    Py_RETURN_NONE;  // the plans are for aligned outputs
-  }
-  Params params;
-  if (!pack_backward(held.plan, *x, w, *rstd, *dy, dres, dx, partial, mean_ux, &params)) Py_RETURN_NONE;
-  Params dgamma_params;
-  if (w && !pack_dgamma(held_dgamma.plan, partial, dgamma, &dgamma_params)) Py_RETURN_NONE;
-  const long dims[3] = {static_cast<long>(p), 1, 1};
-  if (!rmsnorm_launch::launch_plan(held.plan, dims, stream, &params)) return nullptr;
-  if (w) {
-    const long dgamma_dims[3] = {static_cast<long>((N + reduce_block_n - 1) / reduce_block_n), 1, 1};
-    if (!rmsnorm_launch::launch_plan(held_dgamma.plan, dgamma_dims, stream, &dgamma_params)) return nullptr;
-  }
-  return tensor_pair(std::move(dx), std::move(dgamma));
+  return launch_backward_kind(*x, w, *rstd, *dy, offset, dres, LayerNormInputs{}, poison);
   END_HANDLE_TH_ERRORS
 }
 
+// Whether the LayerNorm's mean and bias are what this file takes: mean (M,), the bias (N,) or nullptr.
+bool layernorm_inputs_fit(const at::Tensor &x, const LayerNormInputs &ln) {
+  return ln.mean == nullptr || (ln.mean->dim() == 1 && ln.mean->size(0) == x.size(0) &&
+                                (ln.bias == nullptr || (ln.bias->dim() == 1 && ln.bias->size(0) == x.size(1))));
+}
+
+// backward_layernorm(x, weight, bias, mean, rstd, dy, poison) -> (dx, dweight or None, dbias or None) or None: the
+// LayerNorm's backward (rmsnorm.layernorm_launchers.launch_layernorm_backward), checked by the caller
+// (check_layernorm_backward_inputs).
+PyObject *backward_layernorm(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "backward_layernorm(x, weight, bias, mean, rstd, dy, poison)");
+    return nullptr;
+  }
+  HANDLE_TH_ERRORS
+  const int poison = PyObject_IsTrue(args[6]);
+  if (poison < 0) return nullptr;
+  const at::Tensor *x = nullptr, *w = nullptr, *bias = nullptr, *mean = nullptr, *rstd = nullptr, *dy = nullptr;
+  if (!unpack(args[0], &x) || x == nullptr || !unpack(args[1], &w) || !unpack(args[2], &bias) ||
+      !unpack(args[3], &mean) || mean == nullptr || !unpack(args[4], &rstd) || rstd == nullptr ||
+      !unpack(args[5], &dy) || dy == nullptr || x->dim() != 2 || x->size(0) == 0 || dy->dim() != 2) {
+    Py_RETURN_NONE;
+  }
+  const LayerNormInputs ln{mean, bias};
+  if (!layernorm_inputs_fit(*x, ln)) Py_RETURN_NONE;
+  return launch_backward_kind(*x, w, *rstd, *dy, 0.0, nullptr, ln, poison);
+  END_HANDLE_TH_ERRORS
+}
+
+// The LayerNorm's tensors of a kept or packed backward, from (mean, bias, bias_partial, mean_u, dbias[, (plan,
+// kernel)]) (`size` items): bias, bias_partial and dbias None without a bias. False with a Python error set when the
+// tuple is not one.
+bool unpack_layernorm(PyObject *tuple, Py_ssize_t size, const char *usage, LayerNormInputs *in, LayerNormOutputs *out,
+                      const at::Tensor **dbias) {
+  const at::Tensor *mean = nullptr, *bias = nullptr, *bias_partial = nullptr, *mean_u = nullptr;
+  if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != size || !unpack(PyTuple_GET_ITEM(tuple, 0), &mean) ||
+      mean == nullptr || !unpack(PyTuple_GET_ITEM(tuple, 1), &bias) ||
+      !unpack(PyTuple_GET_ITEM(tuple, 2), &bias_partial) || !unpack(PyTuple_GET_ITEM(tuple, 3), &mean_u) ||
+      mean_u == nullptr || !unpack(PyTuple_GET_ITEM(tuple, 4), dbias) || (bias == nullptr) != (*dbias == nullptr) ||
+      (bias == nullptr) != (bias_partial == nullptr)) {
+    PyErr_SetString(PyExc_TypeError, usage);
+    return false;
+  }
+  *in = LayerNormInputs{mean, bias};
+  *out = LayerNormOutputs{mean, bias_partial, mean_u};
+  return true;
+}
+
+// Whether a (P, N) float32 partial and its (N,) sum are as launch_backward_kind allocates them.
+bool partials_fit(const at::Tensor &partial, const at::Tensor &total, int64_t p, int64_t N, at::ScalarType dtype) {
+  return partial.dim() == 2 && partial.size(0) == p && partial.size(1) == N && partial.is_contiguous() &&
+         partial.scalar_type() == at::kFloat && address_class(partial) == 0 && total.dim() == 1 &&
+         total.size(0) == N && total.scalar_type() == dtype && address_class(total) == 0;
+}
+
+// Whether a row scratch is as launch_backward_kind allocates it: rstd itself for one block, else (M,) in `compute`.
+bool scratch_fits(const at::Tensor &scratch, const at::Tensor &rstd, bool one_block, int64_t M,
+                  at::ScalarType compute) {
+  return one_block ? scratch.is_same(rstd)
+                   : (scratch.dim() == 1 && scratch.size(0) == M && scratch.scalar_type() == compute &&
+                      address_class(scratch) == 0);
+}
+
 // remember_backward(x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma), (plan, kernel),
-//                   (dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n))
-//     -> bool
-// Keep the plans of the two kernels the Python path has just launched for these tensors, with what it allocated
-// (dgamma_plan, dgamma_kernel and dgamma are None without a weight; mean_ux is rstd when one_block). False,
-// keeping nothing, where this file could not launch them: outputs not 16-byte aligned or not of the shapes it
-// allocates, or codes other than the kernels' (kBackwardCodes, kDgammaCodes, then constexprs).
+//                   (dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n)
+//                   [, dres[, (mean, bias, bias_partial, mean_u, dbias, (dbias_plan, dbias_kernel))]]) -> bool
+// Keep the plans of the kernels the Python path has just launched for these tensors, with what it allocated
+// (dgamma_plan, dgamma_kernel and dgamma are None without a weight; mean_ux is rstd when one_block; the fused add's
+// dres, or the LayerNorm's tuple, dres then None: its bias, bias_partial, dbias and dbias plan None without a bias,
+// mean_u rstd when one_block). False, keeping nothing, where this file could not launch them: outputs not 16-byte
+// aligned or not of the shapes it allocates, or codes other than the kernels' (kBackwardCodes, kBackwardAddCodes,
+// kBackwardLayerNormCodes, kDgammaCodes, then constexprs).
 PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   const char *usage = "remember_backward(x, weight, rstd, dy, offset, (dx, partial, mean_ux, dgamma), (plan, kernel), "
                       "(dgamma_plan, dgamma_kernel), (block_m, cap, one_block, compute_is_float64, reduce_block_n)"
-                      "[, dres])";
-  if ((nargs != 9 && nargs != 10) || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 4 ||
-      !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 2 || !PyTuple_Check(args[7]) || PyTuple_GET_SIZE(args[7]) != 2 ||
-      !PyTuple_Check(args[8]) || PyTuple_GET_SIZE(args[8]) != 5) {
+                      "[, dres[, (mean, bias, bias_partial, mean_u, dbias, (dbias_plan, dbias_kernel))]])";
+  if (nargs < 9 || nargs > 11 || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 4 ||
+      !PyTuple_Check(args[6]) || PyTuple_GET_SIZE(args[6]) != 2 || !PyTuple_Check(args[7]) ||
+      PyTuple_GET_SIZE(args[7]) != 2 || !PyTuple_Check(args[8]) || PyTuple_GET_SIZE(args[8]) != 5) {
     PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
@@ -946,10 +1074,26 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
     PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
-  const at::Tensor *dres = nullptr;
-  if (nargs == 10 && !unpack(args[9], &dres)) {
+  const at::Tensor *dres = nullptr, *dbias = nullptr;
+  if (nargs >= 10 && !unpack(args[9], &dres)) {
     PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
+  }
+  LayerNormInputs ln;
+  LayerNormOutputs ln_out;
+  PyObject *dbias_kept = nullptr;  // (dbias_plan, dbias_kernel)
+  Plan dbias_plan;
+  if (nargs == 11 && args[10] != Py_None) {
+    if (dres != nullptr || !unpack_layernorm(args[10], 6, usage, &ln, &ln_out, &dbias)) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "remember_backward: dres or the LayerNorm's, not both");
+      return nullptr;
+    }
+    dbias_kept = PyTuple_GET_ITEM(args[10], 5);
+    if (!PyTuple_Check(dbias_kept) || PyTuple_GET_SIZE(dbias_kept) != 2) {
+      PyErr_SetString(PyExc_TypeError, usage);
+      return nullptr;
+    }
+    if (ln.bias && !rmsnorm_launch::parse_plan(PyTuple_GET_ITEM(dbias_kept, 0), &dbias_plan)) return nullptr;
   }
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;
@@ -976,21 +1120,22 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
   // stride(0) == N as well: is_contiguous() ignores a single row's stride, which the kernel was compiled for
   const bool dx_ok = dx->dim() == 2 && dx->size(0) == M && dx->size(1) == N && dx->stride(0) == N &&
                      dx->is_contiguous() && dx->scalar_type() == x->scalar_type() && address_class(*dx) == 0;
-  const bool partial_ok = !w || (partial->dim() == 2 && partial->size(0) == p && partial->size(1) == N &&
-                                 partial->is_contiguous() && partial->scalar_type() == at::kFloat &&
-                                 address_class(*partial) == 0);
-  const bool mean_ux_ok = one_block ? mean_ux->is_same(*rstd)
-                                    : (mean_ux->dim() == 1 && mean_ux->size(0) == M &&
-                                       mean_ux->scalar_type() == compute && address_class(*mean_ux) == 0);
-  const bool dgamma_ok = !w || (dgamma->dim() == 1 && dgamma->size(0) == N && dgamma->scalar_type() ==
-                                w->scalar_type() && address_class(*dgamma) == 0);
-  const bool codes_ok = dres ? codes_allowed(plan, kBackwardAddCodes, kBackwardAddArguments)
-                             : codes_allowed(plan, kBackwardCodes, kBackwardArguments);
-  if (!dx_ok || !partial_ok || !mean_ux_ok || !dgamma_ok || !codes_ok || !dres_fits(*x, dres) ||
-      (w && !codes_allowed(dgamma_plan, kDgammaCodes, kDgammaArguments))) {
+  const bool partial_ok = !w || partials_fit(*partial, *dgamma, p, N, w->scalar_type());
+  const bool mean_ux_ok = scratch_fits(*mean_ux, *rstd, one_block, M, compute);
+  const bool layernorm_ok = ln.mean == nullptr ||
+                            (layernorm_inputs_fit(*x, ln) && scratch_fits(*ln_out.mean_u, *rstd, one_block, M, compute) &&
+                             (!ln.bias || partials_fit(*ln_out.bias_partial, *dbias, p, N, ln.bias->scalar_type())));
+  const bool codes_ok =
+      dres ? codes_allowed(plan, kBackwardAddCodes, kBackwardAddArguments)
+      : ln.mean ? codes_allowed(plan, ln.bias ? kBackwardLayerNormCodes : kBackwardLayerNormNoBiasCodes,
+                                kBackwardLayerNormArguments)
+                : codes_allowed(plan, kBackwardCodes, kBackwardArguments);
+  if (!dx_ok || !partial_ok || !mean_ux_ok || !layernorm_ok || !codes_ok || !dres_fits(*x, dres) ||
+      (w && !codes_allowed(dgamma_plan, kDgammaCodes, kDgammaArguments)) ||
+      (ln.bias && !codes_allowed(dbias_plan, kDgammaCodes, kDgammaArguments))) {
     Py_RETURN_FALSE;
   }
-  BackwardEntry &entry = backward_entries[backward_key_of(*x, w, *rstd, *dy, offset, dres)];
+  BackwardEntry &entry = backward_entries[backward_key_of(*x, w, *rstd, *dy, offset, dres, ln)];
   if (entry.block_m != block_m || entry.cap != cap || entry.one_block != static_cast<bool>(one_block) ||
       entry.compute != compute || entry.reduce_block_n != reduce_block_n) {  // another configuration: afresh
     entry.clear();
@@ -1002,17 +1147,22 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
   }
   entry.backward.keep(plan, PyTuple_GET_ITEM(args[6], 0), PyTuple_GET_ITEM(args[6], 1));
   if (w) entry.dgamma[integer_class(p)].keep(dgamma_plan, PyTuple_GET_ITEM(args[7], 0), PyTuple_GET_ITEM(args[7], 1));
+  if (ln.bias) {
+    entry.dbias[integer_class(p)].keep(dbias_plan, PyTuple_GET_ITEM(dbias_kept, 0), PyTuple_GET_ITEM(dbias_kept, 1));
+  }
   Py_RETURN_TRUE;
   END_HANDLE_TH_ERRORS
 }
 
-// backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres]) -> (programs, backward
-// parameters, dgamma parameters or None) or None: what backward would hand the driver for these tensors and outputs
-// (any device: for tests on a machine without a GPU).
+// backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres[, (mean, bias, bias_partial,
+// mean_u, dbias)]]) -> (programs, backward parameters, dgamma parameters or None[, dbias parameters or None]) or
+// None: what a backward would hand the driver for these tensors and outputs (any device: for tests on a machine
+// without a GPU); the LayerNorm's tuple adds dbias's parameters.
 PyObject *backward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 9 && nargs != 10) {
-    PyErr_SetString(PyExc_TypeError,
-                    "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres])");
+  const char *usage = "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres[, (mean, "
+                      "bias, bias_partial, mean_u, dbias)]])";
+  if (nargs < 9 || nargs > 11) {
+    PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
   HANDLE_TH_ERRORS
@@ -1023,29 +1173,43 @@ PyObject *backward_params(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       !unpack(args[8], &dgamma) || dx->dim() != 2 || partial->dim() != 2) {
     Py_RETURN_NONE;  // pack_backward and pack_dgamma read dx's row stride and partial's (P, N)
   }
-  const at::Tensor *dres = nullptr;
-  if (nargs == 10 && !unpack_dres(args[9], *x, &dres)) Py_RETURN_NONE;
+  const at::Tensor *dres = nullptr, *dbias = nullptr;
+  if (nargs >= 10 && !unpack_dres(args[9], *x, &dres)) Py_RETURN_NONE;
+  LayerNormInputs ln;
+  LayerNormOutputs ln_out;
+  const bool layernorm = nargs == 11;
+  if (layernorm && !unpack_layernorm(args[10], 5, usage, &ln, &ln_out, &dbias)) return nullptr;
+  if (!layernorm_inputs_fit(*x, ln) || (ln.bias && ln_out.bias_partial->dim() != 2)) Py_RETURN_NONE;
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;
   int64_t p = 0;
   BackwardEntry *entry = nullptr;
-  if (!look_up_backward(*x, w, *rstd, *dy, offset, dres, &p, &entry)) Py_RETURN_NONE;
-  Params params, dgamma_params;
-  if (!pack_backward(entry->backward.plan, *x, w, *rstd, *dy, dres, *dx, *partial, *mean_ux, &params)) {
+  if (!look_up_backward(*x, w, *rstd, *dy, offset, dres, ln, &p, &entry)) Py_RETURN_NONE;
+  Params params, dgamma_params, dbias_params;
+  if (!pack_backward(entry->backward.plan, *x, w, *rstd, *dy, dres, *dx, *partial, *mean_ux, ln_out, &params)) {
     Py_RETURN_NONE;
   }
   if (w && (dgamma == nullptr || !pack_dgamma(entry->dgamma[integer_class(p)].plan, *partial, *dgamma,
                                               &dgamma_params))) {
     Py_RETURN_NONE;
   }
+  if (ln.bias && !pack_dgamma(entry->dbias[integer_class(p)].plan, *ln_out.bias_partial, *dbias, &dbias_params)) {
+    Py_RETURN_NONE;
+  }
   PyObject *packed = packed_bytes(params);
   PyObject *dgamma_packed = w ? packed_bytes(dgamma_params) : Py_NewRef(Py_None);
-  if (packed == nullptr || dgamma_packed == nullptr) {
+  PyObject *dbias_packed = ln.bias ? packed_bytes(dbias_params) : Py_NewRef(Py_None);
+  if (packed == nullptr || dgamma_packed == nullptr || dbias_packed == nullptr) {
     Py_XDECREF(packed);
     Py_XDECREF(dgamma_packed);
+    Py_XDECREF(dbias_packed);
     return nullptr;
   }
-  return Py_BuildValue("(LNN)", static_cast<long long>(p), packed, dgamma_packed);
+  if (!layernorm) {
+    Py_DECREF(dbias_packed);
+    return Py_BuildValue("(LNN)", static_cast<long long>(p), packed, dgamma_packed);
+  }
+  return Py_BuildValue("(LNNN)", static_cast<long long>(p), packed, dgamma_packed, dbias_packed);
   END_HANDLE_TH_ERRORS
 }
 
@@ -1130,7 +1294,7 @@ PyObject *plainly_valid(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
-// plans() -> (forward, backward): how many plans are kept (the backward's: each kernel's).
+// plans() -> (forward, backward): how many plans are kept (the backward's: each kernel's, the sums' included).
 PyObject *plans(PyObject *, PyObject *const *, Py_ssize_t) {
   long forward_count = 0, backward_count = 0;
   for (const auto &item : entries) {
@@ -1139,6 +1303,7 @@ PyObject *plans(PyObject *, PyObject *const *, Py_ssize_t) {
   for (const auto &item : backward_entries) {
     backward_count += item.second.backward.plan_tuple != nullptr;
     for (const Slot &slot : item.second.dgamma) backward_count += slot.plan_tuple != nullptr;
+    for (const Slot &slot : item.second.dbias) backward_count += slot.plan_tuple != nullptr;
   }
   return Py_BuildValue("(ll)", forward_count, backward_count);
 }
@@ -1165,11 +1330,14 @@ PyMethodDef rmsnorm_forward_methods[] = {
      "or None: what a forward would launch"},
     {"backward", fastcall(backward), METH_FASTCALL,
      "backward(x, weight, rstd, dy, offset, poison[, dres]) -> (dx, dgamma or None) or None: from kept plans"},
+    {"backward_layernorm", fastcall(backward_layernorm), METH_FASTCALL,
+     "backward_layernorm(x, weight, bias, mean, rstd, dy, poison) -> (dx, dweight, dbias) or None: the LayerNorm's"},
     {"remember_backward", fastcall(remember_backward), METH_FASTCALL,
-     "remember_backward(x, weight, rstd, dy, offset, outputs, plan, dgamma_plan, shape[, dres]) -> bool: keep plans"},
+     "remember_backward(x, weight, rstd, dy, offset, outputs, plan, dgamma_plan, shape[, dres[, layernorm]]) -> "
+     "bool: keep plans"},
     {"backward_params", fastcall(backward_params), METH_FASTCALL,
-     "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres]) -> what backward would "
-     "launch"},
+     "backward_params(x, weight, rstd, dy, offset, dx, partial, mean_ux, dgamma[, dres[, layernorm]]) -> what a "
+     "backward would launch"},
     {"forget_plans", fastcall(forget_plans), METH_FASTCALL, "forget_plans(): drop every kept plan"},
     {"plans", fastcall(plans), METH_FASTCALL, "plans() -> (forward, backward): plans kept"},
     {"configure_quick_check", fastcall(configure_quick_check), METH_FASTCALL,

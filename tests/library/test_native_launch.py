@@ -880,9 +880,9 @@ def test_launch_backward_tells_c_to_poison_only_under_the_poison_and_leaves_othe
 
 
 def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
-    """The plain and the fused add's default backward hand remember_backward their two launches' keys, outputs and
-    shape (on the CPU under the interpreter, where nothing is cached: the hand-over itself, recorded); the
-    LayerNorm's does not (its dbias sum is a third launch the C path does not make)."""
+    """The plain, the fused add's and the LayerNorm's default backward hand remember_backward their launches' keys,
+    outputs and shape (on the CPU under the interpreter, where nothing is cached: the hand-over itself, recorded);
+    the LayerNorm's with its own tensors and its dbias sum's launch."""
     from rmsnorm import backward as backward_module
 
     handed = []
@@ -890,20 +890,28 @@ def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
     x, dy, rstd = torch.randn(4, 8), torch.randn(4, 8), torch.rand(4) + 0.5
     w = torch.randn(8)
     dx, dgamma, _ = backward_module.run_backward(x, w, rstd, dy, None, 1.0)
-    (backward, dgamma_launch, *tensors, offset, outputs, shape, config, dres) = handed[0]
+    (backward, dgamma_launch, *tensors, offset, outputs, shape, config, dres, layernorm) = handed[0]
     config_default = rmsnorm.config.backward_config(8, x.dtype, True)
     assert backward[0] is backward_module._launch and backward[1][-1] == 1.0
     assert dgamma_launch == (backward_module._launch_dgamma, backward_module._dgamma_key(outputs[1], dgamma))
-    assert tensors == [x, w, rstd, dy] and offset == 1.0 and config == config_default and dres is None
+    assert tensors == [x, w, rstd, dy] and offset == 1.0 and config == config_default
+    assert dres is None and layernorm is None
     assert outputs[0] is dx and outputs[3] is dgamma and outputs[2] is rstd  # one block: mean_ux is rstd
     assert shape == (config_default.BLOCK_M, True, True, backward_module.REDUCE_BLOCK_N)  # float32, N <= 64: float64
     backward_module.run_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))  # explicit: kept none
     assert len(handed) == 1
     dres = torch.randn(4, 8)
     backward_module.run_backward(x, w, rstd, dy, None, 0.0, dres)  # the fused add's: handed over with its dres
-    assert len(handed) == 2 and handed[1][-1] is dres and handed[1][-2] == rmsnorm.config.backward_config(8, x.dtype)
-    backward_module.run_backward(x, w, rstd, dy, None, 0.0, None, torch.zeros(4), torch.randn(8))  # the LayerNorm's
-    assert len(handed) == 2
+    assert len(handed) == 2 and handed[1][-2] is dres and handed[1][-1] is None
+    assert handed[1][-3] == rmsnorm.config.backward_config(8, x.dtype)
+    mean, bias = torch.zeros(4), torch.randn(8)
+    dx, dweight, dbias = backward_module.run_backward(x, w, rstd, dy, None, 0.0, None, mean, bias)  # the LayerNorm's
+    assert len(handed) == 3 and handed[2][-2] is None
+    ln_mean, ln_bias, bias_partial, mean_u, ln_dbias, (launcher, key) = handed[2][-1]
+    assert ln_mean is mean and ln_bias is bias and ln_dbias is dbias and mean_u is rstd  # one block: mean_u is rstd
+    assert bias_partial.shape == (handed[2][7][1].shape[0], 8) and bias_partial.dtype == torch.float32
+    assert launcher is backward_module._launch_dgamma and key == backward_module._dgamma_key(bias_partial, dbias)
+    assert handed[2][-3] == rmsnorm.config.layernorm_backward_config(8, x.dtype)
 
 
 @toolchain
@@ -971,6 +979,76 @@ def test_tritons_own_codes_for_the_backward_are_the_ones_kept_and_packed(forward
     assert forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma, None if dres else dx) is None
     if weight:
         assert dgamma_params == packed(dgamma_codes, (partial, dgamma, P, N))
+
+
+@toolchain
+@pytest.mark.parametrize("M, N, weight, bias", [(64, 4096, True, True), (64, 4096, True, False),
+                                                (64, 4096, False, True), (1, 1, True, True), (7, 20000, True, True),
+                                                (16, 12288, True, True)])
+def test_tritons_own_codes_for_the_layernorm_s_backward_are_kept_and_packed(forward_path, M, N, weight, bias):
+    """The LayerNorm's backward (mean, bias_partial and mean_u after the fused add's constexprs) and its two sums:
+    the codes Triton's binder gives them are kBackwardLayerNormCodes' and kDgammaCodes'; kept, and packed as Triton
+    would pack them, dbias's sum its own plan (the bias's dtype)."""
+    from rmsnorm import backward as backward_module
+    from rmsnorm.config import grid_size, layernorm_backward_config, row_align_hint, row_arithmetic_dtype
+
+    x, dy, rstd, mean = _padded(M, N, N + 8), _padded(M, N, N + 8), torch.rand(M) + 0.5, torch.randn(M)
+    w = torch.randn(N, dtype=x.dtype) if weight else None
+    b = torch.randn(N) if bias else None  # float32: dbias's sum is another specialisation than dweight's
+    config = layernorm_backward_config(N, x.dtype)
+    one_block = config.one_block(N)
+    block_m = config.BLOCK_M if one_block else 1
+    P = grid_size(config, -(-M // block_m), 132)
+    compute = row_arithmetic_dtype(N, x.dtype)
+    dx = torch.empty(M, N, dtype=x.dtype)
+    partial = torch.empty(P, N) if weight else dx
+    mean_ux = mean_u = rstd if one_block else torch.empty(M, dtype=compute)
+    if not one_block:
+        mean_u = torch.empty(M, dtype=compute)
+    dgamma = torch.empty(N, dtype=x.dtype) if weight else None
+    bias_partial, dbias = (torch.empty(P, N), torch.empty(N)) if bias else (None, None)
+    values = (x, x.stride(0), x if w is None else w, rstd, dy, dy.stride(0), dx, dx.stride(0), partial, mean_ux, M, N)
+    rest = (weight, 0.0, backward_module.TRITON_DTYPE[compute], one_block, block_m, config.BLOCK_N, config.num_stages,
+            row_align_hint(x.element_size(), N, x.stride(0), dy.stride(0), dx.stride(0)), None, None, False,
+            config.static(N), mean, bias_partial, mean_u, True, bias)
+    codes = _specialisation(backward_module.rmsnorm_fast_backward_kernel, *values, *rest)
+    assert codes[12:24] == b"x" * 12 and codes[27:] == b"x" * (len(codes) - 27)
+
+    def sum_codes(partial, total):
+        return _specialisation(backward_module.rmsnorm_fast_dgamma_kernel, partial, total, P, N,
+                               backward_module.REDUCE_BLOCK_P, backward_module.REDUCE_BLOCK_N,
+                               row_align_hint(total.element_size(), N))
+
+    dbias_codes = sum_codes(bias_partial, dbias) if bias else None
+    assert forward_path.remember_backward(
+        x, w, rstd, dy, 0.0, (dx, partial, mean_ux, dgamma), (_forward_plan(codes), object()),
+        (_forward_plan(sum_codes(partial, dgamma)), object()) if weight else (None, None),
+        (block_m, 0 if config.programs_per_sm is None else 132 * config.programs_per_sm, one_block,
+         compute is torch.float64, backward_module.REDUCE_BLOCK_N), None,
+        (mean, b, bias_partial, mean_u, dbias, (_forward_plan(dbias_codes), object()) if bias else (None, None))) \
+        is True
+    assert forward_path.plans() == (0, 1 + weight + bias)
+
+    def packed(codes, values):
+        kept = [(c, v.data_ptr() if isinstance(v, torch.Tensor) else v) for c, v in zip(codes.decode(), values)]
+        return b"".join(struct.pack("<" + {"P": "Q", "i": "i", "q": "q"}[c], v) for c, v in kept if c != "x") + \
+            struct.pack("<QQ", 0, 0)
+
+    layernorm = (mean, b, bias_partial, mean_u, dbias)
+    programs, params, dgamma_params, dbias_params = forward_path.backward_params(
+        x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma, None, layernorm)
+    assert programs == P and params == packed(codes, values + rest)
+    assert (dgamma_params is None) == (not weight) and (dbias_params is None) == (not bias)
+    if bias:
+        assert dbias_params == packed(dbias_codes, (bias_partial, dbias, P, N))
+    # the RMSNorm's backward on the same tensors: another kind of launch, none kept
+    assert forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma) is None
+    other_mean = torch.randn(M + 1)[1:]  # the forward's mean at another address mod 16: another specialisation
+    assert forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma, None,
+                                        (other_mean, *layernorm[1:])) is None
+    if bias:  # the bias's dtype chooses dbias's sum: another key
+        assert forward_path.backward_params(x, w, rstd, dy, 0.0, dx, partial, mean_ux, dgamma, None,
+                                            (mean, b.half(), bias_partial, mean_u, dbias.half())) is None
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -1242,6 +1320,36 @@ def test_the_fused_add_s_backward_launches_from_c_once_kept(case, monkeypatch):
         assert (dweight is None) == (w is None) and (w is None or torch.equal(dweight, first[1]))
     with pytest.raises(AssertionError, match="Python path launched"):  # the plain norm's backward: its own kind
         backward_module.launch_backward(residual_out, w, rstd, dy.to(residual_out.dtype), None, offset)
+
+
+@gpu_only
+@pytest.mark.parametrize("case", [c for c, spec in OTHER_FORWARD_CASES.items() if spec["kind"] == "layernorm"])
+def test_the_layernorm_s_backward_launches_from_c_once_kept(case, monkeypatch):
+    """The LayerNorm's backward (the kernel, dweight's sum, dbias's sum) from one C call once kept, the Python path's
+    numbers bit for bit, under tests/conftest.py's poison."""
+    from rmsnorm import backward as backward_module
+    from rmsnorm import layernorm_launchers
+
+    spec = OTHER_FORWARD_CASES[case]
+    x, w, _ = _forward_case(spec)
+    bias = None if spec.get("no_bias") else 0.5 * torch.randn(x.shape[1], device="cuda", dtype=w.dtype)
+    _, mean, rstd = layernorm_launchers.launch_layernorm_forward(x, w, bias, 1e-5)
+    dy = torch.randn(x.shape, device="cuda", dtype=x.dtype)
+    module = native_launch.extension()
+    module.forget_plans()
+    first = layernorm_launchers.launch_layernorm_backward(x, w, bias, mean, rstd, dy)  # Python: keeps the plans
+    assert module.plans()[1] == 1 + (w is not None) + (bias is not None)
+
+    def no_python_launch(*args, **kwargs):
+        raise AssertionError("the Python path launched a kept kind of backward")
+
+    monkeypatch.setattr(layernorm_launchers, "run_backward", no_python_launch)
+    monkeypatch.setattr(backward_module, "run_backward", no_python_launch)
+    for _ in range(2):
+        out = layernorm_launchers.launch_layernorm_backward(x, w, bias, mean, rstd, dy)
+        for got, want in zip(out, first):
+            assert (got is None) == (want is None)
+            assert got is None or (torch.equal(got, want) and got.dtype == want.dtype and got.is_contiguous())
 
 
 @gpu_only
