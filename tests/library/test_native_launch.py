@@ -879,16 +879,17 @@ def test_launch_backward_tells_c_to_poison_only_under_the_poison_and_leaves_othe
     assert len(standin.calls) == 1
 
 
-def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
+def test_run_backward_hands_over_the_launch_it_ran(monkeypatch, device):
     """The plain, the fused add's and the LayerNorm's default backward hand remember_backward their launches' keys,
-    outputs and shape (on the CPU under the interpreter, where nothing is cached: the hand-over itself, recorded);
-    the LayerNorm's with its own tensors and its dbias sum's launch."""
+    outputs and shape (the hand-over itself, recorded: on the CPU under the interpreter nothing is cached); the
+    LayerNorm's with its own tensors and its dbias sum's launch."""
     from rmsnorm import backward as backward_module
 
     handed = []
+    monkeypatch.setattr(native_launch.state, "enabled", True)
     monkeypatch.setattr(native_launch, "remember_backward", lambda *args: handed.append(args))
-    x, dy, rstd = torch.randn(4, 8), torch.randn(4, 8), torch.rand(4) + 0.5
-    w = torch.randn(8)
+    x, dy, rstd = torch.randn(4, 8, device=device), torch.randn(4, 8, device=device), torch.rand(4, device=device) + 0.5
+    w = torch.randn(8, device=device)
     dx, dgamma, _ = backward_module.run_backward(x, w, rstd, dy, None, 1.0)
     (backward, dgamma_launch, *tensors, offset, outputs, shape, config, dres, layernorm) = handed[0]
     config_default = rmsnorm.config.backward_config(8, x.dtype, True)
@@ -900,11 +901,11 @@ def test_run_backward_hands_over_the_launch_it_ran(monkeypatch):
     assert shape == (config_default.BLOCK_M, True, True, backward_module.REDUCE_BLOCK_N)  # float32, N <= 64: float64
     backward_module.run_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))  # explicit: kept none
     assert len(handed) == 1
-    dres = torch.randn(4, 8)
+    dres = torch.randn(4, 8, device=device)
     backward_module.run_backward(x, w, rstd, dy, None, 0.0, dres)  # the fused add's: handed over with its dres
     assert len(handed) == 2 and handed[1][-2] is dres and handed[1][-1] is None
     assert handed[1][-3] == rmsnorm.config.backward_config(8, x.dtype)
-    mean, bias = torch.zeros(4), torch.randn(8)
+    mean, bias = torch.zeros(4, device=device), torch.randn(8, device=device)
     dx, dweight, dbias = backward_module.run_backward(x, w, rstd, dy, None, 0.0, None, mean, bias)  # the LayerNorm's
     assert len(handed) == 3 and handed[2][-2] is None
     ln_mean, ln_bias, bias_partial, mean_u, ln_dbias, (launcher, key) = handed[2][-1]
