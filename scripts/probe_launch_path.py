@@ -56,7 +56,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=440.0, help="seconds the whole run may take")
     parser.add_argument("--quick", action="store_true", help="a self-check: shapes 0 and 3, 5 samples")
     parser.add_argument("--no-model", action="store_true", help="leave out part 2 (the Llama step and decode)")
-    parser.add_argument("--steps", type=int, default=40, help="timed Llama steps per variant, in rounds")
+    parser.add_argument("--steps", type=int, default=50,
+                        help="timed Llama steps per variant, in rounds (issue 41: at least 50, interleaved)")
     args = parser.parse_args(argv)
     from rmsnorm_lab import environment_info, timing
 
