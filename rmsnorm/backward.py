@@ -321,11 +321,9 @@ def launch_backward(
     launch on and the default configuration, from one C call once a plan is kept (:mod:`rmsnorm.native_launch`,
     csrc/fast_path.cpp: the fused add's launches, with ``dres``, are their own kind there).
     """
-    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
-    if poison is not None:  # both launches in one C call, from plans run_backward kept (csrc/fast_path.cpp)
-        out = native_launch.state.module.backward(x, weight, rstd, dy, offset, poison, dres)
-        if out is not None:  # None: no plans for this kind of launch yet, run_backward runs it
-            return out
+    out = native_launch.launch_from_c("backward", config, x, weight, rstd, dy, offset, dres)  # plans run_backward kept
+    if out is not None:
+        return out
     return run_backward(x, weight, rstd, dy, config, offset, dres)[:2]
 
 

@@ -272,11 +272,9 @@ def launch_forward(
     ``eps`` and ``offset`` must be Python floats. Launches through :class:`~rmsnorm.launch.DirectLauncher`,
     keyed by :func:`forward_key`.
     """
-    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
-    if poison is not None:  # the whole launch in one C call, from a plan the path below kept (csrc/fast_path.cpp)
-        out = native_launch.state.module.forward(x, weight, eps, offset, poison)
-        if out is not None:  # None: no plan for this kind of launch yet, the path below runs it
-            return out
+    out = native_launch.launch_from_c("forward", config, x, weight, eps, offset)  # from a plan the path below kept
+    if out is not None:
+        return out
     M, N = x.shape
     check_config(config, x)
     y = device.new_output((M, N), x.dtype, x.device)
@@ -302,11 +300,9 @@ def launch_add_forward(
         the sum;
         rstd (M,) float32, of residual_out's rows.
     """
-    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
-    if poison is not None:  # the launch in one C call, from a plan _run kept (csrc/fast_path.cpp)
-        out = native_launch.state.module.forward_add(x, residual, weight, eps, offset, poison)
-        if out is not None:  # None: no plan for this kind of launch yet, the path below runs it
-            return out
+    out = native_launch.launch_from_c("forward_add", config, x, residual, weight, eps, offset)  # a plan _run kept
+    if out is not None:
+        return out
     M, N = x.shape
     check_config(config, x, plain=False)
     y = device.new_output((M, N), x.dtype, x.device)

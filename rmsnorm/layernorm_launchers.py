@@ -96,11 +96,9 @@ def launch_layernorm_forward(x, weight, bias, eps: float, config: FastConfig | N
     With the native launch on and the default configuration, from one C call once a plan is kept
     (:mod:`rmsnorm.native_launch`, csrc/fast_path.cpp), as the RMSNorm's forward.
     """
-    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
-    if poison is not None:
-        out = native_launch.state.module.forward_layernorm(x, weight, bias, eps, poison)
-        if out is not None:  # None: no plan for this kind of launch yet, the path below runs it (and keeps one)
-            return out
+    out = native_launch.launch_from_c("forward_layernorm", config, x, weight, bias, eps)  # a plan _run kept
+    if out is not None:
+        return out
     M, N = x.shape
     check_config(config, x, plain=False)
     y = device.new_output((M, N), x.dtype, x.device)
@@ -155,9 +153,7 @@ def launch_layernorm_backward(x, weight, bias, mean, rstd, dy, config: FastConfi
     With the native launch on and the default configuration, the backward kernel and the sums of dweight and dbias
     from one C call once their plans are kept (:mod:`rmsnorm.native_launch`, csrc/fast_path.cpp).
     """
-    poison = None if config is not None else native_launch.c_path_poison(device.new_output)
-    if poison is not None:
-        out = native_launch.state.module.backward_layernorm(x, weight, bias, mean, rstd, dy, poison)
-        if out is not None:  # None: no plans for this kind of launch yet, run_backward runs it (and keeps them)
-            return out
+    out = native_launch.launch_from_c("backward_layernorm", config, x, weight, bias, mean, rstd, dy)
+    if out is not None:  # from plans run_backward kept
+        return out
     return run_backward(x, weight, rstd, dy, config, 0.0, None, mean, bias)

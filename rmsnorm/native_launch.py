@@ -246,23 +246,26 @@ def remember_forward(launcher, key: tuple, x, weight, offset: float, y, rstd, co
                                          kept[1], residual, residual_out, mean, bias)
 
 
-def c_path_poison(allocate) -> bool | None:
-    """Whether a launch may go to the C paths (csrc/fast_path.cpp), and how they allocate.
+def launch_from_c(entry: str, config, *args):
+    """A launcher's whole launch from the C paths (csrc/fast_path.cpp): the outputs, or None where Python runs it.
 
     Args:
-        allocate: ``rmsnorm.device.new_output`` as the caller reads it now.
+        entry: the extension's function (``forward``, ``forward_add``, ``forward_layernorm``, ``backward``,
+            ``backward_layernorm``); it takes ``args`` and then ``poison``, and returns None where it has no plan.
+        config: the launcher's configuration: only the default (None) is planned in C.
 
     Returns:
-        None where they may not (the native launch off or not built, or an allocator the tests put in place other
-        than the NaN poison: the Python path must then call it); else whether to fill the outputs with NaN
-        (``device.nan_output``, :func:`rmsnorm.testing.poisoned_outputs`) rather than leave them as ``at::empty``
-        makes them (``device.EMPTY_OUTPUT``).
+        None where the C path may not run (an explicit configuration, the native launch off or not built, or an
+        allocator the tests put in ``rmsnorm.device.new_output`` other than the NaN poison: the Python path must
+        call it) or has no plan yet; else the outputs, filled with NaN first under ``device.nan_output``
+        (:func:`rmsnorm.testing.poisoned_outputs`), left as ``at::empty`` makes them under ``device.EMPTY_OUTPUT``.
     """
-    if not state.enabled or state.module is None:
+    if config is not None or not state.enabled or state.module is None:
         return None
-    if allocate is device.EMPTY_OUTPUT:
-        return False
-    return True if allocate is device.nan_output else None
+    allocate = device.new_output
+    if allocate is not device.EMPTY_OUTPUT and allocate is not device.nan_output:
+        return None
+    return getattr(state.module, entry)(*args, allocate is device.nan_output)
 
 
 def _grid_cap(x, config) -> int:

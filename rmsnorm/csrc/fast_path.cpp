@@ -960,21 +960,20 @@ PyObject *launch_backward_kind(const at::Tensor &x, const at::Tensor *w, const a
   return tensor_triple(std::move(dx), std::move(dgamma), std::move(dbias));
 }
 
-// backward(x, weight, rstd, dy, offset, poison[, dres]) -> (dx, dgamma or None) launched on the current stream, or
+// backward(x, weight, rstd, dy, offset, dres, poison) -> (dx, dgamma or None) launched on the current stream, or
 // None (launch_backward_kind). The inputs are checked by the caller (rmsnorm.contract.check_fast_backward_inputs;
-// the fused add's, with x its residual_out and dres the gradient of residual_out or None:
+// the fused add's, with x its residual_out and dres the gradient of residual_out, else None:
 // check_add_backward_inputs); poison: the outputs filled with NaN first.
 PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 6 && nargs != 7) {
-    PyErr_SetString(PyExc_TypeError, "backward(x, weight, rstd, dy, offset, poison[, dres])");
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "backward(x, weight, rstd, dy, offset, dres, poison)");
     return nullptr;
   }
   HANDLE_TH_ERRORS
-  const int poison = PyObject_IsTrue(args[5]);
+  const int poison = PyObject_IsTrue(args[6]);
   if (poison < 0) return nullptr;
   const at::Tensor *x = nullptr, *w = nullptr, *rstd = nullptr, *dy = nullptr, *dres = nullptr;
-  if (!unpack_backward(args, &x, &w, &rstd, &dy)) Py_RETURN_NONE;
-  if (nargs == 7 && !unpack_dres(args[6], *x, &dres)) Py_RETURN_NONE;
+  if (!unpack_backward(args, &x, &w, &rstd, &dy) || !unpack_dres(args[5], *x, &dres)) Py_RETURN_NONE;
   const double offset = PyFloat_AsDouble(args[4]);
   if (offset == -1.0 && PyErr_Occurred()) return nullptr;
   return launch_backward_kind(*x, w, *rstd, *dy, offset, dres, LayerNormInputs{}, poison);
@@ -1329,7 +1328,7 @@ PyMethodDef rmsnorm_forward_methods[] = {
      "forward_params(x, weight, eps, offset, y, rstd[, residual, residual_out, mean, bias]) -> (programs, bytes) "
      "or None: what a forward would launch"},
     {"backward", fastcall(backward), METH_FASTCALL,
-     "backward(x, weight, rstd, dy, offset, poison[, dres]) -> (dx, dgamma or None) or None: from kept plans"},
+     "backward(x, weight, rstd, dy, offset, dres, poison) -> (dx, dgamma or None) or None: from kept plans"},
     {"backward_layernorm", fastcall(backward_layernorm), METH_FASTCALL,
      "backward_layernorm(x, weight, bias, mean, rstd, dy, poison) -> (dx, dweight, dbias) or None: the LayerNorm's"},
     {"remember_backward", fastcall(remember_backward), METH_FASTCALL,

@@ -801,7 +801,7 @@ def test_launch_backward_takes_the_c_path_only_as_default(monkeypatch, fresh_sta
     assert backward_module.launch_backward(x, w, rstd, dy, None, 1.0) is grads
     assert backward_module.launch_backward(x, w, rstd, dy, None, 0.0, dy) is grads  # the fused add's
     # poisoned outputs (tests/conftest.py): NaN in C too
-    assert standin.calls == [(x, w, rstd, dy, 1.0, True, None), (x, w, rstd, dy, 0.0, True, dy)]
+    assert standin.calls == [(x, w, rstd, dy, 1.0, None, True), (x, w, rstd, dy, 0.0, dy, True)]
     with mock.patch.object(backward_module, "run_backward", lambda *a: ("python", None, None)):
         assert backward_module.launch_backward(x, w, rstd, dy, rmsnorm.config.backward_config(8, x.dtype))[0] == \
             "python"
@@ -873,7 +873,7 @@ def test_launch_backward_tells_c_to_poison_only_under_the_poison_and_leaves_othe
     monkeypatch.setattr(native_launch.state, "module", standin)
     with mock.patch.object(rmsnorm.device, "new_output", rmsnorm.device.EMPTY_OUTPUT):
         backward_module.launch_backward(x, w, rstd, dy)
-    assert standin.calls == [(x, w, rstd, dy, 0.0, False, None)]
+    assert standin.calls == [(x, w, rstd, dy, 0.0, None, False)]
     with outputs_forbidden(), mock.patch.object(backward_module, "run_backward", lambda *a: ("python", None, None)):
         assert backward_module.launch_backward(x, w, rstd, dy)[0] == "python"
     assert len(standin.calls) == 1
