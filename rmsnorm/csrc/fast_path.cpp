@@ -448,12 +448,17 @@ bool floats(PyObject *const *args, double *eps, double *offset) {
 
 // Whether `extra` fits x as the caller's checks left it (rmsnorm.contract.check_add_inputs, check_layernorm_inputs):
 // a residual of x's shape on x's device, a bias of N elements. Anything else is the Python path's to refuse.
+// t has x's (M, N) rows on x's device: the fused add's residual, its dres.
+bool rows_like(const at::Tensor &t, const at::Tensor &x) {
+  return t.dim() == 2 && t.size(0) == x.size(0) && t.size(1) == x.size(1) && t.device() == x.device();
+}
+
+// t is one value per row (n = M: the LayerNorm's mean) or per column (n = N: its bias).
+bool vector_of(const at::Tensor &t, int64_t n) { return t.dim() == 1 && t.size(0) == n; }
+
 bool extra_fits(const at::Tensor &x, const Extra &extra) {
-  if (extra.kind == kAdd) {
-    const at::Tensor &r = *extra.residual;
-    return r.dim() == 2 && r.size(0) == x.size(0) && r.size(1) == x.size(1) && r.device() == x.device();
-  }
-  return extra.bias == nullptr || (extra.bias->dim() == 1 && extra.bias->size(0) == x.size(1));
+  if (extra.kind == kAdd) return rows_like(*extra.residual, x);
+  return extra.bias == nullptr || vector_of(*extra.bias, x.size(1));
 }
 
 // One kept kind of forward launched on the current stream: (y, rstd), or (y, residual_out, rstd) for the fused add,
@@ -852,10 +857,7 @@ bool unpack_backward(PyObject *const *args, const at::Tensor **x, const at::Tens
 }
 
 // Whether the fused add's dres (nullptr: the plain norm's backward) is what this file takes: x's shape on x's device.
-bool dres_fits(const at::Tensor &x, const at::Tensor *dres) {
-  return dres == nullptr || (dres->dim() == 2 && dres->size(0) == x.size(0) && dres->size(1) == x.size(1) &&
-                             dres->device() == x.device());
-}
+bool dres_fits(const at::Tensor &x, const at::Tensor *dres) { return dres == nullptr || rows_like(*dres, x); }
 
 // The fused add's dres (or nullptr) from `obj`; false where this file does not take it (not a strided tensor, or
 // not dres_fits: the Python path's to run or refuse).
@@ -982,8 +984,8 @@ PyObject *backward(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 
 // Whether the LayerNorm's mean and bias are what this file takes: mean (M,), the bias (N,) or nullptr.
 bool layernorm_inputs_fit(const at::Tensor &x, const LayerNormInputs &ln) {
-  return ln.mean == nullptr || (ln.mean->dim() == 1 && ln.mean->size(0) == x.size(0) &&
-                                (ln.bias == nullptr || (ln.bias->dim() == 1 && ln.bias->size(0) == x.size(1))));
+  return ln.mean == nullptr ||
+         (vector_of(*ln.mean, x.size(0)) && (ln.bias == nullptr || vector_of(*ln.bias, x.size(1))));
 }
 
 // backward_layernorm(x, weight, bias, mean, rstd, dy, poison) -> (dx, dweight or None, dbias or None) or None: the
@@ -1121,9 +1123,10 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
                      dx->is_contiguous() && dx->scalar_type() == x->scalar_type() && address_class(*dx) == 0;
   const bool partial_ok = !w || partials_fit(*partial, *dgamma, p, N, w->scalar_type());
   const bool mean_ux_ok = scratch_fits(*mean_ux, *rstd, one_block, M, compute);
-  const bool layernorm_ok = ln.mean == nullptr ||
-                            (layernorm_inputs_fit(*x, ln) && scratch_fits(*ln_out.mean_u, *rstd, one_block, M, compute) &&
-                             (!ln.bias || partials_fit(*ln_out.bias_partial, *dbias, p, N, ln.bias->scalar_type())));
+  const bool layernorm_ok =
+      ln.mean == nullptr ||
+      (layernorm_inputs_fit(*x, ln) && scratch_fits(*ln_out.mean_u, *rstd, one_block, M, compute) &&
+       (!ln.bias || partials_fit(*ln_out.bias_partial, *dbias, p, N, ln.bias->scalar_type())));
   const bool codes_ok =
       dres ? codes_allowed(plan, kBackwardAddCodes, kBackwardAddArguments)
       : ln.mean ? codes_allowed(plan, ln.bias ? kBackwardLayerNormCodes : kBackwardLayerNormNoBiasCodes,
