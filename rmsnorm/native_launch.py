@@ -127,26 +127,45 @@ def build():
     """Compile (or load from torch's extension cache) the extension and open the driver; returns the module.
 
     Raises:
-        FileNotFoundError: Triton ships no ``cuda.h``.
-        RuntimeError, OSError, subprocess.CalledProcessError: the compiler or ninja is missing or fails;
-            ``libcuda.so.1`` cannot be opened or lacks ``cuLaunchKernelEx``.
+        FileNotFoundError: no compiler, no ninja or no ``cuda.h`` (:func:`missing_toolchain`).
+        RuntimeError, OSError, subprocess.CalledProcessError: the build fails; ``libcuda.so.1`` cannot be opened or
+            lacks ``cuLaunchKernelEx``.
     """
     module = compile_extension()
     module.open_driver()
     return module
 
 
+def missing_toolchain() -> str | None:
+    """What this machine lacks to build the extension, or None where it has all of it.
+
+    The build needs the C++ compiler torch's ``cpp_extension`` calls (``$CXX``, else ``c++``), ninja (on PATH or
+    installed by pip beside this interpreter) and the ``cuda.h`` Triton ships. Asked before the build, so that a
+    machine without them is told which one, not torch's or the compiler's own message.
+    """
+    compiler = os.environ.get("CXX") or "c++"
+    if shutil.which(compiler) is None:
+        return f"no C++ compiler ({compiler}) on PATH"
+    if shutil.which("ninja") is None and not (Path(sys.executable).parent / "ninja").is_file():
+        return "no ninja on PATH or beside this Python (pip install ninja)"
+    if not (include_dir() / "cuda.h").is_file():
+        return f"no cuda.h in {include_dir()} (triton {triton.__version__})"
+    return None
+
+
 def compile_extension():
     """The extension compiled (or loaded from torch's extension cache), the driver not yet opened.
 
     Raises:
-        As :func:`build`, but for the driver.
+        FileNotFoundError: :func:`missing_toolchain` names what is missing.
+        RuntimeError, subprocess.CalledProcessError: the build itself fails.
     """
     from torch.utils import cpp_extension
 
+    missing = missing_toolchain()
+    if missing is not None:
+        raise FileNotFoundError(missing)
     include = include_dir()
-    if not (include / "cuda.h").is_file():
-        raise FileNotFoundError(f"no cuda.h in {include} (triton {triton.__version__})")
     path, venv_bin = os.environ.get("PATH"), Path(sys.executable).parent
     if shutil.which("ninja") is None and (venv_bin / "ninja").is_file():
         # the ninja pip installed into this interpreter's environment, whose bin folder may not be on PATH

@@ -9,7 +9,6 @@ is the one taken, and it gives the numbers Triton's launcher and binder give, on
 under a CUDA graph and torch.compile, past 48 KiB of shared memory, with scratch, and on a second GPU.
 """
 
-import shutil
 import struct
 import warnings
 from pathlib import Path
@@ -35,8 +34,8 @@ two_gpus = pytest.mark.skipif(
     reason="needs two CUDA GPUs (only one-GPU machines were lent when this was written)",
 )
 toolchain = pytest.mark.skipif(
-    shutil.which("c++") is None or shutil.which("ninja") is None,
-    reason="needs a C++ compiler and ninja to build the extension",
+    native_launch.missing_toolchain() is not None,
+    reason=f"the extension cannot be built here: {native_launch.missing_toolchain()}",
 )
 
 
@@ -324,6 +323,22 @@ def test_a_build_that_fails_warns_once_and_falls_back(monkeypatch, fresh_state):
         warnings.simplefilter("error")
         assert native_launch.plan_for(_compiled()) is False  # said once per process
     assert native_launch.state.failure == "RuntimeError: Ninja is required to load C++ extensions"
+
+
+def test_a_machine_without_a_compiler_is_told_which_tool_is_missing(monkeypatch, fresh_state, tmp_path):
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
+    assert native_launch.missing_toolchain() == f"no C++ compiler ({tmp_path / 'no-such-c++'}) on PATH"
+    with pytest.raises(FileNotFoundError, match="no C\\+\\+ compiler .*no-such-c\\+\\+"):
+        native_launch.compile_extension()
+    with pytest.warns(RuntimeWarning, match="could not be built or loaded .FileNotFoundError: no C\\+\\+ compiler"):
+        assert native_launch.extension() is None
+    monkeypatch.delenv("CXX")
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither c++ nor ninja
+    monkeypatch.setattr(native_launch.sys, "executable", str(tmp_path / "python"))
+    assert native_launch.missing_toolchain() == "no C++ compiler (c++) on PATH"
+    (tmp_path / "c++").write_text("#!/bin/sh\n")
+    (tmp_path / "c++").chmod(0o755)
+    assert native_launch.missing_toolchain().startswith("no ninja")
 
 
 def test_launch_path_names_each_path(monkeypatch, fresh_state):
