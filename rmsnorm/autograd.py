@@ -143,10 +143,13 @@ def _setup_context(ctx, inputs, output):
     _y, rstd = output
     ctx.save_for_backward(x, weight, rstd)
     ctx.mark_non_differentiable(rstd)
+    ctx.set_materialize_grads(False)  # see _FastRMSNormFunctionForTransforms.setup_context
     ctx.offset = offset[0] if offset else 0.0
 
 
 def _backward(ctx, dy, _drstd):
+    if dy is None:
+        return None, None, None, None
     x, weight, rstd = ctx.saved_tensors
     dx, dgamma = _backward_op(x, weight, rstd, _unit_column_stride(dy), ctx.offset)
     return dx, (None if weight is None else dgamma), None, None
@@ -254,9 +257,14 @@ class _FastRMSNormFunctionForTransforms(torch.autograd.Function):
         x, weight, _eps, ctx.offset = inputs
         ctx.save_for_backward(_savable(x), _savable(weight), output[1])
         ctx.mark_non_differentiable(output[1])
+        # rstd has no gradient: autograd would otherwise fill zeros for it on every backward (one more kernel
+        # launch), and y's gradient is None only where no gradient reaches the norm at all
+        ctx.set_materialize_grads(False)
 
     @staticmethod
     def backward(ctx, dy, _drstd):
+        if dy is None:
+            return None, None, None, None
         x, weight, rstd = ctx.saved_tensors
         if _functorch_wrapped(x, weight, rstd, dy):
             dx, dgamma = _BackwardUnderTransforms.apply(x, weight, rstd, dy, ctx.offset)

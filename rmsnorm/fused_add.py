@@ -121,11 +121,14 @@ def _setup_context(ctx, inputs, output):
     _y, residual_out, rstd = output
     ctx.save_for_backward(residual_out, weight, rstd)
     ctx.mark_non_differentiable(rstd)
+    ctx.set_materialize_grads(False)  # see _FusedAddRMSNormFunctionForTransforms.setup_context
     ctx.offset = offset[0] if offset else 0.0
     ctx.x_dtype = x.dtype
 
 
 def _backward(ctx, dy, d_residual_out, _drstd):
+    if dy is None and d_residual_out is None:
+        return None, None, None, None, None
     residual_out, weight, rstd = ctx.saved_tensors
     dh, dweight = _add_backward_op(residual_out, weight, rstd, _or_zeros(dy, residual_out, ctx.x_dtype),
                                    _or_zeros(d_residual_out, residual_out, residual_out.dtype), ctx.offset)
@@ -157,15 +160,21 @@ class _FusedAddRMSNormFunctionForTransforms(torch.autograd.Function):
         ctx.x_dtype = x.dtype
         ctx.save_for_backward(output[1], _savable(weight), output[2])
         ctx.mark_non_differentiable(output[2])
+        # no zeros filled for rstd's gradient on every backward (one launch fewer); y's or residual_out's
+        # gradient, where the loss does not use that output, is zeros made here (_or_zeros)
+        ctx.set_materialize_grads(False)
 
     @staticmethod
     def backward(ctx, dy, d_residual_out, _drstd):
+        if dy is None and d_residual_out is None:
+            return None, None, None, None, None
         residual_out, weight, rstd = ctx.saved_tensors
+        dy, d_residual_out = (_or_zeros(dy, residual_out, ctx.x_dtype),
+                              _or_zeros(d_residual_out, residual_out, residual_out.dtype))
         if _functorch_wrapped(residual_out, weight, rstd, dy, d_residual_out):
             dh, dweight = _BackwardUnderTransforms.apply(residual_out, weight, rstd, dy, ctx.offset, d_residual_out)
             return dh.to(ctx.x_dtype), dh, (None if weight is None else dweight), None, None
-        dh, dweight = launch_backward(residual_out, weight, rstd, _unit_column_stride(dy), None, ctx.offset,
-                                      _unit_column_stride(d_residual_out))
+        dh, dweight = launch_backward(residual_out, weight, rstd, dy, None, ctx.offset, d_residual_out)
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
             dh, dweight = _RefuseDoubleBackward.apply(residual_out, weight, dh, dweight)
         return dh.to(ctx.x_dtype), dh, dweight, None, None

@@ -89,9 +89,12 @@ def _setup_context(ctx, inputs, output):
     _y, mean, rstd = output
     ctx.save_for_backward(x, weight, bias, mean, rstd)
     ctx.mark_non_differentiable(mean, rstd)
+    ctx.set_materialize_grads(False)  # see _FastLayerNormFunctionForTransforms.setup_context
 
 
 def _backward(ctx, dy, _dmean, _drstd):
+    if dy is None:
+        return None, None, None, None
     x, weight, bias, mean, rstd = ctx.saved_tensors
     dx, dweight, dbias = _backward_op(x, weight, bias, mean, rstd, _unit_column_stride(dy))
     return dx, (None if weight is None else dweight), (None if bias is None else dbias), None
@@ -144,9 +147,12 @@ class _FastLayerNormFunctionForTransforms(torch.autograd.Function):
         x, weight, bias, _eps = inputs
         ctx.save_for_backward(_savable(x), _savable(weight), _savable(bias), output[1], output[2])
         ctx.mark_non_differentiable(output[1], output[2])
+        ctx.set_materialize_grads(False)  # no zeros filled for mean's and rstd's gradients: two launches fewer
 
     @staticmethod
     def backward(ctx, dy, _dmean, _drstd):
+        if dy is None:
+            return None, None, None, None
         x, weight, bias, mean, rstd = ctx.saved_tensors
         if _functorch_wrapped(x, weight, bias, mean, rstd, dy):
             dx, dweight, dbias = _LayerNormBackwardUnderTransforms.apply(x, weight, bias, mean, rstd, dy)

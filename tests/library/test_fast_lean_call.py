@@ -253,6 +253,28 @@ def _three_norms(x, gamma):
     yield "layernorm_fast", lambda x, g: rmsnorm.layernorm_fast(x, g, g.detach() * 0.25)
 
 
+def test_a_backward_fills_no_zeros_for_the_statistics(device):
+    """rstd, and the LayerNorm's mean, have no gradient: autograd fills none for them (set_materialize_grads(False));
+    filling them would be one more launch a statistic on every backward of a model."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    x, gamma, _ = make_inputs(5, 48, torch.float32, device, seed=2)
+    for name, call in _three_norms(x, gamma):
+        leaf, weight = x.clone().requires_grad_(), gamma.clone().requires_grad_()
+        y = call(leaf, weight)
+        dy, ops = torch.ones_like(y), []
+        with Record():
+            y.backward(dy)
+        assert ops, name
+        assert not {"zeros", "zeros_like", "new_zeros", "zero_"} & set(ops), (name, ops)
+        assert leaf.grad is not None and weight.grad is not None, name
+
+
 def test_a_call_with_no_gradient_to_record_launches_without_a_function(device, monkeypatch):
     """No grad, inference mode, or no input that requires grad: the call goes to the launcher with no
     autograd.Function (it costs the host about what the launch does), with the recorded call's numbers bit

@@ -137,6 +137,11 @@ def test_an_unused_output_has_a_zero_gradient(device):
     h = (x + residual).detach().requires_grad_()
     (dh,) = torch.autograd.grad((rmsnorm_fast(h, weight) * dy).sum(), h)
     torch.testing.assert_close(dx, dh, rtol=0, atol=0)  # the same kernel: d_residual_out = 0 adds nothing
+    weight.requires_grad_()
+    _, residual_out = rmsnorm_add(x, residual, weight)
+    dx, dweight = torch.autograd.grad((residual_out * dy).sum(), (x, weight))
+    torch.testing.assert_close(dx, dy, rtol=0, atol=0)  # y unused: its gradient is zero, h's is d residual_out
+    torch.testing.assert_close(dweight, torch.zeros_like(weight), rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------------------- contract
