@@ -33,6 +33,7 @@
 #include <cstring>
 #include <limits>
 #include <unordered_map>
+#include <vector>
 
 #include "triton_launch.h"
 
@@ -122,19 +123,41 @@ struct KeyHash {
 
 // One compiled kernel: its plan, and strong references to the plan tuple (which owns plan.codes) and to the
 // CompiledKernel (which keeps the CUfunction loaded).
+// The references an update of the tables replaces, dropped when the update is done (this object's end of scope):
+// dropping one may run Python code (a finaliser) that reaches the tables again, and an insertion there may move
+// the Entry the update still holds a reference to. Declare it before that reference, so that it ends after it.
+struct Released {
+  std::vector<PyObject *> refs;
+
+  Released() = default;
+  Released(const Released &) = delete;
+  Released &operator=(const Released &) = delete;
+  ~Released() {
+    for (PyObject *ref : refs) Py_XDECREF(ref);
+  }
+};
+
 struct Slot {
   Plan plan;
   PyObject *plan_tuple = nullptr;
   PyObject *kernel = nullptr;
 
+  // Drop both references now: only for a slot already out of the tables (forget_plans).
   void clear() {
     Py_CLEAR(plan_tuple);
     Py_CLEAR(kernel);
   }
 
+  // Empty the slot, its references handed to `released`.
+  void release(Released &released) {
+    released.refs.push_back(plan_tuple);
+    released.refs.push_back(kernel);
+    plan_tuple = kernel = nullptr;
+  }
+
   // Keep `kept`, parsed from `tuple`, and the compiled kernel it belongs to (new references to both).
-  void keep(const Plan &kept, PyObject *tuple, PyObject *compiled) {
-    clear();
+  void keep(const Plan &kept, PyObject *tuple, PyObject *compiled, Released &released) {
+    release(released);
     plan_tuple = Py_NewRef(tuple);
     kernel = Py_NewRef(compiled);
     plan = kept;
@@ -640,17 +663,18 @@ PyObject *remember_forward(PyObject *, PyObject *const *args, Py_ssize_t nargs) 
                            : codes_allowed(plan, extra.bias ? kLayerNormCodes : kLayerNormNoBiasCodes,
                                            kLayerNormArguments);
   if (!allowed) Py_RETURN_FALSE;
+  Released released;
   Entry &entry = entries[key_of(*x, w, offset, extra)];
   if (entry.block_m != block_m || entry.cap != cap) {  // a configuration other than the kept one's: start afresh
-    entry.slots[0].clear();
-    entry.slots[1].clear();
+    entry.slots[0].release(released);
+    entry.slots[1].release(released);
     entry.block_m = block_m;
     entry.cap = cap;
   }
   bool persistent = false;
   programs(entry, M, &persistent);
   Slot &slot = entry.slots[persistent];
-  slot.keep(plan, args[5], args[8]);
+  slot.keep(plan, args[5], args[8], released);
   Py_RETURN_TRUE;
   END_HANDLE_TH_ERRORS
 }
@@ -801,6 +825,12 @@ struct BackwardEntry {
     backward.clear();
     for (Slot &slot : dgamma) slot.clear();
     for (Slot &slot : dbias) slot.clear();
+  }
+
+  void release(Released &released) {
+    backward.release(released);
+    for (Slot &slot : dgamma) slot.release(released);
+    for (Slot &slot : dbias) slot.release(released);
   }
 };
 
@@ -1137,20 +1167,25 @@ PyObject *remember_backward(PyObject *, PyObject *const *args, Py_ssize_t nargs)
       (ln.bias && !codes_allowed(dbias_plan, kDgammaCodes, kDgammaArguments))) {
     Py_RETURN_FALSE;
   }
+  Released released;
   BackwardEntry &entry = backward_entries[backward_key_of(*x, w, *rstd, *dy, offset, dres, ln)];
   if (entry.block_m != block_m || entry.cap != cap || entry.one_block != static_cast<bool>(one_block) ||
       entry.compute != compute || entry.reduce_block_n != reduce_block_n) {  // another configuration: afresh
-    entry.clear();
+    entry.release(released);
     entry.block_m = block_m;
     entry.cap = cap;
     entry.one_block = one_block;
     entry.compute = compute;
     entry.reduce_block_n = reduce_block_n;
   }
-  entry.backward.keep(plan, PyTuple_GET_ITEM(args[6], 0), PyTuple_GET_ITEM(args[6], 1));
-  if (w) entry.dgamma[integer_class(p)].keep(dgamma_plan, PyTuple_GET_ITEM(args[7], 0), PyTuple_GET_ITEM(args[7], 1));
+  entry.backward.keep(plan, PyTuple_GET_ITEM(args[6], 0), PyTuple_GET_ITEM(args[6], 1), released);
+  if (w) {
+    entry.dgamma[integer_class(p)].keep(dgamma_plan, PyTuple_GET_ITEM(args[7], 0), PyTuple_GET_ITEM(args[7], 1),
+                                        released);
+  }
   if (ln.bias) {
-    entry.dbias[integer_class(p)].keep(dbias_plan, PyTuple_GET_ITEM(dbias_kept, 0), PyTuple_GET_ITEM(dbias_kept, 1));
+    entry.dbias[integer_class(p)].keep(dbias_plan, PyTuple_GET_ITEM(dbias_kept, 0), PyTuple_GET_ITEM(dbias_kept, 1),
+                                       released);
   }
   Py_RETURN_TRUE;
   END_HANDLE_TH_ERRORS

@@ -401,6 +401,24 @@ def test_the_forward_path_packs_the_nine_arguments_of_a_kept_plan(forward_path):
 
 
 @toolchain
+def test_a_kernel_whose_finaliser_reaches_the_tables_is_dropped_after_the_update(forward_path):
+    """Replacing a kept plan drops the old kernel's reference; a finaliser it runs may reach the tables (here it
+    forgets every plan, which frees the entry being updated): the references are dropped after the update."""
+    x, w, y, rstd = _rows()
+    seen = []
+
+    class Kernel:
+        def __del__(self):
+            seen.append(forward_path.plans()[0])
+            forward_path.forget_plans()
+
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(), 4, 0, Kernel()) is True
+    assert forward_path.remember_forward(x, w, 0.0, y, rstd, _forward_plan(), 4, 0, object()) is True
+    assert seen == [1]  # the finaliser ran once the new plan was in place, not halfway through it
+    assert forward_path.plans()[0] == 0 and forward_path.forward_params(x, w, 1e-6, 0.0, y, rstd) is None
+
+
+@toolchain
 @pytest.mark.parametrize("other", ["offset", "no weight", "N", "row stride", "x dtype", "weight dtype", "M of 1",
                                    "M not a multiple of 16", "x misaligned", "weight misaligned"])
 def test_the_forward_path_keys_on_all_that_triton_specialises(forward_path, other):
