@@ -121,11 +121,9 @@ struct KeyHash {
   }
 };
 
-// One compiled kernel: its plan, and strong references to the plan tuple (which owns plan.codes) and to the
-// CompiledKernel (which keeps the CUfunction loaded).
 // The references an update of the tables replaces, dropped when the update is done (this object's end of scope):
-// dropping one may run Python code (a finaliser) that reaches the tables again, and an insertion there may move
-// the Entry the update still holds a reference to. Declare it before that reference, so that it ends after it.
+// dropping one may run Python code (a finaliser) that reaches the tables again, and forget_plans there frees the
+// Entry the update still holds a reference to. Declare it before that reference, so that it ends after it.
 struct Released {
   std::vector<PyObject *> refs;
 
@@ -137,6 +135,8 @@ struct Released {
   }
 };
 
+// One compiled kernel: its plan, and strong references to the plan tuple (which owns plan.codes) and to the
+// CompiledKernel (which keeps the CUfunction loaded).
 struct Slot {
   Plan plan;
   PyObject *plan_tuple = nullptr;
