@@ -10,6 +10,7 @@ CI's fresh clone both are the committed file. Fix a failure with ``make strip``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -60,7 +61,13 @@ def test_every_notebook_is_in_a_course_folder():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_notebook_is_committed_clean(path: Path):
-    notebook = nbformat.reads(committed_text(path), as_version=nbformat.NO_CONVERT)
+    text = committed_text(path)
+    ids = [cell.get("id") for cell in json.loads(text)["cells"]]  # as committed: nbformat's reader fills them in
+    assert None not in ids and len(set(ids)) == len(ids), (
+        f"cells {[i for i, cell_id in enumerate(ids) if cell_id is None]} have no id, or ids repeat: nbformat 4.5 "
+        "requires a unique id on every cell (JupyterLab adds them when it saves)"
+    )
+    notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
     assert notebook.nbformat == 4, f"nbformat {notebook.nbformat}, expected 4"
     nbformat.validate(notebook)  # raises nbformat.ValidationError with the offending field
     dirty = [
