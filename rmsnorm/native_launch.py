@@ -136,18 +136,25 @@ def build():
     return module
 
 
+def _missing_ninja() -> str | None:
+    if shutil.which("ninja") is None and not (Path(sys.executable).parent / "ninja").is_file():
+        return "no ninja on PATH or beside this Python (pip install ninja)"
+    return None
+
+
 def missing_toolchain() -> str | None:
     """What this machine lacks to build the extension, or None where it has all of it.
 
-    The build needs the C++ compiler torch's ``cpp_extension`` calls (``$CXX``, else ``c++``), ninja (on PATH or
-    installed by pip beside this interpreter) and the ``cuda.h`` Triton ships. Asked before the build, so that a
-    machine without them is told which one, not torch's or the compiler's own message.
+    A build needs the C++ compiler torch's ``cpp_extension`` calls (``$CXX``, else ``c++``), ninja (on PATH or
+    installed by pip beside this interpreter) and the ``cuda.h`` Triton ships. A machine that lacks the compiler
+    or ``cuda.h`` still loads an extension already in torch's extension cache (ninja finds nothing to do), so
+    :func:`compile_extension` asks only for ninja before it starts, and names what is missing after a failure.
     """
-    compiler = os.environ.get("CXX") or "c++"
+    compiler = os.environ.get("CXX", "c++")  # as cpp_extension reads it
     if shutil.which(compiler) is None:
         return f"no C++ compiler ({compiler}) on PATH"
-    if shutil.which("ninja") is None and not (Path(sys.executable).parent / "ninja").is_file():
-        return "no ninja on PATH or beside this Python (pip install ninja)"
+    if _missing_ninja() is not None:
+        return _missing_ninja()
     if not (include_dir() / "cuda.h").is_file():
         return f"no cuda.h in {include_dir()} (triton {triton.__version__})"
     return None
@@ -157,14 +164,14 @@ def compile_extension():
     """The extension compiled (or loaded from torch's extension cache), the driver not yet opened.
 
     Raises:
-        FileNotFoundError: :func:`missing_toolchain` names what is missing.
-        RuntimeError, subprocess.CalledProcessError: the build itself fails.
+        FileNotFoundError: no ninja (which even a cached load runs), or the build failed where
+            :func:`missing_toolchain` names a missing tool (the build's own error is its cause).
+        RuntimeError, subprocess.CalledProcessError: the build fails with every tool present.
     """
     from torch.utils import cpp_extension
 
-    missing = missing_toolchain()
-    if missing is not None:
-        raise FileNotFoundError(missing)
+    if _missing_ninja() is not None:
+        raise FileNotFoundError(_missing_ninja())
     include = include_dir()
     path, venv_bin = os.environ.get("PATH"), Path(sys.executable).parent
     if shutil.which("ninja") is None and (venv_bin / "ninja").is_file():
@@ -176,6 +183,11 @@ def compile_extension():
             extra_include_paths=[str(include)],
             extra_cflags=["-O2"], extra_ldflags=["-ldl"], verbose=False,
         )
+    except Exception as error:
+        missing = missing_toolchain()
+        if missing is not None:
+            raise FileNotFoundError(missing) from error
+        raise
     finally:
         if path is None:
             os.environ.pop("PATH", None)

@@ -127,7 +127,9 @@ struct KeyHash {
 struct Released {
   std::vector<PyObject *> refs;
 
-  Released() = default;
+  // Room for every reference one update hands over (a backward entry's 17 slots, then the 3 it fills: 40), reserved:
+  // a push_back that allocated could throw with a reference half handed over.
+  Released() { refs.reserve(64); }
   Released(const Released &) = delete;
   Released &operator=(const Released &) = delete;
   ~Released() {
@@ -151,8 +153,9 @@ struct Slot {
   // Empty the slot, its references handed to `released`.
   void release(Released &released) {
     released.refs.push_back(plan_tuple);
+    plan_tuple = nullptr;
     released.refs.push_back(kernel);
-    plan_tuple = kernel = nullptr;
+    kernel = nullptr;
   }
 
   // Keep `kept`, parsed from `tuple`, and the compiled kernel it belongs to (new references to both).

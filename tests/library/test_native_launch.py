@@ -326,12 +326,22 @@ def test_a_build_that_fails_warns_once_and_falls_back(monkeypatch, fresh_state):
 
 
 def test_a_machine_without_a_compiler_is_told_which_tool_is_missing(monkeypatch, fresh_state, tmp_path):
+    from torch.utils import cpp_extension
+
+    def build_fails(**kwargs):
+        raise RuntimeError("Error building extension 'rmsnorm_native': c++: not found")
+
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
     assert native_launch.missing_toolchain() == f"no C++ compiler ({tmp_path / 'no-such-c++'}) on PATH"
-    with pytest.raises(FileNotFoundError, match="no C\\+\\+ compiler .*no-such-c\\+\\+"):
+    monkeypatch.setattr(cpp_extension, "load", build_fails)
+    with pytest.raises(FileNotFoundError, match="no C\\+\\+ compiler .*no-such-c\\+\\+") as raised:
         native_launch.compile_extension()
+    assert "Error building extension" in str(raised.value.__cause__)  # the build's own error, kept as the cause
     with pytest.warns(RuntimeWarning, match="could not be built or loaded .FileNotFoundError: no C\\+\\+ compiler"):
         assert native_launch.extension() is None
+    cached = object()  # torch's extension cache holds the build: ninja loads it without calling the compiler
+    monkeypatch.setattr(cpp_extension, "load", lambda **kwargs: cached)
+    assert native_launch.compile_extension() is cached
     monkeypatch.delenv("CXX")
     monkeypatch.setenv("PATH", str(tmp_path))  # neither c++ nor ninja
     monkeypatch.setattr(native_launch.sys, "executable", str(tmp_path / "python"))
@@ -339,6 +349,8 @@ def test_a_machine_without_a_compiler_is_told_which_tool_is_missing(monkeypatch,
     (tmp_path / "c++").write_text("#!/bin/sh\n")
     (tmp_path / "c++").chmod(0o755)
     assert native_launch.missing_toolchain().startswith("no ninja")
+    with pytest.raises(FileNotFoundError, match="no ninja"):  # which even a cached load runs: asked first
+        native_launch.compile_extension()
 
 
 def test_launch_path_names_each_path(monkeypatch, fresh_state):
@@ -745,6 +757,30 @@ def test_the_fused_add_s_backward_keys_on_its_dres(forward_path, other):
     assert forward_path.backward_params(*inputs, 0.0, *outputs, changed) is None
     assert forward_path.backward_params(*inputs, 0.0, *outputs, dres) is not None
     assert forward_path.plans() == (0, 2)
+
+
+@toolchain
+def test_a_backward_kernel_whose_finaliser_reaches_the_tables_is_dropped_after_the_update(forward_path):
+    """As the forward's: a finaliser run by a replaced backward or dgamma kernel forgets every plan; the update
+    it interrupted (three slots of one entry) is over by then."""
+    inputs, outputs = _backward_call()
+    seen = []
+
+    class Kernel:
+        def __del__(self):
+            seen.append(forward_path.plans())
+            forward_path.forget_plans()
+
+    def remember(kernel, dgamma_kernel):
+        return forward_path.remember_backward(*inputs, 0.0, outputs, (_forward_plan(BACKWARD_CODES), kernel),
+                                              (_forward_plan(DGAMMA_CODES), dgamma_kernel),
+                                              (4, 0, True, False, 128), None)
+
+    assert remember(Kernel(), Kernel()) is True
+    assert remember(object(), object()) is True
+    assert seen == [(0, 2), (0, 0)]  # the first finaliser ran with the new entry whole (both kernels), the second
+    # after it
+    assert forward_path.plans() == (0, 0) and forward_path.backward_params(*inputs, 0.0, *outputs) is None
 
 
 @toolchain
