@@ -270,7 +270,7 @@ def timed() -> None:
                         assert_close(out[0], dx64, dtype=dtype)
                         assert_close(out[1], dg64, tol=dgamma_tolerance(M, dtype, w.dtype))
                     times[name] = kernel_time_us(call)
-                except (AssertionError, RuntimeError, ValueError) as err:  # wrong, or does not compile/fit
+                except Exception as err:  # noqa: BLE001 (wrong numbers, or Triton's CompilationError/OutOfResources)
                     print(f"  {M}x{N} {pass_} {name}: {type(err).__name__}: {str(err)[:160]}")
             table = times.get("table", float("nan"))
             print(f"{M}x{N} {str(dtype)[6:]} {pass_}: table {table:.2f} µs", flush=True)

@@ -1,7 +1,7 @@
 """scripts/probe_row_pieces.py on any machine: the pieces a row is held in, and both kernels against the oracle.
 
 On a CPU the kernels run under Triton's interpreter (tests/conftest.py), at widths whose pieces take each branch:
-one piece, two, three with the last one masked.
+one piece, two, three, and three with the last one masked; with the last row block masked too.
 """
 
 import pytest
@@ -29,14 +29,14 @@ def test_bad_widths_are_refused(probe):
         probe.pieces(0)
 
 
-@pytest.mark.parametrize("N", [32, 40, 37, 5])  # one piece; 32 + 8; 32 + 4 + 1; 4 + 1
+@pytest.mark.parametrize("N", [32, 40, 37, 5, 23])  # one piece; 32 + 8; 32 + 4 + 1; 4 + 1; 16 + 4 + 4 (3 masked)
 def test_both_layouts_give_the_oracles_numbers(probe, N, device):
-    M = 6
+    M = 5
     x, w, dy = make_inputs(M, N, torch.float32, device, seed=N)
     y64, dx64, dg64 = oracle(x, w, dy)
     rstd64 = torch.rsqrt(x.double().square().mean(1) + 1e-6)
     for name, layout in probe.layouts(N):
-        for block_m in (1, 2):
+        for block_m in (1, 4):  # 5 rows: the second block of 4 has one
             y, rstd = probe.run_forward(x, w, 1e-6, layout, block_m, 4)
             assert_close(y, y64.to(device), dtype=torch.float32)
             assert_close(rstd.double(), rstd64, dtype=torch.float32)
