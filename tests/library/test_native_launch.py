@@ -9,6 +9,7 @@ is the one taken, and it gives the numbers Triton's launcher and binder give, on
 under a CUDA graph and torch.compile, past 48 KiB of shared memory, with scratch, and on a second GPU.
 """
 
+import os
 import struct
 import warnings
 from pathlib import Path
@@ -331,6 +332,12 @@ def test_a_machine_without_a_compiler_is_told_which_tool_is_missing(monkeypatch,
     def build_fails(**kwargs):
         raise RuntimeError("Error building extension 'rmsnorm_native': c++: not found")
 
+    def tool(name):  # an executable stand-in on PATH: whether this machine has the real one does not matter
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+
+    tool("ninja")
+    monkeypatch.setenv("PATH", os.pathsep.join((str(tmp_path), os.environ.get("PATH", ""))))
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
     assert native_launch.missing_toolchain() == f"no C++ compiler ({tmp_path / 'no-such-c++'}) on PATH"
     monkeypatch.setattr(cpp_extension, "load", build_fails)
@@ -343,11 +350,11 @@ def test_a_machine_without_a_compiler_is_told_which_tool_is_missing(monkeypatch,
     monkeypatch.setattr(cpp_extension, "load", lambda **kwargs: cached)
     assert native_launch.compile_extension() is cached
     monkeypatch.delenv("CXX")
+    (tmp_path / "ninja").unlink()
     monkeypatch.setenv("PATH", str(tmp_path))  # neither c++ nor ninja
     monkeypatch.setattr(native_launch.sys, "executable", str(tmp_path / "python"))
     assert native_launch.missing_toolchain() == "no C++ compiler (c++) on PATH"
-    (tmp_path / "c++").write_text("#!/bin/sh\n")
-    (tmp_path / "c++").chmod(0o755)
+    tool("c++")
     assert native_launch.missing_toolchain().startswith("no ninja")
     with pytest.raises(FileNotFoundError, match="no ninja"):  # which even a cached load runs: asked first
         native_launch.compile_extension()
