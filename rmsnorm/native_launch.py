@@ -153,8 +153,9 @@ def missing_toolchain() -> str | None:
     compiler = os.environ.get("CXX", "c++")  # as cpp_extension reads it
     if shutil.which(compiler) is None:
         return f"no C++ compiler ({compiler}) on PATH"
-    if _missing_ninja() is not None:
-        return _missing_ninja()
+    no_ninja = _missing_ninja()
+    if no_ninja is not None:
+        return no_ninja
     if not (include_dir() / "cuda.h").is_file():
         return f"no cuda.h in {include_dir()} (triton {triton.__version__})"
     return None
@@ -170,8 +171,9 @@ def compile_extension():
     """
     from torch.utils import cpp_extension
 
-    if _missing_ninja() is not None:
-        raise FileNotFoundError(_missing_ninja())
+    no_ninja = _missing_ninja()
+    if no_ninja is not None:
+        raise FileNotFoundError(no_ninja)
     include = include_dir()
     path, venv_bin = os.environ.get("PATH"), Path(sys.executable).parent
     if shutil.which("ninja") is None and (venv_bin / "ninja").is_file():
