@@ -150,17 +150,25 @@ def _contract_cases(device):
     yield "eps is a string", x, g, "1e-6"
 
 
+def _built_extension():
+    """The native extension, built or loaded from torch's cache; the test skipped where a tool it needs is missing."""
+    from rmsnorm import native_launch
+
+    missing = native_launch.missing_toolchain()
+    if missing is not None:
+        pytest.skip(f"the extension cannot be built here: {missing}")
+    return native_launch.compile_extension()
+
+
 def _quick_check(kind):
     """The contract's quick check in Python (_plainly_valid), or the native extension's C version of it."""
-    from rmsnorm import contract, native_launch
+    from rmsnorm import contract
 
     if kind == "python":
         return contract._plainly_valid
     if contract._SPLIT:
         pytest.skip("Triton and the package disagree on the interpreter: every input goes to the rules")
-    if native_launch.missing_toolchain() is not None:
-        pytest.skip(f"the extension cannot be built here: {native_launch.missing_toolchain()}")
-    module = native_launch.compile_extension()
+    module = _built_extension()
     module.configure_quick_check(rmsnorm.FAST_MAX_N, contract._INTERPRETED)
     return module.plainly_valid
 
@@ -203,9 +211,7 @@ class _TensorSubclass(torch.Tensor):
 def test_the_loaded_extension_gives_the_contract_its_quick_check(monkeypatch):
     from rmsnorm import contract, native_launch
 
-    if native_launch.missing_toolchain() is not None:
-        pytest.skip(f"the extension cannot be built here: {native_launch.missing_toolchain()}")
-    module = native_launch.compile_extension()
+    module = _built_extension()
     monkeypatch.setattr(native_launch, "build", lambda: module)
     monkeypatch.setattr(native_launch.state, "tried", False)
     monkeypatch.setattr(native_launch.state, "module", None)
