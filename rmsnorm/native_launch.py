@@ -136,10 +136,22 @@ def build():
     return module
 
 
-def _missing_ninja() -> str | None:
-    if shutil.which("ninja") is None and not (Path(sys.executable).parent / "ninja").is_file():
-        return "no ninja on PATH or beside this Python (pip install ninja)"
-    return None
+_NO_NINJA = "no ninja on PATH or beside this Python (pip install ninja)"
+
+
+def _ninja_folder() -> Path | None:
+    """Where a build finds ninja that PATH does not: this interpreter's bin folder, where pip installs it and
+    which may not be on PATH; None where PATH finds one.
+
+    Raises:
+        FileNotFoundError: neither has ninja.
+    """
+    if shutil.which("ninja") is not None:
+        return None
+    venv_bin = Path(sys.executable).parent
+    if (venv_bin / "ninja").is_file():
+        return venv_bin
+    raise FileNotFoundError(_NO_NINJA)
 
 
 def missing_toolchain() -> str | None:
@@ -153,9 +165,10 @@ def missing_toolchain() -> str | None:
     compiler = os.environ.get("CXX", "c++")  # as cpp_extension reads it
     if shutil.which(compiler) is None:
         return f"no C++ compiler ({compiler}) on PATH"
-    no_ninja = _missing_ninja()
-    if no_ninja is not None:
-        return no_ninja
+    try:
+        _ninja_folder()
+    except FileNotFoundError as error:
+        return str(error)
     if not (include_dir() / "cuda.h").is_file():
         return f"no cuda.h in {include_dir()} (triton {triton.__version__})"
     return None
@@ -171,14 +184,11 @@ def compile_extension():
     """
     from torch.utils import cpp_extension
 
-    no_ninja = _missing_ninja()
-    if no_ninja is not None:
-        raise FileNotFoundError(no_ninja)
+    ninja_folder = _ninja_folder()
     include = include_dir()
-    path, venv_bin = os.environ.get("PATH"), Path(sys.executable).parent
-    if shutil.which("ninja") is None and (venv_bin / "ninja").is_file():
-        # the ninja pip installed into this interpreter's environment, whose bin folder may not be on PATH
-        os.environ["PATH"] = os.pathsep.join(filter(None, (str(venv_bin), path)))
+    path = os.environ.get("PATH")
+    if ninja_folder is not None:
+        os.environ["PATH"] = os.pathsep.join(filter(None, (str(ninja_folder), path)))
     try:
         return cpp_extension.load(
             name=extension_name(sources_text()), sources=[str(path) for path in SOURCES],

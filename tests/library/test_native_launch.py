@@ -360,6 +360,32 @@ def test_a_machine_without_a_compiler_is_told_which_tool_is_missing(monkeypatch,
         native_launch.compile_extension()
 
 
+def test_the_ninja_pip_installed_beside_python_is_put_on_path_for_the_build_only(monkeypatch, tmp_path):
+    """pip installs ninja into the interpreter's bin folder, which an activated-less venv leaves off PATH:
+    the build runs with that folder first on PATH, and PATH is as it was afterwards, the build failed or not."""
+    from torch.utils import cpp_extension
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "ninja").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "ninja").chmod(0o755)
+    monkeypatch.setattr(native_launch.sys, "executable", str(tmp_path / "bin" / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path / "elsewhere"))
+    seen = []
+
+    def load(**kwargs):
+        seen.append(os.environ["PATH"])
+        if len(seen) == 2:
+            raise RuntimeError("the build failed")
+        return "built"
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    assert native_launch.compile_extension() == "built"
+    with pytest.raises((RuntimeError, FileNotFoundError)):
+        native_launch.compile_extension()
+    assert seen == [os.pathsep.join((str(tmp_path / "bin"), str(tmp_path / "elsewhere")))] * 2
+    assert os.environ["PATH"] == str(tmp_path / "elsewhere")
+
+
 def test_launch_path_names_each_path(monkeypatch, fresh_state):
     monkeypatch.setattr(launch_module, "interpreter_active", lambda: True)
     assert launch_path() == "interpreter"
