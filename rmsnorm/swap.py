@@ -108,10 +108,11 @@ def _structure(module) -> str | None:
 
 def _norm_places(model: torch.nn.Module, fast: type, candidate: Callable[[torch.nn.Module], bool]):
     """(parent, name, child, dotted name) for every child below ``model`` that ``candidate`` accepts and that is
-    not already a ``fast`` module; a module held by several parents comes once for each."""
+    not already a ``fast`` module; a module held by several parents, or in several slots of one parent
+    (``Sequential(norm, norm)``, ``self.a = self.b = norm``), comes once for each."""
     for parent_name, parent in model.named_modules(remove_duplicate=False):
-        for name, child in parent.named_children():
-            if not isinstance(child, fast) and candidate(child):
+        for name, child in parent._modules.items():  # named_children() would give a child in two slots once
+            if child is not None and not isinstance(child, fast) and candidate(child):
                 yield parent, name, child, f"{parent_name}.{name}" if parent_name else name
 
 

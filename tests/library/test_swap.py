@@ -26,6 +26,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers: a hub call fails at o
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+import rmsnorm  # noqa: E402
 from rmsnorm import ContractError, FastRMSNorm, default_device, randomise_norm_weights, swap_rmsnorm  # noqa: E402  # noqa: E402
 from rmsnorm.testing import assert_close  # noqa: E402
 
@@ -117,6 +118,24 @@ def test_a_shared_norm_becomes_one_module_and_a_second_swap_changes_nothing():
     assert first.names == ("a.0", "b.0") and first.already == 0  # one module, under both of its names
     second = swap_rmsnorm(model)
     assert second == 0 and second.names == () and second.already == 1 and "already=1" in repr(second)
+
+
+
+@pytest.mark.parametrize("swap, norm", [(swap_rmsnorm, lambda: LlamaRMSNorm(64)),
+                                        (swap_rmsnorm, lambda: torch.nn.RMSNorm(64)),
+                                        (rmsnorm.swap_layernorm, lambda: torch.nn.LayerNorm(64))])
+def test_a_norm_in_two_slots_of_one_parent_is_swapped_in_both(swap, norm):
+    """``Sequential(norm, norm)`` and ``self.a = self.b = norm``: named_children() gives such a child once; each
+    slot is replaced, by the one new module."""
+    shared = norm()
+    sequential = torch.nn.Sequential(shared, shared)
+    holder = torch.nn.Module()
+    holder.a = holder.b = shared
+    for model, slots in ((sequential, ("0", "1")), (holder, ("a", "b"))):
+        swapped = swap(model)
+        assert swapped == 1 and swapped.names == slots and swapped.left == {}
+        first, second = (getattr(model, name) for name in slots)
+        assert first is second and type(first) is not type(shared) and first.weight is shared.weight
 
 
 class _CentredRMSNorm(torch.nn.Module):
