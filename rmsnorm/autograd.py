@@ -141,7 +141,7 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
 def _setup_context(ctx, inputs, output):
     x, weight, _eps, *offset = inputs  # offset: absent when the caller left the schema's default
     _y, rstd = output
-    ctx.save_for_backward(x, weight, rstd)
+    ctx.save_for_backward(_savable(x), _savable(weight), rstd)  # an inference tensor is copied, as eager copies it
     ctx.mark_non_differentiable(rstd)
     ctx.set_materialize_grads(False)  # see _FastRMSNormFunctionForTransforms.setup_context
     ctx.offset = offset[0] if offset else 0.0

@@ -119,7 +119,7 @@ def _or_zeros(grad, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _setup_context(ctx, inputs, output):
     x, _residual, weight, _eps, *offset = inputs  # offset: absent when the caller left the schema's default
     _y, residual_out, rstd = output
-    ctx.save_for_backward(residual_out, weight, rstd)
+    ctx.save_for_backward(residual_out, _savable(weight), rstd)
     ctx.mark_non_differentiable(rstd)
     ctx.set_materialize_grads(False)  # see _FusedAddRMSNormFunctionForTransforms.setup_context
     ctx.offset = offset[0] if offset else 0.0

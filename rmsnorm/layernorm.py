@@ -87,7 +87,7 @@ refuse_dtensor_at_the_ops("rmsnorm_fast::layernorm_forward", "rmsnorm_fast::laye
 def _setup_context(ctx, inputs, output):
     x, weight, bias, _eps = inputs
     _y, mean, rstd = output
-    ctx.save_for_backward(x, weight, bias, mean, rstd)
+    ctx.save_for_backward(_savable(x), _savable(weight), _savable(bias), mean, rstd)
     ctx.mark_non_differentiable(mean, rstd)
     ctx.set_materialize_grads(False)  # see _FastLayerNormFunctionForTransforms.setup_context
 

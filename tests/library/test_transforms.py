@@ -49,6 +49,40 @@ def test_inputs_made_under_inference_mode_train_like_torch_rmsnorm(device, path,
         assert_close(ours.weight.grad, oracle.weight.grad, tol=dgamma_tolerance(28, dtype, dtype))
 
 
+
+@pytest.mark.parametrize("route", ["compiled", "dispatch mode"])
+@pytest.mark.parametrize("norm", ["rmsnorm", "rmsnorm_add", "layernorm"])
+def test_inference_mode_inputs_train_through_the_operator_too(device, route, norm):
+    """The registered operator (what torch.compile traces and a TorchDispatchMode sees) saves an inference
+    tensor's copy as the eager Function does: x and the weight made under inference mode train alike on both."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):  # FlopCounterMode's situation: a mode on the stack sends calls to the op
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    calls = {"rmsnorm": lambda x, w: rmsnorm.rmsnorm_fast(x, w, EPS),
+             "rmsnorm_add": lambda x, w: torch.cat(rmsnorm.rmsnorm_add(x, 0.5 * x, w, EPS)),
+             "layernorm": lambda x, w: rmsnorm.layernorm_fast(x, w, 0.25 * w, EPS)}
+    with torch.inference_mode():
+        x, w = torch.randn(6, 40, device=device), 1 + 0.1 * torch.randn(40, device=device)
+    grads = []
+    for how in ("eager", route):
+        weight = torch.nn.Parameter(w.clone())  # a Parameter made outside inference mode, as a model's
+        call = calls[norm]
+        if how == "compiled":
+            torch._dynamo.reset()
+            call = torch.compile(call, backend="eager", fullgraph=True)
+        if how == "dispatch mode":
+            with Passthrough():
+                y = call(x, weight)
+        else:
+            y = call(x, weight)
+        y.square().sum().backward()
+        grads.append(weight.grad)
+    assert_close(grads[1], grads[0].double(), tol=dgamma_tolerance(6, torch.float32, torch.float32))
+
+
 @pytest.mark.parametrize("in_dim", [0, 1])
 def test_vmap_folds_the_batch_into_rows(device, in_dim):
     for dtype in _dtypes(device):
