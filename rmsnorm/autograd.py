@@ -157,15 +157,20 @@ def _backward(ctx, dy, _drstd):
 
 torch.library.register_autograd("rmsnorm_fast::forward", _backward, setup_context=_setup_context, lib=_LIB)
 
-_DOUBLE_BACKWARD = (
-    "rmsnorm_fast: double backward (a gradient of the gradient) is not supported; "
-    "the fused backward kernel is not itself differentiable. Use torch.nn.functional.rms_norm "
-    "for higher-order gradients"
-)
+#: What each norm's caller runs instead for higher-order gradients.
+_TORCH_EQUIVALENT = {"rmsnorm_fast": "torch.nn.functional.rms_norm",
+                     "rmsnorm_add": "torch's add and torch.nn.functional.rms_norm",
+                     "layernorm_fast": "torch.nn.functional.layer_norm"}
 
 
-def _no_double_backward(ctx, *grads):
-    raise RuntimeError(_DOUBLE_BACKWARD)
+def _double_backward_error(norm: str) -> RuntimeError:
+    return RuntimeError(f"{norm}: double backward (a gradient of the gradient) is not supported; the fused "
+                        f"backward kernel is not itself differentiable. Use {_TORCH_EQUIVALENT[norm]} for "
+                        "higher-order gradients")
+
+
+def _no_double_backward(ctx, *grads, norm: str = "rmsnorm_fast"):
+    raise _double_backward_error(norm)
 
 
 def _setup_nothing(ctx, inputs, output):
@@ -183,12 +188,13 @@ class _RefuseDoubleBackward(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, dx, dgamma):
+    def forward(ctx, x, weight, dx, dgamma, norm="rmsnorm_fast"):
+        ctx.norm = norm  # the function the caller called, named in the error
         return dx.view_as(dx), (None if dgamma is None else dgamma.view_as(dgamma))
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError(_DOUBLE_BACKWARD)
+        raise _double_backward_error(ctx.norm)
 
 
 def _savable(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -224,11 +230,11 @@ class _BackwardUnderTransforms(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
+        ctx.norm = "rmsnorm_fast" if len(inputs) < 6 or inputs[5] is None else "rmsnorm_add"  # dres: the fused add's
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError(_DOUBLE_BACKWARD)
+        raise _double_backward_error(ctx.norm)
 
     @staticmethod
     def vmap(info, in_dims, x, weight, rstd, dy, offset, dres=None):

@@ -48,6 +48,8 @@ Source: Liger-Kernel ``ops/fused_add_rms_norm.py``; vLLM ``fused_add_rms_norm``;
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .autograd import (
@@ -136,8 +138,9 @@ def _backward(ctx, dy, d_residual_out, _drstd):
 
 
 torch.library.register_autograd("rmsnorm_fast::add_forward", _backward, setup_context=_setup_context, lib=_LIB)
-torch.library.register_autograd("rmsnorm_fast::add_backward", _no_double_backward, setup_context=_setup_nothing,
-                                lib=_LIB)
+torch.library.register_autograd("rmsnorm_fast::add_backward",
+                                functools.partial(_no_double_backward, norm="rmsnorm_add"),
+                                setup_context=_setup_nothing, lib=_LIB)
 
 
 class _FusedAddRMSNormFunctionForTransforms(torch.autograd.Function):
@@ -176,7 +179,7 @@ class _FusedAddRMSNormFunctionForTransforms(torch.autograd.Function):
             return dh.to(ctx.x_dtype), dh, (None if weight is None else dweight), None, None
         dh, dweight = launch_backward(residual_out, weight, rstd, dy, None, ctx.offset, d_residual_out)
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
-            dh, dweight = _RefuseDoubleBackward.apply(residual_out, weight, dh, dweight)
+            dh, dweight = _RefuseDoubleBackward.apply(residual_out, weight, dh, dweight, "rmsnorm_add")
         return dh.to(ctx.x_dtype), dh, dweight, None, None
 
     @staticmethod

@@ -17,6 +17,8 @@ PyTorch "Python Custom Operators" (torch.library.define, impl, register_fake, re
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .autograd import (
@@ -101,7 +103,8 @@ def _backward(ctx, dy, _dmean, _drstd):
 
 
 torch.library.register_autograd("rmsnorm_fast::layernorm_forward", _backward, setup_context=_setup_context, lib=_LIB)
-torch.library.register_autograd("rmsnorm_fast::layernorm_backward", _no_double_backward,
+torch.library.register_autograd("rmsnorm_fast::layernorm_backward",
+                                functools.partial(_no_double_backward, norm="layernorm_fast"),
                                 setup_context=_setup_nothing, lib=_LIB)
 
 
@@ -126,7 +129,7 @@ class _LayerNormBackwardUnderTransforms(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        _no_double_backward(ctx)
+        _no_double_backward(ctx, norm="layernorm_fast")
 
     @staticmethod
     def vmap(info, in_dims, *tensors):
@@ -159,9 +162,9 @@ class _FastLayerNormFunctionForTransforms(torch.autograd.Function):
             return dx, (None if weight is None else dweight), (None if bias is None else dbias), None
         dx, dweight, dbias = launch_layernorm_backward(x, weight, bias, mean, rstd, _unit_column_stride(dy))
         if torch.is_grad_enabled():  # create_graph=True: the next backward through these must refuse
-            dx, dweight = _RefuseDoubleBackward.apply(x, weight, dx, dweight)
+            dx, dweight = _RefuseDoubleBackward.apply(x, weight, dx, dweight, "layernorm_fast")
             if dbias is not None:
-                dx, dbias = _RefuseDoubleBackward.apply(x, bias, dx, dbias)
+                dx, dbias = _RefuseDoubleBackward.apply(x, bias, dx, dbias, "layernorm_fast")
         return dx, dweight, dbias, None
 
     @staticmethod

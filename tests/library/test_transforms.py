@@ -4,6 +4,9 @@ Each result is compared with ``torch.nn.RMSNorm`` / ``F.rms_norm`` under the sam
 in float64 (the oracle), with the declared tolerance of the tensor's dtype.
 """
 
+import contextlib
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -81,6 +84,32 @@ def test_inference_mode_inputs_train_through_the_operator_too(device, route, nor
         y.square().sum().backward()
         grads.append(weight.grad)
     assert_close(grads[1], grads[0].double(), tol=dgamma_tolerance(6, torch.float32, torch.float32))
+
+
+
+@pytest.mark.parametrize("route", ["eager", "operator"])
+def test_a_double_backward_names_the_norm_called_and_torchs_own(device, route):
+    """Eager (the Functions) and the registered operators (under a TorchDispatchMode) refuse a gradient of the
+    gradient naming the function the caller called and the torch function to use instead."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    calls = {"rmsnorm_fast": ("torch.nn.functional.rms_norm", lambda x, w: rmsnorm.rmsnorm_fast(x, w, EPS)),
+             "rmsnorm_add": ("torch's add and torch.nn.functional.rms_norm",
+                             lambda x, w: torch.cat(rmsnorm.rmsnorm_add(x, 0.5 * x, w, EPS))),
+             "layernorm_fast": ("torch.nn.functional.layer_norm",
+                                lambda x, w: rmsnorm.layernorm_fast(x, w, 0.25 * w, EPS))}
+    for name, (theirs, call) in calls.items():
+        x = torch.randn(4, 8, device=device, requires_grad=True)
+        w = torch.randn(8, device=device, requires_grad=True)
+        with Passthrough() if route == "operator" else contextlib.nullcontext():
+            dx, dw = torch.autograd.grad(call(x, w).square().sum(), (x, w), create_graph=True)
+            for grad in (dx, dw):
+                with pytest.raises(RuntimeError, match=f"^{name}: double backward .* Use {re.escape(theirs)} for"):
+                    grad.sum().backward(retain_graph=True)
 
 
 @pytest.mark.parametrize("in_dim", [0, 1])
