@@ -54,7 +54,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
         self.offset = float(offset) + 0.0  # -0.0 → 0.0: one kernel for "no offset"
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, device=device, dtype=dtype)
 
-        self._N = math.prod(self.normalized_shape)
+        self._N = _row_length(self.normalized_shape, "FastRMSNorm")
         if not 1 <= self._N <= FAST_MAX_N:
             raise ContractError(f"FastRMSNorm normalises rows of 1 to {FAST_MAX_N} elements; normalized_shape "
                                 f"{tuple(self.normalized_shape)} has {self._N}")
@@ -108,7 +108,7 @@ class FastLayerNorm(torch.nn.LayerNorm):
         check_eps(eps)  # before the parameters are allocated, as the article's RMSNorm does
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, bias=bias, device=device,
                          dtype=dtype)
-        self._N = math.prod(self.normalized_shape)
+        self._N = _row_length(self.normalized_shape, "FastLayerNorm")
         if not 1 <= self._N <= FAST_MAX_N:
             raise ContractError(f"FastLayerNorm normalises rows of 1 to {FAST_MAX_N} elements; normalized_shape "
                                 f"{tuple(self.normalized_shape)} has {self._N}")
@@ -120,6 +120,19 @@ class FastLayerNorm(torch.nn.LayerNorm):
             return layernorm_fast(x, self.weight, self.bias, self.eps)
         weight, bias = (None if p is None else p.reshape(self._N) for p in (self.weight, self.bias))
         return layernorm_fast(rows, weight, bias, self.eps).view(x.shape)
+
+
+def _row_length(normalized_shape: tuple[int, ...], module: str) -> int:
+    """The number of elements one row of ``normalized_shape`` holds.
+
+    Raises:
+        ContractError: an empty ``normalized_shape``, which torch's norms refuse at the call ("Expected
+            normalized_shape to be at least 1-dimensional"): it would normalise each element by itself.
+    """
+    if not normalized_shape:
+        raise ContractError(f"{module}: normalized_shape must have at least one dimension, as torch's norms ask; "
+                            "got ()")
+    return math.prod(normalized_shape)
 
 
 def _one_row(x: torch.Tensor, normalized_shape: tuple[int, ...], N: int) -> torch.Tensor:

@@ -456,6 +456,21 @@ def test_a_multi_dimensional_normalized_shape_is_one_row_as_torch_normalises_it(
     assert_close(bare(x.detach()), bare_theirs(x.detach()).double())
 
 
+
+@pytest.mark.parametrize("module, torch_module, functional", [
+    (FastRMSNorm, torch.nn.RMSNorm, lambda x: torch.nn.functional.rms_norm(x, ())),
+    (rmsnorm.FastLayerNorm, torch.nn.LayerNorm, lambda x: torch.nn.functional.layer_norm(x, ()))])
+def test_an_empty_normalized_shape_is_refused_as_torch_refuses_its_call(module, torch_module, functional):
+    """normalized_shape () would normalise each element by itself: torch builds the module and refuses the call;
+    ours refuses at construction, before a weight is allocated."""
+    with pytest.raises(RuntimeError, match="at least 1-dimensional"):
+        functional(torch.randn(3))
+    for shape in ((), []):
+        with pytest.raises(ContractError, match=f"^{module.__name__}: normalized_shape must have at least one dim"):
+            module(shape)
+        torch_module(shape)  # torch's constructor takes it
+
+
 @gpu_only
 def test_forward_past_2_31_elements_uses_int64_offsets(large_gpu_memory):
     M, N = (1 << 31) // 4096 + 3, 4096  # 2³¹ + 12288 elements
