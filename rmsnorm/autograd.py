@@ -138,6 +138,12 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
     return dy if dy.stride(-1) == 1 or dy.shape[-1] == 1 else dy.contiguous()
 
 
+def unit_stride_vector(t):
+    """A 1-D weight or bias with unit stride: itself, else one copy (``w[::2]``, ``w.expand(N)``), which torch's
+    norms take as they are and the kernels cannot; anything else as it is, for the contract to judge."""
+    return t if t is None or t.dim() != 1 or t.stride(0) == 1 or t.shape[0] <= 1 else t.contiguous()
+
+
 def _setup_context(ctx, inputs, output):
     x, weight, _eps, *offset = inputs  # offset: absent when the caller left the schema's default
     _y, rstd = output
@@ -416,7 +422,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
             ``buf[:, :N]``, a slice of a fused QKV buffer), rows are read in
             place; any other layout is copied once with ``.contiguous()``.
         weight: (N,) γ, float32/float16/bfloat16 (may differ from x's
-            dtype), or None for no weight.
+            dtype), or None for no weight; one without unit stride is copied once.
         eps: finite real number > 0, or None: as ``F.rms_norm(eps=None)``, the
             epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
             (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`).
@@ -450,6 +456,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
     eps = check_functional_inputs(x, weight, eps)
+    weight = unit_stride_vector(weight)
     rows = as_rows(x)
     compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
     # when it has given up on this one, it is always True

@@ -65,6 +65,7 @@ from .autograd import (
     check_scalars_for_the_op,
     refuse_dtensor_at_the_ops,
     run_eagerly,
+    unit_stride_vector,
     with_ctx_forward,
 )
 from .backward import launch_backward
@@ -228,6 +229,7 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     Source: the module docstring; Liger-Kernel ``ops/fused_add_rms_norm.py``.
     """
     eps = check_functional_inputs(x, weight, eps, ("residual", residual))
+    weight = unit_stride_vector(weight)
     if residual.shape != x.shape:  # before rows are formed: (2, 3, N) and (6, N) have the same rows
         raise ContractError(f"residual must have the shape of x {tuple(x.shape)} (no broadcasting); "
                             f"got {tuple(residual.shape)}")

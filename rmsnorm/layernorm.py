@@ -34,6 +34,7 @@ from .autograd import (
     check_scalars_for_the_op,
     refuse_dtensor_at_the_ops,
     run_eagerly,
+    unit_stride_vector,
     with_ctx_forward,
 )
 from .contract import ContractError, _functorch_wrapped, check_eps
@@ -224,6 +225,7 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
     if eps is None:  # F.layer_norm takes a float; None means nothing here (rmsnorm_fast's None is F.rms_norm's)
         check_eps(eps)
     check_functional_inputs(x, weight, eps, *(() if bias is None else (("bias", bias),)))
+    weight, bias = unit_stride_vector(weight), unit_stride_vector(bias)
     x, weight, bias = _float32_under_autocast(x, weight, bias)
     rows = as_rows(x)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)

@@ -112,6 +112,30 @@ def test_a_double_backward_names_the_norm_called_and_torchs_own(device, route):
                     grad.sum().backward(retain_graph=True)
 
 
+
+@pytest.mark.parametrize("layout", ["every other element", "expanded"])
+def test_a_weight_without_unit_stride_is_copied_once_as_torch_takes_it(device, layout):
+    """``w[::2]`` or ``w.expand(N)``: torch's norms take them; the functionals copy such a weight (and bias) once,
+    with the numbers of a contiguous one and the gradient reaching the tensor passed in."""
+    calls = {"rmsnorm_fast": lambda x, w: rmsnorm.rmsnorm_fast(x, w, EPS),
+             "rmsnorm_add": lambda x, w: torch.cat(rmsnorm.rmsnorm_add(x, 0.5 * x, w, EPS)),
+             "layernorm_fast": lambda x, w: rmsnorm.layernorm_fast(x, w, 0.25 * w, EPS)}
+    x = torch.randn(6, 24, device=device)
+    for name, call in calls.items():
+        base = torch.randn(48 if layout == "every other element" else 1, device=device, requires_grad=True)
+        weight = base[::2] if layout == "every other element" else base.expand(24)
+        assert weight.stride() != (1,)
+        y = call(x, weight)
+        plain = weight.detach().contiguous().requires_grad_()
+        expected = call(x, plain)
+        assert torch.equal(y, expected), name
+        y.square().sum().backward()
+        expected.square().sum().backward()
+        got = base.grad[::2] if layout == "every other element" else base.grad
+        torch.testing.assert_close(got, plain.grad if layout == "every other element" else plain.grad.sum()[None],
+                                   msg=name)
+
+
 @pytest.mark.parametrize("in_dim", [0, 1])
 def test_vmap_folds_the_batch_into_rows(device, in_dim):
     for dtype in _dtypes(device):
