@@ -55,6 +55,7 @@ Operators" (torch.library.define, impl, register_fake, register_autograd).
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
@@ -407,7 +408,8 @@ def _as_rows(t: torch.Tensor) -> torch.Tensor:
     """
     if t.shape[-1] > 1 and t.stride(-1) != 1:
         t = t.contiguous()
-    return t.reshape(-1, t.shape[-1])
+    # M spelt out, not -1: under vmap over an empty batch a row of (N,) has 0 elements, and -1 cannot be inferred
+    return t.reshape(math.prod(t.shape[:-1]), t.shape[-1])
 
 
 def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None = 1e-6,

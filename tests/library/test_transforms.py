@@ -147,6 +147,20 @@ def test_vmap_folds_the_batch_into_rows(device, in_dim):
         assert_close(functional, vmap(oracle, in_dims=in_dim)(x.double()))
 
 
+
+@pytest.mark.parametrize("shape", [(0, 8), (0, 3, 8), (2, 0, 8)], ids=str)
+def test_vmap_over_an_empty_batch_gives_torchs_empty_result(device, shape):
+    """A (N,) sample under vmap over a batch of 0: its rows cannot be formed with reshape(-1, N) (0 elements,
+    -1 undetermined); torch returns an empty result of the batch's shape, and so do the three functionals."""
+    w = torch.randn(8, device=device)
+    x = torch.randn(*shape, device=device)
+    theirs = vmap(lambda a: F.rms_norm(a, (8,), w, EPS))(x)
+    for call in (lambda a: rmsnorm.rmsnorm_fast(a, w, EPS), lambda a: rmsnorm.layernorm_fast(a, w, w, EPS),
+                 lambda a: rmsnorm.rmsnorm_add(a, a, w, EPS)[1]):
+        got = vmap(call)(x)
+        assert got.shape == theirs.shape == x.shape and got.dtype == x.dtype
+
+
 def test_grad_and_jacrev_with_respect_to_x_and_the_weight(device):
     g = torch.Generator().manual_seed(0)
     # A fixed cotangent, not d(y²)/dy: 2y would carry y's own rounding (bf16: 2^-9 of |y|) into dy, an
