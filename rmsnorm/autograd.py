@@ -397,6 +397,12 @@ def outside_dynamo(function: type[torch.autograd.Function]) -> type[torch.autogr
     return OutsideDynamo
 
 
+def traced_rows(t: torch.Tensor) -> torch.Tensor:
+    """(…, N) → (M, N) as torch.jit.trace records it: the trace replays the sizes it read, so -1 and
+    ``size(-1)`` (not the example's M and rank) let the traced function take inputs of any rank."""
+    return t.reshape(-1, t.size(-1))
+
+
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
     """(…, N) → (M, N) with unit column stride: a view when possible, else one copy.
 
@@ -459,10 +465,13 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
     """
     eps = check_functional_inputs(x, weight, eps)
     weight = unit_stride_vector(weight)
-    rows = as_rows(x)
     compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
     # when it has given up on this one, it is always True
-    if compiling or torch._C._len_torch_dispatch_stack() or x.is_meta:
+    # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
+    # formed by ops the trace records
+    tracing = not compiling and torch._C._is_tracing()
+    rows = traced_rows(x) if tracing else as_rows(x)
+    if compiling or tracing or torch._C._len_torch_dispatch_stack() or x.is_meta:
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
         # FlopCounterMode, an op log) or a meta tensor must see
         check_scalars_for_the_op(eps, offset, weight, compiling)
@@ -473,7 +482,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
             check_offset(offset, weight)
         y, _rstd = run_eagerly(_FastRMSNormFunction, _FastRMSNormFunctionForTransforms, rows, weight, float(eps),
                                float(offset))
-    return y if rows is x else y.view(x.shape)
+    return y if rows is x else y.view_as(x)  # view_as: a trace replays it at any rank
 
 
 def check_functional_inputs(x, weight, eps, *others: tuple[str, object]) -> float:

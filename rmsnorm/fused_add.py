@@ -65,6 +65,7 @@ from .autograd import (
     check_scalars_for_the_op,
     refuse_dtensor_at_the_ops,
     run_eagerly,
+    traced_rows,
     unit_stride_vector,
     with_ctx_forward,
 )
@@ -233,9 +234,12 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     if residual.shape != x.shape:  # before rows are formed: (2, 3, N) and (6, N) have the same rows
         raise ContractError(f"residual must have the shape of x {tuple(x.shape)} (no broadcasting); "
                             f"got {tuple(residual.shape)}")
-    rows, residual_rows = as_rows(x), as_rows(residual)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
-    if compiling or torch._C._len_torch_dispatch_stack() or x.is_meta:
+    # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
+    # formed by ops the trace records
+    tracing = not compiling and torch._C._is_tracing()
+    rows, residual_rows = (traced_rows(x), traced_rows(residual)) if tracing else (as_rows(x), as_rows(residual))
+    if compiling or tracing or torch._C._len_torch_dispatch_stack() or x.is_meta:
         check_scalars_for_the_op(eps, offset, weight, compiling)
         y, residual_out, _rstd = _add_forward_op(rows, residual_rows, weight, float(eps), float(offset))
     else:
@@ -246,4 +250,4 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
                                              residual_rows, weight, float(eps), float(offset))
     if rows is x:
         return y, residual_out
-    return y.view(x.shape), residual_out.view(x.shape)
+    return y.view_as(x), residual_out.view_as(x)  # view_as: a trace replays it at any rank

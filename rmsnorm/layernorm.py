@@ -34,6 +34,7 @@ from .autograd import (
     check_scalars_for_the_op,
     refuse_dtensor_at_the_ops,
     run_eagerly,
+    traced_rows,
     unit_stride_vector,
     with_ctx_forward,
 )
@@ -227,13 +228,16 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
     check_functional_inputs(x, weight, eps, *(() if bias is None else (("bias", bias),)))
     weight, bias = unit_stride_vector(weight), unit_stride_vector(bias)
     x, weight, bias = _float32_under_autocast(x, weight, bias)
-    rows = as_rows(x)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
-    if compiling or torch._C._len_torch_dispatch_stack() or x.is_meta:
+    # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
+    # formed by ops the trace records
+    tracing = not compiling and torch._C._is_tracing()
+    rows = traced_rows(x) if tracing else as_rows(x)
+    if compiling or tracing or torch._C._len_torch_dispatch_stack() or x.is_meta:
         check_scalars_for_the_op(eps, 0.0, weight, compiling)
         y, _mean, _rstd = _forward_op(rows, weight, bias, float(eps))
     else:
         check_layernorm_inputs(rows, weight, bias, eps)
         y, _mean, _rstd = run_eagerly(_FastLayerNormFunction, _FastLayerNormFunctionForTransforms, rows, weight, bias,
                                       float(eps))
-    return y if rows is x else y.view(x.shape)
+    return y if rows is x else y.view_as(x)  # view_as: a trace replays it at any rank

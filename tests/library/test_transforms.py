@@ -136,6 +136,34 @@ def test_a_weight_without_unit_stride_is_copied_once_as_torch_takes_it(device, l
                                    msg=name)
 
 
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_torch_jit_trace_records_the_operator_and_replays_at_any_rank(device):
+    """torch.jit.trace records the registered operator (the launches it cannot see), with rows formed by sizes it
+    replays: traced on (4, 16), each module and the fused add give torch's numbers on (7, 3, 16), with gradients."""
+    torch.manual_seed(3)
+    rms, ln = rmsnorm.FastRMSNorm(16, eps=EPS).to(device), rmsnorm.FastLayerNorm(16, eps=EPS).to(device)
+    with torch.no_grad():
+        rms.weight.normal_()
+        ln.weight.normal_()
+    w = rms.weight.detach()
+    example, x = torch.randn(4, 16, device=device), torch.randn(7, 3, 16, device=device)
+    traced = {"rms": torch.jit.trace(rms, (example,)), "ln": torch.jit.trace(ln, (example,)),
+              "add": torch.jit.trace(lambda a, r: rmsnorm.rmsnorm_add(a, r, w, EPS), (example, example))}
+    assert "rmsnorm_fast::forward" in str(traced["rms"].graph)
+    x64 = x.double()
+    assert_close(traced["rms"](x), F.rms_norm(x64, (16,), rms.weight.double(), EPS))
+    assert_close(traced["ln"](x), F.layer_norm(x64, (16,), ln.weight.double(), ln.bias.double(), EPS))
+    y, h = traced["add"](x, 0.5 * x)
+    assert torch.equal(h, x + 0.5 * x)
+    assert_close(y, F.rms_norm(1.5 * x64, (16,), w.double(), EPS))
+    leaf = x.clone().requires_grad_()
+    traced["rms"](leaf).square().sum().backward()
+    x64.requires_grad_()
+    F.rms_norm(x64, (16,), rms.weight.detach().double(), EPS).square().sum().backward()
+    assert_close(leaf.grad, x64.grad)
+
+
 @pytest.mark.parametrize("in_dim", [0, 1])
 def test_vmap_folds_the_batch_into_rows(device, in_dim):
     for dtype in _dtypes(device):
