@@ -139,6 +139,28 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
     return dy if dy.stride(-1) == 1 or dy.shape[-1] == 1 else dy.contiguous()
 
 
+#: Devices whose autocast lists ``rms_norm`` and ``layer_norm`` among its float32 ops (ATen's autocast_mode.h,
+#: AT_FORALL_FP32): there torch's norms cast x, weight and bias to float32 and return float32. The CPU's list
+#: names neither: they run in x's dtype there.
+AUTOCAST_FLOAT32 = ("cuda",)
+
+
+def float32_under_autocast(x, *others):
+    """(x, *others) in float32 where autocast casts torch's norms so (:data:`AUTOCAST_FLOAT32`), else as they are.
+
+    ``others`` are the weight and the bias, None allowed. As autocast's cast, only 16-bit floats are cast: a float64
+    or integer tensor goes on as it is, to the contract's refusal. The first question is the cheapest (any
+    autocast on at all), since a call asks it every time.
+    """
+    if not (torch._C._is_any_autocast_enabled() and x.device.type in AUTOCAST_FLOAT32
+            and torch.is_autocast_enabled(x.device.type)):
+        return (x, *others)
+    return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF_DTYPES else t for t in (x, *others))
+
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
 def unit_stride_vector(t):
     """A 1-D weight or bias with unit stride: itself, else one copy (``w[::2]``, ``w.expand(N)``), which torch's
     norms take as they are and the kernels cannot; anything else as it is, for the contract to judge."""
@@ -442,7 +464,8 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
     Returns:
         y: shape of ``x``, dtype of ``x`` (also with a weight of another
         dtype: activations stay in their dtype, as in Liger and quack),
-        contiguous. Gradients: dx
+        contiguous; under CUDA's ``torch.autocast``, float32, as ``F.rms_norm`` returns there (autocast
+        casts its inputs to float32; CPU autocast leaves rms_norm in x's dtype, and so does this). Gradients: dx
         in x's dtype, dgamma in weight's dtype (the upstream dy may have any
         layout).
 
@@ -464,6 +487,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
     eps = check_functional_inputs(x, weight, eps)
+    x, weight = float32_under_autocast(x, weight)
     weight = unit_stride_vector(weight)
     compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
     # when it has given up on this one, it is always True

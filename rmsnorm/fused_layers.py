@@ -28,7 +28,8 @@ reloads a bound method by its name, and ``copy.deepcopy`` binds it to the copy.)
 process, and the checkpoint (state_dict), are untouched; ``del layer.forward`` undoes the patch. A
 layer is recognised by structure, not by class name: it has ``input_layernorm``, ``self_attn``,
 ``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm`
-without hooks; and its class's ``forward`` is, statement for statement (its syntax tree, annotations
+without hooks that keeps x's dtype under autocast (``autocast_to_float32=False``, as swap_rmsnorm makes it for
+Hugging Face's norms); and its class's ``forward`` is, statement for statement (its syntax tree, annotations
 and docstring aside), :func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other
 module holding ``self_attn`` and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms,
 OLMo 2's post-norm, a forward with a scaled residual (Granite) or another shape (Mixtral).
@@ -173,6 +174,9 @@ def _why_not(layer) -> str | None:
     if syntax != _EAGER:
         return (f"{kind}: {where} is not the pre-norm forward the patch reproduces (rmsnorm.fused_layers."
                 "_eager_forward): a post-norm layer (OLMo 2), dropout, a scaled residual or other arguments")
+    if norm.autocast_to_float32:
+        return (f"{kind}: its post_attention_layernorm follows torch.nn.RMSNorm under CUDA autocast (float32 out), "
+                "which the fused call does not reproduce (it returns the residual stream's dtype)")
     return None
 
 

@@ -32,6 +32,7 @@ from .autograd import (
     as_rows,
     check_functional_inputs,
     check_scalars_for_the_op,
+    float32_under_autocast,
     refuse_dtensor_at_the_ops,
     run_eagerly,
     traced_rows,
@@ -185,18 +186,6 @@ class _FastLayerNormFunctionForTransforms(torch.autograd.Function):
 _FastLayerNormFunction = with_ctx_forward(_FastLayerNormFunctionForTransforms, "_FastLayerNormFunction")
 
 
-#: Devices whose autocast lists ``layer_norm`` among the float32 ops (torch's autocast docs): there
-#: ``torch.nn.LayerNorm`` computes and returns float32. The CPU's lists do not name it: it runs in x's dtype.
-AUTOCAST_FLOAT32 = ("cuda",)
-
-
-def _float32_under_autocast(x, weight, bias):
-    """x, weight and bias in float32 where autocast is on and casts ``layer_norm`` so (AUTOCAST_FLOAT32)."""
-    if x.device.type not in AUTOCAST_FLOAT32 or not torch.is_autocast_enabled(x.device.type):
-        return x, weight, bias
-    return tuple(None if t is None else t.float() for t in (x, weight, bias))
-
-
 def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None = None,
                    eps: float = LAYERNORM_EPS) -> torch.Tensor:
     """LayerNorm over the last dimension with the fast kernels; differentiable, compilable.
@@ -227,7 +216,7 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
         check_eps(eps)
     check_functional_inputs(x, weight, eps, *(() if bias is None else (("bias", bias),)))
     weight, bias = unit_stride_vector(weight), unit_stride_vector(bias)
-    x, weight, bias = _float32_under_autocast(x, weight, bias)
+    x, weight, bias = float32_under_autocast(x, weight, bias)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
     # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
     # formed by ops the trace records

@@ -27,7 +27,12 @@ class FastRMSNorm(torch.nn.RMSNorm):
     for float32, float16 and bfloat16 x alike (``torch.finfo(torch.float16).eps``,
     9.8e-4, would swamp mean(x²) for small activations);
     ``elementwise_affine=False`` runs without a weight. y has x's dtype, as
-    ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair.
+    ``torch.nn.RMSNorm`` gives for every (x, weight) dtype pair; under CUDA's ``torch.autocast``, float32,
+    as ``torch.nn.RMSNorm`` returns there (autocast casts rms_norm's inputs to float32).
+
+    ``autocast_to_float32`` (keyword, default True, torch's) False keeps y in x's dtype under autocast too,
+    as Hugging Face's norms give (they cast to float32 and back themselves, in ops autocast leaves alone):
+    :func:`~rmsnorm.swap_rmsnorm` sets it for every norm it replaces other than a ``torch.nn.RMSNorm``.
 
     ``offset`` (keyword, default 0.0) makes y = x̂ · (weight + offset), one rounding at the end:
     ``offset=1.0`` is Gemma's and Qwen3.5's ``1 + weight`` (QuACK's ``weight_offset``, Liger's
@@ -49,8 +54,11 @@ class FastRMSNorm(torch.nn.RMSNorm):
     """
 
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
-                 device=None, dtype=None, *, offset: float = 0.0) -> None:
+                 device=None, dtype=None, *, offset: float = 0.0, autocast_to_float32: bool = True) -> None:
         check_offset(offset, True if elementwise_affine else None)  # before the weight is allocated
+        if not isinstance(autocast_to_float32, bool):
+            raise ContractError(f"autocast_to_float32 must be True or False; got {autocast_to_float32!r}")
+        self.autocast_to_float32 = autocast_to_float32
         self.offset = float(offset) + 0.0  # -0.0 → 0.0: one kernel for "no offset"
         super().__init__(normalized_shape, eps=eps, elementwise_affine=elementwise_affine, device=device, dtype=dtype)
 
@@ -69,11 +77,18 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 self.weight.fill_(1.0 - self.offset)
 
     def extra_repr(self) -> str:
-        """torch.nn.RMSNorm's, and the offset when it is not 0.0."""
-        return super().extra_repr() + (f", offset={self.offset}" if self.offset != 0.0 else "")
+        """torch.nn.RMSNorm's, and the offset and autocast_to_float32 where they are not the defaults."""
+        return (super().extra_repr() + (f", offset={self.offset}" if self.offset != 0.0 else "")
+                + ("" if self.autocast_to_float32 else ", autocast_to_float32=False"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = rmsnorm_fast(x, weight, eps, offset) over the last len(normalized_shape) dims (eps=None as there)."""
+        if not self.autocast_to_float32 and torch._C._is_any_autocast_enabled() and isinstance(x, torch.Tensor):
+            with torch.autocast(x.device.type, enabled=False):  # x's dtype, as Hugging Face's norms give
+                return self._forward(x)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         k = len(self.normalized_shape)
         if k == 1:
             if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):

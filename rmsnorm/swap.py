@@ -73,11 +73,17 @@ class Swapped(int):
         return f"Swapped({int(self)}, left={self.left!r}{extra})"
 
 
-def _fast(n: int, eps, weight, offset: float = 0.0) -> torch.nn.Module:
-    norm = FastRMSNorm(n, eps=eps, elementwise_affine=weight is not None, device="meta", offset=offset)
+def _fast(n: int, eps, weight, offset: float = 0.0, autocast_to_float32: bool = True) -> torch.nn.Module:
+    norm = FastRMSNorm(n, eps=eps, elementwise_affine=weight is not None, device="meta", offset=offset,
+                       autocast_to_float32=autocast_to_float32)
     if weight is not None:
         norm.weight = weight  # the very Parameter object: an optimizer built before the swap still trains it
     return norm
+
+
+def _follows_torch_autocast(module) -> bool:
+    """Whether ``module`` computes through ``torch.nn.RMSNorm``'s forward, which CUDA autocast casts to float32."""
+    return isinstance(module, torch.nn.RMSNorm) and type(module).forward is torch.nn.RMSNorm.forward
 
 
 def _claims_rmsnorm(module) -> bool:
@@ -249,7 +255,10 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             weight = child.weight
             n = weight.shape[0] if weight is not None else child.normalized_shape[0]
             eps = _eps_of(child)[1]
-            module = (build or _fast)(n, eps, weight, offset=offset) if offset else (build or _fast)(n, eps, weight)
+            if build is None:  # torch's norm is cast to float32 under CUDA autocast; Hugging Face's are not
+                module = _fast(n, eps, weight, offset, autocast_to_float32=_follows_torch_autocast(child))
+            else:
+                module = build(n, eps, weight, offset=offset) if offset else build(n, eps, weight)
             if getattr(module, "weight", None) is not weight:
                 raise ContractError(f"build must keep the weight Parameter it is given; "
                                     f"{type(module).__name__} did not")

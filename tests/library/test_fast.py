@@ -471,6 +471,54 @@ def test_an_empty_normalized_shape_is_refused_as_torch_refuses_its_call(module, 
         torch_module(shape)  # torch's constructor takes it
 
 
+
+def test_where_autocast_casts_torchs_norms_to_float32_so_do_ours(monkeypatch, device):
+    """CUDA autocast casts rms_norm's and layer_norm's inputs to float32 (float32 out); so do the functionals and
+    the modules, but a FastRMSNorm made with autocast_to_float32=False (Hugging Face's norms) and the fused add
+    (no torch op to follow) keep x's dtype. Here CPU autocast stands in for CUDA's (AUTOCAST_FLOAT32 names the
+    CPU): the test on a GPU compares with torch itself."""
+    if device.type != "cpu":
+        pytest.skip("CPU autocast stands in for CUDA's here; test_under_cuda_autocast_... compares with torch")
+    monkeypatch.setattr(rmsnorm.autograd, "AUTOCAST_FLOAT32", ("cpu",))
+    torch.manual_seed(4)
+    x, w = torch.randn(5, 16).half(), 1 + torch.randn(16) / 4
+    torch_like, hf_like = FastRMSNorm(16, eps=1e-6), FastRMSNorm(16, eps=1e-6, autocast_to_float32=False)
+    layernorm = rmsnorm.FastLayerNorm(16)
+    for norm in (torch_like, hf_like):
+        norm.weight.data.copy_(w)
+    assert "autocast_to_float32=False" in repr(hf_like) and "autocast" not in repr(torch_like)
+    leaf = x.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.float16):
+        got = {"functional": rmsnorm.rmsnorm_fast(leaf, w.half(), 1e-6), "module": torch_like(x),
+               "hugging face's": hf_like(x), "layernorm": layernorm(x), "fused add": rmsnorm.rmsnorm_add(x, x, w)[0]}
+        with pytest.raises(ContractError, match="float64"):  # autocast casts 16-bit floats only: no cast here
+            rmsnorm.rmsnorm_fast(x.double(), w, 1e-6)
+    assert {name: y.dtype for name, y in got.items()} == {
+        "functional": torch.float32, "module": torch.float32, "hugging face's": torch.float16,
+        "layernorm": torch.float32, "fused add": torch.float16}
+    assert torch.equal(got["functional"], rmsnorm.rmsnorm_fast(x.float(), w.half().float(), 1e-6))
+    assert torch.equal(got["module"], torch_like(x.float()))
+    assert torch.equal(got["hugging face's"], hf_like(x))
+    assert torch.equal(got["layernorm"], layernorm(x.float()))
+    got["functional"].sum().backward()
+    assert leaf.grad.dtype == torch.float16
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_under_cuda_autocast_the_module_gives_torch_rmsnorms_float32(dtype):
+    torch.manual_seed(5)
+    x = torch.randn(64, 768, device="cuda").to(dtype).requires_grad_()
+    ours, theirs = FastRMSNorm(768, eps=1e-6, device="cuda"), torch.nn.RMSNorm(768, eps=1e-6, device="cuda")
+    hf_like = FastRMSNorm(768, eps=1e-6, device="cuda", autocast_to_float32=False)
+    with torch.autocast("cuda", dtype=dtype):
+        got, want, kept = ours(x), theirs(x), hf_like(x)
+    assert got.dtype == want.dtype == torch.float32 and kept.dtype == dtype
+    assert_close(got, want.double(), dtype=torch.float32)
+    got.sum().backward()
+    assert x.grad.dtype == dtype
+
+
 @gpu_only
 def test_forward_past_2_31_elements_uses_int64_offsets(large_gpu_memory):
     M, N = (1 << 31) // 4096 + 3, 4096  # 2³¹ + 12288 elements

@@ -294,6 +294,18 @@ def test_a_norm_that_is_not_a_fast_rmsnorm_or_has_hooks_leaves_its_layer():
     assert swap_rmsnorm(model, fuse_residual=True).fused == LAYERS[:1]
 
 
+
+def test_a_norm_that_follows_torchs_autocast_rule_leaves_its_layer():
+    """A FastRMSNorm cast to float32 under CUDA autocast (torch.nn.RMSNorm's rule) would lose it in the fused call,
+    which returns the stream's dtype; Hugging Face's norms, as swapped, keep x's dtype and are fused."""
+    model = _model("llama")
+    swap_rmsnorm(model)
+    model.model.layers[0].post_attention_layernorm.autocast_to_float32 = True
+    swapped = swap_rmsnorm(model, fuse_residual=True)
+    assert swapped.fused == LAYERS[1:]
+    assert "follows torch.nn.RMSNorm under CUDA autocast" in swapped.left[LAYERS[0]]
+
+
 def test_a_build_other_than_fast_rmsnorm_leaves_every_layer():
     model = _model("llama")
 

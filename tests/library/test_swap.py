@@ -138,6 +138,20 @@ def test_a_norm_in_two_slots_of_one_parent_is_swapped_in_both(swap, norm):
         assert first is second and type(first) is not type(shared) and first.weight is shared.weight
 
 
+
+def test_torchs_norm_becomes_one_cast_by_autocast_and_hugging_faces_one_that_is_not():
+    """Under CUDA autocast torch.nn.RMSNorm returns float32 and LlamaRMSNorm x's dtype: each replacement keeps its
+    original's rule (autocast_to_float32), and a subclass with its own forward is not torch's."""
+    class OwnForward(torch.nn.RMSNorm):
+        def forward(self, x):
+            return super().forward(x)
+
+    model = torch.nn.ModuleDict({"torch": torch.nn.RMSNorm(64), "llama": LlamaRMSNorm(64), "own": OwnForward(64)})
+    assert swap_rmsnorm(model) == 3
+    assert {name: norm.autocast_to_float32 for name, norm in model.items()} == {
+        "torch": True, "llama": False, "own": False}
+
+
 class _CentredRMSNorm(torch.nn.Module):
     def __init__(self, n):
         super().__init__()
