@@ -420,9 +420,16 @@ def outside_dynamo(function: type[torch.autograd.Function]) -> type[torch.autogr
 
 
 def traced_rows(t: torch.Tensor) -> torch.Tensor:
-    """(…, N) → (M, N) as torch.jit.trace records it: the trace replays the sizes it read, so -1 and
-    ``size(-1)`` (not the example's M and rank) let the traced function take inputs of any rank."""
-    return t.reshape(-1, t.size(-1))
+    """(…, N) → (M, N) as torch.jit.trace records it: the trace replays the ops it saw with the sizes it read, so
+    ``contiguous`` (a no-op where the example was, a copy where a later input is not), -1 and ``size(-1)`` (not the
+    example's M and rank) let the traced function take inputs of any rank and layout."""
+    return t.contiguous().reshape(-1, t.size(-1))
+
+
+def traced_vector(t):
+    """A weight or bias as torch.jit.trace records it: ``contiguous`` always, so that a strided one at replay is
+    copied as eager copies it (:func:`unit_stride_vector`)."""
+    return None if t is None else t.contiguous()
 
 
 def _as_rows(t: torch.Tensor) -> torch.Tensor:
@@ -486,15 +493,26 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
 
     Source: notebooks/09_the_long_row.ipynb … 12_tuning_and_side_by_side.ipynb.
     """
+    return _rmsnorm(x, weight, eps, offset, True)
+
+
+def _rmsnorm(x, weight, eps, offset, cast_under_autocast: bool) -> torch.Tensor:
+    """:func:`rmsnorm_fast`; ``cast_under_autocast`` False keeps x's dtype under CUDA autocast (Hugging Face's norms,
+    :class:`~rmsnorm.FastRMSNorm` with ``autocast_to_float32=False``)."""
     eps = check_functional_inputs(x, weight, eps)
-    x, weight = float32_under_autocast(x, weight)
-    weight = unit_stride_vector(weight)
+    if cast_under_autocast and torch._C._is_any_autocast_enabled():  # the cheap question inline: asked every call
+        x, weight = float32_under_autocast(x, weight)
+    if weight is not None and weight.dim() == 1 and weight.stride(0) != 1:
+        weight = unit_stride_vector(weight)
     compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
     # when it has given up on this one, it is always True
     # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
     # formed by ops the trace records
     tracing = not compiling and torch._C._is_tracing()
-    rows = traced_rows(x) if tracing else as_rows(x)
+    if tracing:
+        rows, weight = traced_rows(x), traced_vector(weight)
+    else:
+        rows = as_rows(x)
     if compiling or tracing or torch._C._len_torch_dispatch_stack() or x.is_meta:
         # the operator: what torch.compile traces, and what a TorchDispatchMode (FakeTensorMode, a
         # FlopCounterMode, an op log) or a meta tensor must see

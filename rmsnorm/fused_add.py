@@ -66,6 +66,7 @@ from .autograd import (
     refuse_dtensor_at_the_ops,
     run_eagerly,
     traced_rows,
+    traced_vector,
     unit_stride_vector,
     with_ctx_forward,
 )
@@ -216,8 +217,9 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
         offset: y = ĥ · (weight + offset) (1.0: Gemma's ``1 + weight``); 0.0 without a weight.
 
     Returns:
-        (y, residual_out), both of x's shape and contiguous: y in x's dtype; residual_out in residual's
-        dtype (x's, or float32), equal bitwise to ``x + residual``. Gradients: dx in x's dtype,
+        (y, residual_out), both of x's shape and contiguous: y in x's dtype, under CUDA autocast too (torch has
+        no fused op to follow; its add then ``F.rms_norm`` gives a float32 y there, Hugging Face's layers x's
+        dtype); residual_out in residual's dtype (x's, or float32), equal bitwise to ``x + residual``. Gradients: dx in x's dtype,
         d_residual in residual's, both d_residual_out + the norm's dx at h; dweight in weight's dtype.
         Neither output aliases an input, and no input is written (there is no in-place variant).
 
@@ -230,7 +232,8 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     Source: the module docstring; Liger-Kernel ``ops/fused_add_rms_norm.py``.
     """
     eps = check_functional_inputs(x, weight, eps, ("residual", residual))
-    weight = unit_stride_vector(weight)
+    if weight is not None and weight.dim() == 1 and weight.stride(0) != 1:
+        weight = unit_stride_vector(weight)
     if residual.shape != x.shape:  # before rows are formed: (2, 3, N) and (6, N) have the same rows
         raise ContractError(f"residual must have the shape of x {tuple(x.shape)} (no broadcasting); "
                             f"got {tuple(residual.shape)}")
@@ -238,7 +241,10 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
     # formed by ops the trace records
     tracing = not compiling and torch._C._is_tracing()
-    rows, residual_rows = (traced_rows(x), traced_rows(residual)) if tracing else (as_rows(x), as_rows(residual))
+    if tracing:
+        rows, residual_rows, weight = traced_rows(x), traced_rows(residual), traced_vector(weight)
+    else:
+        rows, residual_rows = as_rows(x), as_rows(residual)
     if compiling or tracing or torch._C._len_torch_dispatch_stack() or x.is_meta:
         check_scalars_for_the_op(eps, offset, weight, compiling)
         y, residual_out, _rstd = _add_forward_op(rows, residual_rows, weight, float(eps), float(offset))

@@ -36,6 +36,7 @@ from .autograd import (
     refuse_dtensor_at_the_ops,
     run_eagerly,
     traced_rows,
+    traced_vector,
     unit_stride_vector,
     with_ctx_forward,
 )
@@ -216,12 +217,16 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
         check_eps(eps)
     check_functional_inputs(x, weight, eps, *(() if bias is None else (("bias", bias),)))
     weight, bias = unit_stride_vector(weight), unit_stride_vector(bias)
-    x, weight, bias = float32_under_autocast(x, weight, bias)
+    if torch._C._is_any_autocast_enabled():  # the cheap question inline: asked every call
+        x, weight, bias = float32_under_autocast(x, weight, bias)
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
     # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
     # formed by ops the trace records
     tracing = not compiling and torch._C._is_tracing()
-    rows = traced_rows(x) if tracing else as_rows(x)
+    if tracing:
+        rows, weight, bias = traced_rows(x), traced_vector(weight), traced_vector(bias)
+    else:
+        rows = as_rows(x)
     if compiling or tracing or torch._C._len_torch_dispatch_stack() or x.is_meta:
         check_scalars_for_the_op(eps, 0.0, weight, compiling)
         y, _mean, _rstd = _forward_op(rows, weight, bias, float(eps))

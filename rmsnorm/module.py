@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .autograd import rmsnorm_fast
+from .autograd import _rmsnorm
 from .contract import FAST_MAX_N, ContractError, check_eps, check_offset
 from .layernorm import layernorm_fast
 
@@ -53,6 +53,9 @@ class FastRMSNorm(torch.nn.RMSNorm):
     Source: notebooks/11_extending_the_contract.ipynb; quack ``QuackRMSNorm``.
     """
 
+    #: The default, as a class attribute too: a FastRMSNorm pickled before the attribute existed unpickles with it.
+    autocast_to_float32 = True
+
     def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True,
                  device=None, dtype=None, *, offset: float = 0.0, autocast_to_float32: bool = True) -> None:
         check_offset(offset, True if elementwise_affine else None)  # before the weight is allocated
@@ -82,13 +85,8 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 + ("" if self.autocast_to_float32 else ", autocast_to_float32=False"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y = rmsnorm_fast(x, weight, eps, offset) over the last len(normalized_shape) dims (eps=None as there)."""
-        if not self.autocast_to_float32 and torch._C._is_any_autocast_enabled() and isinstance(x, torch.Tensor):
-            with torch.autocast(x.device.type, enabled=False):  # x's dtype, as Hugging Face's norms give
-                return self._forward(x)
-        return self._forward(x)
-
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = rmsnorm_fast(x, weight, eps, offset) over the last len(normalized_shape) dims (eps=None as there);
+        with autocast_to_float32 False, in x's dtype under autocast too."""
         k = len(self.normalized_shape)
         if k == 1:
             if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != self.normalized_shape[0]):
@@ -96,9 +94,10 @@ class FastRMSNorm(torch.nn.RMSNorm):
                     f"x's last dimension must be N = {self.normalized_shape[0]} (this module's normalized_shape); "
                     f"got x of shape {tuple(x.shape)}"
                 )
-            return rmsnorm_fast(x, self.weight, self.eps, self.offset)
+            return _rmsnorm(x, self.weight, self.eps, self.offset, self.autocast_to_float32)
         weight = None if self.weight is None else self.weight.reshape(self._N)
-        return rmsnorm_fast(_one_row(x, self.normalized_shape, self._N), weight, self.eps, self.offset).view(x.shape)
+        rows = _one_row(x, self.normalized_shape, self._N)
+        return _rmsnorm(rows, weight, self.eps, self.offset, self.autocast_to_float32).view_as(x)
 
 
 class FastLayerNorm(torch.nn.LayerNorm):
@@ -134,7 +133,7 @@ class FastLayerNorm(torch.nn.LayerNorm):
         if rows is x:
             return layernorm_fast(x, self.weight, self.bias, self.eps)
         weight, bias = (None if p is None else p.reshape(self._N) for p in (self.weight, self.bias))
-        return layernorm_fast(rows, weight, bias, self.eps).view(x.shape)
+        return layernorm_fast(rows, weight, bias, self.eps).view_as(x)
 
 
 def _row_length(normalized_shape: tuple[int, ...], module: str) -> int:
@@ -164,4 +163,4 @@ def _one_row(x: torch.Tensor, normalized_shape: tuple[int, ...], N: int) -> torc
     if tuple(x.shape[max(x.dim() - k, 0):]) != tuple(normalized_shape):
         raise ContractError(f"x's last dimensions must be normalized_shape {tuple(normalized_shape)}; "
                             f"got x of shape {tuple(x.shape)}")
-    return x if k == 1 else x.reshape(*x.shape[:x.dim() - k], N)
+    return x if k == 1 else x.flatten(-k)  # flatten, not a reshape to sizes read here: a trace replays it at any rank

@@ -504,6 +504,26 @@ def test_where_autocast_casts_torchs_norms_to_float32_so_do_ours(monkeypatch, de
     assert leaf.grad.dtype == torch.float16
 
 
+
+def test_autocast_to_float32_survives_pickles_old_and_new_and_runs_on_meta_under_autocast():
+    """The flag is state of the module object, not of the state_dict: a pickle keeps it, one made before it existed
+    (no attribute in its __dict__) reads the default; either mode runs on a meta x with autocast on."""
+    import pickle
+
+    hf_like = FastRMSNorm(8, autocast_to_float32=False)
+    assert pickle.loads(pickle.dumps(hf_like)).autocast_to_float32 is False
+    assert list(hf_like.state_dict()) == ["weight"]
+    old = FastRMSNorm(8)
+    del old.__dict__["autocast_to_float32"]  # as unpickled from before the attribute
+    old = pickle.loads(pickle.dumps(old))
+    assert old.autocast_to_float32 is True and "autocast" not in repr(old)
+    assert old(torch.ones(2, 8, device=old.weight.device)).shape == (2, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for norm in (FastRMSNorm(8, device="meta"), FastRMSNorm(8, device="meta", autocast_to_float32=False)):
+            y = norm(torch.empty(3, 8, device="meta", dtype=torch.float16))
+            assert y.shape == (3, 8) and y.device.type == "meta"
+
+
 @gpu_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_under_cuda_autocast_the_module_gives_torch_rmsnorms_float32(dtype):

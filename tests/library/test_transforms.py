@@ -164,6 +164,25 @@ def test_torch_jit_trace_records_the_operator_and_replays_at_any_rank(device):
     assert_close(leaf.grad, x64.grad)
 
 
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_a_trace_replays_other_ranks_layouts_and_strided_weights_as_eager_takes_them(device):
+    """A module over (4, 8) traced on (2, 4, 8) runs on (3, 5, 4, 8); a function traced on a transposed x or a
+    contiguous weight takes, at replay, a contiguous x and a strided weight (copied, as eager copies them)."""
+    torch.manual_seed(6)
+    for module, theirs in ((rmsnorm.FastRMSNorm((4, 8), eps=EPS), torch.nn.RMSNorm((4, 8), eps=EPS)),
+                           (rmsnorm.FastLayerNorm((4, 8), eps=EPS), torch.nn.LayerNorm((4, 8), eps=EPS))):
+        module, theirs = module.to(device), theirs.to(device).double()
+        traced = torch.jit.trace(module, (torch.randn(2, 4, 8, device=device),))
+        x = torch.randn(3, 5, 4, 8, device=device)
+        assert_close(traced(x), theirs(x.double()))
+    base = torch.randn(16, device=device)
+    traced = torch.jit.trace(lambda x, w: rmsnorm.rmsnorm_fast(x, w, EPS),
+                             (torch.randn(8, 6, device=device).t(), base[:8]))
+    x = torch.randn(5, 8, device=device)
+    assert_close(traced(x, base[::2]), F.rms_norm(x.double(), (8,), base[::2].double(), EPS))
+
+
 @pytest.mark.parametrize("in_dim", [0, 1])
 def test_vmap_folds_the_batch_into_rows(device, in_dim):
     for dtype in _dtypes(device):
