@@ -143,6 +143,8 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
 #: AT_FORALL_FP32): there torch's norms cast x, weight and bias to float32 and return float32. The CPU's list
 #: names neither: they run in x's dtype there.
 AUTOCAST_FLOAT32 = ("cuda",)
+#: The dtypes autocast's float32 cast changes (float32 is kept; float64 and integers are not cast).
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def float32_under_autocast(x, *others):
@@ -157,8 +159,6 @@ def float32_under_autocast(x, *others):
         return (x, *others)
     return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF_DTYPES else t for t in (x, *others))
 
-
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def unit_stride_vector(t):

@@ -219,8 +219,9 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     Returns:
         (y, residual_out), both of x's shape and contiguous: y in x's dtype, under CUDA autocast too (torch has
         no fused op to follow; its add then ``F.rms_norm`` gives a float32 y there, Hugging Face's layers x's
-        dtype); residual_out in residual's dtype (x's, or float32), equal bitwise to ``x + residual``. Gradients: dx in x's dtype,
-        d_residual in residual's, both d_residual_out + the norm's dx at h; dweight in weight's dtype.
+        dtype); residual_out in residual's dtype (x's, or float32), equal bitwise to ``x + residual``.
+        Gradients: dx in x's dtype, d_residual in residual's, both d_residual_out + the norm's dx at h;
+        dweight in weight's dtype.
         Neither output aliases an input, and no input is written (there is no in-place variant).
 
     Raises:
