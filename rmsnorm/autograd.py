@@ -151,11 +151,10 @@ def float32_under_autocast(x, *others):
     """(x, *others) in float32 where autocast casts torch's norms so (:data:`AUTOCAST_FLOAT32`), else as they are.
 
     ``others`` are the weight and the bias, None allowed. As autocast's cast, only 16-bit floats are cast: a float64
-    or integer tensor goes on as it is, to the contract's refusal. The first question is the cheapest (any
-    autocast on at all), since a call asks it every time.
+    or integer tensor goes on as it is, to the contract's refusal. Callers ask the cheap question first, inline
+    (``torch._C._is_any_autocast_enabled()``: any autocast on at all), since every call asks it.
     """
-    if not (torch._C._is_any_autocast_enabled() and x.device.type in AUTOCAST_FLOAT32
-            and torch.is_autocast_enabled(x.device.type)):
+    if not (x.device.type in AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)):
         return (x, *others)
     return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF_DTYPES else t for t in (x, *others))
 
@@ -502,8 +501,7 @@ def _rmsnorm(x, weight, eps, offset, cast_under_autocast: bool) -> torch.Tensor:
     eps = check_functional_inputs(x, weight, eps)
     if cast_under_autocast and torch._C._is_any_autocast_enabled():  # the cheap question inline: asked every call
         x, weight = float32_under_autocast(x, weight)
-    if weight is not None and weight.dim() == 1 and weight.stride(0) != 1:
-        weight = unit_stride_vector(weight)
+    weight = unit_stride_vector(weight)
     compiling = torch.compiler.is_compiling()  # asked here: in a helper's frame, which Dynamo compiles on its own
     # when it has given up on this one, it is always True
     # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows

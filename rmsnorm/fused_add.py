@@ -233,8 +233,7 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
     Source: the module docstring; Liger-Kernel ``ops/fused_add_rms_norm.py``.
     """
     eps = check_functional_inputs(x, weight, eps, ("residual", residual))
-    if weight is not None and weight.dim() == 1 and weight.stride(0) != 1:
-        weight = unit_stride_vector(weight)
+    weight = unit_stride_vector(weight)
     if residual.shape != x.shape:  # before rows are formed: (2, 3, N) and (6, N) have the same rows
         raise ContractError(f"residual must have the shape of x {tuple(x.shape)} (no broadcasting); "
                             f"got {tuple(residual.shape)}")

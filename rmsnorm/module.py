@@ -96,7 +96,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
                 )
             return _rmsnorm(x, self.weight, self.eps, self.offset, self.autocast_to_float32)
         weight = None if self.weight is None else self.weight.reshape(self._N)
-        rows = _one_row(x, self.normalized_shape, self._N)
+        rows = _one_row(x, self.normalized_shape)
         return _rmsnorm(rows, weight, self.eps, self.offset, self.autocast_to_float32).view_as(x)
 
 
@@ -129,7 +129,7 @@ class FastLayerNorm(torch.nn.LayerNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = layernorm_fast over the last len(normalized_shape) dimensions of x."""
-        rows = _one_row(x, self.normalized_shape, self._N)
+        rows = _one_row(x, self.normalized_shape)
         if rows is x:
             return layernorm_fast(x, self.weight, self.bias, self.eps)
         weight, bias = (None if p is None else p.reshape(self._N) for p in (self.weight, self.bias))
@@ -149,7 +149,7 @@ def _row_length(normalized_shape: tuple[int, ...], module: str) -> int:
     return math.prod(normalized_shape)
 
 
-def _one_row(x: torch.Tensor, normalized_shape: tuple[int, ...], N: int) -> torch.Tensor:
+def _one_row(x: torch.Tensor, normalized_shape: tuple[int, ...]) -> torch.Tensor:
     """x with its last ``len(normalized_shape)`` dimensions read as one row of their product N (a view where it can;
     x itself for one dimension).
 
