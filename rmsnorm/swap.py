@@ -233,7 +233,7 @@ def swap_rmsnorm(model: torch.nn.Module, *, dtype: torch.dtype | None = None, bu
             verdicts[id(child)] = _verdict(child, dtype)
             reason = verdicts[id(child)][0]
             if reason is not None and _claims_rmsnorm(child) and not _takes_more_than_x(child):
-                refused.setdefault(reason, []).append(f"{full} ({type(child).__name__})")
+                refused.setdefault(reason, []).append(f"{full!r} ({type(child).__name__})")
         reason, offset = verdicts[id(child)]
         if reason is None:
             places.append((parent, name, child, offset))

@@ -124,7 +124,7 @@ def swap_layernorm(model: torch.nn.Module) -> Swapped:
         if id(child) not in verdicts:
             verdicts[id(child)] = _structure(child) or _probe(child)
             if verdicts[id(child)] is not None:
-                refused.setdefault(verdicts[id(child)], []).append(f"{full} ({type(child).__name__})")
+                refused.setdefault(verdicts[id(child)], []).append(f"{full!r} ({type(child).__name__})")
         if verdicts[id(child)] is None:
             places.append((parent, name, child))
             names.append(full)

@@ -159,7 +159,7 @@ class _AffineOffLayerNorm(torch.nn.LayerNorm):
 def test_what_it_cannot_reproduce_is_refused_by_name_before_anything_is_replaced(norm, reason):
     model = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Sequential(norm))
     first = model[0]
-    with pytest.raises(ContractError, match=rf"swap_layernorm replaced nothing: 1\.0 \({type(norm).__name__}\): "
+    with pytest.raises(ContractError, match=rf"swap_layernorm replaced nothing: '1\.0' \({type(norm).__name__}\): "
                                             rf".*{reason}"):
         swap_layernorm(model)
     assert model[0] is first  # nothing replaced
