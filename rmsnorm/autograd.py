@@ -147,6 +147,11 @@ AUTOCAST_FLOAT32 = ("cuda",)
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
+def autocast_casts_norms(x) -> bool:
+    """Whether autocast is on where it casts torch's norms to float32 (:data:`AUTOCAST_FLOAT32`) for x's device."""
+    return x.device.type in AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)
+
+
 def float32_under_autocast(x, *others):
     """(x, *others) in float32 where autocast casts torch's norms so (:data:`AUTOCAST_FLOAT32`), else as they are.
 
@@ -154,7 +159,7 @@ def float32_under_autocast(x, *others):
     or integer tensor goes on as it is, to the contract's refusal. Callers ask the cheap question first, inline
     (``torch._C._is_any_autocast_enabled()``: any autocast on at all), since every call asks it.
     """
-    if not (x.device.type in AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)):
+    if not autocast_casts_norms(x):
         return (x, *others)
     return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF_DTYPES else t for t in (x, *others))
 

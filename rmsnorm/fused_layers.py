@@ -28,11 +28,12 @@ reloads a bound method by its name, and ``copy.deepcopy`` binds it to the copy.)
 process, and the checkpoint (state_dict), are untouched; ``del layer.forward`` undoes the patch. A
 layer is recognised by structure, not by class name: it has ``input_layernorm``, ``self_attn``,
 ``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm`
-without hooks that keeps x's dtype under autocast (``autocast_to_float32=False``, as swap_rmsnorm makes it for
-Hugging Face's norms); and its class's ``forward`` is, statement for statement (its syntax tree, annotations
-and docstring aside), :func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other
-module holding ``self_attn`` and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms,
-OLMo 2's post-norm, a forward with a scaled residual (Granite) or another shape (Mixtral).
+without hooks (one that follows torch.nn.RMSNorm under CUDA autocast, ``autocast_to_float32=True``, is
+called unfused while that autocast is on: the fused call returns the stream's dtype, torch's norm float32);
+and its class's ``forward`` is, statement for statement (its syntax tree, annotations and docstring aside),
+:func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other module holding ``self_attn``
+and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms, OLMo 2's post-norm, a forward with a
+scaled residual (Granite) or another shape (Mixtral).
 
 **What the patched layer skips.** The fused call reads the post-attention norm's weight and does not
 call the module, so a hook registered on that norm after the patch does not run, and ``fully_shard``
@@ -61,6 +62,7 @@ import textwrap
 
 import torch
 
+from .autograd import autocast_casts_norms
 from .fused_add import rmsnorm_add
 from .module import FastRMSNorm
 
@@ -114,7 +116,14 @@ def _fused_forward(self, hidden_states, attention_mask=None, position_ids=None, 
 
 
 def _add_and_norm(norm: FastRMSNorm, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(norm(residual + x), residual + x), both in the dtype eager's ``residual + x`` has (module docstring)."""
+    """(norm(residual + x), residual + x), both in the dtype eager's ``residual + x`` has (module docstring).
+
+    A norm that follows torch.nn.RMSNorm under CUDA autocast returns float32 there, which the fused call (y in
+    the stream's dtype) does not: while that autocast is on, the add and the norm run as eager runs them.
+    """
+    if norm.autocast_to_float32 and torch._C._is_any_autocast_enabled() and autocast_casts_norms(x):
+        h = residual + x
+        return norm(h), h
     dtype = torch.promote_types(x.dtype, residual.dtype)
     return rmsnorm_add(x.to(dtype), residual.to(dtype), norm.weight, norm.eps, offset=norm.offset)
 
@@ -174,9 +183,6 @@ def _why_not(layer) -> str | None:
     if syntax != _EAGER:
         return (f"{kind}: {where} is not the pre-norm forward the patch reproduces (rmsnorm.fused_layers."
                 "_eager_forward): a post-norm layer (OLMo 2), dropout, a scaled residual or other arguments")
-    if norm.autocast_to_float32:
-        return (f"{kind}: its post_attention_layernorm follows torch.nn.RMSNorm under CUDA autocast (float32 out), "
-                "which the fused call does not reproduce (it returns the residual stream's dtype)")
     return None
 
 

@@ -295,15 +295,30 @@ def test_a_norm_that_is_not_a_fast_rmsnorm_or_has_hooks_leaves_its_layer():
 
 
 
-def test_a_norm_that_follows_torchs_autocast_rule_leaves_its_layer():
-    """A FastRMSNorm cast to float32 under CUDA autocast (torch.nn.RMSNorm's rule) would lose it in the fused call,
-    which returns the stream's dtype; Hugging Face's norms, as swapped, keep x's dtype and are fused."""
-    model = _model("llama")
-    swap_rmsnorm(model)
-    model.model.layers[0].post_attention_layernorm.autocast_to_float32 = True
-    swapped = swap_rmsnorm(model, fuse_residual=True)
-    assert swapped.fused == LAYERS[1:]
-    assert "follows torch.nn.RMSNorm under CUDA autocast" in swapped.left[LAYERS[0]]
+def test_a_norm_that_follows_torchs_autocast_rule_runs_unfused_while_that_autocast_is_on(monkeypatch):
+    """A FastRMSNorm cast to float32 under CUDA autocast (torch.nn.RMSNorm's rule) returns float32 there, which the
+    fused call (the stream's dtype) does not: its layer is patched, and calls the add and the norm as eager does
+    while that autocast is on, fused otherwise. CPU autocast stands in for CUDA's here (AUTOCAST_FLOAT32)."""
+    import rmsnorm.autograd
+
+    monkeypatch.setattr(rmsnorm.autograd, "AUTOCAST_FLOAT32", (DEVICE.type,))
+    unfused = _model("llama")
+    swap_rmsnorm(unfused)
+    unfused.model.layers[0].post_attention_layernorm.autocast_to_float32 = True
+    fused = copy.deepcopy(unfused)
+    assert swap_rmsnorm(fused, fuse_residual=True).fused == LAYERS
+    with torch.no_grad():
+        with _Counting() as counting:
+            plain = fused(input_ids=_tokens()).logits
+        assert counting.counts["add_forward"] == len(LAYERS)  # no autocast: both layers fused
+        assert_close(plain, unfused(input_ids=_tokens()).logits, dtype=torch.float32)
+        with torch.autocast(DEVICE.type, dtype=torch.float16 if GPU else torch.bfloat16):
+            expected = unfused(input_ids=_tokens()).logits
+            with _Counting() as counting:
+                logits = fused(input_ids=_tokens()).logits
+    assert counting.counts["add_forward"] == len(LAYERS) - 1  # layer 0's norm called as the module, as in eager
+    assert logits.dtype == expected.dtype
+    assert_close(logits, expected, dtype=expected.dtype)
 
 
 def test_a_build_other_than_fast_rmsnorm_leaves_every_layer():
