@@ -29,14 +29,16 @@ process, and the checkpoint (state_dict), are untouched; ``del layer.forward`` u
 layer is recognised by structure, not by class name: it has ``input_layernorm``, ``self_attn``,
 ``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm`
 without hooks (one that follows torch.nn.RMSNorm under CUDA autocast, ``autocast_to_float32=True``, is
-called unfused while that autocast is on: the fused call returns the stream's dtype, torch's norm float32);
+called unfused on a 16-bit stream while that autocast is on: the fused call returns the stream's dtype, torch's
+norm float32);
 and its class's ``forward`` is, statement for statement (its syntax tree, annotations and docstring aside),
 :func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other module holding ``self_attn``
 and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms, OLMo 2's post-norm, a forward with a
 scaled residual (Granite) or another shape (Mixtral).
 
 **What the patched layer skips.** The fused call reads the post-attention norm's weight and does not
-call the module, so a hook registered on that norm after the patch does not run, and ``fully_shard``
+call the module, so a hook registered on that norm after the patch does not run (where the layer calls it
+unfused, under autocast above, it does), and ``fully_shard``
 applied to that norm on its own (rather than to the layer, which unshards the layer's parameters
 before its forward) leaves a DTensor shard as its weight, which rmsnorm_add refuses with a
 ContractError.
@@ -62,7 +64,7 @@ import textwrap
 
 import torch
 
-from .autograd import autocast_casts_norms
+from .autograd import _HALF_DTYPES, autocast_casts_norms
 from .fused_add import rmsnorm_add
 from .module import FastRMSNorm
 
@@ -119,12 +121,14 @@ def _add_and_norm(norm: FastRMSNorm, x: torch.Tensor, residual: torch.Tensor) ->
     """(norm(residual + x), residual + x), both in the dtype eager's ``residual + x`` has (module docstring).
 
     A norm that follows torch.nn.RMSNorm under CUDA autocast returns float32 there, which the fused call (y in
-    the stream's dtype) does not: while that autocast is on, the add and the norm run as eager runs them.
+    the stream's dtype) does not on a 16-bit stream: there, while that autocast is on, the add and the norm run
+    as eager runs them. A float32 stream (a float32 model under autocast) is fused: its y is float32 either way.
     """
-    if norm.autocast_to_float32 and torch._C._is_any_autocast_enabled() and autocast_casts_norms(x):
+    dtype = torch.promote_types(x.dtype, residual.dtype)
+    if (norm.autocast_to_float32 and dtype in _HALF_DTYPES and torch._C._is_any_autocast_enabled()
+            and autocast_casts_norms(x)):
         h = residual + x
         return norm(h), h
-    dtype = torch.promote_types(x.dtype, residual.dtype)
     return rmsnorm_add(x.to(dtype), residual.to(dtype), norm.weight, norm.eps, offset=norm.offset)
 
 

@@ -295,30 +295,36 @@ def test_a_norm_that_is_not_a_fast_rmsnorm_or_has_hooks_leaves_its_layer():
 
 
 
-def test_a_norm_that_follows_torchs_autocast_rule_runs_unfused_while_that_autocast_is_on(monkeypatch):
+def test_a_norm_that_follows_torchs_autocast_rule_runs_unfused_on_a_16_bit_stream_under_autocast(monkeypatch):
     """A FastRMSNorm cast to float32 under CUDA autocast (torch.nn.RMSNorm's rule) returns float32 there, which the
-    fused call (the stream's dtype) does not: its layer is patched, and calls the add and the norm as eager does
-    while that autocast is on, fused otherwise. CPU autocast stands in for CUDA's here (AUTOCAST_FLOAT32)."""
+    fused call does not on a 16-bit stream (y in the stream's dtype): its layer is patched, and on a float16 stream
+    under that autocast calls the add and the norm as eager does, so that the MLP gets float32 as eager's; a float32
+    stream stays fused. CPU autocast stands in for CUDA's here (AUTOCAST_FLOAT32)."""
     import rmsnorm.autograd
 
     monkeypatch.setattr(rmsnorm.autograd, "AUTOCAST_FLOAT32", (DEVICE.type,))
-    unfused = _model("llama")
-    swap_rmsnorm(unfused)
-    unfused.model.layers[0].post_attention_layernorm.autocast_to_float32 = True
-    fused = copy.deepcopy(unfused)
-    assert swap_rmsnorm(fused, fuse_residual=True).fused == LAYERS
-    with torch.no_grad():
-        with _Counting() as counting:
-            plain = fused(input_ids=_tokens()).logits
-        assert counting.counts["add_forward"] == len(LAYERS)  # no autocast: both layers fused
-        assert_close(plain, unfused(input_ids=_tokens()).logits, dtype=torch.float32)
-        with torch.autocast(DEVICE.type, dtype=torch.float16 if GPU else torch.bfloat16):
-            expected = unfused(input_ids=_tokens()).logits
+    for dtype, fused_layers in ((torch.float32, len(LAYERS)), (torch.float16, len(LAYERS) - 1)):
+        unfused = _model("llama").to(dtype)
+        swap_rmsnorm(unfused)
+        unfused.model.layers[0].post_attention_layernorm.autocast_to_float32 = True
+        fused = copy.deepcopy(unfused)
+        assert swap_rmsnorm(fused, fuse_residual=True).fused == LAYERS
+        seen = []
+        for model in (unfused, fused):
+            model.model.layers[0].mlp.register_forward_pre_hook(lambda module, args: seen.append(args[0].dtype))
+        with torch.no_grad():
             with _Counting() as counting:
-                logits = fused(input_ids=_tokens()).logits
-    assert counting.counts["add_forward"] == len(LAYERS) - 1  # layer 0's norm called as the module, as in eager
-    assert logits.dtype == expected.dtype
-    assert_close(logits, expected, dtype=expected.dtype)
+                plain = fused(input_ids=_tokens()).logits
+            assert counting.counts["add_forward"] == len(LAYERS), dtype  # no autocast: every layer fused
+            assert_close(plain, unfused(input_ids=_tokens()).logits, dtype=dtype)
+            seen.clear()
+            with torch.autocast(DEVICE.type, dtype=torch.float16):
+                expected = unfused(input_ids=_tokens()).logits
+                with _Counting() as counting:
+                    logits = fused(input_ids=_tokens()).logits
+        assert counting.counts["add_forward"] == fused_layers, dtype  # layer 0 on float16: the module, as eager
+        assert seen == [torch.float32, torch.float32], dtype  # the MLP's input: torch's norm's float32 in both
+        assert_close(logits, expected, dtype=expected.dtype)
 
 
 def test_a_build_other_than_fast_rmsnorm_leaves_every_layer():
