@@ -30,11 +30,10 @@ layer is recognised by structure, not by class name: it has ``input_layernorm``,
 ``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm`
 without hooks (one that follows torch.nn.RMSNorm under CUDA autocast, ``autocast_to_float32=True``, is
 called unfused on a 16-bit stream while that autocast is on: the fused call returns the stream's dtype, torch's
-norm float32);
-and its class's ``forward`` is, statement for statement (its syntax tree, annotations and docstring aside),
-:func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other module holding ``self_attn``
-and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms, OLMo 2's post-norm, a forward with a
-scaled residual (Granite) or another shape (Mixtral).
+norm float32); and its class's ``forward`` is, statement for statement (its syntax tree, annotations and
+docstring aside), :func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other module
+holding ``self_attn`` and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms, OLMo 2's
+post-norm, a forward with a scaled residual (Granite) or another shape (Mixtral).
 
 **What the patched layer skips.** The fused call reads the post-attention norm's weight and does not
 call the module, so a hook registered on that norm after the patch does not run (where the layer calls it
