@@ -139,27 +139,33 @@ def _unit_column_stride(dy: torch.Tensor) -> torch.Tensor:
     return dy if dy.stride(-1) == 1 or dy.shape[-1] == 1 else dy.contiguous()
 
 
-#: Devices whose autocast lists ``rms_norm`` and ``layer_norm`` among its float32 ops (ATen's autocast_mode.h,
-#: AT_FORALL_FP32): there torch's norms cast x, weight and bias to float32 and return float32. The CPU's list
-#: names neither: they run in x's dtype there.
+#: Devices whose autocast may list the norms among its float32 ops (ATen's autocast_mode.h, AT_FORALL_FP32): there
+#: such a norm casts x, weight and bias to float32 and returns float32. The CPU's list names neither norm.
 AUTOCAST_FLOAT32 = ("cuda",)
+#: Whether this torch's CUDA autocast casts each norm to float32: read from its dispatcher (an AutocastCUDA
+#: kernel registered for the op), as it differs between versions: layer_norm always; rms_norm in torch 2.13,
+#: not in torch 2.11 (whose ``torch.nn.RMSNorm`` returns x's dtype under autocast).
+TORCH_AUTOCASTS = {norm: torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{norm}", "AutocastCUDA")
+                   for norm in ("rms_norm", "layer_norm")}
 #: The dtypes autocast's float32 cast changes (float32 is kept; float64 and integers are not cast).
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def autocast_casts_norms(x) -> bool:
-    """Whether autocast is on where it casts torch's norms to float32 (:data:`AUTOCAST_FLOAT32`) for x's device."""
-    return x.device.type in AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)
+def autocast_casts_norms(x, norm: str = "rms_norm") -> bool:
+    """Whether autocast is on where this torch casts ``norm`` ("rms_norm", "layer_norm") to float32 for x's
+    device (:data:`AUTOCAST_FLOAT32`, :data:`TORCH_AUTOCASTS`)."""
+    return TORCH_AUTOCASTS[norm] and x.device.type in AUTOCAST_FLOAT32 and torch.is_autocast_enabled(x.device.type)
 
 
-def float32_under_autocast(x, *others):
-    """(x, *others) in float32 where autocast casts torch's norms so (:data:`AUTOCAST_FLOAT32`), else as they are.
+def float32_under_autocast(x, *others, norm: str = "rms_norm"):
+    """(x, *others) in float32 where autocast casts torch's ``norm`` so (:func:`autocast_casts_norms`), else as they
+    are.
 
     ``others`` are the weight and the bias, None allowed. As autocast's cast, only 16-bit floats are cast: a float64
     or integer tensor goes on as it is, to the contract's refusal. Callers ask the cheap question first, inline
     (``torch._C._is_any_autocast_enabled()``: any autocast on at all), since every call asks it.
     """
-    if not autocast_casts_norms(x):
+    if not autocast_casts_norms(x, norm):
         return (x, *others)
     return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF_DTYPES else t for t in (x, *others))
 

@@ -218,7 +218,7 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
     check_functional_inputs(x, weight, eps, *(() if bias is None else (("bias", bias),)))
     weight, bias = unit_stride_vector(weight), unit_stride_vector(bias)
     if torch._C._is_any_autocast_enabled():  # the cheap question inline: asked every call
-        x, weight, bias = float32_under_autocast(x, weight, bias)
+        x, weight, bias = float32_under_autocast(x, weight, bias, norm="layer_norm")
     compiling = torch.compiler.is_compiling()  # asked here, not in a helper (see rmsnorm_fast)
     # torch.jit.trace (never asked under Dynamo, which cannot trace the question): the operator, on rows
     # formed by ops the trace records

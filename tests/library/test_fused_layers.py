@@ -303,6 +303,7 @@ def test_a_norm_that_follows_torchs_autocast_rule_runs_unfused_on_a_16_bit_strea
     import rmsnorm.autograd
 
     monkeypatch.setattr(rmsnorm.autograd, "AUTOCAST_FLOAT32", (DEVICE.type,))
+    monkeypatch.setattr(rmsnorm.autograd, "TORCH_AUTOCASTS", {"rms_norm": True, "layer_norm": True})  # torch 2.13's
     for dtype, fused_layers in ((torch.float32, len(LAYERS)), (torch.float16, len(LAYERS) - 1)):
         unfused = _model("llama").to(dtype)
         swap_rmsnorm(unfused)
