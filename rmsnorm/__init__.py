@@ -29,8 +29,9 @@ Public API:
   post-attention add + norm also becomes one :func:`rmsnorm_add` call (:mod:`rmsnorm.fused_layers`).
 - :func:`rmsnorm_fast_forward`, :func:`rmsnorm_fast_backward` — the launchers; :class:`FastConfig`,
   :func:`forward_config`, :func:`backward_config` — the configuration table.
-- :func:`launch_path` — which path launches the compiled kernels in this process (``"triton-launcher"`` by
-  default; ``"native"``, rmsnorm's C++ launcher, with ``RMSNORM_NATIVE_LAUNCH=1``: :mod:`rmsnorm.launch`).
+- :func:`launch_path` — which path launches the compiled kernels in this process (``"native"``, rmsnorm's C++
+  launcher, by default; ``"triton-launcher"`` with ``RMSNORM_NATIVE_LAUNCH=0`` or where it cannot be built:
+  :mod:`rmsnorm.launch`).
 - :class:`ContractError` — what every refused input raises, before anything is written.
 - :func:`rmsnorm_reference`, :func:`manual_backward` — the PyTorch oracle; :mod:`rmsnorm.testing` —
   tolerances and checks.

@@ -29,16 +29,16 @@ A miss launches through ``kernel[grid]`` (which compiles) and keeps the
 compiled kernel it returns; a hit launches that kernel on
 ``torch.cuda.current_stream()``, below the binder, through one of
 
-- ``"triton-launcher"`` (the default): the compiled kernel's own launcher, ``CompiledKernel.run``;
-- ``"native"``, once switched on (``RMSNORM_NATIVE_LAUNCH=1`` or
-  :func:`~rmsnorm.native_launch.set_native_launch`): rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`),
+- ``"native"`` (the default; ``RMSNORM_NATIVE_LAUNCH=0`` or :func:`~rmsnorm.native_launch.set_native_launch`
+  switches it off): rmsnorm's own C++ launcher (:mod:`rmsnorm.native_launch`),
   one C call that packs the arguments and calls ``cuLaunchKernelEx``, from a plan made once per compiled kernel;
   and for the forward and the backward (the plain norm's, the fused add's, the LayerNorm's) with their default
   configuration, each whole launch in one C call (:func:`~rmsnorm.forward.launch_forward`,
   :func:`~rmsnorm.forward.launch_add_forward`, :func:`~rmsnorm.layernorm_launchers.launch_layernorm_forward`,
   :func:`~rmsnorm.backward.launch_backward`, :func:`~rmsnorm.layernorm_launchers.launch_layernorm_backward`: key,
-  grid, outputs and launches, csrc/fast_path.cpp), from plans this launcher hands over. Triton's launcher still
-  runs where it could not be built (said once, in a warning) or cannot pack the kernel's signature.
+  grid, outputs and launches, csrc/fast_path.cpp), from plans this launcher hands over;
+- ``"triton-launcher"``: the compiled kernel's own launcher, ``CompiledKernel.run``, where the native launch is
+  switched off, could not be built (said once, in a warning) or cannot pack the kernel's signature.
 
 ``kernel[grid]`` (``"binder"``) is used instead, every time,
 
@@ -181,8 +181,8 @@ def launch_path() -> str:
     """The path eager calls launch the compiled kernels by, in this process.
 
     Returns:
-        ``"native"`` (rmsnorm's C++ launcher, :mod:`rmsnorm.native_launch`, switched on), ``"triton-launcher"``
-        (``CompiledKernel.run``: the default, or the native launcher could not be built),
+        ``"native"`` (rmsnorm's C++ launcher, :mod:`rmsnorm.native_launch`: the default), ``"triton-launcher"``
+        (``CompiledKernel.run``: the native launch switched off, or it could not be built),
         ``"binder"`` (``kernel[grid]`` on every call: a Triton version outside :data:`TESTED_TRITON`),
         ``"interpreter"`` (Triton's CPU interpreter), or ``"unavailable"`` (no CUDA device and no
         interpreter: the kernels cannot run). Per call, a launch hook or tensors on another device than

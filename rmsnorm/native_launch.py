@@ -31,16 +31,16 @@ norm's, or the fused add's with ``dres``) and the dgamma sum (:func:`remember_ba
 sums. It is compiled against torch's C++ headers, so the extension's name holds
 torch's version. Once loaded it also runs the contract's quick check (:func:`rmsnorm.contract.install_quick_check`).
 
-It is off unless switched on (``RMSNORM_NATIVE_LAUNCH=1``, :func:`set_native_launch`): the generic launcher alone
-costs the H200's host what Triton's compiled launcher costs, within a few µs (results/h200/README.md, the launch
-paths), the forward's and backward's C paths have no H200 measurement yet, and building it needs a compiler and
-ninja (and a C++ build of a few seconds to a minute at the first launch). Switched on, the extension is compiled
+It is on unless switched off (``RMSNORM_NATIVE_LAUNCH=0``, :func:`set_native_launch`): with the forward's and
+backward's C paths a forward costs the host about what eager ``torch.nn.RMSNorm``'s does, and less than Triton's
+compiled launcher (results/h200/README.md, the launch paths, measures both). The extension is compiled
 at the first compiled launch with ``torch.utils.cpp_extension`` into torch's extension cache
 (``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``), from this package's sources and the
 ``cuda.h`` Triton ships; it opens ``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a
-machine without a driver.
+machine without a driver. The build needs a C++ compiler and ninja (``pip install ninja``) and takes a few seconds
+to a minute, once per torch version and source text.
 Where it cannot be built or the driver cannot be opened (no compiler, no ninja, no ``cuda.h``), one
-RuntimeWarning says why and Triton's launcher runs everything, as before.
+RuntimeWarning says why and Triton's launcher runs everything.
 
 Source: triton ``backends/nvidia/driver.py`` and ``driver.c`` (3.6 and 3.7: ``CudaLauncher``, ``_launch``);
 flash-attention PR #2823 and tritonbench #1016 (a raw launch below Triton's).
@@ -80,19 +80,34 @@ class _State:
     module = None
     failure: str | None = None
     tried = False
-    # Off unless asked for (RMSNORM_NATIVE_LAUNCH=1, set_native_launch(True)): on the H200 it saves the host no
-    # more than a few µs over Triton's launcher (scripts/probe_launch_path.py), for a C++ build at first use.
-    enabled = os.environ.get("RMSNORM_NATIVE_LAUNCH", "0") == "1"
+    # On unless switched off (RMSNORM_NATIVE_LAUNCH=0, set_native_launch(False)): its C paths bring the forward's
+    # host µs near eager torch.nn.RMSNorm's (scripts/probe_launch_path.py), for a C++ build at first use.
+    enabled = True
+
+
+def enabled_from_environment(environ=os.environ) -> bool:
+    """Whether a process starts with the native launch on: ``RMSNORM_NATIVE_LAUNCH`` unset, empty or ``1``: on;
+    ``0``: off.
+
+    Raises:
+        ValueError: any other value, at ``import rmsnorm`` (a typo must not silently pick a path).
+    """
+    value = environ.get("RMSNORM_NATIVE_LAUNCH", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"RMSNORM_NATIVE_LAUNCH must be 0 (Triton's launcher) or 1 (rmsnorm's native launch, the "
+                         f"default); got {value!r}")
+    return value != "0"
 
 
 state = _State()
+state.enabled = enabled_from_environment()
 
 
 def set_native_launch(enabled: bool) -> None:
-    """Launch compiled kernels through the extension (True) or through Triton's launcher (False, the default).
+    """Launch compiled kernels through the extension (True, the default) or through Triton's launcher (False).
 
-    Takes effect at the next launch, for kernels already cached too. ``RMSNORM_NATIVE_LAUNCH=1`` in the
-    environment starts a process with it on; off, the extension is never built.
+    Takes effect at the next launch, for kernels already cached too. ``RMSNORM_NATIVE_LAUNCH=0`` in the
+    environment starts a process with it off; off, the extension is never built.
     """
     if not isinstance(enabled, bool):
         raise TypeError(f"set_native_launch takes True or False; got {enabled!r}")

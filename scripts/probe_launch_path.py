@@ -72,7 +72,7 @@ def main(argv=None) -> int:
 
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    rmsnorm.native_launch.set_native_launch(True)  # what this probe measures beside Triton's (off by default)
+    rmsnorm.native_launch.set_native_launch(True)  # what this probe measures, whatever RMSNORM_NATIVE_LAUNCH says
     path = rmsnorm.launch_path()
     print(f"kernels run on: {rmsnorm.describe_backend()} | torch {torch.__version__} | launch path: {path}"
           + (f" ({rmsnorm.native_launch.state.failure})" if path != "native" else ""))

@@ -32,7 +32,7 @@ def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys):
 
 def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_it_was(monkeypatch, device):
     seen = []
-    monkeypatch.setattr(native_launch.state, "enabled", False)  # the default
+    monkeypatch.setattr(native_launch.state, "enabled", True)  # the default
 
     def fake_host(fn, **kw):  # records whether the native launch was on while each provider was timed
         fn()
@@ -58,7 +58,7 @@ def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_i
     timed_names = [name for name in dict.fromkeys(table["provider"])
                    if table.loc[table["provider"] == name, "host_us"].notna().all()]
     assert seen == [name != "fast_triton_launcher" for name in timed_names for _ in range(2)]
-    assert not native_launch.state.enabled
+    assert native_launch.state.enabled
 
 
 def _inputs(M, N, device):

@@ -11,6 +11,8 @@ under a CUDA graph and torch.compile, past 48 KiB of shared memory, with scratch
 
 import os
 import struct
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,7 +44,7 @@ toolchain = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def native_launch_on(monkeypatch):
-    """These tests are about the native launch, which is off by default: on for each."""
+    """These tests are about the native launch: on for each, as a process starts without RMSNORM_NATIVE_LAUNCH=0."""
     monkeypatch.setattr(native_launch.state, "enabled", True)
 
 
@@ -271,6 +273,26 @@ def test_a_hit_goes_native_with_the_plan_the_stream_and_the_arguments(on_a_gpu):
     launcher((0, "k"), (5,), x, 8, 64, num_warps=4)
     assert len(on_a_gpu.launches) == 2 and on_a_gpu.shared == [(0xF00, 96 * 1024)] and compiled.calls == []
     assert len(launcher.kernel.binder_calls) == 1
+
+
+@pytest.mark.parametrize("value, on", [(None, True), ("", True), ("1", True), (" 1 ", True), ("0", False)])
+def test_a_process_starts_with_the_native_launch_on_unless_the_environment_says_0(value, on):
+    environ = {} if value is None else {"RMSNORM_NATIVE_LAUNCH": value}
+    assert native_launch.enabled_from_environment(environ) is on
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2", "off"])
+def test_any_other_value_of_the_switch_is_refused_by_name(value):
+    with pytest.raises(ValueError, match=f"RMSNORM_NATIVE_LAUNCH must be 0 .* got '{value}'"):
+        native_launch.enabled_from_environment({"RMSNORM_NATIVE_LAUNCH": value})
+
+
+def test_import_refuses_a_switch_it_cannot_read():
+    env = {**os.environ, "RMSNORM_NATIVE_LAUNCH": "on"}
+    done = subprocess.run([sys.executable, "-c", "import rmsnorm"], env=env, capture_output=True, text=True,
+                          cwd=Path(rmsnorm.__file__).resolve().parent.parent, timeout=300)
+    assert done.returncode != 0
+    assert "ValueError: RMSNORM_NATIVE_LAUNCH must be 0" in done.stderr, done.stderr[-2000:]
 
 
 def test_switched_off_or_unbuildable_it_runs_tritons_launcher(on_a_gpu, monkeypatch):
