@@ -27,13 +27,13 @@ release; this module patches the layers only, so one add + norm per layer is fus
 reloads a bound method by its name, and ``copy.deepcopy`` binds it to the copy.) Other models in the
 process, and the checkpoint (state_dict), are untouched; ``del layer.forward`` undoes the patch. A
 layer is recognised by structure, not by class name: it has ``input_layernorm``, ``self_attn``,
-``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm`
-without hooks (one that follows torch.nn.RMSNorm under CUDA autocast, ``autocast_to_float32=True``, is
-called unfused on a 16-bit stream while that autocast is on: the fused call returns the stream's dtype, torch's
-norm float32); and its class's ``forward`` is, statement for statement (its syntax tree, annotations and
-docstring aside), :func:`_eager_forward`, the pre-norm forward the patch reproduces. Any other module
-holding ``self_attn`` and ``mlp`` is left, named with the reason: Gemma 2/3's sandwich norms, OLMo 2's
-post-norm, a forward with a scaled residual (Granite) or another shape (Mixtral).
+``post_attention_layernorm`` and ``mlp``; its post-attention norm is a :class:`~rmsnorm.FastRMSNorm` without hooks
+(one that follows torch.nn.RMSNorm under CUDA autocast, ``autocast_to_float32=True``, is called unfused on a 16-bit
+stream while that autocast casts rms_norm to float32, as torch 2.13's does and 2.11's does not: the fused call
+returns the stream's dtype, torch's norm then float32); and its class's ``forward`` is, statement for statement
+(its syntax tree, annotations and docstring aside), :func:`_eager_forward`, the pre-norm forward the patch
+reproduces. Any other module holding ``self_attn`` and ``mlp`` is left, named with the reason: Gemma 2/3's
+sandwich norms, OLMo 2's post-norm, a forward with a scaled residual (Granite) or another shape (Mixtral).
 
 **What the patched layer skips.** The fused call reads the post-attention norm's weight and does not
 call the module, so a hook registered on that norm after the patch does not run (where the layer calls it
@@ -119,9 +119,10 @@ def _fused_forward(self, hidden_states, attention_mask=None, position_ids=None, 
 def _add_and_norm(norm: FastRMSNorm, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(norm(residual + x), residual + x), both in the dtype eager's ``residual + x`` has (module docstring).
 
-    A norm that follows torch.nn.RMSNorm under CUDA autocast returns float32 there, which the fused call (y in
-    the stream's dtype) does not on a 16-bit stream: there, while that autocast is on, the add and the norm run
-    as eager runs them. A float32 stream (a float32 model under autocast) is fused: its y is float32 either way.
+    A norm that follows torch.nn.RMSNorm under CUDA autocast returns float32 there where the installed torch's
+    autocast casts rms_norm (:data:`~rmsnorm.autograd.TORCH_AUTOCASTS`), which the fused call (y in the stream's
+    dtype) does not on a 16-bit stream: there, while that autocast is on, the add and the norm run as eager runs
+    them. A float32 stream (a float32 model under autocast) is fused: its y is float32 either way.
     """
     dtype = torch.promote_types(x.dtype, residual.dtype)
     if (norm.autocast_to_float32 and dtype in _HALF_DTYPES and torch._C._is_any_autocast_enabled()
