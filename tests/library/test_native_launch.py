@@ -1238,6 +1238,44 @@ def test_the_native_launch_runs_on_the_current_stream():
 
 
 @gpu_only
+def test_threads_that_call_at_once_get_each_their_own_numbers_while_plans_are_kept():
+    """Eight Python threads (a server's, a data pipeline's) call the forward, backward, fused add and LayerNorm at once,
+    on shapes none has launched yet: the C paths keep plans while other threads look theirs up and launch with the GIL
+    released. Each thread's results must equal what one thread alone computes on the same inputs."""
+    import concurrent.futures
+
+    shapes = [(3 + 5 * i, N, dtype) for i, (N, dtype) in enumerate(
+        [(4096, torch.bfloat16), (257, torch.float32), (1000, torch.float16), (12289, torch.bfloat16),
+         (768, torch.float16), (65, torch.bfloat16), (20000, torch.float32), (2048, torch.bfloat16)])]
+    inputs = [(*make_inputs(M, N, dtype, device="cuda", seed=31 + i), torch.randn(M, N, device="cuda", dtype=dtype))
+              for i, (M, N, dtype) in enumerate(shapes)]
+
+    def work(x, gamma, dy, residual):
+        outputs = []
+        for _ in range(20):  # the first calls compile and keep plans, the rest launch from C
+            xr, gr = x.clone().requires_grad_(), gamma.clone().requires_grad_()
+            y = rmsnorm.rmsnorm_fast(xr, gr)
+            y.backward(dy)
+            y2, h = rmsnorm.rmsnorm_add(x, residual, gamma)
+            y3 = rmsnorm.layernorm_fast(x, gamma, gamma)
+            outputs.append((y.detach(), xr.grad, gr.grad, y2, h, y3))
+        torch.cuda.current_stream().synchronize()
+        return outputs
+
+    native_launch.set_native_launch(False)  # Triton compiles in this thread (its own compile is not what is tested);
+    for args in inputs:  # switched off, no plan is kept: each thread's first calls keep theirs
+        work(*args)
+    native_launch.set_native_launch(True)
+    with concurrent.futures.ThreadPoolExecutor(len(inputs)) as pool:
+        together = list(pool.map(lambda args: work(*args), inputs))
+    alone = [work(*args)[-1] for args in inputs]
+    for shape, runs, one in zip(shapes, together, alone):
+        for run in runs:
+            for got, expected in zip(run, one):
+                assert torch.equal(got, expected), f"{shape}: a thread's result differs from one thread's"
+
+
+@gpu_only
 def test_a_cuda_graph_captures_the_native_launch():
     norm = rmsnorm.FastRMSNorm(4096, eps=1e-6, device="cuda", dtype=torch.bfloat16)
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
