@@ -32,9 +32,9 @@ sums. It is compiled against torch's C++ headers, so the extension's name holds
 torch's version. Once loaded it also runs the contract's quick check (:func:`rmsnorm.contract.install_quick_check`).
 
 It is on unless switched off (``RMSNORM_NATIVE_LAUNCH=0``, :func:`set_native_launch`): with the forward's and
-backward's C paths a forward costs the host about what eager ``torch.nn.RMSNorm``'s does, and less than Triton's
-compiled launcher (results/h200/README.md, the launch paths, measures both). The extension is compiled
-at the first compiled launch with ``torch.utils.cpp_extension`` into torch's extension cache
+backward's C paths a whole eager launch is one C call, where Triton's compiled launcher runs Python around its own
+(``scripts/probe_launch_path.py`` times the host µs of both beside eager ``torch.nn.RMSNorm``'s).
+The extension is compiled at the first compiled launch with ``torch.utils.cpp_extension`` into torch's extension cache
 (``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``), from this package's sources and the
 ``cuda.h`` Triton ships; it opens ``libcuda.so.1`` with ``dlopen``, as Triton's launcher does, so it builds on a
 machine without a driver. The build needs a C++ compiler and ninja (``pip install ninja``) and takes a few seconds
@@ -80,23 +80,27 @@ class _State:
     module = None
     failure: str | None = None
     tried = False
-    # On unless switched off (RMSNORM_NATIVE_LAUNCH=0, set_native_launch(False)): its C paths bring the forward's
-    # host µs near eager torch.nn.RMSNorm's (scripts/probe_launch_path.py), for a C++ build at first use.
+    # On unless switched off (RMSNORM_NATIVE_LAUNCH=0, set_native_launch(False)): its C paths launch a whole forward
+    # or backward in one C call (host µs: scripts/probe_launch_path.py), for a C++ build at first use.
     enabled = True
 
 
+#: RMSNORM_NATIVE_LAUNCH's spellings, lower-cased: on (unset and empty too), and off.
+SWITCH_ON, SWITCH_OFF = ("", "1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def enabled_from_environment(environ=os.environ) -> bool:
-    """Whether a process starts with the native launch on: ``RMSNORM_NATIVE_LAUNCH`` unset, empty or ``1``: on;
-    ``0``: off.
+    """Whether a process starts with the native launch on: ``RMSNORM_NATIVE_LAUNCH`` unset, empty, ``1``, ``true``,
+    ``yes`` or ``on`` (any case): on; ``0``, ``false``, ``no`` or ``off``: off.
 
     Raises:
         ValueError: any other value, at ``import rmsnorm`` (a typo must not silently pick a path).
     """
-    value = environ.get("RMSNORM_NATIVE_LAUNCH", "").strip()
-    if value not in ("", "0", "1"):
+    value = environ.get("RMSNORM_NATIVE_LAUNCH", "").strip().lower()
+    if value not in SWITCH_ON + SWITCH_OFF:
         raise ValueError(f"RMSNORM_NATIVE_LAUNCH must be 0 (Triton's launcher) or 1 (rmsnorm's native launch, the "
-                         f"default); got {value!r}")
-    return value != "0"
+                         f"default), or false/true, no/yes, off/on; got {environ['RMSNORM_NATIVE_LAUNCH']!r}")
+    return value in SWITCH_ON
 
 
 state = _State()

@@ -30,9 +30,10 @@ def test_without_cuda_the_script_says_so_in_one_line_and_exits_0(capsys):
     assert out == ["probe_launch_path: no CUDA GPU here, nothing timed"]
 
 
-def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_it_was(monkeypatch, device):
+@pytest.mark.parametrize("start", [True, False], ids=["native_launch_on", "native_launch_off"])
+def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_it_was(monkeypatch, device, start):
     seen = []
-    monkeypatch.setattr(native_launch.state, "enabled", True)  # the default
+    monkeypatch.setattr(native_launch.state, "enabled", start)  # on: the default; off: RMSNORM_NATIVE_LAUNCH=0
 
     def fake_host(fn, **kw):  # records whether the native launch was on while each provider was timed
         fn()
@@ -58,7 +59,7 @@ def test_every_provider_is_checked_then_timed_and_the_native_launch_is_left_as_i
     timed_names = [name for name in dict.fromkeys(table["provider"])
                    if table.loc[table["provider"] == name, "host_us"].notna().all()]
     assert seen == [name != "fast_triton_launcher" for name in timed_names for _ in range(2)]
-    assert native_launch.state.enabled
+    assert native_launch.state.enabled is start
 
 
 def _inputs(M, N, device):

@@ -18,7 +18,7 @@ import torch
 import triton
 
 import rmsnorm
-from rmsnorm import FastRMSNorm, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
+from rmsnorm import FastRMSNorm, native_launch, rmsnorm_fast, rmsnorm_fast_backward, rmsnorm_fast_forward
 from rmsnorm import launch as launch_module
 from rmsnorm.config import FastConfig, backward_config, forward_config, num_programs, row_align_hint
 from rmsnorm.forward import _launch as forward_launcher
@@ -32,6 +32,14 @@ two_gpus = pytest.mark.skipif(
     not (GPU and torch.cuda.device_count() >= 2),
     reason="needs two CUDA GPUs (only one-GPU machines were lent when this was written)",
 )
+
+
+@pytest.fixture(autouse=True)
+def tritons_launcher(monkeypatch):
+    """These tests are about the launch through Triton's launcher (``CompiledKernel.run``): the native launch, on by
+    default, is off for each, so that a plan it kept cannot run in its place (tests/library/test_native_launch.py
+    tests that path, and every path against the others)."""
+    monkeypatch.setattr(native_launch.state, "enabled", False)
 
 
 # ----------------------------------------------------------------------------- the key (any machine)
@@ -152,8 +160,6 @@ def _contract_cases(device):
 
 def _built_extension():
     """The native extension, built or loaded from torch's cache; the test skipped where a tool it needs is missing."""
-    from rmsnorm import native_launch
-
     missing = native_launch.missing_toolchain()
     if missing is not None:
         pytest.skip(f"the extension cannot be built here: {missing}")
@@ -209,7 +215,7 @@ class _TensorSubclass(torch.Tensor):
 
 
 def test_the_loaded_extension_gives_the_contract_its_quick_check(monkeypatch):
-    from rmsnorm import contract, native_launch
+    from rmsnorm import contract
 
     module = _built_extension()
     monkeypatch.setattr(native_launch, "build", lambda: module)
