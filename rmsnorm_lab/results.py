@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 import triton
 
+import rmsnorm
 from .eager import eager_provenance
 from .timing import gbps
 
@@ -303,8 +304,10 @@ def environment_info() -> dict[str, Any]:
         ``liger_kernel`` (version, or None), and ``device``: name, compute
         capability, multiprocessors, memory and L2 in bytes, driver — or
         ``{"name": "none (no CUDA GPU)"}``, ``eager_rms_norm``: which kernel eager
-        ``F.rms_norm`` runs here (:func:`rmsnorm_lab.eager.eager_provenance`), and ``code``: which library
-        sources ran (:func:`code_provenance`).
+        ``F.rms_norm`` runs here (:func:`rmsnorm_lab.eager.eager_provenance`), ``code``: which library
+        sources ran (:func:`code_provenance`), and ``launch_path``: how the fast path's eager calls launch
+        (:func:`rmsnorm.launch_path`, whose host time the whole-call rows include) with ``native_failure``, why
+        the native launch is not running where it was meant to (None where it runs or was switched off).
 
     Source: notebooks/07_benchmark.ipynb.
     """
@@ -318,6 +321,8 @@ def environment_info() -> dict[str, Any]:
         "pandas": pd.__version__,
         "eager_rms_norm": eager_provenance(),
         "code": code_provenance(),
+        "launch_path": rmsnorm.launch_path(),
+        "native_failure": rmsnorm.native_launch.state.failure,
     }
     try:
         from importlib.metadata import version

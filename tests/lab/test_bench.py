@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+import rmsnorm
 import rmsnorm_lab as bench
 from rmsnorm.article import forward_op, scratch_bytes
 from rmsnorm.testing import make_inputs
@@ -205,6 +206,8 @@ def test_environment_info_names_versions_on_any_machine():
     info = bench.environment_info()
     assert info["torch"] == torch.__version__
     assert info["device"]["name"]
+    assert info["launch_path"] == rmsnorm.launch_path()  # the path the fast rows' host time went through
+    assert info["native_failure"] == rmsnorm.native_launch.state.failure
 
 
 @no_cuda
