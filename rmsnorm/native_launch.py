@@ -74,17 +74,6 @@ ARG_CODES = {
 DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 
-class _State:
-    """The extension once loaded (``module``), or why it is not (``failure``); ``enabled``: whether launches use it."""
-
-    module = None
-    failure: str | None = None
-    tried = False
-    # On unless switched off (RMSNORM_NATIVE_LAUNCH=0, set_native_launch(False)): its C paths launch a whole forward
-    # or backward in one C call (host µs: scripts/probe_launch_path.py), for a C++ build at first use.
-    enabled = True
-
-
 #: RMSNORM_NATIVE_LAUNCH's spellings, lower-cased: on (unset and empty too), and off.
 SWITCH_ON, SWITCH_OFF = ("", "1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -103,8 +92,18 @@ def enabled_from_environment(environ=os.environ) -> bool:
     return value in SWITCH_ON
 
 
+class _State:
+    """The extension once loaded (``module``), or why it is not (``failure``); ``enabled``: whether launches use it."""
+
+    module = None
+    failure: str | None = None
+    tried = False
+    # On unless switched off (RMSNORM_NATIVE_LAUNCH=0, set_native_launch(False)): its C paths launch a whole forward
+    # or backward in one C call (host µs: scripts/probe_launch_path.py), for a C++ build at first use.
+    enabled = enabled_from_environment()
+
+
 state = _State()
-state.enabled = enabled_from_environment()
 
 
 def set_native_launch(enabled: bool) -> None:
