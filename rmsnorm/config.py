@@ -36,7 +36,9 @@ and :func:`backward_config` return the first rule that matches (N, dtype, and
 whether the rows are dense), cached per key, and :func:`render_rules` lists a
 table as rows to read, diff or plot. Each rule's ``evidence`` names the rows of
 ``results/h200/fast_tuning.csv`` (L2-cold kernel times on an H200) it rests
-on; ``results/h200/README.md`` says which sweep chose each rule. Every
+on; ``results/h200/README.md`` says which sweep chose each rule. The LayerNorm takes
+:data:`LAYERNORM_FORWARD_RULES` before the forward's (:func:`layernorm_forward_config`) and a limit on the
+backward's one block (:func:`layernorm_backward_config`). Every
 launcher also takes an explicit :class:`FastConfig`, so lesson 12 and
 ``scripts/benchmark_fast.py --tune`` can try others.
 
@@ -319,7 +321,31 @@ ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None
 #: ``python tools/ptx_vector_accesses.py N dtype --spills --layernorm``; the H200's kernel times of the spilling
 #: backward are in the body of the commit that set this limit.
 LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N = 8192
-RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES}
+#: The LayerNorm's forward: rules of its own, scanned before :data:`FORWARD_RULES` (which apply where none of these
+#: does). It moves the RMSNorm's bytes but more through L2: every row block reads the weight and the bias, in float32
+#: at the widths models keep them so (GPT-2, ViT, Phi), where a row block of one 16-bit row reads four times its x
+#: bytes of parameters. So 16-bit rows of 513-2048 columns take four rows a step, which share those loads,
+#: and from 1025 columns a persistent grid that holds them for all its row blocks. Rows of 8192 and 16384 columns
+#: are held in one block, read once (the loop's second read of x costs the LayerNorm more than the RMSNorm); the
+#: looped widths between compile N in (the loop's trip count known, its blocks' loads in flight together); rows of
+#: 32769-65536 columns loop over blocks of 16384 on 32 warps, two programs an SM. At 4096 columns the sweep timed
+#: one block ahead as well, but the side by side that followed timed it behind the loop at 1024 rows
+#: (``results/h100/README.md``), so the RMSNorm's loop stays there. The LayerNorm's own sweep chose these
+#: (``scripts/benchmark_fast.py --tune-only --norm layernorm --tune-passes forward``), run on an H100: ``evidence``
+#: names rows of ``results/h100/layernorm_tuning.csv``, which an H200 sweep is to confirm.
+LAYERNORM_FORWARD_RULES: tuple[Rule, ...] = (
+    # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
+    Rule(513, 1024, ANY, B16, 4096, None, 4, None, 1,
+         "layernorm_tuning.csv: forward, float16, N=768, 1024: best (bfloat16 at 768: best)"),
+    Rule(1025, 2048, ANY, B16, 8192, None, 4, 4, 3,
+         "layernorm_tuning.csv: forward, float16, N=1280, 2048: best, within 0.2 %"),
+    Rule(8192, 8192, ANY, B16, ONE_ROW, None, 16, None, 1, "layernorm_tuning.csv: forward, bfloat16, N=8192: best"),
+    Rule(8193, 16383, ANY, B16, ONE_ROW, 4096, 8, None, 1,
+         "layernorm_tuning.csv: forward, bfloat16, N=12288: best, within 0.01 %", static_n=True),
+    Rule(16384, 16384, ANY, B16, ONE_ROW, None, 16, None, 1, "layernorm_tuning.csv: forward, bfloat16, N=16384: best"),
+    Rule(32769, 65536, ANY, B16, ONE_ROW, 16384, 32, 2, 1, "layernorm_tuning.csv: forward, bfloat16, N=65536: best"),
+)
+RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES, "layernorm_forward": LAYERNORM_FORWARD_RULES}
 #: The backward's rule for the widest rows, the table's last: a loop over tiles of a fixed block, without an end.
 _WIDEST_BACKWARD = BACKWARD_RULES[-1]
 
@@ -373,6 +399,21 @@ def backward_config(N: int, dtype: torch.dtype, dense_rows: bool = False) -> Fas
 
 
 @functools.lru_cache(maxsize=None)
+def layernorm_forward_config(N: int, dtype: torch.dtype) -> FastConfig:
+    """The LayerNorm forward's configuration: the first rule of :data:`LAYERNORM_FORWARD_RULES` that matches, else
+    :func:`forward_config`'s for rows in any layout (a flat rule is the plain RMSNorm's only).
+
+    Raises:
+        ValueError: as :func:`forward_config`.
+    """
+    name = str(dtype).removeprefix("torch.")
+    for rule in LAYERNORM_FORWARD_RULES:
+        if rule.matches(N, name):
+            return rule.config(N)
+    return forward_config(N, dtype)
+
+
+@functools.lru_cache(maxsize=None)
 def layernorm_backward_config(N: int, dtype: torch.dtype) -> FastConfig:
     """The LayerNorm backward's configuration: :func:`backward_config`'s, except that a row wider than
     :data:`LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N` which that would hold in one block loops over column blocks as the
@@ -388,7 +429,8 @@ def layernorm_backward_config(N: int, dtype: torch.dtype) -> FastConfig:
 
 
 def render_rules(pass_: str) -> list[dict]:
-    """The rule table of ``pass_`` ("forward" or "backward") as rows of plain values, in scan order.
+    """The rule table of ``pass_`` ("forward", "backward" or "layernorm_forward") as rows of plain values, in scan
+    order.
 
     Each row: ``N_first``, ``N_last`` (None: no limit), ``parity``, ``dtypes`` (comma-separated),
     ``step`` (elements per step: BLOCK_M = max(1, step // BLOCK_N)), ``BLOCK_N`` (None: the row's

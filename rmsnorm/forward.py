@@ -33,7 +33,15 @@ import triton
 import triton.language as tl
 
 from . import device, native_launch
-from .config import FastConfig, aligned, forward_config, num_programs, row_align_hint, shifted_weight
+from .config import (
+    FastConfig,
+    aligned,
+    forward_config,
+    layernorm_forward_config,
+    num_programs,
+    row_align_hint,
+    shifted_weight,
+)
 from .contract import ContractError, check_fast_inputs, check_offset
 from .launch import DirectLauncher
 
@@ -320,7 +328,9 @@ def _run(x, weight, eps: float, config: FastConfig | None, offset: float, y, rst
     plain_default = default and residual is None and mean is None
     # a flat rule may apply only to the plain RMSNorm's dense rows (y and rstd are allocated contiguous):
     # config.dense_rows(x), inlined on the eager call's path
-    config = config or forward_config(N, x.dtype, plain_default and x.is_contiguous())
+    if config is None:
+        config = (forward_config(N, x.dtype, plain_default and x.is_contiguous()) if mean is None
+                  else layernorm_forward_config(N, x.dtype))
     if config.flat:  # whole rows as one run of elements (checked by check_config before the outputs)
         if M:
             from .flat import launch_flat_forward

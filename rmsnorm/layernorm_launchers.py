@@ -11,8 +11,9 @@ The design: constexpr switches in the RMSNorm's kernels (``IS_LAYERNORM`` and ``
 :func:`~rmsnorm.forward.rmsnorm_fast_forward_kernel` and :func:`~rmsnorm.backward.rmsnorm_fast_backward_kernel`), as
 QuACK's ``is_layernorm`` and as the fused add's ``HAS_RESIDUAL``. The two norms differ by a mean, a bias and one
 more term of dx; everything else is one piece of code: the tile shapes, the column loop and the persistent grid, the
-configuration table (:mod:`rmsnorm.config`, whose rules apply as they are: the LayerNorm moves the RMSNorm's bytes
-plus a bias and a mean; but its backward, two partials live, holds no row wider than
+configuration table (:mod:`rmsnorm.config`: the LayerNorm moves the RMSNorm's bytes plus a bias and a mean, but its
+forward reads the weight and the bias with every row block and takes its own rules first,
+:data:`~rmsnorm.config.LAYERNORM_FORWARD_RULES`, and its backward, two partials live, holds no row wider than
 :data:`~rmsnorm.config.LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N` in one block), the direct launch and its cache
 (:mod:`rmsnorm.launch`, the LayerNorm's keys end in its own fields), the contract (:mod:`rmsnorm.contract`; the bias
 obeys the weight's rules), the fixed-order sum of the (P, N) float32 partials (dbias takes its own partials through
@@ -116,7 +117,7 @@ def layernorm_fast_forward(x: torch.Tensor, weight: torch.Tensor | None, bias: t
         x: (M, N) float32/float16/bfloat16, 1 ≤ N ≤ 262144, unit column stride, any row stride.
         weight, bias: (N,) float32/float16/bfloat16 (each may differ from x's dtype), or None.
         eps: finite real number > 0.
-        config: launch configuration; default :func:`~rmsnorm.config.forward_config` (N, x.dtype).
+        config: launch configuration; default :func:`~rmsnorm.config.layernorm_forward_config` (N, x.dtype).
 
     Returns:
         (y, mean, rstd): y (M, N) contiguous in x's dtype; mean and rstd (M,) float32.

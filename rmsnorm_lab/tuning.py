@@ -34,7 +34,7 @@ from rmsnorm import (
     rmsnorm_fast_forward,
 )
 from rmsnorm.backward import launch_backward
-from rmsnorm.config import layernorm_backward_config
+from rmsnorm.config import layernorm_backward_config, layernorm_forward_config
 from rmsnorm.forward import launch_add_forward
 from rmsnorm.layernorm_launchers import LAYERNORM_EPS
 from rmsnorm.testing import TOLERANCES, dgamma_tolerance, make_inputs
@@ -51,19 +51,21 @@ SHORT_ROW_MAX_BLOCK_N = {"forward": 32, "backward": 64}
 
 class Norm(NamedTuple):
     """What the sweep needs of a norm: its launchers, as ``forward(x, weight, extra, config)`` → (y, *saved) and
-    ``backward(x, weight, extra, saved, dy, config)`` → (dx, *parameter gradients), and its backward table.
-    ``extra`` is what :func:`inputs` draws beside x: the LayerNorm's bias, the fused add's (residual, d
-    residual_out), else None."""
+    ``backward(x, weight, extra, saved, dy, config)`` → (dx, *parameter gradients), and its tables, as
+    ``backward_config(N, dtype)`` and ``forward_config(N, dtype)`` (rows in any layout). ``extra`` is what
+    :func:`inputs` draws beside x: the LayerNorm's bias, the fused add's (residual, d residual_out), else None."""
 
     forward: Callable
     backward: Callable
     backward_config: Callable
+    forward_config: Callable = forward_config
     #: its launches may take a flat rule where the rows are dense, as the sweep's inputs are (the plain RMSNorm)
     flat_rules: bool = False
 
 
-#: The norms the sweep tunes: the RMSNorm, the LayerNorm through the same kernels (its own backward table,
-#: :func:`rmsnorm.config.layernorm_backward_config`; eps as torch.nn.LayerNorm's), and the fused residual add
+#: The norms the sweep tunes: the RMSNorm, the LayerNorm through the same kernels (its own tables,
+#: :func:`rmsnorm.config.layernorm_forward_config` and :func:`~rmsnorm.config.layernorm_backward_config`; eps as
+#: torch.nn.LayerNorm's), and the fused residual add
 #: (rmsnorm.rmsnorm_add's launchers: the forward writes residual_out, the backward adds d residual_out).
 NORMS = {
     "rmsnorm": Norm(lambda x, w, b, cfg=None: rmsnorm_fast_forward(x, w, EPS, config=cfg),
@@ -72,7 +74,7 @@ NORMS = {
     "layernorm": Norm(lambda x, w, b, cfg=None: layernorm_fast_forward(x, w, b, LAYERNORM_EPS, config=cfg),
                       lambda x, w, b, saved, dy, cfg=None: layernorm_fast_backward(x, w, b, *saved[1:], dy,
                                                                                    config=cfg),
-                      layernorm_backward_config),
+                      layernorm_backward_config, layernorm_forward_config),
     "rmsnorm_add": Norm(lambda x, w, e, cfg=None: launch_add_forward(x, e[0], w, EPS, cfg),
                         lambda x, w, e, saved, dy, cfg=None: launch_backward(saved[1], w, saved[2], dy, cfg, 0.0,
                                                                              e[1]),
@@ -119,7 +121,8 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     16384 columns at 16 or 32 warps, and from 65536 columns those loops also with one or two programs per SM,
     whose rows in flight may fit the L2 for the second read. For the plain RMSNorm (``norm``), rows wider than
     16384 columns also split over several programs (:func:`split_candidates`), and short rows also as one dense
-    run (:func:`flat_candidates`). Each configuration once, so that a sweep times none twice.
+    run (:func:`flat_candidates`); for a norm with a forward table of its own (the LayerNorm's), that table's choice
+    too. Each configuration once, so that a sweep times none twice.
 
     Where N is not a power of two (a masked row), each configuration also with N compiled in
     (``static_n``).
@@ -127,7 +130,8 @@ def forward_candidates(N: int, dtype: torch.dtype, norm: str = "rmsnorm"):
     Yields:
         :class:`rmsnorm.FastConfig`, the table's own among them.
     """
-    yield from _once_and_static(_forward_candidates(N, dtype), N)
+    own = [] if NORMS[norm].flat_rules else [library_choice("forward", N, dtype, norm)]  # a norm's own table's
+    yield from _once_and_static(itertools.chain(own, _forward_candidates(N, dtype)), N)
     if norm == "rmsnorm":
         yield from split_candidates(N, dtype)
         yield from flat_candidates(N, dtype)
@@ -305,7 +309,7 @@ def library_choice(pass_: str, N: int, dtype: torch.dtype, norm: str = "rmsnorm"
     """
     dense = NORMS[norm].flat_rules
     if pass_ == "forward":
-        return forward_config(N, dtype, dense)
+        return forward_config(N, dtype, dense) if dense else NORMS[norm].forward_config(N, dtype)
     return backward_config(N, dtype, True) if dense else NORMS[norm].backward_config(N, dtype)
 
 

@@ -2,9 +2,9 @@
 
 On the CPU the kernels run under Triton's interpreter and kernel_time_us is replaced: what is checked is that every
 candidate's outputs are compared with the table's own before a time is kept, that a wrong candidate is recorded
-with its error and no time, and that the LayerNorm's sweep starts from its own backward table
-(rmsnorm.config.layernorm_backward_config). scripts/benchmark_fast.py's ``--tune-at`` and ``--norm`` are parsed
-before any GPU is asked for.
+with its error and no time, and that the LayerNorm's sweep starts from its own tables
+(rmsnorm.config.layernorm_forward_config and layernorm_backward_config). scripts/benchmark_fast.py's ``--tune-at``
+and ``--norm`` are parsed before any GPU is asked for.
 """
 
 import math
@@ -15,7 +15,7 @@ import torch
 import checkout_scripts
 import rmsnorm
 from rmsnorm import FastConfig, backward_config, forward_config
-from rmsnorm.config import layernorm_backward_config
+from rmsnorm.config import layernorm_backward_config, layernorm_forward_config
 from rmsnorm.testing import assert_close, dgamma_tolerance
 from rmsnorm_lab import tuning
 
@@ -75,12 +75,19 @@ def test_a_candidate_whose_output_is_wrong_gets_its_error_and_no_time(few_candid
     assert all(math.isnan(r["us"]) and r["error"].startswith("AssertionError") for r in rows), rows
 
 
-def test_the_layernorm_sweep_starts_from_its_own_backward_table():
+def test_the_layernorm_sweep_starts_from_its_own_tables():
     assert tuning.NORMS["layernorm"].backward_config is layernorm_backward_config
+    assert tuning.NORMS["layernorm"].forward_config is layernorm_forward_config
     for n in (12288, 16384):
         own = set(tuning.backward_candidates(n, torch.bfloat16, layernorm_backward_config))
         assert layernorm_backward_config(n, torch.bfloat16) in own
         assert backward_config(n, torch.bfloat16) in own  # the RMSNorm's one block stays a candidate
+    for n in (768, 1280, 8192, 12288, 65536):  # widths where the LayerNorm's forward has a rule of its own
+        own = list(tuning.forward_candidates(n, torch.bfloat16, "layernorm"))
+        assert layernorm_forward_config(n, torch.bfloat16) != forward_config(n, torch.bfloat16)
+        assert tuning.library_choice("forward", n, torch.bfloat16, "layernorm") == layernorm_forward_config(
+            n, torch.bfloat16) == own[0]  # what the sweep is read against, and timed first
+        assert forward_config(n, torch.bfloat16) in own and len(own) == len(set(own))  # the RMSNorm's too, once
 
 
 def test_a_sweep_of_the_plain_rmsnorm_is_read_against_its_dense_rows_choice():

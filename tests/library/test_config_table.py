@@ -139,3 +139,74 @@ def test_the_layernorm_backward_holds_no_row_past_its_limit_in_one_block_and_is_
             assert ln == rms, N
     assert backward_config(16384, dtype).one_block(16384)  # the case the rule is for occurs in the table
     assert not layernorm_backward_config(16384, dtype).one_block(16384)
+
+
+LAYERNORM_EVIDENCE = Path(__file__).resolve().parents[2] / "results" / "h100" / "layernorm_tuning.csv"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_layernorm_forward_takes_its_first_rule_else_the_rmsnorms_blocked_choice(dtype):
+    rows = render_rules("layernorm_forward")
+    for N in range(1, 2 * 65536 + 3):
+        own = next((r for r in rows if r["N_first"] <= N <= r["N_last"] and dtype in r["dtypes"].split(", ")
+                    and r["parity"] in ("any", "odd" if N % 2 else "even")), None)
+        got = config.layernorm_forward_config.__wrapped__(N, getattr(torch, dtype))
+        if own is None:
+            assert got == forward_config(N, getattr(torch, dtype)), N  # rows in any layout: never a flat rule
+        else:
+            block_n = triton.next_power_of_2(N) if own["BLOCK_N"] is None else own["BLOCK_N"]
+            assert got == FastConfig(BLOCK_M=max(1, own["step"] // block_n), BLOCK_N=block_n,
+                                     num_warps=own["num_warps"], programs_per_sm=own["programs_per_sm"],
+                                     num_stages=own["num_stages"], static_n=own["static_n"]), (N, own)
+        assert not got.flat and got.split == 1, N
+
+
+def test_every_layernorm_forward_rule_is_chosen_and_names_rows_its_sweep_timed():
+    """Each rule matches some N first (none is shadowed) and its evidence names (dtype, N) rows of the LayerNorm's
+    forward sweep, the rows that chose it."""
+    rows = render_rules("layernorm_forward")
+    assert rows, "the LayerNorm's forward has rules of its own"
+    with open(LAYERNORM_EVIDENCE, newline="") as f:
+        timed = {(r["pass_"], r["dtype"], int(r["N"])) for r in csv.DictReader(f) if r["us"] and not r["error"]}
+    for i, row in enumerate(rows):
+        first = [N for N in range(row["N_first"], row["N_last"] + 1)
+                 if not any(r["N_first"] <= N <= r["N_last"] for r in rows[:i])]
+        assert first, row
+        assert not row["flat"] and row["evidence"].startswith("layernorm_tuning.csv: forward, "), row
+        _, what = row["evidence"].split(": ", 1)
+        _, dtype, ns = what.split(": ")[0].split(", ", 2)
+        widths = ns.removeprefix("N=").split(", ")
+        assert dtype in row["dtypes"].split(", ") and all(("forward", dtype, int(n)) in timed for n in widths), row
+        assert all(row["N_first"] <= int(n) <= row["N_last"] for n in widths), row
+
+
+def test_the_layernorm_forward_rules_leave_the_rmsnorms_choices_alone():
+    """The RMSNorm's forward never reads the LayerNorm's rules (test_the_table_chooses_what_the_functions_chose_before
+    holds it to its fixture); the LayerNorm's choice differs from it only where a rule of its own matches."""
+    for N in (768, 1280, 8192, 12288, 65536):
+        assert forward_config(N, torch.bfloat16) == forward_config.__wrapped__(N, torch.bfloat16)
+        assert config.layernorm_forward_config(N, torch.bfloat16) != forward_config(N, torch.bfloat16), N
+    for N in (1, 257, 512, 4096, 4097, 131072):  # no rule of its own: the RMSNorm's blocked choice
+        assert config.layernorm_forward_config(N, torch.bfloat16) == forward_config(N, torch.bfloat16), N
+
+
+def _forward_ratio(name: str) -> dict:
+    """{(M, N, dtype): the best peer's forward time over the fast LayerNorm's} of a results/h100 side by side."""
+    with open(LAYERNORM_EVIDENCE.parent / name, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["pass_"] == "forward" and r["check"] == "ok"]
+    by_shape = {}
+    for r in rows:
+        by_shape.setdefault((int(r["M"]), int(r["N"]), r["dtype"]), {})[r["provider"]] = float(r["us"])
+    return {k: min(t for p, t in v.items() if p != "fast") / v["fast"] for k, v in by_shape.items() if "fast" in v}
+
+
+def test_where_a_layernorm_forward_rule_applies_the_side_by_side_holds_or_gains():
+    """Run before and after the rules (each against the peers of its own run): at every shape of the grid whose
+    forward takes a rule of its own, the best peer over the fast LayerNorm is at least 0.98 of what it was."""
+    before, after = _forward_ratio("layernorm_kernel_before_rules.csv"), _forward_ratio(
+        "layernorm_kernel_after_rules.csv")
+    ruled = [k for k in before if config.layernorm_forward_config(k[1], getattr(torch, k[2])) != forward_config(
+        k[1], getattr(torch, k[2]))]
+    assert len(ruled) >= 8 and all(k in after for k in ruled)
+    assert [k for k in ruled if after[k] < 0.98 * before[k]] == []
+    assert sum(after[k] > 1.02 * before[k] for k in ruled) >= len(ruled) // 2  # and most gain
