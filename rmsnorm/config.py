@@ -36,7 +36,8 @@ and :func:`backward_config` return the first rule that matches (N, dtype, and
 whether the rows are dense), cached per key, and :func:`render_rules` lists a
 table as rows to read, diff or plot. Each rule's ``evidence`` names the rows of
 ``results/h200/fast_tuning.csv`` (L2-cold kernel times on an H200) it rests
-on; ``results/h200/README.md`` says which sweep chose each rule. The LayerNorm takes
+on, the LayerNorm's forward rules rows of ``results/h100/layernorm_tuning.csv``;
+``results/h200/README.md`` says which sweep chose each rule. The LayerNorm takes
 :data:`LAYERNORM_FORWARD_RULES` before the forward's (:func:`layernorm_forward_config`) and a limit on the
 backward's one block (:func:`layernorm_backward_config`). Every
 launcher also takes an explicit :class:`FastConfig`, so lesson 12 and
@@ -219,7 +220,7 @@ class Rule(NamedTuple):
     warps: int
     programs_per_sm: int | None  # None: one program per row block
     stages: int
-    evidence: str  # the rows of results/h200/fast_tuning.csv the rule rests on
+    evidence: str  # the rows of a sweep the rule rests on (its table's comment names the file)
     static_n: bool = False  # N compiled into the kernel (FastConfig.static_n)
     flat: bool = False  # the flat kernels (FastConfig.flat): a rule for dense rows only; ``block`` is the tile
 
@@ -310,7 +311,8 @@ BACKWARD_RULES = (
     Rule(16385, None, ANY, ALL, ONE_ROW, 8192, 8, 1, 1, "fast_tuning.csv: backward, bfloat16, N=65536: best of 18"),
 )
 
-#: Widest row the forward holds in one block (in registers); wider rows loop over blocks.
+#: Widest row the RMSNorm's forward holds in one block (in registers); wider rows loop over blocks (the LayerNorm's
+#: own rules hold rows of 8192 and 16384 columns too: :data:`LAYERNORM_FORWARD_RULES`).
 ONE_BLOCK_MAX_N = max(rule.N_max for rule in FORWARD_RULES if rule.block is None)  # a flat rule's block is its tile
 #: Widest row the LayerNorm's backward holds in one block. Its block keeps x̂, u and two partials (dweight's and
 #: dbias's) live where the RMSNorm's keeps one partial, and the RMSNorm's one-block rules past 8192 columns spill
@@ -328,9 +330,9 @@ LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N = 8192
 #: and from 1025 columns a persistent grid that holds them for all its row blocks. Rows of 8192 and 16384 columns
 #: are held in one block, read once (the loop's second read of x costs the LayerNorm more than the RMSNorm); the
 #: looped widths between compile N in (the loop's trip count known, its blocks' loads in flight together); rows of
-#: 32769-65536 columns loop over blocks of 16384 on 32 warps, two programs an SM. At 4096 columns the sweep timed
-#: one block ahead as well, but the side by side that followed timed it behind the loop at 1024 rows
-#: (``results/h100/README.md``), so the RMSNorm's loop stays there. The LayerNorm's own sweep chose these
+#: 32769-65536 columns loop over blocks of 16384 on 32 warps, two programs an SM. At 4096 columns the RMSNorm's
+#: loop stays: the library's call with one block there is not yet understood (``results/h100/README.md``). The
+#: LayerNorm's own sweep chose these
 #: (``scripts/benchmark_fast.py --tune-only --norm layernorm --tune-passes forward``), run on an H100: ``evidence``
 #: names rows of ``results/h100/layernorm_tuning.csv``, which an H200 sweep is to confirm.
 LAYERNORM_FORWARD_RULES: tuple[Rule, ...] = (

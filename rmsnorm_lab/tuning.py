@@ -303,9 +303,9 @@ def _backward_candidates(N: int, dtype: torch.dtype, table: Callable = backward_
 def library_choice(pass_: str, N: int, dtype: torch.dtype, norm: str = "rmsnorm") -> FastConfig:
     """The configuration the library launches ``norm``'s ``pass_`` with on the sweep's inputs (contiguous rows).
 
-    The blocked table (:attr:`Norm.backward_config`, :func:`rmsnorm.forward_config`) is what the candidates are
-    built around; on dense rows the plain RMSNorm may take a flat rule instead (``dense_rows``), and that is
-    the choice a sweep is read against.
+    The norm's blocked tables (:attr:`Norm.forward_config`, :attr:`Norm.backward_config`) choose it; on dense rows
+    the plain RMSNorm may take a flat rule instead (``dense_rows``), and that is the choice a sweep is read
+    against.
     """
     dense = NORMS[norm].flat_rules
     if pass_ == "forward":
@@ -346,13 +346,13 @@ def table_against_sweep(sweep: pd.DataFrame, norm: str = "rmsnorm") -> pd.DataFr
     Args:
         sweep: rows of ``fast_tuning.csv`` (or ``<norm>_tuning.csv``) from one sweep that has the
             ``table_when_swept`` column (the runs that recorded it); failed rows (``us`` NaN) are left out.
-        norm: the key of :data:`NORMS` whose backward table "today" means.
+        norm: the key of :data:`NORMS` whose tables "today" means.
 
     Returns:
         DataFrame indexed by (dtype, N, M, pass_) (a sweep may time one width at several M) with
         columns ``then`` (the fastest row of the table's
-        configuration at the time of the sweep), ``now`` (the fastest row of the configuration
-        :func:`rmsnorm.forward_config` / :func:`~rmsnorm.backward_config` choose today) and
+        configuration at the time of the sweep), ``now`` (the fastest row of the configuration the norm's
+        tables choose today) and
         ``best``; NaN where today's configuration was not a candidate of that sweep. Today's configuration is
         :func:`library_choice`'s: on the sweep's contiguous rows, a flat rule's where one applies.
     """

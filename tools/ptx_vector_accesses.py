@@ -46,7 +46,11 @@ from rmsnorm import (  # noqa: E402
     row_align_hint,
 )
 from rmsnorm.backward import TRITON_DTYPE  # noqa: E402
-from rmsnorm.config import layernorm_backward_config, row_arithmetic_dtype  # noqa: E402
+from rmsnorm.config import (  # noqa: E402
+    layernorm_backward_config,
+    layernorm_forward_config,
+    row_arithmetic_dtype,
+)
 
 PATTERNS = {
     "ld.v4": r"ld\.global(?:\.\w+)*\.v4\.b32",  # 16 bytes into registers
@@ -78,17 +82,20 @@ def _instructions(ptx: str) -> int:
 
 def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
                 residual_dtype: torch.dtype | None = None, layernorm: bool = False,
-                backward_table=None) -> tuple[str, str]:
+                backward_table=None, forward_table=None) -> tuple[str, str]:
     """The PTX of the forward and backward (weight, offset 0) at N, for sm_90: plain, or with ``residual_dtype``
     the fused add's (HAS_RESIDUAL and HAS_DRES on; the backward's x, dx and dres in residual's dtype), or with
     ``layernorm`` the LayerNorm's (IS_LAYERNORM and HAS_BIAS on, a bias in x's dtype). ``backward_table``: the
-    backward's configuration function, by default the launchers' (the LayerNorm's own for ``layernorm``)."""
+    backward's configuration function, by default the launchers' (the LayerNorm's own for ``layernorm``);
+    ``forward_table`` the forward's, likewise; the forward is persistent where its configuration caps its programs
+    (rows enough to fill them)."""
     names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
     t = names[dtype]
     fused = residual_dtype is not None
     tr = names[residual_dtype] if fused else t  # residual, residual_out, h and its gradient
     table = backward_table or (layernorm_backward_config if layernorm else backward_config)
-    fwd, bwd = forward_config(N, dtype), table(N, dtype)
+    forward_table = forward_table or (layernorm_forward_config if layernorm else forward_config)
+    fwd, bwd = forward_table(N, dtype), table(N, dtype)
     compute = row_arithmetic_dtype(N, residual_dtype or dtype)
     scratch = "*fp64" if compute == torch.float64 else "*fp32"
     ln_forward, ln_backward = ({"mean_ptr": "*fp32", "bias_ptr": f"*{t}"}, {"mean_ptr": "*fp32",
@@ -103,7 +110,8 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
         {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0], **ln_forward},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
-         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": False, "NUM_STAGES": fwd.num_stages, "ROW_ALIGN": align,
+         "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": fwd.programs_per_sm is not None, "NUM_STAGES": fwd.num_stages,
+         "ROW_ALIGN": align,
          **residual[1], "STATIC_N": fwd.static(N), **(_without(PLAIN_FORWARD, ln_forward) | switches)},
         (0, 2, 3, 5) + ((17, 19) if fused else ()) + ((23, 24) if layernorm else ()), fwd.num_warps,
         (1, 4, 7) if divisible else ())
@@ -254,8 +262,9 @@ if __name__ == "__main__":
                                   **registers_and_spills(ptx),
                                   **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
         sys.exit()
-    if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype)
-        layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True)
+    if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype), the forward at the
+        # RMSNorm's configuration: what the switches add
+        layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True, forward_table=forward_config)
         plain = kernels_ptx(N, dtype, 1, N % 16 == 0)
         print(json.dumps({f"instructions {which}": [_instructions(ptx) for ptx in pair]
                           for which, pair in zip(("forward", "backward"), zip(plain, layernorm))}))

@@ -181,11 +181,13 @@ def test_every_layernorm_forward_rule_is_chosen_and_names_rows_its_sweep_timed()
 
 
 def test_the_layernorm_forward_rules_leave_the_rmsnorms_choices_alone():
-    """The RMSNorm's forward never reads the LayerNorm's rules (test_the_table_chooses_what_the_functions_chose_before
-    holds it to its fixture); the LayerNorm's choice differs from it only where a rule of its own matches."""
+    """The RMSNorm's forward never reads the LayerNorm's rules: no choice of forward_config is a LayerNorm rule's
+    where that rule matches (test_the_table_chooses_what_the_functions_chose_before holds it to its fixture); the
+    LayerNorm's choice differs from it where a rule of its own matches, and only there."""
     for N in (768, 1280, 8192, 12288, 65536):
-        assert forward_config(N, torch.bfloat16) == forward_config.__wrapped__(N, torch.bfloat16)
-        assert config.layernorm_forward_config(N, torch.bfloat16) != forward_config(N, torch.bfloat16), N
+        rule = next(r for r in config.LAYERNORM_FORWARD_RULES if r.matches(N, "bfloat16"))
+        assert forward_config.__wrapped__(N, torch.bfloat16) != rule.config(N)
+        assert config.layernorm_forward_config(N, torch.bfloat16) == rule.config(N), N
     for N in (1, 257, 512, 4096, 4097, 131072):  # no rule of its own: the RMSNorm's blocked choice
         assert config.layernorm_forward_config(N, torch.bfloat16) == forward_config(N, torch.bfloat16), N
 

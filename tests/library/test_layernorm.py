@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from compiled_model import assert_compiled_call_matches_eager
 from rmsnorm import ContractError, FastLayerNorm, layernorm_fast, layernorm_fast_backward, layernorm_fast_forward
-from rmsnorm.config import ONE_BLOCK_MAX_N, backward_config, forward_config
+from rmsnorm.config import ONE_BLOCK_MAX_N, backward_config, forward_config, layernorm_forward_config, num_programs
 from rmsnorm.layernorm import _backward_op, _forward_op
 from rmsnorm.testing import TOLERANCES, assert_close, dgamma_tolerance, make_inputs, refused_before_allocating
 
@@ -70,6 +70,43 @@ def test_forward_and_backward_match_the_float64_oracle(shape, dtype, device):
     assert not backward_config(BACKWARD_LOOPED_N, dtype).one_block(BACKWARD_LOOPED_N)
     x, weight, bias, dy = _inputs(*shape, dtype, device, seed=shape[1])
     _check(x, weight, bias, dy)
+
+
+#: Widths where the LayerNorm's forward takes a rule of its own (rmsnorm.config.LAYERNORM_FORWARD_RULES), 16-bit:
+#: four rows a step, persistent with the weight and bias held, one block of 8192, the loop with N compiled in, the
+#: loop over 16384-column blocks on a capped grid.
+OWN_RULE_SHAPES = [(9, 600), (9, 1280), (2, 8192), (2, 12289), (2, 40001)]
+
+
+@pytest.mark.parametrize("shape", OWN_RULE_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_forwards_own_rules_match_the_float64_oracle_and_are_what_the_default_launches(shape, device,
+                                                                                            monkeypatch):
+    import rmsnorm.forward
+
+    M, N = shape
+    assert layernorm_forward_config(N, F16) != forward_config(N, F16)  # a rule of its own applies
+    launched = []
+    real = rmsnorm.forward._launch
+
+    def recording(key, grid, *args, **kwargs):
+        # BLOCK_M, BLOCK_N, PERSISTENT, NUM_STAGES, STATIC_N
+        launched.append((args[12], args[13], args[14], args[15], args[22], kwargs["num_warps"], grid))
+        return real(key, grid, *args, **kwargs)
+
+    monkeypatch.setattr(rmsnorm.forward, "_launch", recording)
+    monkeypatch.setattr(rmsnorm.native_launch.state, "enabled", False)  # every launch through _run, none from C
+    x, weight, bias, dy = _inputs(M, N, F16, device, seed=N, weight_dtype=F32)
+    _check(x, weight, bias, dy)
+    want = layernorm_forward_config(N, F16)
+    blocks = -(-M // want.BLOCK_M)
+    programs = num_programs(want, x.device, blocks)
+    assert launched == [(want.BLOCK_M, want.BLOCK_N, programs < blocks, want.num_stages, want.static(N),
+                         want.num_warps, (programs,))]
+    launched.clear()
+    rmsnorm.rmsnorm_fast(x, weight)  # the RMSNorm at the same width keeps its own table
+    rms = forward_config(N, F16)
+    assert [c[:2] + c[3:6] for c in launched] == [(rms.BLOCK_M, rms.BLOCK_N, rms.num_stages, rms.static(N),
+                                                    rms.num_warps)]
 
 
 @pytest.mark.parametrize("affine", AFFINE)
