@@ -470,7 +470,7 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
             place; any other layout is copied once with ``.contiguous()``.
         weight: (N,) γ, float32/float16/bfloat16 (may differ from x's
             dtype), or None for no weight; one without unit stride is copied once.
-        eps: finite real number > 0, or None: as ``F.rms_norm(eps=None)``, the
+        eps: finite real number >= 0, or None: as ``F.rms_norm(eps=None)``, the
             epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
             (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`).
         offset: y = x · rstd · (weight + offset), computed in float32 with one rounding to x's dtype:

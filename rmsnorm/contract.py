@@ -11,7 +11,7 @@ naming the tensor, the rule and the value, before anything is allocated):
   other layout contiguous first (one copy) and flattens leading dimensions.
 - ``weight``: (N,) float32, float16 or bfloat16 with unit stride, on x's
   device; its dtype may differ from x's (fp32 weights, bf16 activations).
-- ``eps``: a finite real number > 0.
+- ``eps``: a finite real number ≥ 0, as torch's norms take it (0 divides a row of zeros by 0: NaN, as there).
 - ``residual`` (the fused add, :func:`rmsnorm.rmsnorm_add`): x's shape (no broadcasting), device and
   layout rule, in x's dtype or float32 with a 16-bit x (:func:`residual_out_dtype`).
 - bfloat16 is refused under Triton's CPU interpreter (see
@@ -108,20 +108,23 @@ def _functorch_wrapped(*tensors) -> bool:
     return any(isinstance(t, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors)
 
 
-def check_eps(eps, name: str = "eps") -> None:
-    """Raise unless ``eps`` is a finite real number > 0 (bool excluded).
+def check_eps(eps, name: str = "eps", *, allow_zero: bool = True) -> None:
+    """Raise unless ``eps`` is a finite real number ≥ 0 (bool excluded): what torch's norms take.
 
     Args:
         name: what the message calls it (the fast path says ``eps``, like torch).
+        allow_zero: False for the article's contract (:mod:`rmsnorm.article.contract`), which asks eps > 0.
 
     Raises:
-        ContractError: for 0, negatives, NaN, ±inf, bool, tensors, strings, None.
+        ContractError: for negatives (and 0 where ``allow_zero`` is False), NaN, ±inf, bool, tensors, strings, None.
     """
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise ContractError(f"{name} must be a real number; got {type(eps).__name__} {eps!r}")
     # comparisons, not math.isfinite: torch.compile(dynamic=True) makes a module's float eps symbolic,
     # and traces (guards on) a comparison where it cannot trace math.isfinite. NaN fails both.
-    if not 0 < eps < math.inf:
+    if allow_zero and not 0 <= eps < math.inf:
+        raise ContractError(f"{name} must be finite and >= 0; got {eps!r}")
+    if not allow_zero and not 0 < eps < math.inf:
         raise ContractError(f"{name} must be finite and > 0; got {eps!r}")
 
 
@@ -212,7 +215,7 @@ def _plainly_valid(x, weight, eps) -> bool:
 
     The common case of a model's call (a 2-D CUDA tensor, a weight, a float eps) costs the host a
     few µs here instead of a walk through each rule; False means "let the rules say what is wrong"
-    (or that the input is valid in a rarer way: an int eps, an empty tensor, the interpreter).
+    (or that the input is valid in a rarer way: an int eps, eps = 0, an empty tensor, the interpreter).
     tests/library/test_fast_user_code.py holds it to the rules, one broken rule at a time.
     """
     if _SPLIT or type(x) is not torch.Tensor or x.layout is not torch.strided or x.dim() != 2 or x.dtype not in _DTYPES:

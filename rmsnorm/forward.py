@@ -245,7 +245,7 @@ def rmsnorm_fast_forward(
             interpreter, bf16 excepted), 1 ≤ N ≤ 262144, unit stride in the last
             dimension; the row stride may be anything (read in place).
         weight: (N,) γ, float32/float16/bfloat16, or None for no weight.
-        eps: finite real number > 0.
+        eps: finite real number >= 0.
         config: launch configuration; default :func:`forward_config` (N, x.dtype, dense_rows), dense_rows
             ``x.is_contiguous()``: on contiguous rows a flat rule where one applies (odd 16-bit N of 3-33), so
             the default may differ from an explicit ``config=forward_config(N, x.dtype)`` (the blocked choice),

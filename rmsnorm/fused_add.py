@@ -213,7 +213,7 @@ def rmsnorm_add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | 
         residual: x's shape (no broadcasting), device and dtype, or float32 with a 16-bit x; any layout
             (copied once when its rows cannot be read in place).
         weight: (N,) float32/float16/bfloat16, or None.
-        eps: finite real number > 0, or None (``torch.finfo(torch.float32).eps``, as rmsnorm_fast).
+        eps: finite real number >= 0, or None (``torch.finfo(torch.float32).eps``, as rmsnorm_fast).
         offset: y = ĥ · (weight + offset) (1.0: Gemma's ``1 + weight``); 0.0 without a weight.
 
     Returns:

@@ -199,7 +199,7 @@ def layernorm_fast(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Ten
             bf16 excepted); leading dimensions flattened into M rows, read in place when they can be.
         weight: (N,) float32/float16/bfloat16 (may differ from x's dtype), or None.
         bias: (N,) the same dtypes, or None (also without a weight, as ``F.layer_norm`` allows).
-        eps: finite real number > 0 (default 1e-5, torch's).
+        eps: finite real number >= 0 (default 1e-5, torch's).
 
     Returns:
         y: x's shape and dtype, contiguous; under CUDA's ``torch.autocast``, float32, as

@@ -116,7 +116,7 @@ def layernorm_fast_forward(x: torch.Tensor, weight: torch.Tensor | None, bias: t
     Args:
         x: (M, N) float32/float16/bfloat16, 1 ≤ N ≤ 262144, unit column stride, any row stride.
         weight, bias: (N,) float32/float16/bfloat16 (each may differ from x's dtype), or None.
-        eps: finite real number > 0.
+        eps: finite real number >= 0.
         config: launch configuration; default :func:`~rmsnorm.config.layernorm_forward_config` (N, x.dtype).
 
     Returns:

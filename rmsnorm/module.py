@@ -46,7 +46,7 @@ class FastRMSNorm(torch.nn.RMSNorm):
     Raises:
         ContractError: for a normalized_shape of more than 262144 elements,
             or an eps that is not None and not a finite
-            real number > 0, or an offset that is not a finite real number, or not 0.0
+            real number >= 0, or an offset that is not a finite real number, or not 0.0
             with ``elementwise_affine=False`` (at construction); for inputs or an eps outside
             the fast contract, a DTensor x or weight included (at call time).
 
@@ -111,7 +111,7 @@ class FastLayerNorm(torch.nn.LayerNorm):
 
     Raises:
         ContractError: for a normalized_shape of more than 262144 elements or an eps that is not a finite
-            real number > 0 (at construction); for x whose trailing dimensions are not normalized_shape, or
+            real number >= 0 (at construction); for x whose trailing dimensions are not normalized_shape, or
             inputs outside the fast contract (at call time).
 
     Source: quack ``QuackRMSNorm`` (a torch module subclassed, its state kept); Liger ``LigerLayerNorm``.

@@ -23,8 +23,10 @@ from .testing import TOLERANCES
 
 #: Seed of the probe's random weights and rows (fixed: a verdict does not change between runs).
 PROBE_SEED = 1234
-#: Scales of the probe's six rows; the first is replaced by sqrt(eps), where eps matters.
+#: Scales of the probe's six rows; the first is replaced by sqrt(eps), where eps matters (with eps = 0, where
+#: nothing does, by 1e-3: a row of zeros would be NaN in any norm, and a NaN tells no norm from another).
 PROBE_SCALES = (0.0, 1.0, 4.0, 0.25, 30.0, 0.01)
+ZERO_EPS_SCALE = 1e-3
 EPS_NAMES = ("eps", "variance_epsilon")
 #: The offsets a probe tries, in order: y = x · rstd · (weight + offset).
 OFFSETS = (0.0, 1.0)
@@ -50,13 +52,14 @@ def _effective_eps(module) -> float:
 
 
 def probe_input(n: int, dtype: torch.dtype, eps: float, device="cpu") -> torch.Tensor:
-    """The probe: (2, 3, n) rows of different scales with a non-zero mean (LayerNorm differs), one at sqrt(eps).
+    """The probe: (2, 3, n) rows of different scales with a non-zero mean (LayerNorm differs), one at sqrt(eps)
+    (at :data:`ZERO_EPS_SCALE` where eps is 0).
 
     Returns:
         (2, 3, n) tensor of ``dtype`` on ``device``, the same values on every device (drawn on the CPU, seeded).
     """
     g = torch.Generator().manual_seed(PROBE_SEED)
-    scales = torch.tensor((math.sqrt(eps),) + PROBE_SCALES[1:], dtype=torch.float64)
+    scales = torch.tensor((math.sqrt(eps) if eps > 0 else ZERO_EPS_SCALE,) + PROBE_SCALES[1:], dtype=torch.float64)
     x = (torch.randn(len(scales), n, generator=g, dtype=torch.float64) + 0.3) * scales[:, None]
     return x.reshape(2, 3, n).to(device=device, dtype=dtype)
 

@@ -25,13 +25,11 @@ Source: notebooks/13_into_a_model.ipynb; Liger-Kernel's ``apply_liger_kernel_to_
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
 from typing import Callable
 
 import torch
 
-from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
+from .contract import FAST_DTYPES, FAST_MAX_N, ContractError, check_eps
 from .fused_layers import fuse_decoder_layers
 from .module import FastRMSNorm
 from .probe import OFFSETS, _candidate, _eps_of, _probe, probe_input, randomise_norm_weights
@@ -108,7 +106,7 @@ def _structure(module) -> str | None:
         return (f"it has state other than its weight ({', '.join(others)}): FastRMSNorm holds a weight only, "
                 "so the swap would drop them (a bias, a buffer)")
     if not (eps is None and isinstance(module, torch.nn.RMSNorm)) and _bad_eps(eps):
-        return f"its epsilon is {eps!r}; the fast path needs a finite real number > 0"
+        return f"its epsilon is {eps!r}; the fast path needs a finite real number >= 0"
     return _hooks_refusal(module)
 
 
@@ -128,8 +126,12 @@ def _other_state(module, kept: set[str]) -> list[str]:
 
 
 def _bad_eps(eps) -> bool:
-    """Whether eps is outside the fast contract (a finite real number > 0; a bool is not one)."""
-    return isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf
+    """Whether eps is outside the fast contract (:func:`rmsnorm.contract.check_eps`: a finite real number >= 0)."""
+    try:
+        check_eps(eps)
+    except ContractError:
+        return True
+    return False
 
 
 def _hooks_refusal(module) -> str | None:

@@ -65,7 +65,7 @@ def _structure(module) -> str | None:
     if not 1 <= math.prod(shape) <= FAST_MAX_N:
         return f"its rows have {math.prod(shape)} elements; the fast path takes 1 to {FAST_MAX_N}"
     if _bad_eps(eps):
-        return f"its eps is {eps!r}; the fast path needs a finite real number > 0"
+        return f"its eps is {eps!r}; the fast path needs a finite real number >= 0"
     others = _other_state(module, {"weight", "bias"})
     if others:
         return f"it has state other than a weight and a bias ({', '.join(others)}), which the swap would drop"

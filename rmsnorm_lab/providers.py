@@ -280,7 +280,7 @@ def pass_calls(p: Provider, x, weight, dy, eps: float = EPS, passes=PASSES) -> d
     Args:
         p: a provider from :data:`PROVIDERS` (or one built the same way).
         x: (M, N) on the device the provider runs on; weight (N,); dy like x.
-        eps: finite real number > 0.
+        eps: finite real number >= 0.
         passes: which of :data:`PASSES` to build.
 
     Returns:

@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from ..contract import (
-    ContractError,
-    _require_device,
-    _require_kernel_device,
-    _require_tensor,
-    check_eps,
-)
+from ..contract import ContractError, _require_device, _require_kernel_device, _require_tensor
+from ..contract import check_eps as _check_eps
 
 #: Widest row the kernels accept: one program holds a whole row in registers.
 MAX_N = 4096
@@ -28,6 +23,16 @@ MAX_N = 4096
 MAX_SCRATCH_BYTES = 64 * 1024 * 1024
 #: Dtypes the kernels accept (the reference also accepts float64).
 KERNEL_DTYPES = (torch.float32, torch.float16)
+
+
+def check_eps(eps, name: str = "eps") -> None:
+    """Raise unless ``eps`` is a finite real number > 0 (bool excluded): the article's rule, stricter than torch's
+    (and the fast path's) eps ≥ 0, so that a row of zeros never divides by zero.
+
+    Raises:
+        ContractError: for 0, negatives, NaN, ±inf, bool, tensors, strings, None.
+    """
+    _check_eps(eps, name, allow_zero=False)
 
 
 def scratch_bytes(M: int, N: int) -> int:

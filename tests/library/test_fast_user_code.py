@@ -269,7 +269,7 @@ def test_dynamic_shapes_compile_to_one_graph_without_recompiles(fullgraph, eps, 
     assert recompiles == 0, f"{recompiles} recompiles for the second and third sequence lengths"
 
 
-BAD_EPS = [(0.0, "finite and > 0; got 0.0"), (-1e-6, "finite and > 0; got -1e-06"), (math.nan, "got nan"),
+BAD_EPS = [(-1e-6, "finite and >= 0; got -1e-06"), (math.nan, "got nan"),
            (math.inf, "got inf"), (-math.inf, "got -inf"), (True, "real number; got bool"),
            ("1e-6", "real number; got str")]
 
@@ -287,7 +287,35 @@ def test_a_bad_eps_is_still_a_clear_eager_error(eps, pattern, device):
         module(x)
 
 
-@pytest.mark.parametrize("eps, pattern", BAD_EPS[:5], ids=[repr(e) for e, _ in BAD_EPS[:5]])
+def test_eps_zero_is_taken_as_torchs_norms_take_it(device):
+    """eps = 0 is valid for F.rms_norm, F.layer_norm and their modules: every fast entry point takes it and gives
+    torch's numbers on rows that are not all equal (a row of zeros gives NaN there, as in torch); the article's
+    contract, which the course teaches, still asks eps > 0."""
+    import torch.nn.functional as F
+
+    from rmsnorm import FastLayerNorm, layernorm_fast, rmsnorm_add, swap_rmsnorm
+    from rmsnorm.article import RMSNorm as ArticleRMSNorm
+
+    x, gamma, _ = make_inputs(5, 24, torch.float32, device=device)
+    bias = torch.randn(24, device=device)
+    x64, g64 = x.double(), gamma.double()
+    for got, want in (
+            (rmsnorm_fast(x, gamma, 0.0), F.rms_norm(x64, (24,), g64, 0.0)),
+            (FastRMSNorm(24, eps=0.0, device=device)(x), F.rms_norm(x64, (24,), None, 0.0)),
+            (layernorm_fast(x, gamma, bias, 0.0), F.layer_norm(x64, (24,), g64, bias.double(), 0.0)),
+            (FastLayerNorm(24, eps=0.0, device=device)(x), F.layer_norm(x64, (24,), None, None, 0.0)),
+            (rmsnorm_add(x, x, gamma, 0.0)[0], F.rms_norm(2 * x64, (24,), g64, 0.0))):
+        assert_close(got, want, dtype=torch.float32)
+    zeros = torch.zeros(2, 24, device=device)
+    assert torch.equal(rmsnorm_fast(zeros, gamma, 0.0).isnan(), F.rms_norm(zeros, (24,), gamma, 0.0).isnan())
+    model = torch.nn.Sequential(torch.nn.RMSNorm(24, eps=0.0, device=device))
+    swapped = swap_rmsnorm(model)
+    assert swapped == 1 and swapped.names == ("0",) and isinstance(model[0], FastRMSNorm) and model[0].eps == 0.0
+    with pytest.raises(ContractError, match="eps must be finite and > 0"):
+        ArticleRMSNorm(24, eps=0.0)
+
+
+@pytest.mark.parametrize("eps, pattern", BAD_EPS[:4], ids=[repr(e) for e, _ in BAD_EPS[:4]])
 def test_a_bad_eps_under_compile_is_the_same_error(eps, pattern, device):
     x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
     compiled = torch.compile(lambda x: rmsnorm_fast(x, gamma, eps), backend="aot_eager")

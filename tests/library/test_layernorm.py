@@ -196,7 +196,7 @@ def test_bad_inputs_are_refused_before_anything_is_allocated(device):
         (r"bias must be on the same device as x .*got meta", (x, weight, bias.to("meta"))),
         (r"bias must be a torch.Tensor; got list", (x, weight, [0.0] * 16)),
         (r"weight must have shape \(N,\) = \(16,\); got \(8,\)", (x, weight[:8], bias)),
-        (r"eps must be finite and > 0; got 0.0", (x, weight, bias, 0.0)),
+        (r"eps must be finite and >= 0; got -1e-05", (x, weight, bias, -1e-5)),
         (r"eps must be a real number; got NoneType", (x, weight, bias, None)),
         (r"x must have 1 <= N columns", (x[:, :0], None, None)),
     ]

@@ -165,7 +165,7 @@ def test_bad_inputs_are_refused_before_anything_is_allocated(device):
     _refused(r"residual must be on the same device as x .*got meta", x, residual.to("meta"), weight)
     _refused(r"residual must be a torch.Tensor; got list", x, [1.0], weight)
     _refused(r"weight must have shape \(N,\) = \(16,\); got \(8,\)", x, residual, weight[:8])
-    _refused(r"eps must be finite and > 0; got -1.0", x, residual, weight, -1.0)
+    _refused(r"eps must be finite and >= 0; got -1.0", x, residual, weight, -1.0)
     _refused(r"offset is 1.0 but there is no weight", x, residual, None, offset=1.0)
 
 
