@@ -11,7 +11,8 @@ naming the tensor, the rule and the value, before anything is allocated):
   other layout contiguous first (one copy) and flattens leading dimensions.
 - ``weight``: (N,) float32, float16 or bfloat16 with unit stride, on x's
   device; its dtype may differ from x's (fp32 weights, bf16 activations).
-- ``eps``: a finite real number ≥ 0, as torch's norms take it (0 divides a row of zeros by 0: NaN, as there).
+- ``eps``: a finite real number ≥ 0: 0 as torch's norms take it (a row of zeros is then NaN, as there); torch leaves
+  negative and non-finite eps unchecked, this refuses them.
 - ``residual`` (the fused add, :func:`rmsnorm.rmsnorm_add`): x's shape (no broadcasting), device and
   layout rule, in x's dtype or float32 with a 16-bit x (:func:`residual_out_dtype`).
 - bfloat16 is refused under Triton's CPU interpreter (see
@@ -109,7 +110,7 @@ def _functorch_wrapped(*tensors) -> bool:
 
 
 def check_eps(eps, name: str = "eps", *, allow_zero: bool = True) -> None:
-    """Raise unless ``eps`` is a finite real number ≥ 0 (bool excluded): what torch's norms take.
+    """Raise unless ``eps`` is a finite real number ≥ 0 (bool excluded): 0 included, as torch's norms take it.
 
     Args:
         name: what the message calls it (the fast path says ``eps``, like torch).
