@@ -472,7 +472,8 @@ def rmsnorm_fast(x: torch.Tensor, weight: torch.Tensor | None, eps: float | None
             dtype), or None for no weight; one without unit stride is copied once.
         eps: finite real number >= 0, or None: as ``F.rms_norm(eps=None)``, the
             epsilon of the computation dtype, ``torch.finfo(torch.float32).eps``
-            (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`).
+            (≈ 1.19e-7) for every x dtype (see :class:`FastRMSNorm`). The default is 1e-6, Llama's and the
+            article's, where ``F.rms_norm``'s is None: pass ``eps=None`` for torch's.
         offset: y = x · rstd · (weight + offset), computed in float32 with one rounding to x's dtype:
             0.0 (default, Llama), 1.0 for the zero-centred weight of Gemma and Qwen3.5 (``1 + weight``),
             any finite float; dx uses weight + offset, dgamma does not depend on it. Without a weight
