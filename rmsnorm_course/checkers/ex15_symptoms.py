@@ -9,7 +9,8 @@ or its x̂ term, or with the x̂ term added, u without the weight, mean(u) over 
 x̂ without the mean subtracted, mean and rstd loaded at the program's first row, the bias's (or the weight's)
 column sum taken over the row's columns instead of over the rows, the two partials swapped, dbias scaled by
 rstd, the accumulators zeroed in the loop (or one overwritten, ``=`` for ``+=``), the mean or rstd alone loaded at
-the program's first row, dweight's partial of u · x̂, the partials stored only inside the loop; in the forward, one
+the program's first row, dweight's partial of u · x̂ or of dy alone, dbias's of u, the partials stored only inside the
+loop; in the forward, one
 statistic stored at both pointers. The naive
 variance, E[x²] − E[x]², is right in float64 and wrong only in float32's rounding: no float64 model
 captures it, :func:`~rmsnorm_course.checkers.ex15_layernorm` looks for it first.
@@ -138,7 +139,7 @@ def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered:
             ``mean_at``, ``rstd_at``: the same for one of them alone.
         last_rstd: dx is rstd · (…) (False: the bracket alone).
         dweight, dbias: what each row adds to its program's partial: "dy·x̂", "dy", "dy·x", "dy·(x−mean)", "dy·rstd",
-            "u·x̂" (the weight's own gradient scaled by the weight),
+            "u·x̂" (the weight's own gradient scaled by the weight), "u" (dy · weight),
             or the row's sum over its columns, "Σ dy·x̂" or "Σ dy" (a sum over the wrong axis), each broadcast.
         kept: what a program's partial row holds: "sum" of its rows, or its "last" row alone (the accumulators
             zeroed in the loop, or `=` where `+=` belongs); ``kept_dweight``, ``kept_dbias``: one partial's alone.
@@ -158,7 +159,7 @@ def backward(case, *, mean_term: float = 1.0, x_hat_term: float = 1.0, centered:
     mean_ux = (u * {"x̂": x_hat, "x": x}[mean_ux_of]).sum(-1, keepdim=True) / n
     dx = (u - mean_term * mean_u - x_hat_term * x_hat * mean_ux) * (rstd if last_rstd else 1.0)
     terms = {"dy·x̂": dy * x_hat, "dy": dy, "dy·x": dy * x, "dy·(x−mean)": dy * (x - mean), "dy·rstd": dy * rstd,
-             "u·x̂": u * x_hat}
+             "u·x̂": u * x_hat, "u": u}
     terms["Σ dy·x̂"] = terms["dy·x̂"].sum(-1, keepdim=True).expand_as(dy)
     terms["Σ dy"] = dy.sum(-1, keepdim=True).expand_as(dy)
 
@@ -230,6 +231,13 @@ BACKWARD = [
     Symptom("dweight's partial adds u · x̂ = dy · weight · x̂, where it adds dy · x̂: the weight multiplies x̂ in y, "
             "so its own gradient does not include it", lambda c: backward(c, dweight="u·x̂"),
             "`dweight_acc += dy * x_hat` (u = dy · weight belongs to dx alone)."),
+    Symptom("dbias's partial adds u = dy · weight, where it adds dy alone: the bias is added after the weight "
+            "(y = x̂ · weight + bias), so the weight does not scale its gradient", lambda c: backward(c, dbias="u"),
+            "`dbias_acc += dy` (u = dy · weight belongs to dx alone)."),
+    Symptom("dweight's partial adds dy alone, as dbias's does: each of its columns is Σ dy, the bias's gradient, "
+            "where the weight's is Σ dy · x̂ (the weight multiplies x̂ in y)",
+            lambda c: backward(c, dweight="dy"),
+            "`dweight_acc += dy * x_hat`, with `x_hat = (x - mean) * rstd`."),
     Symptom("dbias's partial adds dy · rstd, where it adds dy alone: y = x̂ · weight + bias, the bias is added "
             "after the normalisation, so its gradient is Σ dy, unscaled", lambda c: backward(c, dbias="dy·rstd"),
             "`dbias_acc += dy`."),

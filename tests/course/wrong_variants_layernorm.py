@@ -115,6 +115,9 @@ BACKWARD = {
                                         "dweight's accumulator is overwritten, not added to"),
     "dbias accumulator overwritten": (mutate(B, ("dbias_acc += dy\n", "dbias_acc = dy\n")),
                                       "dbias's accumulator is overwritten, not added to"),
+    "dbias of u": (mutate(B, ("dbias_acc += dy\n", "dbias_acc += u\n")), "dbias's partial adds u = dy · weight"),
+    "dweight of dy alone": (mutate(B, ("dweight_acc += dy * x_hat", "dweight_acc += dy")),
+                            "dweight's partial adds dy alone"),
     "dweight of u · x̂": (mutate(B, ("dweight_acc += dy * x_hat", "dweight_acc += u * x_hat")),
                          "dweight's partial adds u · x̂"),
     # two slips, no symptom: diagnose's words for NaN rows of the programs without rows (cases.GRIDS' 2×33)
