@@ -352,12 +352,18 @@ RULES = {"forward": FORWARD_RULES, "backward": BACKWARD_RULES, "layernorm_forwar
 _WIDEST_BACKWARD = BACKWARD_RULES[-1]
 
 
-def _first_match(pass_: str, N: int, dtype: torch.dtype, dense_rows: bool) -> FastConfig:
+def _first_rule(pass_: str, N: int, dtype: torch.dtype, dense_rows: bool) -> Rule | None:
+    """The first rule of ``RULES[pass_]`` that matches, or None."""
     name = str(dtype).removeprefix("torch.")
-    for rule in RULES[pass_]:
-        if rule.matches(N, name, dense_rows):
-            return rule.config(N)
-    raise ValueError(f"no {pass_} configuration for N = {N}, dtype {name}: the table covers N >= 1 in {ALL}")
+    return next((rule for rule in RULES[pass_] if rule.matches(N, name, dense_rows)), None)
+
+
+def _first_match(pass_: str, N: int, dtype: torch.dtype, dense_rows: bool) -> FastConfig:
+    rule = _first_rule(pass_, N, dtype, dense_rows)
+    if rule is None:
+        raise ValueError(f"no {pass_} configuration for N = {N}, dtype {str(dtype).removeprefix('torch.')}: the "
+                         f"table covers N >= 1 in {ALL}")
+    return rule.config(N)
 
 
 def dense_rows(x: torch.Tensor, *others: torch.Tensor) -> bool:
@@ -408,11 +414,8 @@ def layernorm_forward_config(N: int, dtype: torch.dtype) -> FastConfig:
     Raises:
         ValueError: as :func:`forward_config`.
     """
-    name = str(dtype).removeprefix("torch.")
-    for rule in LAYERNORM_FORWARD_RULES:
-        if rule.matches(N, name):
-            return rule.config(N)
-    return forward_config(N, dtype)
+    rule = _first_rule("layernorm_forward", N, dtype, False)
+    return forward_config(N, dtype) if rule is None else rule.config(N)
 
 
 @functools.lru_cache(maxsize=None)
