@@ -82,6 +82,21 @@ def _first_row(rows: list[dict], N: int, dtype: str, dense: bool = False, requir
     return None
 
 
+def _config_of_row(row: dict, N: int) -> FastConfig:
+    """The configuration a rendered row gives at N, read from the row's plain values."""
+    block_n = triton.next_power_of_2(N) if row["BLOCK_N"] is None else row["BLOCK_N"]
+    return FastConfig(BLOCK_M=max(1, row["step"] // block_n), BLOCK_N=block_n, num_warps=row["num_warps"],
+                      programs_per_sm=row["programs_per_sm"], num_stages=row["num_stages"],
+                      static_n=row["static_n"], flat=row["flat"])
+
+
+def _evidence_rows(evidence: str) -> tuple[str, str, list[int]]:
+    """(pass_, dtype, widths) an ``evidence`` string names: "<file>: <pass>, <dtype>, N=<a>, <b>-<c>: why"."""
+    _, what = evidence.split(": ", 1)
+    pass_, dtype, ns = what.split(": ")[0].split(", ", 2)
+    return pass_, dtype, [int(n) for n in ns.removeprefix("N=").replace("-", ", ").split(", ")]
+
+
 @pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("pass_", list(FUNCTIONS))
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -90,11 +105,7 @@ def test_each_choice_is_the_first_rendered_row_that_matches(pass_, dtype, dense)
     choose = FUNCTIONS[pass_].__wrapped__
     for N in range(1, MAX_N + 1):
         row = _first_row(rows, N, dtype, dense)
-        block_n = triton.next_power_of_2(N) if row["BLOCK_N"] is None else row["BLOCK_N"]
-        want = FastConfig(BLOCK_M=max(1, row["step"] // block_n), BLOCK_N=block_n, num_warps=row["num_warps"],
-                          programs_per_sm=row["programs_per_sm"], num_stages=row["num_stages"],
-                          static_n=row["static_n"], flat=row["flat"])
-        assert choose(N, getattr(torch, dtype), dense) == want, (N, row)
+        assert choose(N, getattr(torch, dtype), dense) == _config_of_row(row, N), (N, row)
 
 
 @pytest.mark.parametrize("pass_", list(FUNCTIONS))
@@ -115,10 +126,8 @@ def test_evidence_names_rows_that_exist():
         timed = {(r["pass_"], r["dtype"], int(r["N"])) for r in csv.DictReader(f) if r["us"]}
     for pass_ in FUNCTIONS:
         for row in render_rules(pass_):
-            _, what = row["evidence"].split(": ", 1)
-            p, dtype, ns = what.split(": ")[0].split(", ", 2)
-            widths = ns.removeprefix("N=").replace("-", ", ").split(", ")
-            assert p == pass_ and all((pass_, dtype, int(n)) in timed for n in widths), row["evidence"]
+            p, dtype, widths = _evidence_rows(row["evidence"])
+            assert p == pass_ and all((pass_, dtype, n) in timed for n in widths), row["evidence"]
 
 
 def test_invalid_keys_are_refused():
@@ -155,10 +164,7 @@ def test_the_layernorm_forward_takes_its_first_rule_else_the_rmsnorms_blocked_ch
         if own is None:
             assert got == forward_config(N, getattr(torch, dtype)), N  # rows in any layout: never a flat rule
         else:
-            block_n = triton.next_power_of_2(N) if own["BLOCK_N"] is None else own["BLOCK_N"]
-            assert got == FastConfig(BLOCK_M=max(1, own["step"] // block_n), BLOCK_N=block_n,
-                                     num_warps=own["num_warps"], programs_per_sm=own["programs_per_sm"],
-                                     num_stages=own["num_stages"], static_n=own["static_n"]), (N, own)
+            assert got == _config_of_row(own, N), (N, own)
         assert not got.flat and got.split == 1, N
 
 
@@ -174,11 +180,9 @@ def test_every_layernorm_forward_rule_is_chosen_and_names_rows_its_sweep_timed()
                  if not any(r["N_first"] <= N <= r["N_last"] for r in rows[:i])]
         assert first, row
         assert not row["flat"] and row["evidence"].startswith("layernorm_tuning.csv: forward, "), row
-        _, what = row["evidence"].split(": ", 1)
-        _, dtype, ns = what.split(": ")[0].split(", ", 2)
-        widths = ns.removeprefix("N=").split(", ")
-        assert dtype in row["dtypes"].split(", ") and all(("forward", dtype, int(n)) in timed for n in widths), row
-        assert all(row["N_first"] <= int(n) <= row["N_last"] for n in widths), row
+        _, dtype, widths = _evidence_rows(row["evidence"])
+        assert dtype in row["dtypes"].split(", ") and all(("forward", dtype, n) in timed for n in widths), row
+        assert all(row["N_first"] <= n <= row["N_last"] for n in widths), row
 
 
 def test_the_layernorm_forward_rules_leave_the_rmsnorms_choices_alone():
