@@ -105,8 +105,8 @@ def _structure(module) -> str | None:
     if others:
         return (f"it has state other than its weight ({', '.join(others)}): FastRMSNorm holds a weight only, "
                 "so the swap would drop them (a bias, a buffer)")
-    if not (eps is None and isinstance(module, torch.nn.RMSNorm)) and _bad_eps(eps):
-        return f"its epsilon is {eps!r}; the fast path needs a finite real number >= 0"
+    if not (eps is None and isinstance(module, torch.nn.RMSNorm)) and (refusal := _eps_refusal(eps)):
+        return refusal
     return _hooks_refusal(module)
 
 
@@ -125,13 +125,13 @@ def _other_state(module, kept: set[str]) -> list[str]:
     return sorted(set(module.state_dict()) - kept)
 
 
-def _bad_eps(eps) -> bool:
-    """Whether eps is outside the fast contract (:func:`rmsnorm.contract.check_eps`: a finite real number >= 0)."""
+def _eps_refusal(eps) -> str | None:
+    """Why the fast contract refuses a module's eps (:func:`rmsnorm.contract.check_eps`'s message), or None."""
     try:
         check_eps(eps)
-    except ContractError:
-        return True
-    return False
+    except ContractError as refused:
+        return f"its eps is refused by the fast path: {refused}"
+    return None
 
 
 def _hooks_refusal(module) -> str | None:

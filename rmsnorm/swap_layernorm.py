@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from .contract import FAST_DTYPES, FAST_MAX_N, ContractError
 from .module import FastLayerNorm
 from .probe import PROBE_SEED, probe_input
-from .swap import Swapped, _bad_eps, _hooks_refusal, _norm_places, _other_state
+from .swap import Swapped, _eps_refusal, _hooks_refusal, _norm_places, _other_state
 from .testing import TOLERANCES
 
 __all__ = ["swap_layernorm"]
@@ -64,8 +64,8 @@ def _structure(module) -> str | None:
             return f"its {name} is {p.dtype}; the fast path takes float32, float16 or bfloat16"
     if not 1 <= math.prod(shape) <= FAST_MAX_N:
         return f"its rows have {math.prod(shape)} elements; the fast path takes 1 to {FAST_MAX_N}"
-    if _bad_eps(eps):
-        return f"its eps is {eps!r}; the fast path needs a finite real number >= 0"
+    if refusal := _eps_refusal(eps):
+        return refusal
     others = _other_state(module, {"weight", "bias"})
     if others:
         return f"it has state other than a weight and a bias ({', '.join(others)}), which the swap would drop"

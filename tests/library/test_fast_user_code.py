@@ -315,6 +315,16 @@ def test_eps_zero_is_taken_as_torchs_norms_take_it(device):
         ArticleRMSNorm(24, eps=0.0)
 
 
+def test_a_swap_refuses_a_negative_eps_in_the_contracts_words(device):
+    from rmsnorm import swap_layernorm, swap_rmsnorm
+
+    for swap, norm in ((swap_rmsnorm, torch.nn.RMSNorm(24, eps=-1e-6, device=device)),
+                       (swap_layernorm, torch.nn.LayerNorm(24, eps=-1e-6, device=device))):
+        with pytest.raises(ContractError, match=r"its eps is refused by the fast path: eps must be finite and >= 0; "
+                                                r"got -1e-06"):
+            swap(torch.nn.Sequential(norm))
+
+
 @pytest.mark.parametrize("eps, pattern", BAD_EPS[:4], ids=[repr(e) for e, _ in BAD_EPS[:4]])
 def test_a_bad_eps_under_compile_is_the_same_error(eps, pattern, device):
     x, gamma, _ = make_inputs(3, 8, torch.float32, device=device)
