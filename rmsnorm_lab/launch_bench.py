@@ -123,6 +123,10 @@ PIECE_ADDS = {"module, x requires grad": "nn.Module call, autograd's graph and s
               "launch_forward": "the config, the key, the arguments (beside the launch and the allocations)",
               "the launch alone": "the cached kernel's launch (native or Triton's, as launch_path says)",
               "two allocations": "torch.empty of y and rstd"}
+#: Where the native launch is on, launch_forward is the C path's one call (csrc/fast_path.cpp): the launch alone and
+#: the Python allocations beside it are not what it runs, so its own share is what the C call saves against them.
+PIECE_ADDS_NATIVE = {**PIECE_ADDS, "launch_forward": "one C call: the key, at::empty of y and rstd and the launch, "
+                     "from a kept plan (below zero: what it saves against the two pieces below, timed from Python)"}
 PIECES_FILE = "launch_path_pieces.csv"
 
 
@@ -177,9 +181,11 @@ def host_pieces(M: int, N: int, dtype: torch.dtype, *, samples: int | None = Non
 
 
 def render_pieces(pieces: pd.DataFrame) -> str:
-    """The pieces as a Markdown table: each piece's host µs, what it adds (:data:`PIECE_ADDS`), and what that is."""
+    """The pieces as a Markdown table: each piece's host µs, what it adds, and what that is (:data:`PIECE_ADDS`, or
+    :data:`PIECE_ADDS_NATIVE` for rows timed with the native launch on)."""
     frame = pieces.assign(shape=[f"{r.M} × {r.N} {r.dtype}" for r in pieces.itertuples()],
-                          what=[PIECE_ADDS[p] for p in pieces["piece"]])
+                          what=[(PIECE_ADDS_NATIVE if r.launch_path == "native" else PIECE_ADDS)[r.piece]
+                                for r in pieces.itertuples()])
     return _md(frame[["shape", "launch_path", "piece", "host_us", "adds", "what"]].rename(
         columns={"host_us": "host µs", "adds": "adds µs", "what": "what it adds"}))
 

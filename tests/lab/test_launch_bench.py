@@ -139,3 +139,8 @@ def test_the_host_pieces_say_what_each_adds_and_the_adds_sum_to_the_whole_call(m
     assert len(ran) == 5 and ran[0].shape == (3, 64) and ran[-1][0].shape == (3, 64)
     text = lb.render_pieces(pd.DataFrame(rows))
     assert "| 3 × 64 float32 |" in text and "torch.empty of y and rstd" in text
+    # a row timed with the native launch on says that launch_forward is the C path's one call (its share may be < 0)
+    native = lb.render_pieces(pd.DataFrame(rows).assign(launch_path="native"))
+    python = lb.render_pieces(pd.DataFrame(rows).assign(launch_path="triton-launcher"))
+    assert native.count("one C call") == 1 and "one C call" not in python
+    assert lb.PIECE_ADDS["launch_forward"] in python and lb.PIECE_ADDS["launch_forward"] not in native
