@@ -1,7 +1,11 @@
-"""Write (or check) the generated blocks of README.md and results/h200/README.md, from the committed results.
+"""Write (or check) the generated blocks of README.md and results/*/README.md, from the committed results.
 
     python tools/readme_fast_table.py [--write]  # rewrite every block between its markers
-    python tools/readme_fast_table.py --check    # exit 1 if either page differs from the results
+    python tools/readme_fast_table.py --check    # exit 1 if a page differs from the results
+
+Each results/<card>/README.md is rendered from the files of its own folder; README.md's summary and the lessons
+read results/h200 (``rmsnorm_lab.results.results_dir``). Another card's page (results/h100) holds the blocks of
+the runs made on it, and no fast.csv block.
 
 README.md holds one block, ``summary-table``: the fast path against its peers, geometric means and the
 worst shapes (fast.csv, fast_weak.csv; :func:`rmsnorm_lab.pages.render_summary`). results/h200/README.md
@@ -311,7 +315,8 @@ def updated_results(page: str, folder: Path) -> str:
 
     whole = load_whole_call(folder) if present(WHOLE_CALL_FILE) else None
     weak = pd.read_csv(folder / WEAK_FILE) if present(WEAK_FILE) else None
-    text = updated(page, load_fast_table(folder), whole, weak)
+    # another card's page (results/h100) holds only the blocks of the runs made there, never fast.csv's
+    text = updated(page, load_fast_table(folder), whole, weak) if present("fast.csv") or START in page else page
     blocks = {
         "host-probe": ("host_time_probe.txt",
                        lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
@@ -355,17 +360,21 @@ def main(argv=None) -> int:
     parser.add_argument("--results-readme", type=Path, default=None, help="default: README.md of the results folder")
     args = parser.parse_args(argv)
     folder = results_dir(args.results)
-    page = args.results_readme or folder / "README.md"
+    pages = [(args.readme, updated_summary, folder), (args.results_readme or folder / "README.md", updated_results,
+                                                      folder)]
+    if args.results is None and args.results_readme is None:  # every other card's page, from its own folder
+        pages += [(other, updated_results, other.parent) for other in sorted((ROOT / "results").glob("*/README.md"))
+                  if other.parent.resolve() != folder.resolve()]
     stale = []
-    for path, update in ((args.readme, updated_summary), (page, updated_results)):
+    for path, update, source in pages:
         old = path.read_text()
-        new = update(old, folder)
+        new = update(old, source)
         if args.check and new != old:
             stale.append(str(path))
         elif not args.check:
             path.write_text(new)
     if stale:
-        print(f"{' and '.join(stale)} differ from the results in {folder}: run tools/readme_fast_table.py")
+        print(f"{' and '.join(stale)} differ from the results beside them: run tools/readme_fast_table.py")
         return 1
     return 0
 

@@ -153,3 +153,18 @@ def test_the_generated_blocks_are_empty_where_their_file_is_missing(tool, tmp_pa
     page = tool.updated_results((RESULTS_DIR / "README.md").read_text(), results)
     assert "<!-- cliffs-table:start -->\n<!-- cliffs-table:end -->" in page
     assert "| dtype | pass | widths timed" not in page and "| sweep | dtype | N |" in page
+
+
+def test_another_cards_page_is_rendered_from_its_own_folder_without_fast_csv(tool, tmp_path):
+    """results/h100/README.md holds the blocks of the runs made on an H100, from results/h100's files (no fast.csv
+    there): its committed text is what its own folder renders, and a block empties when its file goes."""
+    h100 = ROOT / "results" / "h100"
+    assert not (h100 / "fast.csv").is_file() and (h100 / "launch_path.csv").is_file()
+    page = (h100 / "README.md").read_text()
+    assert tool.updated_results(page, h100) == page
+    copy = tmp_path / "h100"
+    shutil.copytree(h100, copy, copy_function=shutil.copyfile)
+    (copy / "launch_path.csv").unlink()
+    emptied = tool.updated_results(page, copy)
+    assert "<!-- launch-path-table:start -->\n<!-- launch-path-table:end -->" in emptied
+    assert "| shape | pass | fast µs | Liger |" in emptied  # the LayerNorm's block, whose files stay
