@@ -42,9 +42,9 @@ def _ms(case: Case) -> torch.Tensor:
 
 
 SYMPTOMS = [
-    Symptom("r is the RMS sqrt(mean(x²) + eps), not its inverse",
+    Symptom("your r is the RMS sqrt(mean(x²) + eps), not its inverse",
             lambda c: _outputs(c, torch.sqrt(_ms(c) + EPS)), "r = 1 / sqrt(mean(x²) + eps), then y = x · r · gamma."),
-    Symptom("r is the RMS, not its inverse (y is right: you divided x by the RMS)",
+    Symptom("your r is the RMS, not its inverse (your y is right: you divided x by the RMS)",
             lambda c: _outputs(c, torch.sqrt(_ms(c) + EPS), divide=True),
             "r is the number that multiplies x: 1 / sqrt(mean(x²) + eps)."),
     Symptom("r uses the sum of the squares, not their mean",

@@ -244,8 +244,8 @@ def _row(r, y, x=(1.0, 2.0, 2.0, 4.0), gamma=(1.0, 1.0, 0.5, 2.0)):
 #: Exercise 01: name → (my_row function, substring).
 BY_HAND = {
     "skeleton": (_row_skeleton, "not done yet"),
-    "the RMS instead of its inverse": (_row(2.5, [2.5, 5.0, 2.5, 20.0]), "r is the RMS sqrt(mean(x²) + eps), not its inverse"),
-    "r is the RMS but y divides by it": (_row(2.5, [0.4, 0.8, 0.4, 3.2]), "y is right: you divided x by the RMS"),
+    "the RMS instead of its inverse": (_row(2.5, [2.5, 5.0, 2.5, 20.0]), "your r is the RMS sqrt(mean(x²) + eps), not its inverse"),
+    "r is the RMS but y divides by it": (_row(2.5, [0.4, 0.8, 0.4, 3.2]), "your y is right: you divided x by the RMS"),
     "sum instead of mean": (_row(0.2, [0.2, 0.4, 0.2, 1.6]), "r uses the sum of the squares, not their mean"),
     "no square root": (_row(0.16, [0.16, 0.32, 0.16, 1.28]), "the square root is missing"),
     "mean of |x|": (_row(1 / 2.25, [0.444, 0.889, 0.444, 3.556]), "r uses the mean of |x|"),
