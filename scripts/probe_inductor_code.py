@@ -1,12 +1,16 @@
-"""Probe: the Triton kernels torch.compile writes for the RMSNorm's forward and backward, and the configs it keeps.
+"""Probe: the Triton kernels torch.compile writes for a norm's forward and backward, and the configs it keeps.
 
     python3 scripts/probe_inductor_code.py --out /tmp/inductor --at 'bfloat16:16384x4097,65536x257'
+    python3 scripts/probe_inductor_code.py --out /tmp/inductor --norm layernorm --weight-dtype float32 \
+        --at 'bfloat16:4096x12288'
 
 Where compile leads the fast path (results/h200/fast_weak.csv: the backward at 16384 × 4097 bf16, both passes at
 65536 × 257), read its kernels: Inductor writes Triton too. For each shape, ``F.rms_norm`` (a weight, eps 1e-6)
-is compiled as the side by side compiles it (``rmsnorm_lab.providers``: ``dynamic=False``, the default mode), run
-forward and backward once, which makes Inductor's autotuner pick among its reduction configurations; then every
-module it generated is written out (``inductor_<dtype>_<M>x<N>_<i>.py``) and, per Triton kernel, the configuration
+is compiled as the side by side compiles it (``rmsnorm_lab.providers``: ``dynamic=False``, the default mode), or
+with ``--norm layernorm`` ``F.layer_norm`` (a weight and a bias, eps 1e-5, as ``rmsnorm_lab.layernorm_bench``
+compiles it), the parameters in ``--weight-dtype`` (default x's), run forward and backward once, which makes
+Inductor's autotuner pick among its reduction configurations; then every module it generated is written out
+(``inductor_<norm>_<dtype>_<M>x<N>[_<weight dtype>_weight]_<i>.py``) and, per Triton kernel, the configuration
 its autotuner kept with the registers and spills of the compiled kernel (``inductor_kernels.csv``). Never asserts
 a speed; without a GPU it says so and exits 0.
 
@@ -49,6 +53,26 @@ def parse_at(text: str) -> list[tuple[torch.dtype, int, int]]:
     return shapes
 
 
+def step_of(norm: str, M: int, N: int, dtype: torch.dtype, weight_dtype: torch.dtype | None, device="cuda"):
+    """(fn, leaves, dy): the norm's eager call on ``leaves`` (x and its parameters, requiring grad), as the side by
+    side draws them (``rmsnorm.testing.make_inputs`` at seed 1; ``rmsnorm_lab.layernorm_bench.inputs``)."""
+    import torch.nn.functional as F
+
+    if norm == "layernorm":
+        from rmsnorm_lab.layernorm_bench import EPS, inputs
+
+        x, weight, bias, dy = inputs(M, N, dtype, weight_dtype or dtype, device)
+        leaves = (x, weight, bias)
+        fn = lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)  # noqa: E731
+    else:
+        from rmsnorm.testing import make_inputs
+
+        x, weight, dy = make_inputs(M, N, dtype, device, seed=1, draw_on_device=torch.device(device).type == "cuda")
+        leaves = (x, weight.to(weight_dtype or dtype))
+        fn = lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6)  # noqa: E731
+    return fn, tuple(t.detach().requires_grad_(True) for t in leaves), dy
+
+
 def kernel_rows(modules, shape: str) -> list[dict]:
     """One row per Triton kernel of the generated ``modules``: its name, the kept config, registers and spills."""
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
@@ -70,6 +94,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--at", default="bfloat16:16384x4097,65536x257;float32:65536x257",
                         help="shapes: 'dtype:MxN,MxN;dtype:MxN'")
+    parser.add_argument("--norm", choices=("rmsnorm", "layernorm"), default="rmsnorm")
+    parser.add_argument("--weight-dtype", choices=DTYPES, default=None,
+                        help="the parameters' dtype (default: x's at each shape)")
     args = parser.parse_args(argv)
     try:
         shapes = parse_at(args.at)
@@ -79,29 +106,26 @@ def main(argv=None) -> int:
         print("probe_inductor_code: no CUDA GPU here, nothing compiled (Inductor's Triton kernels need one)")
         return 0
     import pandas as pd
-    import torch.nn.functional as F
     from torch._inductor.codecache import PyCodeCache
     from torch._inductor.utils import run_and_get_code
 
-    from rmsnorm.testing import make_inputs
-
     args.out.mkdir(parents=True, exist_ok=True)
+    weight_dtype = None if args.weight_dtype is None else getattr(torch, args.weight_dtype)
     rows = []
     for dtype, M, N in shapes:
-        x, weight, dy = make_inputs(M, N, dtype, "cuda", seed=1, draw_on_device=True)
-        x.requires_grad_(True)
-        weight.requires_grad_(True)
-        compiled = torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, 1e-6), dynamic=False)
+        fn, leaves, dy = step_of(args.norm, M, N, dtype, weight_dtype)
+        compiled = torch.compile(fn, dynamic=False)
         before = len(getattr(PyCodeCache, "modules", ()))
 
-        def step(compiled=compiled, x=x, weight=weight, dy=dy):
-            y = compiled(x, weight)
+        def step(compiled=compiled, leaves=leaves, dy=dy):
+            y = compiled(*leaves)
             y.backward(dy)
             return y
 
         _, sources = run_and_get_code(step)
         torch.cuda.synchronize()
-        label = f"{str(dtype).removeprefix('torch.')}_{M}x{N}"
+        label = (f"{args.norm}_{str(dtype).removeprefix('torch.')}_{M}x{N}"
+                 + ("" if weight_dtype in (None, dtype) else f"_{args.weight_dtype}_weight"))
         for i, source in enumerate(sources):
             (args.out / f"inductor_{label}_{i}.py").write_text(source)
         rows += kernel_rows(list(getattr(PyCodeCache, "modules", ()))[before:], label)

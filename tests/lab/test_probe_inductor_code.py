@@ -51,3 +51,25 @@ def test_each_kept_launcher_is_one_row(probe, monkeypatch):
 def test_without_a_gpu_it_says_so_and_writes_nothing(probe, tmp_path, capsys):
     assert probe.main(["--out", str(tmp_path / "out")]) == 0
     assert "no CUDA GPU" in capsys.readouterr().out and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("norm, weight_dtype, names", [
+    ("rmsnorm", None, ("x", "weight")), ("rmsnorm", torch.float32, ("x", "weight")),
+    ("layernorm", torch.float32, ("x", "weight", "bias")), ("layernorm", None, ("x", "weight", "bias"))])
+def test_each_norm_compiles_torchs_own_call_on_leaves_in_the_declared_dtypes(probe, norm, weight_dtype, names):
+    import torch.nn.functional as F
+
+    fn, leaves, dy = probe.step_of(norm, 5, 24, torch.float16, weight_dtype, "cpu")
+    assert len(leaves) == len(names) and all(t.is_leaf and t.requires_grad for t in leaves)
+    assert leaves[0].dtype == dy.dtype == torch.float16 and leaves[0].shape == dy.shape == (5, 24)
+    assert all(t.dtype == (weight_dtype or torch.float16) and t.shape == (24,) for t in leaves[1:])
+    x, *params = (t.detach().double() for t in leaves)
+    want = (F.layer_norm(x, (24,), *params, 1e-5) if norm == "layernorm" else F.rms_norm(x, (24,), *params, 1e-6))
+    torch.testing.assert_close(fn(x, *params), want)  # torch's own call, on the leaves it is given
+
+
+def test_the_norm_and_the_weight_dtype_are_refused_by_name(probe, capsys):
+    for bad in (["--norm", "groupnorm"], ["--weight-dtype", "half"]):
+        with pytest.raises(SystemExit) as exit_:
+            probe.main(["--out", "/nonexistent/never-made", *bad])
+        assert exit_.value.code == 2 and bad[0] in capsys.readouterr().err
