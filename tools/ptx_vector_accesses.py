@@ -13,6 +13,7 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 4096 bfloat16 --layernorm        # instructions, RMSNorm and LayerNorm
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills          # registers and spilled bytes (ptxas)
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm
+    python tools/ptx_vector_accesses.py 12288 bfloat16 --spills --layernorm --weight float32  # fp32 weight and bias
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm --rmsnorm-table  # its backward at the
         # RMSNorm's configuration (rmsnorm.backward_config), where the LayerNorm's own loops
     python tools/ptx_vector_accesses.py 262144 bfloat16 --split    # the split forward's candidates: registers,
@@ -82,23 +83,24 @@ def _instructions(ptx: str) -> int:
 
 def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
                 residual_dtype: torch.dtype | None = None, layernorm: bool = False,
-                backward_table=None, forward_table=None) -> tuple[str, str]:
+                backward_table=None, forward_table=None, weight_dtype: torch.dtype | None = None) -> tuple[str, str]:
     """The PTX of the forward and backward (weight, offset 0) at N, for sm_90: plain, or with ``residual_dtype``
     the fused add's (HAS_RESIDUAL and HAS_DRES on; the backward's x, dx and dres in residual's dtype), or with
     ``layernorm`` the LayerNorm's (IS_LAYERNORM and HAS_BIAS on, a bias in x's dtype). ``backward_table``: the
     backward's configuration function, by default the launchers' (the LayerNorm's own for ``layernorm``);
     ``forward_table`` the forward's, likewise; the forward is persistent where its configuration caps its programs
-    (rows enough to fill them)."""
+    (rows enough to fill them). ``weight_dtype``: the weight's (and the LayerNorm's bias's) dtype, default x's."""
     names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
     t = names[dtype]
     fused = residual_dtype is not None
     tr = names[residual_dtype] if fused else t  # residual, residual_out, h and its gradient
+    tw = names[weight_dtype or dtype]  # the weight and the bias
     table = backward_table or (layernorm_backward_config if layernorm else backward_config)
     forward_table = forward_table or (layernorm_forward_config if layernorm else forward_config)
     fwd, bwd = forward_table(N, dtype), table(N, dtype)
     compute = row_arithmetic_dtype(N, residual_dtype or dtype)
     scratch = "*fp64" if compute == torch.float64 else "*fp32"
-    ln_forward, ln_backward = ({"mean_ptr": "*fp32", "bias_ptr": f"*{t}"}, {"mean_ptr": "*fp32",
+    ln_forward, ln_backward = ({"mean_ptr": "*fp32", "bias_ptr": f"*{tw}"}, {"mean_ptr": "*fp32",
                                "bias_partial_ptr": "*fp32", "mean_u_ptr": scratch}) if layernorm else ({}, {})
     switches = {"IS_LAYERNORM": True, "HAS_BIAS": True} if layernorm else {}
     residual = ({"residual_ptr": f"*{tr}", "residual_row_stride": "i32", "residual_out_ptr": f"*{tr}",
@@ -107,7 +109,7 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
              "HAS_RESIDUAL": False})
     forward = _ptx(
         rmsnorm_fast_forward_kernel,
-        {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "y_ptr": f"*{t}", "y_row_stride": "i32",
+        {"x_ptr": f"*{t}", "x_row_stride": "i32", "weight_ptr": f"*{tw}", "y_ptr": f"*{t}", "y_row_stride": "i32",
          "rstd_ptr": "*fp32", "M": "i32", "N": "i32", "eps": "fp32", **residual[0], **ln_forward},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "ONE_BLOCK": fwd.one_block(N), "BLOCK_M": fwd.BLOCK_M,
          "BLOCK_N": fwd.BLOCK_N, "PERSISTENT": fwd.programs_per_sm is not None, "NUM_STAGES": fwd.num_stages,
@@ -120,7 +122,7 @@ def kernels_ptx(N: int, dtype: torch.dtype, align: int, divisible: bool = False,
         {}, {"dres_ptr": None, "dres_row_stride": None, "HAS_DRES": False})
     backward = _ptx(
         rmsnorm_fast_backward_kernel,
-        {"x_ptr": f"*{tr}", "x_row_stride": "i32", "weight_ptr": f"*{t}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}",
+        {"x_ptr": f"*{tr}", "x_row_stride": "i32", "weight_ptr": f"*{tw}", "rstd_ptr": "*fp32", "dy_ptr": f"*{t}",
          "dy_row_stride": "i32", "dx_ptr": f"*{tr}", "dx_row_stride": "i32", "partial_ptr": "*fp32",
          "mean_ux_ptr": scratch, "M": "i32", "N": "i32", **dres[0], **ln_backward},
         {"HAS_WEIGHT": True, "OFFSET": 0.0, "COMPUTE": TRITON_DTYPE[compute],
@@ -234,8 +236,15 @@ if __name__ == "__main__":
                           for which, pair in zip(("forward", "backward"), zip(plain, fused))}))
         sys.exit()
     if "--spills" in sys.argv[3:]:  # the launchers' configurations at N: RMSNorm's, or with --layernorm LayerNorm's
+        weight = None
+        if "--weight" in sys.argv[3:]:
+            name = (sys.argv[sys.argv.index("--weight") + 1:] or [""])[0]
+            if name not in ("float32", "float16", "bfloat16"):
+                sys.exit(f"--weight takes float32, float16 or bfloat16; got {name!r}")
+            weight = getattr(torch, name)
         pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:],
-                           backward_table=backward_config if "--rmsnorm-table" in sys.argv[3:] else None)
+                           backward_table=backward_config if "--rmsnorm-table" in sys.argv[3:] else None,
+                           weight_dtype=weight)
         print(json.dumps({which: registers_and_spills(ptx) for which, ptx in zip(("forward", "backward"), pair)}))
         sys.exit()
     if "--split" in sys.argv[3:]:  # the split forward at each of the sweep's split candidates
