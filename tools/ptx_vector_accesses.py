@@ -228,6 +228,14 @@ def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> d
 
 if __name__ == "__main__":
     N, dtype = int(sys.argv[1]), getattr(torch, sys.argv[2])
+    weight = None  # --weight DTYPE: the weight's and the bias's dtype, for --spills and --layernorm
+    if "--weight" in sys.argv[3:]:
+        name = (sys.argv[sys.argv.index("--weight") + 1:] or [""])[0]
+        if name not in ("float32", "float16", "bfloat16"):
+            sys.exit(f"--weight takes float32, float16 or bfloat16; got {name!r}")
+        if not {"--spills", "--layernorm"} & set(sys.argv[3:]) or "--fused" in sys.argv[3:]:
+            sys.exit("--weight goes with --spills or --layernorm")
+        weight = getattr(torch, name)
     if "--fused" in sys.argv[3:]:  # the fused add's kernels, residual in the dtype given after --fused
         residual_dtype = getattr(torch, sys.argv[sys.argv.index("--fused") + 1])
         fused = kernels_ptx(N, dtype, 1, N % 16 == 0, residual_dtype)
@@ -236,12 +244,6 @@ if __name__ == "__main__":
                           for which, pair in zip(("forward", "backward"), zip(plain, fused))}))
         sys.exit()
     if "--spills" in sys.argv[3:]:  # the launchers' configurations at N: RMSNorm's, or with --layernorm LayerNorm's
-        weight = None
-        if "--weight" in sys.argv[3:]:
-            name = (sys.argv[sys.argv.index("--weight") + 1:] or [""])[0]
-            if name not in ("float32", "float16", "bfloat16"):
-                sys.exit(f"--weight takes float32, float16 or bfloat16; got {name!r}")
-            weight = getattr(torch, name)
         pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:],
                            backward_table=backward_config if "--rmsnorm-table" in sys.argv[3:] else None,
                            weight_dtype=weight)
@@ -271,9 +273,10 @@ if __name__ == "__main__":
                                   **registers_and_spills(ptx),
                                   **{name: len(re.findall(pattern, ptx)) for name, pattern in PATTERNS.items()}}))
         sys.exit()
-    if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype), the forward at the
-        # RMSNorm's configuration: what the switches add
-        layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True, forward_table=forward_config)
+    if "--layernorm" in sys.argv[3:]:  # the LayerNorm's kernels (weight and bias in x's dtype, or --weight's), the
+        # forward at the RMSNorm's configuration: what the switches add
+        layernorm = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm=True, forward_table=forward_config,
+                                weight_dtype=weight)
         plain = kernels_ptx(N, dtype, 1, N % 16 == 0)
         print(json.dumps({f"instructions {which}": [_instructions(ptx) for ptx in pair]
                           for which, pair in zip(("forward", "backward"), zip(plain, layernorm))}))
