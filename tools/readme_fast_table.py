@@ -313,10 +313,11 @@ def updated_results(page: str, folder: Path) -> str:
     def present(name):
         return (folder / name).is_file()
 
-    whole = load_whole_call(folder) if present(WHOLE_CALL_FILE) else None
-    weak = pd.read_csv(folder / WEAK_FILE) if present(WEAK_FILE) else None
-    # another card's page (results/h100) holds only the blocks of the runs made there, never fast.csv's
-    text = updated(page, load_fast_table(folder), whole, weak) if present("fast.csv") or START in page else page
+    text = page
+    if START in page:  # the fast.csv page; another card's (results/h100) holds only the blocks of its own runs
+        whole = load_whole_call(folder) if present(WHOLE_CALL_FILE) else None
+        weak = pd.read_csv(folder / WEAK_FILE) if present(WEAK_FILE) else None
+        text = updated(page, load_fast_table(folder), whole, weak)
     blocks = {
         "host-probe": ("host_time_probe.txt",
                        lambda: pages.render_host_probe((folder / "host_time_probe.txt").read_text())),
