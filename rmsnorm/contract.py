@@ -123,10 +123,8 @@ def check_eps(eps, name: str = "eps", *, allow_zero: bool = True) -> None:
         raise ContractError(f"{name} must be a real number; got {type(eps).__name__} {eps!r}")
     # comparisons, not math.isfinite: torch.compile(dynamic=True) makes a module's float eps symbolic,
     # and traces (guards on) a comparison where it cannot trace math.isfinite. NaN fails both.
-    if allow_zero and not 0 <= eps < math.inf:
-        raise ContractError(f"{name} must be finite and >= 0; got {eps!r}")
-    if not allow_zero and not 0 < eps < math.inf:
-        raise ContractError(f"{name} must be finite and > 0; got {eps!r}")
+    if not ((0 <= eps) if allow_zero else (0 < eps)) or not eps < math.inf:
+        raise ContractError(f"{name} must be finite and {'>=' if allow_zero else '>'} 0; got {eps!r}")
 
 
 def check_offset(offset, weight) -> None:
