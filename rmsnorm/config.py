@@ -331,10 +331,11 @@ LAYERNORM_BACKWARD_ONE_BLOCK_MAX_N = 8192
 #: are held in one block, read once (the loop's second read of x costs the LayerNorm more than the RMSNorm); the
 #: looped widths between compile N in (the loop's trip count known, its blocks' loads in flight together); rows of
 #: 32769-65536 columns loop over blocks of 16384 on 32 warps, two programs an SM. At 4096 columns the RMSNorm's
-#: loop stays: the library's call with one block there is not yet understood (``results/h100/README.md``). The
-#: LayerNorm's own sweep chose these
-#: (``scripts/benchmark_fast.py --tune-only --norm layernorm --tune-passes forward``), run on an H100: ``evidence``
-#: names rows of ``results/h100/layernorm_tuning.csv``, which an H200 sweep is to confirm.
+#: loop stays: one block there leads from 4096 rows on but, L2-cold at 1024 rows, is the slowest and not stable from
+#: run to run, where the loop is (``results/h100/README.md``, *One block of 4096 columns*); the rules look at N, not
+#: M. The LayerNorm's own sweep chose these (``scripts/benchmark_fast.py --tune-only --norm layernorm --tune-passes
+#: forward``), run on an H100: ``evidence`` names rows of ``results/h100/layernorm_tuning.csv``, which an H200 sweep
+#: is to confirm.
 LAYERNORM_FORWARD_RULES: tuple[Rule, ...] = (
     # N_min, N_max, parity, dtypes, step, block, warps, programs_per_sm, stages, evidence
     Rule(513, 1024, ANY, B16, 4096, None, 4, None, 1,
