@@ -62,6 +62,21 @@ def _add_residual(x_ptrs, residual_ptrs, residual_out_ptrs, mask, LOAD_EVICT: tl
 
 
 @triton.jit
+def _columns(ptr, cols, N, BLOCK_M: tl.constexpr):
+    """A per-column parameter (weight or bias) at ``cols``, as a (1, BLOCK_N) row in its own dtype.
+
+    For one row a step, loaded in two dimensions, in the layout of the row it scales: loaded as a vector and
+    broadcast, a float32 parameter beside a 16-bit row takes a layout of its own (16 bytes a thread) and goes through
+    shared memory to meet the row's, in every block. For several rows a step the vector is the better start: the
+    (1, BLOCK_N) load would be laid out across the warps that share the rows. ``tools/ptx_vector_accesses.py N dtype
+    --spills [--layernorm] --weight float32`` counts each kernel's vector stores to shared memory.
+    """
+    if BLOCK_M == 1:
+        return tl.load(ptr + cols[None, :], mask=(cols < N)[None, :], other=0.0)
+    return tl.load(ptr + cols, mask=cols < N, other=0.0)[None, :]
+
+
+@triton.jit
 def _shifted_moments(x_rows, row_mask, N, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """(mean, rstd) of rows too wide for one block, from sums of d = x − x[0] (the row's first element).
 
@@ -101,7 +116,10 @@ def _normalise_row_block(
     """
     cols = tl.arange(0, BLOCK_N)
     rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
-    row_mask = rows < M
+    if BLOCK_M == 1:  # block < cdiv(M, 1) = M: the row is always there, and the column masks fold away
+        row_mask = tl.full([BLOCK_M], 1, tl.int1)
+    else:
+        row_mask = rows < M
     x_rows = x_ptr + rows[:, None] * x_row_stride
     y_rows = y_ptr + rows[:, None] * y_row_stride
     if HAS_RESIDUAL:  # h = x + residual is what the norm reads: from residual_out once it is written
@@ -125,13 +143,13 @@ def _normalise_row_block(
             rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)  # (BLOCK_M,)
             y = x * rstd[:, None]
         if HAS_WEIGHT and HELD:
-            y = y * weight_held[None, :]
+            y = y * weight_held
         elif HAS_WEIGHT:
-            y = y * shifted_weight(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET, tl.float32)[None, :]
+            y = y * shifted_weight(_columns(weight_ptr, cols, N, BLOCK_M), OFFSET, tl.float32)
         if HAS_BIAS and HELD:
-            y = y + bias_held[None, :]
+            y = y + bias_held
         elif HAS_BIAS:
-            y = y + tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+            y = y + _columns(bias_ptr, cols, N, BLOCK_M).to(tl.float32)
         tl.store(y_rows + cols[None, :], y, mask=mask)  # cast to y's dtype
     elif IS_LAYERNORM:
         mean, rstd = _shifted_moments(x_rows, row_mask, N, eps, BLOCK_M, BLOCK_N)
@@ -141,9 +159,9 @@ def _normalise_row_block(
             x = tl.load(x_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = (x - mean[:, None]) * rstd[:, None]
             if HAS_WEIGHT:
-                y = y * shifted_weight(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET, tl.float32)[None, :]
+                y = y * shifted_weight(_columns(weight_ptr, c, N, BLOCK_M), OFFSET, tl.float32)
             if HAS_BIAS:
-                y = y + tl.load(bias_ptr + c, mask=c < N, other=0.0).to(tl.float32)[None, :]
+                y = y + _columns(bias_ptr, c, N, BLOCK_M).to(tl.float32)
             tl.store(y_rows + c[None, :], y, mask=mask)
     else:
         sum_sq = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -163,7 +181,7 @@ def _normalise_row_block(
             x = tl.load(h_rows + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = x * rstd[:, None]
             if HAS_WEIGHT:
-                y = y * shifted_weight(tl.load(weight_ptr + c, mask=c < N, other=0.0), OFFSET, tl.float32)[None, :]
+                y = y * shifted_weight(_columns(weight_ptr, c, N, BLOCK_M), OFFSET, tl.float32)
             tl.store(y_rows + c[None, :], y, mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
     if IS_LAYERNORM:
@@ -219,9 +237,9 @@ def rmsnorm_fast_forward_kernel(
         if ONE_BLOCK:  # the same columns in every row block: the scale and the bias loaded once, not per block
             cols = tl.arange(0, BLOCK_N)
             if HAS_WEIGHT:
-                weight_held = shifted_weight(tl.load(weight_ptr + cols, mask=cols < N, other=0.0), OFFSET, tl.float32)
+                weight_held = shifted_weight(_columns(weight_ptr, cols, N, BLOCK_M), OFFSET, tl.float32)
             if HAS_BIAS:
-                bias_held = tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)
+                bias_held = _columns(bias_ptr, cols, N, BLOCK_M).to(tl.float32)
         for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
             _normalise_row_block(block, x_ptr, x_row_stride, weight_ptr, y_ptr, y_row_stride, rstd_ptr, M, N, eps,
                                  residual_ptr, residual_row_stride, residual_out_ptr, residual_out_row_stride,

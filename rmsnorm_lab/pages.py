@@ -37,7 +37,8 @@ from .sidebyside import PEERS, best_peer_table, ratio_table
 __all__ = [
     "FUSED_ADD_TARGETS", "OFFSET_COST", "ZERO_OFFSET_COST", "fused_add_ratios", "fused_over_unfused", "offset_cost",
     "render_cliffs", "render_decode", "render_fused_add", "render_host_probe", "render_model_step", "render_offset",
-    "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost"
+    "render_step_kernels", "render_summary", "render_sweeps", "zero_offset_cost", "forward_ab_ratios",
+    "render_forward_ab"
 ]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -406,6 +407,40 @@ def render_layernorm(kernel: pd.DataFrame, whole: pd.DataFrame | None = None) ->
     timed and why, then the whole call and host µs."""
     return _side_by_side(layernorm_ratios(kernel), kernel, whole, "fast", ("fast LayerNorm", "fast"),
                          _LAYERNORM_COLUMNS, geomean_targets=LAYERNORM_GEOMEAN_TARGETS)
+
+
+#: How far the new checkout's forward may move from the old one's at a shape the change is not for (issue 40:
+#: "agree within 2 %").
+FORWARD_AB_TOLERANCE = 0.02
+_AB_NORMS = {"rmsnorm": "RMSNorm", "rmsnorm_add": "fused add", "layernorm": "LayerNorm"}
+
+
+def forward_ab_ratios(ab: pd.DataFrame) -> pd.DataFrame:
+    """forward_layout_ab.csv as one row per (norm, M, N, dtype, weight_dtype): each tree's best of its runs (µs)
+    and new over old."""
+    best = ab.pivot_table(index=["norm", "M", "N", "dtype", "weight_dtype"], columns="tree", values="us",
+                          aggfunc="min")
+    return best.assign(ratio=best["new"] / best["old"]).reset_index()
+
+
+def render_forward_ab(ab: pd.DataFrame) -> str:
+    """An A/B of the fast forward (forward_layout_ab.csv): per norm and shape the old and new checkouts' kernel time
+    (the best of each one's runs) and new over old; then, per norm, the range and the shapes that moved by more than
+    :data:`FORWARD_AB_TOLERANCE` either way."""
+    table = forward_ab_ratios(ab)
+    lines = ["| norm | shape | old µs | new µs | new / old |", "|---|---|---|---|---|"]
+    names = ["M", "N", "dtype", "weight"]
+    for r in table.itertuples(index=False):
+        shape = _shape((r.M, r.N, r.dtype, r.weight_dtype), names)
+        lines.append(f"| {_AB_NORMS[r.norm]} | {shape} | {r.old:.2f} | {r.new:.2f} | {r.ratio:.3f} |")
+    lines.append("")
+    for norm, group in table.groupby("norm", sort=False):
+        moved = group[(group["ratio"] - 1).abs() > FORWARD_AB_TOLERANCE]
+        where = "; ".join(f"{_shape((r.M, r.N, r.dtype, r.weight_dtype), names)} {r.ratio:.3f}"
+                          for r in moved.itertuples(index=False)) or "none"
+        lines.append(f"- {_AB_NORMS[norm]}: new / old {group['ratio'].min():.3f}–{group['ratio'].max():.3f} over "
+                     f"{len(group)} shapes; beyond ±{FORWARD_AB_TOLERANCE:.0%}: {where}.".replace("%", " %"))
+    return "\n".join(lines)
 
 
 def render_decode(decode: pd.DataFrame) -> str:

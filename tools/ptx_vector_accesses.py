@@ -11,7 +11,8 @@ include each kernel's instructions.
     python tools/ptx_vector_accesses.py 4096 bfloat16 --plain-digest     # sha256 of the plain kernels' code
     python tools/ptx_vector_accesses.py 4096 bfloat16 --fused float32    # instructions, plain and fused add
     python tools/ptx_vector_accesses.py 4096 bfloat16 --layernorm        # instructions, RMSNorm and LayerNorm
-    python tools/ptx_vector_accesses.py 16384 bfloat16 --spills          # registers and spilled bytes (ptxas)
+    python tools/ptx_vector_accesses.py 16384 bfloat16 --spills          # registers, spilled bytes (ptxas) and
+        # vector stores to shared memory
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm
     python tools/ptx_vector_accesses.py 12288 bfloat16 --spills --layernorm --weight float32  # fp32 weight and bias
     python tools/ptx_vector_accesses.py 16384 bfloat16 --spills --layernorm --rmsnorm-table  # its backward at the
@@ -216,6 +217,12 @@ def registers_and_spills(ptx: str) -> dict:
     return {"registers": int(registers.group(1)), "spill_bytes": int(spilled.group(1))}
 
 
+def shared_vector_stores(ptx: str) -> int:
+    """Vector stores to shared memory: a tensor passed from one register layout to another (or a staged
+    reduction), which the kernel pays in every block where the conversion sits in a loop."""
+    return len(re.findall(r"st\.shared(?:\.\w+)*\.v\d", ptx))
+
+
 def counts(N: int, dtype: torch.dtype, align: int, divisible: bool = False) -> dict:
     forward, backward = kernels_ptx(N, dtype, align, divisible)
     found = {f"{name} {which}": len(re.findall(pattern, ptx))
@@ -247,7 +254,8 @@ if __name__ == "__main__":
         pair = kernels_ptx(N, dtype, 1, N % 16 == 0, layernorm="--layernorm" in sys.argv[3:],
                            backward_table=backward_config if "--rmsnorm-table" in sys.argv[3:] else None,
                            weight_dtype=weight)
-        print(json.dumps({which: registers_and_spills(ptx) for which, ptx in zip(("forward", "backward"), pair)}))
+        print(json.dumps({which: {**registers_and_spills(ptx), "shared_vector_stores": shared_vector_stores(ptx)}
+                          for which, ptx in zip(("forward", "backward"), pair)}))
         sys.exit()
     if "--split" in sys.argv[3:]:  # the split forward at each of the sweep's split candidates
         from rmsnorm_lab.tuning import split_candidates

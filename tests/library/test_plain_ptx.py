@@ -2,10 +2,11 @@
 
 The fused residual add (rmsnorm_add) and the LayerNorm share the fast kernels through constexpr switches (HAS_RESIDUAL
 in the forward, HAS_DRES in the backward; IS_LAYERNORM and HAS_BIAS in both). Switched off, a constexpr branch is
-not compiled, so the plain kernels must be instruction for instruction those of commit 1a22cbb, before the
-switches. tools/ptx_vector_accesses.py compiles them for sm_90 (no GPU needed) as the launchers do at each width
+not compiled, so the plain kernels must be instruction for instruction the recorded ones: first those of commit
+1a22cbb, before the switches, then those of the last deliberate change to the plain code (the file's "commit" field
+names it). tools/ptx_vector_accesses.py compiles them for sm_90 (no GPU needed) as the launchers do at each width
 and hashes the PTX without its debug information (which names source lines); tests/data/plain_ptx_digests.json
-holds the digests of 1a22cbb.
+holds the digests.
 The widths cover both shapes of each kernel: one block (1000), the forward's column loop (4096), both
 loops (32768), and the float64 row arithmetic of the float32 backward (1000 float32).
 
@@ -67,3 +68,13 @@ def test_the_layernorm_kernels_spill_nothing_at_their_configurations(N, dtype, w
     used = json.loads(out)
     assert {which: use["spill_bytes"] for which, use in used.items()} == {"forward": 0, "backward": 0}, used
     assert all(0 < use["registers"] <= 255 for use in used.values()), used
+
+
+@pytest.mark.parametrize("N, norm", [(12288, "--layernorm"), (16384, "--layernorm"), (8192, "--layernorm"),
+                                     (12288, None), (65536, None)])
+def test_a_one_row_forward_meets_float32_parameters_without_shared_memory(N, norm):
+    # One row a step, a float32 weight (and bias) beside bfloat16 rows is loaded in the row's own layout
+    # (rmsnorm.forward._columns): no tensor passes through shared memory on its way to the row, where a vector load
+    # broadcast to the row went through it in every block (results/h100/forward_layout_ab.csv times both).
+    out = checkout_scripts.ptx_tool(N, "bfloat16", "--spills", *((norm,) if norm else ()), "--weight", "float32")
+    assert json.loads(out)["forward"]["shared_vector_stores"] == 0, out
