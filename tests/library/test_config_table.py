@@ -155,6 +155,14 @@ def test_the_layernorm_backward_holds_no_row_past_its_limit_in_one_block_and_is_
 LAYERNORM_EVIDENCE = Path(__file__).resolve().parents[2] / "results" / "h100" / "layernorm_tuning.csv"
 
 
+def _timed_forward_rows(evidence: str) -> set:
+    """(pass_, dtype, N) of the timed rows of the results/h100 sweep an ``evidence`` string names first."""
+    name = evidence.split(": ", 1)[0]
+    assert name.startswith("layernorm_tuning") and name.endswith(".csv"), evidence
+    with open(LAYERNORM_EVIDENCE.parent / name, newline="") as f:
+        return {(r["pass_"], r["dtype"], int(r["N"])) for r in csv.DictReader(f) if r["us"] and not r["error"]}
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_layernorm_forward_takes_its_first_rule_else_the_rmsnorms_blocked_choice(dtype):
     rows = render_rules("layernorm_forward")
@@ -169,17 +177,16 @@ def test_the_layernorm_forward_takes_its_first_rule_else_the_rmsnorms_blocked_ch
 
 
 def test_every_layernorm_forward_rule_is_chosen_and_names_rows_its_sweep_timed():
-    """Each rule matches some N first (none is shadowed) and its evidence names (dtype, N) rows of the LayerNorm's
+    """Each rule matches some N first (none is shadowed) and its evidence names (dtype, N) rows of a LayerNorm
     forward sweep, the rows that chose it."""
     rows = render_rules("layernorm_forward")
     assert rows, "the LayerNorm's forward has rules of its own"
-    with open(LAYERNORM_EVIDENCE, newline="") as f:
-        timed = {(r["pass_"], r["dtype"], int(r["N"])) for r in csv.DictReader(f) if r["us"] and not r["error"]}
     for i, row in enumerate(rows):
+        timed = _timed_forward_rows(row["evidence"])
         first = [N for N in range(row["N_first"], row["N_last"] + 1)
                  if not any(r["N_first"] <= N <= r["N_last"] for r in rows[:i])]
         assert first, row
-        assert not row["flat"] and row["evidence"].startswith("layernorm_tuning.csv: forward, "), row
+        assert not row["flat"] and row["evidence"].split(": ", 2)[1].startswith("forward, "), row
         _, dtype, widths = _evidence_rows(row["evidence"])
         assert dtype in row["dtypes"].split(", ") and all(("forward", dtype, n) in timed for n in widths), row
         assert all(row["N_first"] <= n <= row["N_last"] for n in widths), row
