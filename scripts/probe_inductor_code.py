@@ -85,7 +85,9 @@ def kernel_rows(modules, shape: str) -> list[dict]:
                     config = launcher.config
                     rows.append(dict(shape=shape, kernel=name, kwargs=dict(config.kwargs), num_warps=config.num_warps,
                                      num_stages=config.num_stages, n_regs=launcher.n_regs,
-                                     n_spills=launcher.n_spills, candidates=len(obj.configs)))
+                                     n_spills=launcher.n_spills,
+                                     # Inductor drops its candidate list once it has benchmarked them.
+                                     candidates=None if obj.configs is None else len(obj.configs)))
     return rows
 
 

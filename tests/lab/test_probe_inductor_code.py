@@ -45,6 +45,9 @@ def test_each_kept_launcher_is_one_row(probe, monkeypatch):
     assert probe.kernel_rows([module], "bfloat16_4x8") == [dict(
         shape="bfloat16_4x8", kernel="triton_red_fused_0", kwargs={"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=16,
         num_stages=1, n_regs=40, n_spills=0, candidates=5)]
+    # torch 2.11's autotuner drops its candidates once it has benchmarked them: the count is then unknown, not 0
+    module.triton_red_fused_0.configs = None
+    assert probe.kernel_rows([module], "bfloat16_4x8")[0]["candidates"] is None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the script compiles and writes")
