@@ -116,7 +116,8 @@ def _normalise_row_block(
     """
     cols = tl.arange(0, BLOCK_N)
     rows = tl.cast(block, tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: M·N may pass 2³¹
-    if BLOCK_M == 1:  # block < cdiv(M, 1) = M: the row is always there, and the column masks fold away
+    if BLOCK_M == 1:  # block < cdiv(M, 1) = M (the launchers' grids: config.grid_size, fast_path.cpp's programs):
+        # the row is always there, and the column masks fold away where N is compiled in
         row_mask = tl.full([BLOCK_M], 1, tl.int1)
     else:
         row_mask = rows < M
@@ -204,7 +205,8 @@ def rmsnorm_fast_forward_kernel(
     ONE_BLOCK: tl.constexpr,  # True when N <= BLOCK_N: no column loop
     BLOCK_M: tl.constexpr,  # rows per step
     BLOCK_N: tl.constexpr,  # columns per block (a power of two)
-    PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops
+    PERSISTENT: tl.constexpr,  # True: fewer programs than row blocks, each loops; False: one program per row block
+    # (the grid is never larger than the row blocks, and not launched at M = 0: one row a step is not masked)
     NUM_STAGES: tl.constexpr,  # software pipelining of that loop
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N and every row stride (see config.row_alignment)
     # the fused add (rmsnorm_add); the plain norm leaves these at None/False, which compiles none of it

@@ -7,8 +7,8 @@ Triton's launcher ``kernel[grid](...)``, and nothing else: no contract checks, n
 operator, no reshaping. Configurations are looked up once per (N, dtype); the grid comes
 from M on every call. The kernels and the config functions are rmsnorm's own.
 
-Not for models: it trusts its inputs (2-D, unit column stride, a weight, dy like x,
-M ≥ 1) and refuses nothing. The benchmark runs it only where the fast path's contract
+Not for models: it trusts its inputs (2-D, unit column stride, a weight, dy like x)
+and refuses nothing. The benchmark runs it only where the fast path's contract
 allows, and checks its outputs against the oracle like every other provider's.
 
 Source: issue 15 ("the floor"); notebooks/07_benchmark.ipynb (whole calls); PyTorch
@@ -79,10 +79,11 @@ class FloorFunction(torch.autograd.Function):
         rstd = torch.empty(M, dtype=torch.float32, device=x.device)
         row_blocks = triton.cdiv(M, plan.forward.BLOCK_M)
         P = num_programs(plan.forward, x.device, row_blocks)
-        rmsnorm_fast_forward_kernel[(P,)](x, x.stride(0), weight, y, y.stride(0), rstd, M, N, eps,
-                                          PERSISTENT=P < row_blocks,
-                                          ROW_ALIGN=row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
-                                          **plan.forward_constants)
+        if M:  # the kernel's grid is at most its row blocks (one program at M = 0 would write row 0)
+            rmsnorm_fast_forward_kernel[(P,)](x, x.stride(0), weight, y, y.stride(0), rstd, M, N, eps,
+                                              PERSISTENT=P < row_blocks,
+                                              ROW_ALIGN=row_align_hint(x.element_size(), N, x.stride(0), y.stride(0)),
+                                              **plan.forward_constants)
         ctx.save_for_backward(x, weight, rstd)
         ctx.plan = plan
         return y
@@ -111,7 +112,7 @@ def floor_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> t
     """The floor's call: ``FloorFunction.apply`` with the plan of (N, x.dtype); no checks.
 
     Args:
-        x: (M, N) with M ≥ 1, unit column stride, inside the fast path's contract (unchecked).
+        x: (M, N), unit column stride, inside the fast path's contract (unchecked); M = 0 launches no forward.
         weight: (N,) γ on x's device (unchecked).
         eps: float > 0 (unchecked).
 

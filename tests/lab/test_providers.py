@@ -159,6 +159,18 @@ def test_the_floor_gives_the_fast_paths_numbers_with_one_launch_per_kernel():
     assert issubclass(FloorFunction, torch.autograd.Function)
 
 
+@pytest.mark.parametrize("N", [257, 8193])
+def test_the_floor_takes_no_rows_as_the_fast_path_does(N):
+    # The forward kernel does not mask its one row a step (its grid never exceeds its row blocks), so at M = 0 the
+    # floor launches no forward at all, where one program would write row 0 of an empty y.
+    x, gamma, dy = (t[:0] if t.dim() == 2 else t for t in make_inputs(5, N, device=DEVICE, seed=4))
+    xl, gl = x.clone().requires_grad_(), gamma.clone().requires_grad_()
+    y = floor_rmsnorm(xl, gl, 1e-6)
+    y.backward(dy)
+    assert y.shape == (0, N) and xl.grad.shape == (0, N)
+    torch.testing.assert_close(gl.grad, torch.zeros_like(gamma), rtol=0, atol=0)
+
+
 # ----------------------------------------------------------------------------- loaders and the results folder
 
 
