@@ -438,8 +438,9 @@ def render_forward_ab(ab: pd.DataFrame) -> str:
         moved = group[(group["ratio"] - 1).abs() > FORWARD_AB_TOLERANCE]
         where = "; ".join(f"{_shape((r.M, r.N, r.dtype, r.weight_dtype), names)} {r.ratio:.3f}"
                           for r in moved.itertuples(index=False)) or "none"
+        shapes = f"{len(group)} shape{'' if len(group) == 1 else 's'}"
         lines.append(f"- {_AB_NORMS[norm]}: new / old {group['ratio'].min():.3f}–{group['ratio'].max():.3f} over "
-                     f"{len(group)} shapes; beyond ±{FORWARD_AB_TOLERANCE:.0%}: {where}.".replace("%", " %"))
+                     f"{shapes}; beyond ±{FORWARD_AB_TOLERANCE:.0%}: {where}.".replace("%", " %"))
     return "\n".join(lines)
 
 

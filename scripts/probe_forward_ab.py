@@ -1,7 +1,7 @@
 """The fast forward's kernel time at the LayerNorm, fused-add and main grids, for one checkout: a forward A/B.
 
 Run it from each checkout's root (the ``rmsnorm`` it times is the one in the working directory), alternating, and
-append the rows to one file; the committed ``results/h100/forward_layout_ab.csv`` was made so, twice each:
+append the rows to one file, twice each (the header of ``results/h100/forward_layout_ab.csv`` names the columns):
 
     git worktree add /tmp/old fc09a7f
     for round in 1 2; do

@@ -182,8 +182,8 @@ def test_the_forward_ab_takes_each_trees_best_run_and_names_the_shapes_that_move
     text = render_forward_ab(ab)
     assert "| RMSNorm | 64 × 4096 bf16 | 10.00 | 9.00 | 0.900 |" in text
     assert "| LayerNorm | 8 × 768 fp16, fp32 weight | 20.00 | 20.20 | 1.010 |" in text
-    assert "- RMSNorm: new / old 0.900–0.900 over 1 shapes; beyond ±2 %: 64 × 4096 bf16 0.900." in text
-    assert "- LayerNorm: new / old 1.010–1.010 over 1 shapes; beyond ±2 %: none." in text
+    assert "- RMSNorm: new / old 0.900–0.900 over 1 shape; beyond ±2 %: 64 × 4096 bf16 0.900." in text
+    assert "- LayerNorm: new / old 1.010–1.010 over 1 shape; beyond ±2 %: none." in text
 
 
 def test_the_forward_layout_change_leaves_the_rmsnorms_grid_and_speeds_its_target():

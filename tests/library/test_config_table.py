@@ -192,6 +192,36 @@ def test_every_layernorm_forward_rule_is_chosen_and_names_rows_its_sweep_timed()
         assert all(row["N_first"] <= n <= row["N_last"] for n in widths), row
 
 
+def _sweep_config(r: dict) -> tuple:
+    """(BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages, static_n) of a sweep row (CSV cells)."""
+    pps = r["programs_per_sm"]
+    return (int(r["BLOCK_M"]), int(r["BLOCK_N"]), int(r["num_warps"]), int(float(pps)) if pps else None,
+            int(r["num_stages"]), r.get("static_n") == "True")
+
+
+def test_each_layernorm_forward_rule_is_within_1_percent_of_the_best_its_sweep_timed():
+    """Where a rule's evidence names a width, its sweep timed the rule's own configuration there, for every weight
+    dtype the sweep ran at that width, and it is within 1 % of the fastest configuration of that run (a rule
+    taken from a sweep it does not win reads as a rule that still holds)."""
+    for rule in config.LAYERNORM_FORWARD_RULES:
+        name = rule.evidence.split(": ", 1)[0]
+        _, dtype, widths = _evidence_rows(rule.evidence)
+        with open(LAYERNORM_EVIDENCE.parent / name, newline="") as f:
+            timed = [r for r in csv.DictReader(f) if r["us"] and not r["error"] and r["pass_"] == "forward"
+                     and r["dtype"] == dtype]
+        for n in widths:
+            chosen = rule.config(n)
+            want = (chosen.BLOCK_M, chosen.BLOCK_N, chosen.num_warps, chosen.programs_per_sm, chosen.num_stages,
+                    chosen.static_n)
+            runs = {(r["M"], r["weight_dtype"]) for r in timed if int(r["N"]) == n}
+            assert runs, (rule.evidence, n)
+            for run in runs:
+                rows = [r for r in timed if int(r["N"]) == n and (r["M"], r["weight_dtype"]) == run]
+                mine = [float(r["us"]) for r in rows if _sweep_config(r) == want]
+                assert mine, (rule.evidence, n, run, "the rule's configuration was not timed")
+                assert min(mine) <= 1.01 * min(float(r["us"]) for r in rows), (rule.evidence, n, run)
+
+
 def test_the_layernorm_forward_rules_leave_the_rmsnorms_choices_alone():
     """The RMSNorm's forward never reads the LayerNorm's rules: no choice of forward_config is a LayerNorm rule's
     where that rule matches (test_the_table_chooses_what_the_functions_chose_before holds it to its fixture); the

@@ -75,6 +75,6 @@ def test_the_layernorm_kernels_spill_nothing_at_their_configurations(N, dtype, w
 def test_a_one_row_forward_meets_float32_parameters_without_shared_memory(N, norm):
     # One row a step, a float32 weight (and bias) beside bfloat16 rows is loaded in the row's own layout
     # (rmsnorm.forward._columns): no tensor passes through shared memory on its way to the row, where a vector load
-    # broadcast to the row went through it in every block (results/h100/forward_layout_ab.csv times both).
+    # broadcast to the row goes through it in every block (results/h100/forward_layout_ab.csv times both).
     out = checkout_scripts.ptx_tool(N, "bfloat16", "--spills", *((norm,) if norm else ()), "--weight", "float32")
     assert json.loads(out)["forward"]["shared_vector_stores"] == 0, out
