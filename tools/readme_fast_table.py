@@ -340,7 +340,7 @@ def updated_results(page: str, folder: Path) -> str:
             pd.read_csv(folder / "fused_add_whole_call.csv") if present("fused_add_whole_call.csv") else None)),
         "model-fused-table": (files("model_fused")[0], lambda: _model_fused(folder, present)),
         "launch-path-table": ("launch_path.csv", lambda: _launch_path(folder, present)),
-        "forward-ab-table": ("forward_layout_ab.csv", lambda: pages.render_forward_ab(
+        "forward-ab-table": ("forward_layout_ab.csv", lambda: pages.render_ab(
             pd.read_csv(folder / "forward_layout_ab.csv"))),
         "layernorm-table": ("layernorm_kernel.csv", lambda: pages.render_layernorm(
             pd.read_csv(folder / "layernorm_kernel.csv"),
