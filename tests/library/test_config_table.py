@@ -192,34 +192,26 @@ def test_every_layernorm_forward_rule_is_chosen_and_names_rows_its_sweep_timed()
         assert all(row["N_first"] <= n <= row["N_last"] for n in widths), row
 
 
-def _sweep_config(r: dict) -> tuple:
-    """(BLOCK_M, BLOCK_N, num_warps, programs_per_sm, num_stages, static_n) of a sweep row (CSV cells)."""
-    pps = r["programs_per_sm"]
-    return (int(r["BLOCK_M"]), int(r["BLOCK_N"]), int(r["num_warps"]), int(float(pps)) if pps else None,
-            int(r["num_stages"]), r.get("static_n") == "True")
-
-
 def test_each_layernorm_forward_rule_is_within_1_percent_of_the_best_its_sweep_timed():
     """Where a rule's evidence names a width, its sweep timed the rule's own configuration there, for every weight
     dtype the sweep ran at that width, and it is within 1 % of the fastest configuration of that run (a rule
     taken from a sweep it does not win reads as a rule that still holds)."""
+    import pandas as pd
+
+    from rmsnorm_lab.tuning import config_of
+
     for rule in config.LAYERNORM_FORWARD_RULES:
-        name = rule.evidence.split(": ", 1)[0]
+        sweep = pd.read_csv(LAYERNORM_EVIDENCE.parent / rule.evidence.split(": ", 1)[0])
         _, dtype, widths = _evidence_rows(rule.evidence)
-        with open(LAYERNORM_EVIDENCE.parent / name, newline="") as f:
-            timed = [r for r in csv.DictReader(f) if r["us"] and not r["error"] and r["pass_"] == "forward"
-                     and r["dtype"] == dtype]
+        timed = sweep[sweep["us"].notna() & sweep["error"].isna() & (sweep["pass_"] == "forward")
+                      & (sweep["dtype"] == dtype)]
         for n in widths:
-            chosen = rule.config(n)
-            want = (chosen.BLOCK_M, chosen.BLOCK_N, chosen.num_warps, chosen.programs_per_sm, chosen.num_stages,
-                    chosen.static_n)
-            runs = {(r["M"], r["weight_dtype"]) for r in timed if int(r["N"]) == n}
-            assert runs, (rule.evidence, n)
-            for run in runs:
-                rows = [r for r in timed if int(r["N"]) == n and (r["M"], r["weight_dtype"]) == run]
-                mine = [float(r["us"]) for r in rows if _sweep_config(r) == want]
-                assert mine, (rule.evidence, n, run, "the rule's configuration was not timed")
-                assert min(mine) <= 1.01 * min(float(r["us"]) for r in rows), (rule.evidence, n, run)
+            runs = timed[timed["N"] == n].groupby(["M", "weight_dtype"])
+            assert runs.ngroups, (rule.evidence, n)
+            for run, rows in runs:
+                mine = rows[[config_of(r) == rule.config(n) for _, r in rows.iterrows()]]["us"]
+                assert len(mine), (rule.evidence, n, run, "the rule's configuration was not timed")
+                assert mine.min() <= 1.01 * rows["us"].min(), (rule.evidence, n, run)
 
 
 def test_the_layernorm_forward_rules_leave_the_rmsnorms_choices_alone():
