@@ -370,17 +370,18 @@ def _side_by_side(table: pd.DataFrame, kernel: pd.DataFrame, whole: pd.DataFrame
         lines.append(f"| {_shape(key, names)} | {key[-1]} | {r.iloc[0]:.1f} | " + " | ".join(cells)
                      + f" | {r.best:.2f}× ({_NAMES[r.best_peer]}) |")
     lines += ["", *_target_lines(table, short, geomean_targets), *tail, *_not_timed(kernel)]
-    if whole is not None:
-        lines += ["", "Whole call (CUDA events around back-to-back calls) and host µs per call, at the host-bound "
-                  f"shapes: the {name}'s µs, then each provider's over it.", "",
-                  f"| shape | pass | {short}: whole call µs | {short}: host µs | "
-                  + " | ".join(n for n, _ in shown) + " |", "|---" * (4 + len(shown)) + "|"]
+    if whole is not None:  # its own providers: a kernel run may time fewer than the whole call's
         ok = whole[whole["check"] == "ok"]
         calls = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="whole_call_us",
                                sort=False)
         host = ok.pivot_table(index=["M", "N", "dtype", "pass_"], columns="provider", values="host_us", sort=False)
+        shown = [(name, provider) for name, provider in columns if provider in calls]
+        lines += ["", "Whole call (CUDA events around back-to-back calls) and host µs per call, at the host-bound "
+                  f"shapes: the {name}'s µs, then each provider's over it.", "",
+                  f"| shape | pass | {short}: whole call µs | {short}: host µs | "
+                  + " | ".join(n for n, _ in shown) + " |", "|---" * (4 + len(shown)) + "|"]
         for key, r in calls.iterrows():
-            cells = [f"{r[p] / r[ours]:.2f}×" if p in r and not math.isnan(r[p]) else "—" for _, p in shown]
+            cells = [f"{r[p] / r[ours]:.2f}×" if not math.isnan(r[p]) else "—" for _, p in shown]
             lines.append(f"| {_shape(key, list(calls.index.names))} | {key[-1]} | {r[ours]:.1f} | "
                          f"{host.loc[key, ours]:.1f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

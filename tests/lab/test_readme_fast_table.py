@@ -196,3 +196,20 @@ def test_the_forward_layout_change_speeds_the_case_it_is_for():
     for norm in ("rmsnorm", "layernorm"):
         case = table.loc[(norm, 4096, 12288, "bfloat16", "float32", "forward")]
         assert case["new_over_old"] < 1 - max(AB_TOLERANCE, case["new_spread"], case["old_spread"]), case
+
+
+def test_the_whole_call_table_compares_every_provider_the_whole_call_timed():
+    """A kernel run that timed fewer providers than the whole call (eager left out) still leaves the whole call's
+    eager ratio on the page: the whole-call table reads its providers from its own rows."""
+    from rmsnorm_lab.pages import render_layernorm
+
+    kernel = pd.DataFrame([dict(M=64, N=256, dtype="float16", weight_dtype="float16", provider=p, pass_=pass_, us=us,
+                                check="ok") for p, us in (("fast", 10.0), ("compile", 12.0))
+                           for pass_ in ("forward", "backward")])
+    timed = (("fast", 20.0), ("compile", 40.0), ("eager", 10.0))
+    whole = pd.DataFrame([dict(M=1, N=4096, dtype="bfloat16", provider=p, pass_="forward", whole_call_us=us,
+                               host_us=us, check="ok") for p, us in timed])
+    rows = [line for line in render_layernorm(kernel, whole).splitlines() if line.startswith("| 1 × 4096")]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[-2:] == [f"{40.0 / 20.0:.2f}×", f"{10.0 / 20.0:.2f}×"]  # compile's and eager's over the fast one's
