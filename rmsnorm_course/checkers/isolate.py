@@ -327,6 +327,12 @@ def interpreter_unavailable() -> str | None:
     return _interpreter_runs
 
 
+def _when(outcome: Outcome) -> str:
+    """Where the child was when it stopped: the case it last announced, or before the first (its start-up and a
+    checker's own first call of the learner's code)."""
+    return "before the first case" if outcome.last_progress == "starting" else f"during {outcome.last_progress}"
+
+
 def crash_message(outcome: Outcome, who: str) -> str:
     """Plain words for a child that died: a signal means memory outside the tensors was touched."""
     code = outcome.value
@@ -337,7 +343,7 @@ def crash_message(outcome: Outcome, who: str) -> str:
         except ValueError:
             pass
     return (f"{who} read or wrote outside the tensor and stopped the process running it{signame}, "
-            f"during {outcome.last_progress}: check the row offset (`row * row_stride`) and the masks "
+            f"{_when(outcome)}: check the row offset (`row * row_stride`) and the masks "
             "(`cols < N`, also on the last row). Your notebook is safe: the checker ran it in a separate process.")
 
 
@@ -346,7 +352,7 @@ def timeout_message(outcome: Outcome, who: str) -> str:
     loop = ("Does every loop move towards its end (`for start in range(0, N, BLOCK_SIZE)` does by itself; a "
             "`while` loop must change its own condition)?" if who.startswith("your kernel")
             else "Does every `while` condition become false?")
-    return (f"{who} did not finish in {outcome.value:g} s (during {outcome.last_progress}): a loop never ends. "
+    return (f"{who} did not finish in {outcome.value:g} s ({_when(outcome)}): a loop never ends. "
             f"{loop} The checker stopped it; your notebook is safe.")
 
 
